@@ -1,0 +1,80 @@
+//! Real Apache Kudu clusters on loopback, for ferry's tests, demos and
+//! benchmarks.
+//!
+//! Nothing that claims to work with Kudu counts unless it ran against real
+//! Kudu servers, so this crate starts real `kudu master` / `kudu tserver`
+//! processes from the `org.apache.kudu:kudu-binary` jar.
+//!
+//! # Layout
+//! - [`binaries`]: fetch the jar with Maven, unpack it into a cache folder
+//!   that survives between runs, and build the daemon environment.
+//! - [`net`]: one private loopback block (`127.a.b.0/24`) per cluster, so
+//!   daemons keep their address across restarts and clusters never collide.
+//! - [`process`]: spawning daemons so they die with the test process, and
+//!   finding leftover processes.
+//! - [`cluster`]: [`MiniCluster`] — start 1 or 3 masters and N tablet servers,
+//!   wait until they are registered, stop/kill/restart/pause single daemons,
+//!   tear everything down on drop (also when a test panics).
+//!
+//! # Example
+//! ```no_run
+//! let cluster = ferry_testkit::MiniCluster::builder().tservers(3).start()?;
+//! let out = cluster.kudu(&["tserver", "list", &cluster.master_addrs_joined()])?;
+//! assert!(out.status.success());
+//! # Ok::<(), ferry_testkit::Error>(())
+//! ```
+
+pub mod binaries;
+pub mod cluster;
+pub mod net;
+pub mod process;
+
+pub use binaries::KuduBinaries;
+pub use cluster::{ClusterBuilder, ClusterInfo, Daemon, DaemonKind, MiniCluster};
+
+use std::path::PathBuf;
+
+/// Errors from the test kit. Each says what failed and where to look.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The Kudu binaries could not be obtained or do not run on this host.
+    #[error("Kudu binaries unavailable: {0}")]
+    Binaries(String),
+    /// A daemon failed to start or to become ready in time.
+    #[error("{daemon} did not start: {reason} (logs: {logs})")]
+    DaemonStart {
+        daemon: String,
+        reason: String,
+        logs: PathBuf,
+    },
+    /// The cluster did not reach the expected state in time.
+    #[error("cluster not ready: {0}")]
+    NotReady(String),
+    /// A caller asked for something the kit does not support.
+    #[error("invalid request: {0}")]
+    Invalid(String),
+    /// An operating-system call failed.
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Result alias for the test kit.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+pub(crate) fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
+    let context = context.into();
+    move |source| Error::Io { context, source }
+}
+
+/// The folder under which the kit keeps clusters and their state:
+/// `$FERRY_TESTKIT_HOME`, else `<tmp>/ferry-testkit`.
+pub fn home_dir() -> PathBuf {
+    std::env::var_os("FERRY_TESTKIT_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| std::env::temp_dir().join("ferry-testkit"))
+}

@@ -1,0 +1,190 @@
+//! `ferry-testkit`: real Kudu clusters on loopback for humans, demos and
+//! scripts.
+//!
+//! ```text
+//! ferry-testkit up --name demo --tservers 3     # prints "demo 127.a.b.1:7051"
+//! ferry-testkit status demo
+//! ferry-testkit kudu -- table list 127.a.b.1:7051
+//! ferry-testkit down demo | ferry-testkit down --all
+//! ferry-testkit install                         # fetch the Kudu binaries once
+//! ```
+
+use clap::{Parser, Subcommand};
+use ferry_testkit::binaries::Provenance;
+use ferry_testkit::process::alive;
+use ferry_testkit::{KuduBinaries, MiniCluster};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "ferry-testkit",
+    version,
+    about = "Real Kudu clusters on loopback for tests, demos and benchmarks"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Start a cluster in the background and print `NAME MASTER_ADDRESSES`.
+    Up {
+        /// Cluster name ([A-Za-z0-9_-], unique among running clusters).
+        #[arg(long)]
+        name: String,
+        /// Number of masters: 1 or 3.
+        #[arg(long, default_value_t = 1, value_parser = parse_masters)]
+        masters: usize,
+        /// Number of tablet servers.
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..=200))]
+        tservers: u16,
+        /// Extra flag for every master (repeatable), e.g. --master-flag=--rpc_encryption=required.
+        #[arg(long = "master-flag", allow_hyphen_values = true)]
+        master_flags: Vec<String>,
+        /// Extra flag for every tablet server (repeatable).
+        #[arg(long = "tserver-flag", allow_hyphen_values = true)]
+        tserver_flags: Vec<String>,
+    },
+    /// Show the daemons of one cluster (or of every cluster).
+    Status {
+        /// Cluster name; all clusters if omitted.
+        name: Option<String>,
+    },
+    /// Stop a cluster (kill its daemons, remove its folder).
+    Down {
+        /// Cluster name.
+        #[arg(required_unless_present = "all", conflicts_with = "all")]
+        name: Option<String>,
+        /// Stop every cluster the kit started.
+        #[arg(long)]
+        all: bool,
+    },
+    /// Fetch and unpack the Kudu binaries (once; later runs reuse the cache).
+    Install,
+    /// Run the bundled `kudu` CLI with the right environment.
+    Kudu {
+        /// Arguments for `kudu`, after `--`.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+}
+
+fn parse_masters(s: &str) -> Result<usize, String> {
+    match s {
+        "1" => Ok(1),
+        "3" => Ok(3),
+        other => Err(format!("'{other}' masters: a cluster has 1 or 3 masters")),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli.command) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("ferry-testkit: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(command: Command) -> ferry_testkit::Result<ExitCode> {
+    match command {
+        Command::Up {
+            name,
+            masters,
+            tservers,
+            master_flags,
+            tserver_flags,
+        } => {
+            let mut builder = MiniCluster::builder()
+                .name(name)
+                .masters(masters)
+                .tservers(usize::from(tservers))
+                .detached(true);
+            for f in master_flags {
+                builder = builder.master_flag(f);
+            }
+            for f in tserver_flags {
+                builder = builder.tserver_flag(f);
+            }
+            let info = builder.start()?.detach();
+            println!("{} {}", info.name, info.master_addrs_joined());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Status { name } => {
+            let names = match name {
+                Some(n) => vec![n],
+                None => MiniCluster::list_names(),
+            };
+            for name in names {
+                let c = MiniCluster::attach(&name)?;
+                let info = c.info();
+                println!(
+                    "{} {} ({})",
+                    info.name,
+                    info.master_addrs_joined(),
+                    info.root.display()
+                );
+                for d in info.masters.iter().chain(info.tservers.iter()) {
+                    let state = match d.pid {
+                        Some(pid) if alive(pid) => format!("running (pid {pid})"),
+                        _ => "down".to_string(),
+                    };
+                    println!(
+                        "  {:<10} {:<22} http {:<22} {state}",
+                        d.id, d.rpc_addr, d.http_addr
+                    );
+                }
+                match c.tserver_status() {
+                    Ok(ts) => {
+                        let live = ts.iter().filter(|t| t.live).count();
+                        println!(
+                            "  leader master sees {live}/{} tablet servers live",
+                            ts.len()
+                        );
+                    }
+                    Err(e) => println!("  leader master unreachable: {e}"),
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Down { name, all } => {
+            let names = if all {
+                MiniCluster::list_names()
+            } else {
+                name.into_iter().collect()
+            };
+            for name in names {
+                MiniCluster::attach(&name)?.destroy()?;
+                println!("{name} down");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Install => {
+            let bins = KuduBinaries::ensure()?;
+            let how = match bins.provenance() {
+                Provenance::Cached => "cached, not downloaded again",
+                Provenance::Installed => "downloaded and installed",
+                Provenance::Override => "from FERRY_KUDU_HOME",
+            };
+            println!(
+                "Kudu {} binaries at {} ({how})",
+                ferry_testkit::binaries::KUDU_VERSION,
+                bins.prefix().display()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Kudu { args } => {
+            let status = KuduBinaries::get()?
+                .command()
+                .args(&args)
+                .status()
+                .map_err(|e| ferry_testkit::Error::Binaries(format!("running kudu: {e}")))?;
+            Ok(ExitCode::from(
+                status.code().unwrap_or(1).clamp(0, 255) as u8
+            ))
+        }
+    }
+}

@@ -1,0 +1,119 @@
+//! Spawning daemons so that none outlives the test that started it.
+//!
+//! `Drop` covers normal ends and panics. For a test process killed outright,
+//! attached daemons carry `PR_SET_PDEATHSIG(SIGKILL)`. Linux delivers that
+//! signal when the *thread* that forked the child exits, not the process, so
+//! all attached daemons are forked from one long-lived spawner thread
+//! instead of from whichever (possibly short-lived) thread asked.
+//! Detached daemons (`ferry-testkit up`) get their own session instead.
+
+use std::io;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Child, Command};
+use std::sync::mpsc;
+use std::sync::{Mutex, OnceLock};
+
+type Request = (Command, mpsc::Sender<io::Result<Child>>);
+
+/// Starts `cmd` so that it dies with this process (attached) or survives it
+/// in a session of its own (detached).
+pub fn spawn(mut cmd: Command, detached: bool) -> io::Result<Child> {
+    if detached {
+        // SAFETY: setsid is async-signal-safe and touches no Rust state.
+        unsafe {
+            cmd.pre_exec(|| {
+                if libc::setsid() < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        return cmd.spawn();
+    }
+    let parent = std::process::id() as libc::pid_t;
+    // SAFETY: prctl/getppid are async-signal-safe.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // The parent may have died before prctl took effect.
+            if libc::getppid() != parent {
+                libc::_exit(1);
+            }
+            Ok(())
+        });
+    }
+    let (tx, rx) = mpsc::channel();
+    spawner()
+        .lock()
+        .map_err(|_| io::Error::other("spawner lock poisoned"))?
+        .send((cmd, tx))
+        .map_err(|_| io::Error::other("spawner thread is gone"))?;
+    rx.recv()
+        .map_err(|_| io::Error::other("spawner thread did not answer"))?
+}
+
+fn spawner() -> &'static Mutex<mpsc::Sender<Request>> {
+    static SPAWNER: OnceLock<Mutex<mpsc::Sender<Request>>> = OnceLock::new();
+    SPAWNER.get_or_init(|| {
+        let (tx, rx) = mpsc::channel::<Request>();
+        std::thread::Builder::new()
+            .name("ferry-testkit-spawner".into())
+            .spawn(move || {
+                for (mut cmd, reply) in rx {
+                    let _ = reply.send(cmd.spawn());
+                }
+            })
+            .map(|_| ())
+            .unwrap_or_else(|e| eprintln!("ferry-testkit: cannot start spawner thread: {e}"));
+        Mutex::new(tx)
+    })
+}
+
+/// Sends `signal` to `pid`; a process that is already gone is not an error.
+pub fn signal(pid: u32, signal: i32) -> io::Result<()> {
+    // SAFETY: kill(2) with a pid we started.
+    let rc = unsafe { libc::kill(pid as libc::pid_t, signal) };
+    if rc == 0 {
+        return Ok(());
+    }
+    let err = io::Error::last_os_error();
+    if err.raw_os_error() == Some(libc::ESRCH) {
+        Ok(())
+    } else {
+        Err(err)
+    }
+}
+
+/// Whether a process with this pid exists and is not a zombie.
+pub fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // Field 3 is the state; Z = zombie, X = dead.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| state != "Z" && state != "X"),
+        Err(_) => false,
+    }
+}
+
+/// Pids of live processes whose command line mentions `path` (a cluster
+/// root): how tests prove that nothing was left behind.
+pub fn processes_under(path: &Path) -> Vec<u32> {
+    let needle = path.to_string_lossy().into_owned();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .map(|c| String::from_utf8_lossy(&c).contains(&needle))
+                .unwrap_or(false)
+        })
+        .filter(|pid| alive(*pid))
+        .collect()
+}

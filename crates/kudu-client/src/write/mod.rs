@@ -1,0 +1,2 @@
+//! Write sessions: operations, flush modes, per-tablet batching and row
+//! errors returned to the caller.

@@ -1,0 +1,47 @@
+# Shared set-up for ferry's scripts: installs only what is missing, so a
+# second run does nothing but check. Sourced, not executed.
+
+log() { printf '==> %s\n' "$*" >&2; }
+
+apt_updated=0
+# ensure_deb PKG...: installs the Debian packages that are not installed yet.
+ensure_deb() {
+  local missing=()
+  for pkg in "$@"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  local sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  if [ $apt_updated -eq 0 ]; then
+    log "apt-get update"
+    $sudo apt-get update -qq
+    apt_updated=1
+  fi
+  log "installing Debian packages: ${missing[*]}"
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# ensure_toolchain: Rust (with rustfmt and clippy), Maven and a JDK for the
+# Kudu jar, and the host libraries the Kudu binaries link against.
+ensure_toolchain() {
+  ensure_deb ca-certificates git build-essential pkg-config unzip maven openjdk-17-jdk-headless \
+    libc6 libstdc++6 libgcc-s1 libcrypt1 libcom-err2 libkeyutils1 libselinux1
+  if ! command -v cargo >/dev/null 2>&1; then
+    export PATH="$HOME/.cargo/bin:$PATH"
+    command -v cargo >/dev/null 2>&1 || {
+      echo "error: no Rust toolchain (cargo) found; install Rust 1.95 with rustup first" >&2
+      exit 1
+    }
+  fi
+  if command -v rustup >/dev/null 2>&1; then
+    cargo fmt --version >/dev/null 2>&1 || rustup component add rustfmt
+    cargo clippy --version >/dev/null 2>&1 || rustup component add clippy
+  fi
+}
+
+# ensure_kudu: the Kudu 1.17.1 binaries, fetched once into ~/.cache/ferry.
+ensure_kudu() {
+  cargo build -q -p ferry-testkit --bin ferry-testkit
+  ./target/debug/ferry-testkit install
+}
