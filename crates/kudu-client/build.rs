@@ -45,7 +45,10 @@ impl prost_build::ServiceGenerator for MethodMarkers {
         let _ = writeln!(buf, "/// Method markers of `{full_service}`.");
         let _ = writeln!(buf, "pub mod {module} {{");
         let _ = writeln!(buf, "    /// Wire name of this service.");
-        let _ = writeln!(buf, "    pub const SERVICE_NAME: &str = \"{full_service}\";");
+        let _ = writeln!(
+            buf,
+            "    pub const SERVICE_NAME: &str = \"{full_service}\";"
+        );
         for m in &service.methods {
             let _ = writeln!(buf, "    /// `{full_service}.{}`.", m.proto_name);
             let _ = writeln!(buf, "    #[derive(Debug, Clone, Copy, Default)]");

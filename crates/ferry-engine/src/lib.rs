@@ -4,3 +4,19 @@
 //! enumerator, the reader→writer pipelines and the checkpoint coordinator.
 //! It talks to Kudu only through `kudu-client` and knows nothing of the CLI
 //! or HTTP. Filled in by the replication-job issue.
+//!
+//! # Layout
+//!
+//! - [`config`]: the job configuration: a catalog of every `job.*`,
+//!   `reader.*` and `writer.*` key (names, defaults, docs as data), raw
+//!   key/value parsing from the command line and TOML files, and the validated
+//!   [`config::JobConfig`].
+//! - [`checkpoint`]: durable checkpoints and savepoints in Flink's on-disk
+//!   layout (`<dir>/<job-id>/chk-<N>/_metadata`,
+//!   `savepoint-<job6>-<rand12>/_metadata`): the stored [`checkpoint::JobState`],
+//!   its checksummed `_metadata` encoding, the small [`checkpoint::StateStore`]
+//!   trait over `object_store`, and [`checkpoint::CheckpointStore`] (write,
+//!   find the latest complete one, retention, load for `ferry run -s`).
+
+pub mod checkpoint;
+pub mod config;

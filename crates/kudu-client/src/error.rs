@@ -49,6 +49,9 @@ pub enum Error {
     /// The server-side scanner expired or was closed.
     #[error("scanner expired on {addr}")]
     ScannerExpired { addr: String },
+    /// No master answered as leader (an election may be running).
+    #[error("no leader master among {masters}: {details}")]
+    NoLeaderMaster { masters: String, details: String },
     /// The server is overloaded and asked us to back off.
     #[error("server {addr} is busy: {message}")]
     ServiceUnavailable { addr: String, message: String },
@@ -93,6 +96,7 @@ impl Error {
             | Error::NotLeaderMaster { .. }
             | Error::NotLeaderReplica { .. }
             | Error::TabletNotFound { .. }
+            | Error::NoLeaderMaster { .. }
             | Error::ServiceUnavailable { .. } => true,
             Error::Rpc { code, .. } => code.is_retryable(),
             Error::Status { status, .. } => status.code == StatusCode::ServiceUnavailable,

@@ -7,6 +7,9 @@
 //!   files (written from the wire-protocol facts, never copied).
 //! - [`schema`]: column types, schemas and rows.
 //! - [`partition`]: key encoding, murmur2 hash buckets, partition schemas.
+//! - [`client`]: [`KuduClient`], the entry point (pool, masters, locations).
+//! - [`table`]: opened tables and the create / alter builders.
+//! - [`hybrid_time`]: Kudu timestamps.
 //! - [`master`]: leader discovery and catalog calls.
 //! - [`meta`]: the tablet location cache.
 //! - [`write`]: write sessions, per-tablet batching, row errors.
@@ -14,7 +17,9 @@
 //! - [`retry`]: deadlines, backoff and error classification.
 //! - [`error`]: the one error type every call returns.
 
+pub mod client;
 pub mod error;
+pub mod hybrid_time;
 pub mod master;
 pub mod meta;
 pub mod partition;
@@ -23,6 +28,11 @@ pub mod retry;
 pub mod rpc;
 pub mod scan;
 pub mod schema;
+pub mod table;
 pub mod write;
 
+pub use client::{KuduClient, KuduClientBuilder};
 pub use error::{Error, Result};
+pub use hybrid_time::HybridTime;
+pub use schema::{ColumnSchema, DataType, Row, Schema, Value};
+pub use table::{AlterTableBuilder, KuduTable, TableBuilder};

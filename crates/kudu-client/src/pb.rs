@@ -69,3 +69,62 @@ pub mod tserver {
 pub mod server {
     include!(concat!(env!("OUT_DIR"), "/kudu.server.rs"));
 }
+
+#[cfg(test)]
+mod tests {
+    use prost::Message;
+
+    #[test]
+    fn hash_buckets_are_packed_and_both_forms_decode() {
+        let p = super::PartitionPb {
+            hash_buckets: vec![1, 2],
+            partition_key_start: None,
+            partition_key_end: None,
+        };
+        assert_eq!(p.encode_to_vec(), vec![0x0a, 0x02, 0x01, 0x02]);
+        // Unpacked (one tag per element) must decode too.
+        let unpacked = super::PartitionPb::decode(&[0x08, 0x01, 0x08, 0x02][..]).unwrap();
+        assert_eq!(unpacked.hash_buckets, vec![1, 2]);
+    }
+
+    #[test]
+    fn required_zero_values_are_encoded() {
+        // type = UINT8 (0) is required, so it is on the wire.
+        let c = super::ColumnSchemaPb {
+            name: "k".into(),
+            r#type: super::DataType::Uint8 as i32,
+            ..Default::default()
+        };
+        assert_eq!(c.encode_to_vec(), vec![0x12, 0x01, b'k', 0x18, 0x00]);
+        // An unset optional stays off the wire.
+        let req = super::tserver::NewScanRequestPb {
+            tablet_id: b"t".to_vec(),
+            ..Default::default()
+        };
+        assert_eq!(req.encode_to_vec(), vec![0x0a, 0x01, b't']);
+    }
+
+    #[test]
+    fn feature_flags_are_unpacked() {
+        let h = super::rpc::RequestHeader {
+            call_id: 1,
+            required_feature_flags: vec![1, 3],
+            ..Default::default()
+        };
+        assert_eq!(h.encode_to_vec(), vec![0x18, 0x01, 0x58, 0x01, 0x58, 0x03]);
+    }
+
+    #[test]
+    fn method_markers_carry_wire_names() {
+        use super::RpcMethod;
+        assert_eq!(
+            super::master::master_service::ConnectToMaster::SERVICE,
+            "kudu.master.MasterService"
+        );
+        assert_eq!(super::tserver::tablet_server_service::Scan::METHOD, "Scan");
+        assert_eq!(
+            super::server::generic_service::ServerClock::SERVICE,
+            "kudu.server.GenericService"
+        );
+    }
+}

@@ -58,9 +58,10 @@ pub(crate) fn read_fixed(data_type: DataType, cell: &[u8]) -> Option<ValueRef<'s
 /// Generates the typed getters shared by [`Row`](super::Row) and scan
 /// [`RowView`](crate::scan::decode::RowView). The implementing type needs
 /// `fn get(&self, col: impl ColumnIndex) -> Result<ValueRef<'_>>` and
-/// `fn schema(&self) -> &Schema`.
+/// `fn schema(&self) -> &Schema`; `$lt` is the lifetime borrowed strings
+/// live for (`'_` for the row itself, `'a` for a view into a batch).
 macro_rules! typed_getters {
-    () => {
+    ($lt:lifetime) => {
         /// Reads a BOOL (or IS_DELETED) cell.
         pub fn get_bool(&self, col: impl $crate::schema::ColumnIndex) -> $crate::Result<bool> {
             typed_getters!(@get self, col, "bool", ValueRef::Bool(v) => v)
@@ -107,7 +108,7 @@ macro_rules! typed_getters {
             typed_getters!(@get self, col, "date", ValueRef::Date(v) => v)
         }
         /// Reads a STRING or VARCHAR cell.
-        pub fn get_str(&self, col: impl $crate::schema::ColumnIndex) -> $crate::Result<&str> {
+        pub fn get_str(&self, col: impl $crate::schema::ColumnIndex) -> $crate::Result<&$lt str> {
             typed_getters!(@get self, col, "string", ValueRef::String(v) => v)
         }
     };

@@ -114,9 +114,7 @@ impl ColumnSchema {
     }
     /// DECIMAL precision (0 for other types).
     pub fn precision(&self) -> u8 {
-        self.type_attributes
-            .and_then(|a| a.precision)
-            .unwrap_or(0)
+        self.type_attributes.and_then(|a| a.precision).unwrap_or(0)
     }
     /// DECIMAL scale (0 for other types).
     pub fn scale(&self) -> u8 {
@@ -330,7 +328,12 @@ impl ColumnSchemaBuilder {
             )));
         }
         let c = self.col;
-        let bad = |msg: String| Err(Error::InvalidArgument(format!("column '{}': {msg}", c.name)));
+        let bad = |msg: String| {
+            Err(Error::InvalidArgument(format!(
+                "column '{}': {msg}",
+                c.name
+            )))
+        };
         if c.name.is_empty() {
             return Err(Error::InvalidArgument("column name is empty".into()));
         }
@@ -360,7 +363,11 @@ impl ColumnSchemaBuilder {
         if c.data_type == DataType::Varchar {
             match c.varchar_length() {
                 Some(n) if (1..=MAX_VARCHAR_LENGTH).contains(&n) => {}
-                _ => return bad(format!("VARCHAR needs a length in 1..={MAX_VARCHAR_LENGTH}")),
+                _ => {
+                    return bad(format!(
+                        "VARCHAR needs a length in 1..={MAX_VARCHAR_LENGTH}"
+                    ))
+                }
             }
         }
         if c.is_key {
@@ -400,7 +407,9 @@ mod tests {
             .type_attributes(TypeAttributes::decimal(12, 0))
             .build()
             .is_err());
-        assert!(ColumnSchema::builder("d", DataType::Decimal32).build().is_err());
+        assert!(ColumnSchema::builder("d", DataType::Decimal32)
+            .build()
+            .is_err());
     }
 
     #[test]

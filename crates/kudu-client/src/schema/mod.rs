@@ -4,20 +4,23 @@
 //!   encodings and compressions.
 //! - [`value`]: generic owned / borrowed cell values ([`Value`],
 //!   [`ValueRef`]) and the value encoding used by defaults and predicates.
-//! - [`column`]: [`ColumnSchema`] and its builder.
+//! - [`column`](mod@column): [`ColumnSchema`] and its builder.
 //! - [`table`]: [`Schema`] (columns plus derived row layout) and
 //!   [`ColumnIndex`] (select a column by index or name).
 //! - [`row`]: [`Row`], a partial row in wire layout with typed accessors.
-//! - `convert`: conversions to and from the protobuf messages.
+//! - [`convert`]: conversions to and from the protobuf messages
+//!   ([`SchemaPbOptions`] picks what a request needs).
 
 pub(crate) mod cell;
 pub mod column;
+pub mod convert;
 pub mod row;
 pub mod table;
 pub mod types;
 pub mod value;
 
 pub use column::{ColumnSchema, ColumnSchemaBuilder};
+pub use convert::SchemaPbOptions;
 pub use row::Row;
 pub use table::{ColumnIndex, Schema};
 pub use types::{Compression, DataType, Encoding, TypeAttributes};

@@ -136,7 +136,11 @@ impl Row {
 
     /// Sets a BOOL column.
     pub fn set_bool(&mut self, col: impl ColumnIndex, v: bool) -> Result<&mut Self> {
-        let i = self.resolve(col, |t| t == DataType::Bool || t == DataType::IsDeleted, "bool")?;
+        let i = self.resolve(
+            col,
+            |t| t == DataType::Bool || t == DataType::IsDeleted,
+            "bool",
+        )?;
         Ok(self.write_fixed(i, &[u8::from(v)]))
     }
     /// Sets an INT8 column.
@@ -248,7 +252,11 @@ impl Row {
     /// Sets a column from a generic value (`Value`, `&Value`, `ValueRef`,
     /// `i32`, `&str`, ...), checked like the typed setters. DECIMAL values
     /// are unscaled with the column's scale.
-    pub fn set<'v>(&mut self, col: impl ColumnIndex, value: impl Into<ValueRef<'v>>) -> Result<&mut Self> {
+    pub fn set<'v>(
+        &mut self,
+        col: impl ColumnIndex,
+        value: impl Into<ValueRef<'v>>,
+    ) -> Result<&mut Self> {
         let i = col.column_index(&self.schema)?;
         let value = value.into();
         let c: &ColumnSchema = &self.schema.columns()[i];
@@ -344,7 +352,7 @@ impl Row {
         }))
     }
 
-    typed_getters!();
+    typed_getters!('_);
 
     /// Reads a BINARY cell (or the bytes of a STRING / VARCHAR cell).
     pub fn get_binary(&self, col: impl ColumnIndex) -> Result<&[u8]> {
@@ -354,10 +362,14 @@ impl Row {
             return Err(c.type_mismatch("binary"));
         }
         match self.get_at(i)? {
-            None => Err(Error::InvalidArgument(format!("column '{}' is not set", c.name()))),
-            Some(ValueRef::Null) => {
-                Err(Error::InvalidArgument(format!("column '{}' is NULL", c.name())))
-            }
+            None => Err(Error::InvalidArgument(format!(
+                "column '{}' is not set",
+                c.name()
+            ))),
+            Some(ValueRef::Null) => Err(Error::InvalidArgument(format!(
+                "column '{}' is NULL",
+                c.name()
+            ))),
             Some(_) => Ok(self.var_bytes(i)),
         }
     }
@@ -384,6 +396,13 @@ impl Row {
         }
         out.push(')');
         out
+    }
+}
+
+impl Schema {
+    /// An empty row of this schema (same as [`Row::new`]).
+    pub fn new_row(&self) -> Row {
+        Row::new(self)
     }
 }
 
@@ -430,7 +449,9 @@ mod tests {
             ColumnSchema::builder("ts", DataType::UnixtimeMicros)
                 .build()
                 .unwrap(),
-            ColumnSchema::builder("day", DataType::Date).build().unwrap(),
+            ColumnSchema::builder("day", DataType::Date)
+                .build()
+                .unwrap(),
             ColumnSchemaBuilder::varchar("code", 2).build().unwrap(),
             ColumnSchema::builder("blob", DataType::Binary)
                 .build()
@@ -491,7 +512,10 @@ mod tests {
         let s = schema();
         let mut r = Row::new(&s);
         let e = r.set_i32("id", 1).unwrap_err().to_string();
-        assert!(e.contains("'id'") && e.contains("INT64") && e.contains("i32"), "{e}");
+        assert!(
+            e.contains("'id'") && e.contains("INT64") && e.contains("i32"),
+            "{e}"
+        );
         let e = r.set_null("id").unwrap_err().to_string();
         assert!(e.contains("not nullable"), "{e}");
         let e = r.set_decimal("price", 100_000, 2).unwrap_err().to_string();

@@ -144,17 +144,19 @@ impl DataType {
             DataType::Bool | DataType::Int8 | DataType::IsDeleted => 1,
             DataType::Int16 => 2,
             DataType::Int32 | DataType::Float | DataType::Decimal32 | DataType::Date => 4,
-            DataType::Int64
-            | DataType::Double
-            | DataType::Decimal64
-            | DataType::UnixtimeMicros => 8,
+            DataType::Int64 | DataType::Double | DataType::Decimal64 | DataType::UnixtimeMicros => {
+                8
+            }
             DataType::Decimal128 | DataType::String | DataType::Binary | DataType::Varchar => 16,
         }
     }
 
     /// Whether values live out of line (STRING, BINARY, VARCHAR).
     pub fn is_var_len(self) -> bool {
-        matches!(self, DataType::String | DataType::Binary | DataType::Varchar)
+        matches!(
+            self,
+            DataType::String | DataType::Binary | DataType::Varchar
+        )
     }
 
     /// Whether the type may be a primary-key (and so range / hash) column.

@@ -108,10 +108,7 @@ impl Value {
     pub fn decode(data_type: DataType, bytes: &[u8]) -> Result<Value> {
         fn fixed<const N: usize>(dt: DataType, b: &[u8]) -> Result<[u8; N]> {
             b.try_into().map_err(|_| {
-                Error::InvalidArgument(format!(
-                    "{dt} value must be {N} bytes, got {}",
-                    b.len()
-                ))
+                Error::InvalidArgument(format!("{dt} value must be {N} bytes, got {}", b.len()))
             })
         }
         Ok(match data_type {
@@ -130,9 +127,7 @@ impl Value {
             DataType::Decimal64 => {
                 Value::Decimal(i64::from_le_bytes(fixed(data_type, bytes)?).into())
             }
-            DataType::Decimal128 => {
-                Value::Decimal(i128::from_le_bytes(fixed(data_type, bytes)?))
-            }
+            DataType::Decimal128 => Value::Decimal(i128::from_le_bytes(fixed(data_type, bytes)?)),
             DataType::UnixtimeMicros => {
                 Value::UnixtimeMicros(i64::from_le_bytes(fixed(data_type, bytes)?))
             }
@@ -386,7 +381,9 @@ mod tests {
     #[test]
     fn value_encoding_rejects_mismatches() {
         let mut out = Vec::new();
-        assert!(ValueRef::Int64(1).encode(DataType::Int32, &mut out).is_err());
+        assert!(ValueRef::Int64(1)
+            .encode(DataType::Int32, &mut out)
+            .is_err());
         assert!(ValueRef::Null.encode(DataType::Int32, &mut out).is_err());
         assert!(ValueRef::Decimal(i128::from(i32::MAX) + 1)
             .encode(DataType::Decimal32, &mut out)

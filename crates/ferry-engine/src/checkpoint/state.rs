@@ -1,0 +1,447 @@
+//! What a checkpoint or savepoint records: [`JobState`].
+//!
+//! The state mirrors the reference job's enumerator state (last end
+//! timestamp, unassigned and pending splits) plus what ferry needs to resume
+//! inside a split and to check it is restoring the right job. Split
+//! descriptors and resume keys are opaque bytes here: the Kudu client
+//! produces them and the engine fills them in, so this module stays free of
+//! Kudu types. Bytes are stored as lowercase hex so `_metadata` payloads stay
+//! readable JSON.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// The `_metadata` format version this build writes and reads.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// A job id: 16 bytes shown as 32 lowercase hex digits, like Flink's `JobID`.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct JobId([u8; 16]);
+
+/// A string that is not 32 hex digits.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("invalid job id '{0}': expected 32 hex digits")]
+pub struct InvalidJobId(pub String);
+
+impl JobId {
+    /// A fresh random id.
+    pub fn random() -> Self {
+        JobId(rand::random())
+    }
+
+    /// The id with these bytes.
+    pub fn from_bytes(bytes: [u8; 16]) -> Self {
+        JobId(bytes)
+    }
+
+    /// The raw bytes.
+    pub fn as_bytes(&self) -> &[u8; 16] {
+        &self.0
+    }
+
+    /// The first 6 hex digits, as used in savepoint directory names.
+    pub fn short(&self) -> String {
+        let mut hex = self.to_string();
+        hex.truncate(6);
+        hex
+    }
+}
+
+impl fmt::Display for JobId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&to_hex(&self.0))
+    }
+}
+
+impl fmt::Debug for JobId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "JobId({self})")
+    }
+}
+
+impl FromStr for JobId {
+    type Err = InvalidJobId;
+
+    /// Accepts 32 hex digits in either case; displays in lowercase.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bytes = from_hex(s).map_err(|_| InvalidJobId(s.to_string()))?;
+        let bytes: [u8; 16] = bytes
+            .try_into()
+            .map_err(|_| InvalidJobId(s.to_string()))?;
+        Ok(JobId(bytes))
+    }
+}
+
+impl Serialize for JobId {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.to_string())
+    }
+}
+
+impl<'de> Deserialize<'de> for JobId {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(deserializer)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// Whether a stored state is a periodic checkpoint or a user savepoint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SnapshotKind {
+    /// Taken by the job on its own (`<dir>/<job-id>/chk-<N>`), subject to retention.
+    Checkpoint,
+    /// Taken on request (`savepoint-<job6>-<rand12>`), never deleted by ferry.
+    Savepoint,
+}
+
+impl fmt::Display for SnapshotKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            SnapshotKind::Checkpoint => "checkpoint",
+            SnapshotKind::Savepoint => "savepoint",
+        })
+    }
+}
+
+/// The time range being replicated when the state was taken (Kudu hybrid
+/// times).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WindowState {
+    /// `None`: the initial full snapshot at `end_timestamp`. `Some(start)`:
+    /// a diff scan of changes with `start <= ts < end_timestamp`.
+    pub start_timestamp: Option<u64>,
+    /// Snapshot time of the scan (exclusive end of a diff window).
+    pub end_timestamp: u64,
+}
+
+impl WindowState {
+    /// Whether this window is the initial full snapshot.
+    pub fn is_snapshot(&self) -> bool {
+        self.start_timestamp.is_none()
+    }
+}
+
+/// One unit of work: a split of the current window, with its progress.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SplitState {
+    /// Stable id of the split (unique within a state).
+    pub split_id: String,
+    /// Serialized split descriptor (a Kudu scan token), opaque here.
+    #[serde(with = "hex_bytes")]
+    pub descriptor: Vec<u8>,
+    /// Encoded primary key of the last row known to be flushed to the sink;
+    /// a restart resumes the split after it. `None`: start from the beginning.
+    #[serde(with = "hex_opt_bytes", default)]
+    pub resume_key: Option<Vec<u8>>,
+}
+
+impl fmt::Debug for SplitState {
+    // Descriptors can be kilobytes; show sizes, not bytes.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SplitState")
+            .field("split_id", &self.split_id)
+            .field("descriptor_len", &self.descriptor.len())
+            .field("resume_key", &self.resume_key.as_deref().map(to_hex))
+            .finish()
+    }
+}
+
+/// Everything a checkpoint or savepoint stores about a job.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobState {
+    /// Payload format version; must equal the header's and [`FORMAT_VERSION`].
+    pub format_version: u32,
+    /// The job this state belongs to.
+    pub job_id: JobId,
+    /// Checkpoint number (`chk-<N>`); savepoints carry the id they were
+    /// taken at.
+    pub checkpoint_id: u64,
+    /// Checkpoint or savepoint.
+    pub kind: SnapshotKind,
+    /// When the state was taken, milliseconds since the Unix epoch.
+    pub created_at_ms: u64,
+    /// Source table name.
+    pub table_name: String,
+    /// Source cluster masters.
+    pub source_masters: Vec<String>,
+    /// Sink cluster masters.
+    pub sink_masters: Vec<String>,
+    /// End (hybrid time) of the last window whose every split was flushed to
+    /// the sink; `None` until the initial snapshot is done. The next diff
+    /// window starts here.
+    pub last_end_timestamp: Option<u64>,
+    /// The window whose splits are listed below, if one is in progress.
+    pub window: Option<WindowState>,
+    /// Splits of `window` not yet handed to a reader.
+    pub unassigned: Vec<SplitState>,
+    /// Splits of `window` handed out but not yet known to be fully flushed
+    /// (including finished ones awaiting this checkpoint); re-read from their
+    /// resume key on restore.
+    pub pending: Vec<SplitState>,
+}
+
+impl JobState {
+    /// A state for `job_id` with nothing done yet: no window, no splits,
+    /// current format version, `created_at_ms` = now.
+    pub fn new(
+        job_id: JobId,
+        kind: SnapshotKind,
+        checkpoint_id: u64,
+        table_name: impl Into<String>,
+        source_masters: Vec<String>,
+        sink_masters: Vec<String>,
+    ) -> Self {
+        JobState {
+            format_version: FORMAT_VERSION,
+            job_id,
+            checkpoint_id,
+            kind,
+            created_at_ms: now_ms(),
+            table_name: table_name.into(),
+            source_masters,
+            sink_masters,
+            last_end_timestamp: None,
+            window: None,
+            unassigned: Vec::new(),
+            pending: Vec::new(),
+        }
+    }
+
+    /// Checks the invariants a writer must keep: current format version,
+    /// a window with `start < end`, diff windows starting at
+    /// `last_end_timestamp`, splits only with a window, unique split ids.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.format_version != FORMAT_VERSION {
+            return Err(format!(
+                "format_version is {}, this build handles {FORMAT_VERSION}",
+                self.format_version
+            ));
+        }
+        if let Some(window) = &self.window {
+            if let Some(start) = window.start_timestamp {
+                if start >= window.end_timestamp {
+                    return Err(format!(
+                        "window start {start} is not before its end {}",
+                        window.end_timestamp
+                    ));
+                }
+                if self.last_end_timestamp != Some(start) {
+                    return Err(format!(
+                        "diff window starts at {start} but last_end_timestamp is {:?}",
+                        self.last_end_timestamp
+                    ));
+                }
+            }
+        } else if !self.unassigned.is_empty() || !self.pending.is_empty() {
+            return Err("splits are recorded but no window is in progress".to_string());
+        }
+        let mut ids = std::collections::HashSet::new();
+        for split in self.unassigned.iter().chain(&self.pending) {
+            if !ids.insert(split.split_id.as_str()) {
+                return Err(format!("split id '{}' appears twice", split.split_id));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Milliseconds since the Unix epoch (0 if the clock is before it).
+pub(crate) fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+pub(crate) fn to_hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 0x0f)]));
+    }
+    out
+}
+
+pub(crate) fn from_hex(s: &str) -> Result<Vec<u8>, String> {
+    fn nibble(c: u8) -> Option<u8> {
+        match c {
+            b'0'..=b'9' => Some(c - b'0'),
+            b'a'..=b'f' => Some(c - b'a' + 10),
+            b'A'..=b'F' => Some(c - b'A' + 10),
+            _ => None,
+        }
+    }
+    let bytes = s.as_bytes();
+    if bytes.len() % 2 != 0 {
+        return Err(format!("odd number of hex digits ({})", bytes.len()));
+    }
+    bytes
+        .chunks_exact(2)
+        .map(|pair| match (nibble(pair[0]), nibble(pair[1])) {
+            (Some(hi), Some(lo)) => Ok(hi << 4 | lo),
+            _ => Err(format!(
+                "'{}' is not a hex byte",
+                String::from_utf8_lossy(pair)
+            )),
+        })
+        .collect()
+}
+
+mod hex_bytes {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&super::to_hex(bytes))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        let s = String::deserialize(d)?;
+        super::from_hex(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+mod hex_opt_bytes {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(bytes: &Option<Vec<u8>>, s: S) -> Result<S::Ok, S::Error> {
+        match bytes {
+            Some(b) => s.serialize_some(&super::to_hex(b)),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<u8>>, D::Error> {
+        match Option::<String>::deserialize(d)? {
+            Some(s) => super::from_hex(&s)
+                .map(Some)
+                .map_err(serde::de::Error::custom),
+            None => Ok(None),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn split(id: &str) -> SplitState {
+        SplitState {
+            split_id: id.to_string(),
+            descriptor: vec![0, 1, 2, 0xfe, 0xff],
+            resume_key: None,
+        }
+    }
+
+    #[test]
+    fn job_id_text_form() {
+        let id = JobId::from_bytes([
+            0xa1, 0xb2, 0xc3, 0xd4, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 0xff,
+        ]);
+        assert_eq!(id.to_string(), "a1b2c3d4000102030405060708090aff");
+        assert_eq!(id.short(), "a1b2c3");
+        assert_eq!(id.to_string().parse::<JobId>().ok(), Some(id));
+        assert_eq!(
+            id.to_string().to_uppercase().parse::<JobId>().ok(),
+            Some(id)
+        );
+        for bad in ["", "abc", "g1b2c3d4000102030405060708090aff", "a1b2c3d4000102030405060708090aff00"] {
+            assert!(bad.parse::<JobId>().is_err(), "{bad}");
+        }
+        let random = JobId::random();
+        assert_eq!(random.to_string().len(), 32);
+        assert_ne!(random, JobId::random());
+    }
+
+    #[test]
+    fn hex_round_trip() {
+        let all: Vec<u8> = (0..=255).collect();
+        assert_eq!(from_hex(&to_hex(&all)), Ok(all));
+        assert!(from_hex("abc").is_err());
+        assert!(from_hex("zz").is_err());
+    }
+
+    #[test]
+    fn json_shape_is_readable() {
+        let mut state = JobState::new(
+            JobId::from_bytes([7; 16]),
+            SnapshotKind::Checkpoint,
+            4,
+            "orders",
+            vec!["s:7051".into()],
+            vec!["k:7051".into()],
+        );
+        state.last_end_timestamp = Some(100);
+        state.window = Some(WindowState {
+            start_timestamp: Some(100),
+            end_timestamp: 200,
+        });
+        state.pending = vec![SplitState {
+            resume_key: Some(vec![0xab, 0xcd]),
+            ..split("s1")
+        }];
+        let json = serde_json::to_string(&state).expect("serialize");
+        assert!(json.contains("\"job_id\":\"07070707070707070707070707070707\""), "{json}");
+        assert!(json.contains("\"kind\":\"checkpoint\""), "{json}");
+        assert!(json.contains("\"descriptor\":\"000102feff\""), "{json}");
+        assert!(json.contains("\"resume_key\":\"abcd\""), "{json}");
+        let back: JobState = serde_json::from_str(&json).expect("deserialize");
+        assert_eq!(back, state);
+        assert!(state.validate().is_ok());
+    }
+
+    #[test]
+    fn validation_rules() {
+        let base = JobState::new(
+            JobId::from_bytes([1; 16]),
+            SnapshotKind::Checkpoint,
+            1,
+            "t",
+            vec![],
+            vec![],
+        );
+        assert!(base.validate().is_ok());
+
+        let mut s = base.clone();
+        s.format_version = 99;
+        assert!(s.validate().unwrap_err().contains("format_version"));
+
+        let mut s = base.clone();
+        s.last_end_timestamp = Some(10);
+        s.window = Some(WindowState {
+            start_timestamp: Some(10),
+            end_timestamp: 10,
+        });
+        assert!(s.validate().unwrap_err().contains("not before its end"));
+
+        let mut s = base.clone();
+        s.last_end_timestamp = Some(5);
+        s.window = Some(WindowState {
+            start_timestamp: Some(10),
+            end_timestamp: 20,
+        });
+        assert!(s.validate().unwrap_err().contains("last_end_timestamp"));
+
+        let mut s = base.clone();
+        s.pending = vec![split("a")];
+        assert!(s.validate().unwrap_err().contains("no window"));
+
+        let mut s = base.clone();
+        s.window = Some(WindowState {
+            start_timestamp: None,
+            end_timestamp: 50,
+        });
+        s.unassigned = vec![split("a")];
+        s.pending = vec![split("a")];
+        assert!(s.validate().unwrap_err().contains("appears twice"));
+        s.pending = vec![split("b")];
+        assert!(s.validate().is_ok());
+        assert!(s.window.is_some_and(|w| w.is_snapshot()));
+    }
+}

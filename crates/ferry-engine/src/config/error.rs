@@ -1,0 +1,191 @@
+//! Configuration errors.
+//!
+//! All of them are the user's to fix, so every message names the offending
+//! key and value and says what would be accepted.
+
+use std::path::PathBuf;
+
+use super::key::ConfigKey;
+
+/// Why a job configuration was rejected.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// A required key was not given. The message keeps the reference job's
+    /// wording ("No data for required key '…'") so scripts that grep for it
+    /// keep working.
+    #[error("No data for required key '{key}' (give --{key} <value> or set {key} in the config file)")]
+    MissingRequired {
+        /// The missing key.
+        key: ConfigKey,
+    },
+
+    /// A key that is not in the catalog.
+    #[error("unknown configuration key '{key}'{}", suggestion_text(.suggestion))]
+    UnknownKey {
+        /// The key as given.
+        key: String,
+        /// The nearest known key, when one is close enough.
+        suggestion: Option<ConfigKey>,
+    },
+
+    /// Not a whole number.
+    #[error("invalid value '{value}' for key '{key}': expected a whole number")]
+    InvalidNumber {
+        /// The key.
+        key: ConfigKey,
+        /// The value as given.
+        value: String,
+    },
+
+    /// A whole number outside the key's range (e.g. a non-positive interval).
+    #[error("invalid value '{value}' for key '{key}': {expected}")]
+    OutOfRange {
+        /// The key.
+        key: ConfigKey,
+        /// The value as given.
+        value: String,
+        /// What the key accepts, e.g. "must be greater than 0".
+        expected: String,
+    },
+
+    /// Not `true` or `false`.
+    #[error("invalid value '{value}' for key '{key}': expected true or false")]
+    InvalidBool {
+        /// The key.
+        key: ConfigKey,
+        /// The value as given.
+        value: String,
+    },
+
+    /// Not one of the key's enum names.
+    #[error("invalid value '{value}' for key '{key}': expected one of {}", .valid.join(", "))]
+    InvalidEnum {
+        /// The key.
+        key: ConfigKey,
+        /// The value as given.
+        value: String,
+        /// The accepted names.
+        valid: &'static [&'static str],
+    },
+
+    /// A text, address list or location value that cannot be used.
+    #[error("invalid value '{value}' for key '{key}': {reason}")]
+    InvalidValue {
+        /// The key.
+        key: ConfigKey,
+        /// The value as given.
+        value: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+
+    /// `job.checkpointingIntervalMillis` is not strictly below
+    /// `job.discoveryIntervalSeconds` × 1000. The message starts like the
+    /// reference job's.
+    #[error(
+        "Checkpointing interval ({checkpointing_ms} ms) must be < discovery interval ({discovery_ms} ms). \
+         Lower '{}' (now {checkpointing_ms}) or raise '{}' (now {}): a new window opens only after a \
+         checkpoint has completed",
+        ConfigKey::CheckpointingIntervalMillis,
+        ConfigKey::DiscoveryIntervalSeconds,
+        .discovery_ms / 1000
+    )]
+    CheckpointIntervalTooLong {
+        /// `job.checkpointingIntervalMillis`.
+        checkpointing_ms: u128,
+        /// `job.discoveryIntervalSeconds` in milliseconds.
+        discovery_ms: u128,
+    },
+
+    /// The same key appears twice in one source (command line or file).
+    #[error("key '{key}' is given more than once in {place}")]
+    DuplicateKey {
+        /// The repeated key.
+        key: ConfigKey,
+        /// "the command line" or the file's path.
+        place: String,
+    },
+
+    /// `--key` at the end of the command line with no value (non-boolean key).
+    #[error("missing value for --{key} (expected {})", .key.kind().hint())]
+    MissingValue {
+        /// The key.
+        key: ConfigKey,
+    },
+
+    /// A command-line argument that is not `--key value` or `--key=value`.
+    #[error("unexpected argument '{arg}': configuration is given as --<key> <value> or --<key>=<value>")]
+    UnexpectedArgument {
+        /// The argument.
+        arg: String,
+    },
+
+    /// The config file could not be read.
+    #[error("cannot read config file {}: {source}", .path.display())]
+    ReadFile {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+
+    /// The config file is not valid TOML.
+    #[error("config file {} is not valid TOML: {message}", display_file(.path))]
+    InvalidToml {
+        /// The file, when parsing a file.
+        path: Option<PathBuf>,
+        /// The parser's message (with line and column).
+        message: String,
+    },
+
+    /// A TOML value that is not a string, integer or boolean.
+    #[error("key '{key}' in {} has a TOML {found}; use a string, integer or boolean", display_file(.path))]
+    UnsupportedTomlValue {
+        /// The key.
+        key: String,
+        /// The file, when parsing a file.
+        path: Option<PathBuf>,
+        /// The TOML type found (array, float, datetime…).
+        found: &'static str,
+    },
+}
+
+impl ConfigError {
+    /// The name of the key the error is about, when it is about one.
+    pub fn key(&self) -> Option<&str> {
+        match self {
+            ConfigError::MissingRequired { key }
+            | ConfigError::InvalidNumber { key, .. }
+            | ConfigError::OutOfRange { key, .. }
+            | ConfigError::InvalidBool { key, .. }
+            | ConfigError::InvalidEnum { key, .. }
+            | ConfigError::InvalidValue { key, .. }
+            | ConfigError::DuplicateKey { key, .. }
+            | ConfigError::MissingValue { key } => Some(key.name()),
+            ConfigError::CheckpointIntervalTooLong { .. } => {
+                Some(ConfigKey::CheckpointingIntervalMillis.name())
+            }
+            ConfigError::UnknownKey { key, .. } | ConfigError::UnsupportedTomlValue { key, .. } => {
+                Some(key)
+            }
+            ConfigError::UnexpectedArgument { .. }
+            | ConfigError::ReadFile { .. }
+            | ConfigError::InvalidToml { .. } => None,
+        }
+    }
+}
+
+fn suggestion_text(suggestion: &Option<ConfigKey>) -> String {
+    match suggestion {
+        Some(key) => format!(" (did you mean '{key}'?)"),
+        None => " (keys start with job., reader. or writer.; see --help for the list)".to_string(),
+    }
+}
+
+fn display_file(path: &Option<PathBuf>) -> String {
+    match path {
+        Some(path) => path.display().to_string(),
+        None => "<inline>".to_string(),
+    }
+}

@@ -1,0 +1,438 @@
+//! Step two of configuration: the validated, typed [`JobConfig`].
+//!
+//! Every value is parsed according to its catalog entry, defaults are filled
+//! in, and the cross-key rules live here, once. Unlike the reference job,
+//! intervals, timeouts, sizes and counts must be positive (its parser accepts
+//! `0` or negative values and fails later, or never).
+
+use std::fmt;
+use std::num::{NonZeroU64, NonZeroUsize};
+use std::str::FromStr;
+use std::time::Duration;
+
+use super::error::ConfigError;
+use super::key::{ConfigKey, FLUSH_MODE_NAMES, REPLICA_SELECTION_NAMES};
+use super::raw::RawConfig;
+use crate::checkpoint::StorageLocation;
+
+/// Which replica of a tablet the reader scans (`reader.replicaSelection`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum ReplicaSelection {
+    /// `CLOSEST_REPLICA`: a replica on the local host if any, else any one.
+    #[default]
+    ClosestReplica,
+    /// `LEADER_ONLY`: always the leader.
+    LeaderOnly,
+}
+
+impl ReplicaSelection {
+    /// The name used in configuration (`CLOSEST_REPLICA`, `LEADER_ONLY`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReplicaSelection::ClosestReplica => REPLICA_SELECTION_NAMES[0],
+            ReplicaSelection::LeaderOnly => REPLICA_SELECTION_NAMES[1],
+        }
+    }
+}
+
+impl fmt::Display for ReplicaSelection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for ReplicaSelection {
+    type Err = ConfigError;
+
+    /// Accepts the configuration names, ignoring ASCII case.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        [ReplicaSelection::ClosestReplica, ReplicaSelection::LeaderOnly]
+            .into_iter()
+            .find(|v| v.as_str().eq_ignore_ascii_case(s.trim()))
+            .ok_or_else(|| ConfigError::InvalidEnum {
+                key: ConfigKey::ReplicaSelection,
+                value: s.to_string(),
+                valid: REPLICA_SELECTION_NAMES,
+            })
+    }
+}
+
+/// Flush mode of the sink write session (`writer.flushMode`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum FlushMode {
+    /// `AUTO_FLUSH_BACKGROUND`: buffer and flush in the background.
+    #[default]
+    AutoFlushBackground,
+    /// `AUTO_FLUSH_SYNC`: every operation is sent and awaited on its own.
+    AutoFlushSync,
+    /// `MANUAL_FLUSH`: buffer until the session is flushed explicitly.
+    ManualFlush,
+}
+
+impl FlushMode {
+    /// The name used in configuration (`AUTO_FLUSH_BACKGROUND`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FlushMode::AutoFlushBackground => FLUSH_MODE_NAMES[0],
+            FlushMode::AutoFlushSync => FLUSH_MODE_NAMES[1],
+            FlushMode::ManualFlush => FLUSH_MODE_NAMES[2],
+        }
+    }
+}
+
+impl fmt::Display for FlushMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for FlushMode {
+    type Err = ConfigError;
+
+    /// Accepts the configuration names, ignoring ASCII case.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        [
+            FlushMode::AutoFlushBackground,
+            FlushMode::AutoFlushSync,
+            FlushMode::ManualFlush,
+        ]
+        .into_iter()
+        .find(|v| v.as_str().eq_ignore_ascii_case(s.trim()))
+        .ok_or_else(|| ConfigError::InvalidEnum {
+            key: ConfigKey::FlushMode,
+            value: s.to_string(),
+            valid: FLUSH_MODE_NAMES,
+        })
+    }
+}
+
+/// How the source table is scanned (`reader.*`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ReaderConfig {
+    /// `reader.batchSizeBytes`: bytes per scan batch (Kudu's wire field is
+    /// 32-bit, hence `u32`).
+    pub batch_size_bytes: u32,
+    /// `reader.splitSizeBytes`: target split size; `None` (configured as
+    /// `-1`) means one split per tablet.
+    pub split_size_bytes: Option<NonZeroU64>,
+    /// `reader.scanRequestTimeout`.
+    pub scan_request_timeout: Duration,
+    /// `reader.prefetching`.
+    pub prefetching: bool,
+    /// `reader.keepAlivePeriodMs`.
+    pub keep_alive_period: Duration,
+    /// `reader.replicaSelection`.
+    pub replica_selection: ReplicaSelection,
+}
+
+/// How rows are written to the sink (`writer.*`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WriterConfig {
+    /// `writer.flushMode`.
+    pub flush_mode: FlushMode,
+    /// `writer.operationTimeout`.
+    pub operation_timeout: Duration,
+    /// `writer.maxBufferSize`: operations buffered before a flush.
+    pub max_buffer_size: NonZeroUsize,
+    /// `writer.flushInterval`.
+    pub flush_interval: Duration,
+    /// `writer.ignoreNotFound`.
+    pub ignore_not_found: bool,
+    /// `writer.ignoreDuplicate`.
+    pub ignore_duplicate: bool,
+}
+
+/// A validated replication job configuration.
+///
+/// Only [`JobConfig::from_raw`] builds one (the struct is
+/// `#[non_exhaustive]`), so holding a `JobConfig` means every rule held.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct JobConfig {
+    /// `job.sourceMasterAddresses`, split on commas and trimmed.
+    pub source_master_addresses: Vec<String>,
+    /// `job.sinkMasterAddresses`, split on commas and trimmed.
+    pub sink_master_addresses: Vec<String>,
+    /// `job.tableName`: the source table.
+    pub table_name: String,
+    /// `job.checkpointsDirectory`.
+    pub checkpoints_directory: StorageLocation,
+    /// `job.discoveryIntervalSeconds`: how often a new window opens.
+    pub discovery_interval: Duration,
+    /// `job.checkpointingIntervalMillis`; always below `discovery_interval`.
+    pub checkpointing_interval: Duration,
+    /// `job.createTable`.
+    pub create_table: bool,
+    /// `job.tableSuffix`.
+    pub table_suffix: String,
+    /// `job.restoreOwner`.
+    pub restore_owner: bool,
+    /// `job.checkpointsRetained` (ferry only).
+    pub checkpoints_retained: NonZeroUsize,
+    /// `job.name` (ferry only).
+    pub job_name: String,
+    /// `reader.*`.
+    pub reader: ReaderConfig,
+    /// `writer.*`.
+    pub writer: WriterConfig,
+}
+
+impl JobConfig {
+    /// Validates a raw configuration: parses every value, fills defaults,
+    /// checks ranges and the cross-key rules. Reports the first problem, in
+    /// catalog order (required keys first).
+    pub fn from_raw(raw: &RawConfig) -> Result<Self, ConfigError> {
+        let v = Values { raw };
+        let source_master_addresses = v.masters(ConfigKey::SourceMasterAddresses)?;
+        let sink_master_addresses = v.masters(ConfigKey::SinkMasterAddresses)?;
+        let table_name = v.text(ConfigKey::TableName)?;
+        let checkpoints_directory = v.location(ConfigKey::CheckpointsDirectory)?;
+        let config = JobConfig {
+            source_master_addresses,
+            sink_master_addresses,
+            checkpoints_directory,
+            discovery_interval: Duration::from_secs(
+                v.positive(ConfigKey::DiscoveryIntervalSeconds)?,
+            ),
+            checkpointing_interval: v.millis(ConfigKey::CheckpointingIntervalMillis)?,
+            create_table: v.boolean(ConfigKey::CreateTable)?,
+            table_suffix: v.required_value(ConfigKey::TableSuffix)?.to_string(),
+            restore_owner: v.boolean(ConfigKey::RestoreOwner)?,
+            checkpoints_retained: v.count(ConfigKey::CheckpointsRetained)?,
+            job_name: match v.value(ConfigKey::JobName)? {
+                Some(_) => v.text(ConfigKey::JobName)?,
+                None => format!("ferry-replication-{table_name}"),
+            },
+            table_name,
+            reader: ReaderConfig {
+                batch_size_bytes: v.batch_size()?,
+                split_size_bytes: v.split_size()?,
+                scan_request_timeout: v.millis(ConfigKey::ScanRequestTimeout)?,
+                prefetching: v.boolean(ConfigKey::Prefetching)?,
+                keep_alive_period: v.millis(ConfigKey::KeepAlivePeriodMs)?,
+                replica_selection: v.required_value(ConfigKey::ReplicaSelection)?.parse()?,
+            },
+            writer: WriterConfig {
+                flush_mode: v.required_value(ConfigKey::FlushMode)?.parse()?,
+                operation_timeout: v.millis(ConfigKey::OperationTimeout)?,
+                max_buffer_size: v.count(ConfigKey::MaxBufferSize)?,
+                flush_interval: v.millis(ConfigKey::FlushInterval)?,
+                ignore_not_found: v.boolean(ConfigKey::IgnoreNotFound)?,
+                ignore_duplicate: v.boolean(ConfigKey::IgnoreDuplicate)?,
+            },
+        };
+        // Cross-key rule, as in the reference job: the next window opens only
+        // after a checkpoint completes once the current window's splits are
+        // done, so a checkpoint interval at or above the discovery interval
+        // would stretch every window. Equal is rejected too.
+        if config.checkpointing_interval >= config.discovery_interval {
+            return Err(ConfigError::CheckpointIntervalTooLong {
+                checkpointing_ms: config.checkpointing_interval.as_millis(),
+                discovery_ms: config.discovery_interval.as_millis(),
+            });
+        }
+        Ok(config)
+    }
+
+    /// Convenience: file values (if any) overridden by command-line
+    /// arguments, then validated.
+    pub fn from_sources<I, S>(file: Option<RawConfig>, args: I) -> Result<Self, ConfigError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let cli = RawConfig::from_args(args)?;
+        let raw = file.unwrap_or_default().overridden_by(cli);
+        Self::from_raw(&raw)
+    }
+
+    /// The sink table: `job.tableName` + `job.tableSuffix`.
+    pub fn sink_table_name(&self) -> String {
+        format!("{}{}", self.table_name, self.table_suffix)
+    }
+
+    /// Every key with its effective value (given or default), in catalog
+    /// order, as it would be written in a config file. Useful to log the
+    /// configuration a job actually runs with; feeding it back to
+    /// [`JobConfig::from_raw`] yields an equal config.
+    pub fn effective_values(&self) -> Vec<(ConfigKey, String)> {
+        let ms = |d: Duration| d.as_millis().to_string();
+        ConfigKey::all()
+            .iter()
+            .map(|&key| {
+                let value = match key {
+                    ConfigKey::SourceMasterAddresses => self.source_master_addresses.join(","),
+                    ConfigKey::SinkMasterAddresses => self.sink_master_addresses.join(","),
+                    ConfigKey::TableName => self.table_name.clone(),
+                    ConfigKey::CheckpointsDirectory => self.checkpoints_directory.to_string(),
+                    ConfigKey::DiscoveryIntervalSeconds => {
+                        self.discovery_interval.as_secs().to_string()
+                    }
+                    ConfigKey::CheckpointingIntervalMillis => ms(self.checkpointing_interval),
+                    ConfigKey::CreateTable => self.create_table.to_string(),
+                    ConfigKey::TableSuffix => self.table_suffix.clone(),
+                    ConfigKey::RestoreOwner => self.restore_owner.to_string(),
+                    ConfigKey::CheckpointsRetained => self.checkpoints_retained.to_string(),
+                    ConfigKey::JobName => self.job_name.clone(),
+                    ConfigKey::BatchSizeBytes => self.reader.batch_size_bytes.to_string(),
+                    ConfigKey::SplitSizeBytes => match self.reader.split_size_bytes {
+                        Some(n) => n.to_string(),
+                        None => "-1".to_string(),
+                    },
+                    ConfigKey::ScanRequestTimeout => ms(self.reader.scan_request_timeout),
+                    ConfigKey::Prefetching => self.reader.prefetching.to_string(),
+                    ConfigKey::KeepAlivePeriodMs => ms(self.reader.keep_alive_period),
+                    ConfigKey::ReplicaSelection => self.reader.replica_selection.to_string(),
+                    ConfigKey::FlushMode => self.writer.flush_mode.to_string(),
+                    ConfigKey::OperationTimeout => ms(self.writer.operation_timeout),
+                    ConfigKey::MaxBufferSize => self.writer.max_buffer_size.to_string(),
+                    ConfigKey::FlushInterval => ms(self.writer.flush_interval),
+                    ConfigKey::IgnoreNotFound => self.writer.ignore_not_found.to_string(),
+                    ConfigKey::IgnoreDuplicate => self.writer.ignore_duplicate.to_string(),
+                };
+                (key, value)
+            })
+            .collect()
+    }
+}
+
+/// Typed access to raw values with defaults applied.
+struct Values<'a> {
+    raw: &'a RawConfig,
+}
+
+impl Values<'_> {
+    /// The given value, else the literal default, else `None`; a missing
+    /// required key is an error.
+    fn value(&self, key: ConfigKey) -> Result<Option<&str>, ConfigError> {
+        match self.raw.get(key).or(key.default_value()) {
+            Some(v) => Ok(Some(v)),
+            None if key.is_required() => Err(ConfigError::MissingRequired { key }),
+            None => Ok(None),
+        }
+    }
+
+    fn required_value(&self, key: ConfigKey) -> Result<&str, ConfigError> {
+        self.value(key)?
+            .ok_or(ConfigError::MissingRequired { key })
+    }
+
+    fn text(&self, key: ConfigKey) -> Result<String, ConfigError> {
+        let value = self.required_value(key)?;
+        if value.trim().is_empty() {
+            return Err(invalid(key, value, "must not be empty"));
+        }
+        Ok(value.to_string())
+    }
+
+    fn masters(&self, key: ConfigKey) -> Result<Vec<String>, ConfigError> {
+        let value = self.required_value(key)?;
+        let masters: Vec<String> = value.split(',').map(|m| m.trim().to_string()).collect();
+        if value.trim().is_empty() {
+            return Err(invalid(key, value, "must list at least one master (host:port)"));
+        }
+        if masters.iter().any(|m| m.is_empty()) {
+            return Err(invalid(key, value, "has an empty entry in the comma-separated list"));
+        }
+        if let Some(bad) = masters.iter().find(|m| m.contains(char::is_whitespace)) {
+            return Err(invalid(key, value, &format!("master '{bad}' contains whitespace")));
+        }
+        Ok(masters)
+    }
+
+    fn location(&self, key: ConfigKey) -> Result<StorageLocation, ConfigError> {
+        let value = self.required_value(key)?;
+        StorageLocation::parse(value).map_err(|e| invalid(key, value, &e.reason))
+    }
+
+    fn boolean(&self, key: ConfigKey) -> Result<bool, ConfigError> {
+        let value = self.required_value(key)?;
+        match value.trim() {
+            v if v.eq_ignore_ascii_case("true") => Ok(true),
+            v if v.eq_ignore_ascii_case("false") => Ok(false),
+            _ => Err(ConfigError::InvalidBool {
+                key,
+                value: value.to_string(),
+            }),
+        }
+    }
+
+    fn integer(&self, key: ConfigKey) -> Result<(i128, &str), ConfigError> {
+        let value = self.required_value(key)?;
+        // i128 so every u64 and i64 parses and range checks stay exact.
+        value
+            .trim()
+            .parse::<i128>()
+            .map(|n| (n, value))
+            .map_err(|_| ConfigError::InvalidNumber {
+                key,
+                value: value.to_string(),
+            })
+    }
+
+    /// A whole number greater than zero.
+    fn positive(&self, key: ConfigKey) -> Result<u64, ConfigError> {
+        let (n, value) = self.integer(key)?;
+        if n < 1 {
+            return Err(out_of_range(key, value, "must be greater than 0".to_string()));
+        }
+        u64::try_from(n)
+            .map_err(|_| out_of_range(key, value, format!("must be at most {}", u64::MAX)))
+    }
+
+    fn millis(&self, key: ConfigKey) -> Result<Duration, ConfigError> {
+        self.positive(key).map(Duration::from_millis)
+    }
+
+    fn count(&self, key: ConfigKey) -> Result<NonZeroUsize, ConfigError> {
+        let n = self.positive(key)?;
+        usize::try_from(n).ok().and_then(NonZeroUsize::new).ok_or_else(|| {
+            out_of_range(key, &n.to_string(), format!("must be at most {}", usize::MAX))
+        })
+    }
+
+    /// Kudu's scan request carries the batch size as a 32-bit field.
+    fn batch_size(&self) -> Result<u32, ConfigError> {
+        let key = ConfigKey::BatchSizeBytes;
+        let n = self.positive(key)?;
+        u32::try_from(n)
+            .map_err(|_| out_of_range(key, &n.to_string(), format!("must be at most {}", u32::MAX)))
+    }
+
+    fn split_size(&self) -> Result<Option<NonZeroU64>, ConfigError> {
+        let key = ConfigKey::SplitSizeBytes;
+        let (n, value) = self.integer(key)?;
+        if n == -1 {
+            return Ok(None);
+        }
+        u64::try_from(n)
+            .ok()
+            .and_then(NonZeroU64::new)
+            .map(Some)
+            .ok_or_else(|| {
+                out_of_range(
+                    key,
+                    value,
+                    "must be greater than 0, or -1 for one split per tablet".to_string(),
+                )
+            })
+    }
+}
+
+fn out_of_range(key: ConfigKey, value: &str, expected: String) -> ConfigError {
+    ConfigError::OutOfRange {
+        key,
+        value: value.to_string(),
+        expected,
+    }
+}
+
+fn invalid(key: ConfigKey, value: &str, reason: &str) -> ConfigError {
+    ConfigError::InvalidValue {
+        key,
+        value: value.to_string(),
+        reason: reason.to_string(),
+    }
+}

@@ -1,0 +1,542 @@
+//! Tests of step two ([`JobConfig::from_raw`]) and of the whole pipeline.
+//! Modelled on the reference job's parser tests (each required key missing,
+//! defaults, checkpoint vs discovery interval, every reader and writer key,
+//! bad and empty enum values) plus ferry's extra rules.
+
+use std::num::{NonZeroU64, NonZeroUsize};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::*;
+use crate::checkpoint::StorageLocation;
+
+const REQUIRED: [(ConfigKey, &str); 4] = [
+    (ConfigKey::SourceMasterAddresses, "src-1:7051,src-2:7051"),
+    (ConfigKey::SinkMasterAddresses, "sink-1:7051"),
+    (ConfigKey::TableName, "orders"),
+    (ConfigKey::CheckpointsDirectory, "/var/lib/ferry/checkpoints"),
+];
+
+fn minimal() -> RawConfig {
+    let mut raw = RawConfig::new();
+    for (key, value) in REQUIRED {
+        raw.set(key, value);
+    }
+    raw
+}
+
+fn with(key: ConfigKey, value: &str) -> RawConfig {
+    let mut raw = minimal();
+    raw.set(key, value);
+    raw
+}
+
+fn parse(raw: &RawConfig) -> JobConfig {
+    match JobConfig::from_raw(raw) {
+        Ok(config) => config,
+        Err(e) => panic!("expected a valid config, got: {e}"),
+    }
+}
+
+fn reject(raw: &RawConfig) -> ConfigError {
+    match JobConfig::from_raw(raw) {
+        Ok(config) => panic!("expected an error, got {config:?}"),
+        Err(e) => e,
+    }
+}
+
+/// The error names the key and the value, and says `hint`.
+fn assert_names(err: &ConfigError, key: ConfigKey, value: &str, hint: &str) {
+    let msg = err.to_string();
+    assert_eq!(err.key(), Some(key.name()), "{msg}");
+    assert!(msg.contains(&format!("'{}'", key.name())), "{msg}");
+    assert!(msg.contains(&format!("'{value}'")), "{msg}");
+    assert!(msg.contains(hint), "expected {hint:?} in: {msg}");
+}
+
+#[test]
+fn defaults() {
+    let c = parse(&minimal());
+    assert_eq!(c.source_master_addresses, ["src-1:7051", "src-2:7051"]);
+    assert_eq!(c.sink_master_addresses, ["sink-1:7051"]);
+    assert_eq!(c.table_name, "orders");
+    assert_eq!(
+        c.checkpoints_directory,
+        StorageLocation::Local(PathBuf::from("/var/lib/ferry/checkpoints"))
+    );
+    assert_eq!(c.discovery_interval, Duration::from_secs(600));
+    assert_eq!(c.checkpointing_interval, Duration::from_millis(60_000));
+    assert!(!c.create_table);
+    assert_eq!(c.table_suffix, "");
+    assert_eq!(c.sink_table_name(), "orders");
+    assert!(!c.restore_owner);
+    assert_eq!(c.checkpoints_retained, NonZeroUsize::new(3).expect("3"));
+    assert_eq!(c.job_name, "ferry-replication-orders");
+
+    assert_eq!(c.reader.batch_size_bytes, 20 * 1024 * 1024);
+    assert_eq!(c.reader.split_size_bytes, None);
+    assert_eq!(c.reader.scan_request_timeout, Duration::from_millis(30_000));
+    assert!(!c.reader.prefetching);
+    assert_eq!(c.reader.keep_alive_period, Duration::from_millis(15_000));
+    assert_eq!(c.reader.replica_selection, ReplicaSelection::ClosestReplica);
+
+    assert_eq!(c.writer.flush_mode, FlushMode::AutoFlushBackground);
+    assert_eq!(c.writer.operation_timeout, Duration::from_millis(30_000));
+    assert_eq!(c.writer.max_buffer_size, NonZeroUsize::new(1000).expect("1000"));
+    assert_eq!(c.writer.flush_interval, Duration::from_millis(1000));
+    assert!(!c.writer.ignore_not_found);
+    assert!(!c.writer.ignore_duplicate);
+}
+
+#[test]
+fn each_required_key_missing() {
+    for (missing, _) in REQUIRED {
+        let mut raw = minimal();
+        raw.remove(missing);
+        let err = reject(&raw);
+        assert!(
+            matches!(err, ConfigError::MissingRequired { key } if key == missing),
+            "{err:?}"
+        );
+        let msg = err.to_string();
+        assert!(
+            msg.contains(&format!("No data for required key '{}'", missing.name())),
+            "{msg}"
+        );
+    }
+    // With nothing given, the first required key in catalog order is named.
+    let err = reject(&RawConfig::new());
+    assert_eq!(err.key(), Some("job.sourceMasterAddresses"));
+}
+
+#[test]
+fn every_key_set_explicitly() {
+    let args = [
+        "--job.sourceMasterAddresses=s1:7051, s2:7051",
+        "--job.sinkMasterAddresses=k1:7051",
+        "--job.tableName=t",
+        "--job.checkpointsDirectory=file:///tmp/ferry-ckpt",
+        "--job.discoveryIntervalSeconds=20",
+        "--job.checkpointingIntervalMillis=5000",
+        "--job.createTable=true",
+        "--job.tableSuffix=_copy",
+        "--job.restoreOwner=TRUE",
+        "--job.checkpointsRetained=5",
+        "--job.name=my-job",
+        "--reader.batchSizeBytes=65536",
+        "--reader.splitSizeBytes=1024",
+        "--reader.scanRequestTimeout=1234",
+        "--reader.prefetching=true",
+        "--reader.keepAlivePeriodMs=777",
+        "--reader.replicaSelection=LEADER_ONLY",
+        "--writer.flushMode=MANUAL_FLUSH",
+        "--writer.operationTimeout=4321",
+        "--writer.maxBufferSize=64",
+        "--writer.flushInterval=250",
+        "--writer.ignoreNotFound=true",
+        "--writer.ignoreDuplicate=true",
+    ];
+    assert_eq!(args.len(), ConfigKey::all().len());
+    let c = JobConfig::from_sources(None, args).expect("valid");
+    assert_eq!(c.source_master_addresses, ["s1:7051", "s2:7051"]);
+    assert_eq!(
+        c.checkpoints_directory.as_local_path(),
+        Some(std::path::Path::new("/tmp/ferry-ckpt"))
+    );
+    assert_eq!(c.discovery_interval, Duration::from_secs(20));
+    assert_eq!(c.checkpointing_interval, Duration::from_millis(5000));
+    assert!(c.create_table && c.restore_owner);
+    assert_eq!(c.sink_table_name(), "t_copy");
+    assert_eq!(c.checkpoints_retained.get(), 5);
+    assert_eq!(c.job_name, "my-job");
+    assert_eq!(c.reader.batch_size_bytes, 65536);
+    assert_eq!(c.reader.split_size_bytes, NonZeroU64::new(1024));
+    assert_eq!(c.reader.scan_request_timeout, Duration::from_millis(1234));
+    assert!(c.reader.prefetching);
+    assert_eq!(c.reader.keep_alive_period, Duration::from_millis(777));
+    assert_eq!(c.reader.replica_selection, ReplicaSelection::LeaderOnly);
+    assert_eq!(c.writer.flush_mode, FlushMode::ManualFlush);
+    assert_eq!(c.writer.operation_timeout, Duration::from_millis(4321));
+    assert_eq!(c.writer.max_buffer_size.get(), 64);
+    assert_eq!(c.writer.flush_interval, Duration::from_millis(250));
+    assert!(c.writer.ignore_not_found && c.writer.ignore_duplicate);
+}
+
+#[test]
+fn checkpoint_interval_must_be_below_discovery_interval() {
+    let mut raw = minimal();
+    raw.set(ConfigKey::DiscoveryIntervalSeconds, "10");
+
+    raw.set(ConfigKey::CheckpointingIntervalMillis, "9999");
+    assert_eq!(
+        parse(&raw).checkpointing_interval,
+        Duration::from_millis(9999)
+    );
+
+    for (checkpointing, discovery) in [("10000", "10"), ("20000", "10")] {
+        raw.set(ConfigKey::CheckpointingIntervalMillis, checkpointing);
+        raw.set(ConfigKey::DiscoveryIntervalSeconds, discovery);
+        let err = reject(&raw);
+        assert!(
+            matches!(err, ConfigError::CheckpointIntervalTooLong { .. }),
+            "{err:?}"
+        );
+        let msg = err.to_string();
+        assert!(
+            msg.starts_with(&format!(
+                "Checkpointing interval ({checkpointing} ms) must be < discovery interval (10000 ms)."
+            )),
+            "{msg}"
+        );
+        assert!(msg.contains("'job.checkpointingIntervalMillis'"), "{msg}");
+        assert!(msg.contains("'job.discoveryIntervalSeconds' (now 10)"), "{msg}");
+    }
+
+    // The default checkpoint interval (60 s) against a short discovery.
+    let err = reject(&with(ConfigKey::DiscoveryIntervalSeconds, "60"));
+    assert!(
+        err.to_string()
+            .starts_with("Checkpointing interval (60000 ms) must be < discovery interval (60000 ms)."),
+        "{err}"
+    );
+}
+
+#[test]
+fn non_positive_numbers_are_rejected() {
+    let positive = [
+        ConfigKey::DiscoveryIntervalSeconds,
+        ConfigKey::CheckpointingIntervalMillis,
+        ConfigKey::CheckpointsRetained,
+        ConfigKey::BatchSizeBytes,
+        ConfigKey::ScanRequestTimeout,
+        ConfigKey::KeepAlivePeriodMs,
+        ConfigKey::OperationTimeout,
+        ConfigKey::MaxBufferSize,
+        ConfigKey::FlushInterval,
+    ];
+    for key in positive {
+        for value in ["0", "-1", "-5000"] {
+            let err = reject(&with(key, value));
+            assert!(matches!(err, ConfigError::OutOfRange { .. }), "{err:?}");
+            assert_names(&err, key, value, "must be greater than 0");
+        }
+    }
+}
+
+#[test]
+fn unparsable_numbers_are_rejected() {
+    let numeric = [
+        ConfigKey::DiscoveryIntervalSeconds,
+        ConfigKey::CheckpointingIntervalMillis,
+        ConfigKey::CheckpointsRetained,
+        ConfigKey::BatchSizeBytes,
+        ConfigKey::SplitSizeBytes,
+        ConfigKey::ScanRequestTimeout,
+        ConfigKey::KeepAlivePeriodMs,
+        ConfigKey::OperationTimeout,
+        ConfigKey::MaxBufferSize,
+        ConfigKey::FlushInterval,
+    ];
+    for key in numeric {
+        for value in ["abc", "", "1.5", "10s", "99999999999999999999999999999999999999999"] {
+            let err = reject(&with(key, value));
+            assert!(matches!(err, ConfigError::InvalidNumber { .. }), "{err:?}");
+            assert_names(&err, key, value, "expected a whole number");
+        }
+    }
+    // Surrounding whitespace is fine.
+    assert_eq!(
+        parse(&with(ConfigKey::FlushInterval, " 250 ")).writer.flush_interval,
+        Duration::from_millis(250)
+    );
+}
+
+#[test]
+fn too_large_numbers_are_rejected() {
+    let err = reject(&with(ConfigKey::BatchSizeBytes, "4294967296"));
+    assert_names(
+        &err,
+        ConfigKey::BatchSizeBytes,
+        "4294967296",
+        "must be at most 4294967295",
+    );
+    assert_eq!(
+        parse(&with(ConfigKey::BatchSizeBytes, "4294967295"))
+            .reader
+            .batch_size_bytes,
+        u32::MAX
+    );
+    let err = reject(&with(ConfigKey::OperationTimeout, "18446744073709551616"));
+    assert_names(
+        &err,
+        ConfigKey::OperationTimeout,
+        "18446744073709551616",
+        "must be at most",
+    );
+}
+
+#[test]
+fn split_size_minus_one_means_one_split_per_tablet() {
+    assert_eq!(
+        parse(&with(ConfigKey::SplitSizeBytes, "-1"))
+            .reader
+            .split_size_bytes,
+        None
+    );
+    assert_eq!(
+        parse(&with(ConfigKey::SplitSizeBytes, "1048576"))
+            .reader
+            .split_size_bytes,
+        NonZeroU64::new(1_048_576)
+    );
+    for value in ["0", "-2", "-1024"] {
+        let err = reject(&with(ConfigKey::SplitSizeBytes, value));
+        assert_names(
+            &err,
+            ConfigKey::SplitSizeBytes,
+            value,
+            "or -1 for one split per tablet",
+        );
+    }
+}
+
+#[test]
+fn booleans() {
+    let bools = [
+        ConfigKey::CreateTable,
+        ConfigKey::RestoreOwner,
+        ConfigKey::Prefetching,
+        ConfigKey::IgnoreNotFound,
+        ConfigKey::IgnoreDuplicate,
+    ];
+    for key in bools {
+        for value in ["yes", "1", "", "tru"] {
+            let err = reject(&with(key, value));
+            assert!(matches!(err, ConfigError::InvalidBool { .. }), "{err:?}");
+            assert_names(&err, key, value, "expected true or false");
+        }
+    }
+    assert!(parse(&with(ConfigKey::CreateTable, "True")).create_table);
+    assert!(!parse(&with(ConfigKey::CreateTable, "FALSE")).create_table);
+}
+
+#[test]
+fn bad_or_empty_replica_selection() {
+    for value in ["CLOSEST", "", "leader"] {
+        let err = reject(&with(ConfigKey::ReplicaSelection, value));
+        assert!(matches!(err, ConfigError::InvalidEnum { .. }), "{err:?}");
+        assert_names(
+            &err,
+            ConfigKey::ReplicaSelection,
+            value,
+            "expected one of CLOSEST_REPLICA, LEADER_ONLY",
+        );
+    }
+    assert_eq!(
+        parse(&with(ConfigKey::ReplicaSelection, "leader_only"))
+            .reader
+            .replica_selection,
+        ReplicaSelection::LeaderOnly
+    );
+}
+
+#[test]
+fn bad_or_empty_flush_mode() {
+    for value in ["AUTO_FLUSH", "", "sync"] {
+        let err = reject(&with(ConfigKey::FlushMode, value));
+        assert!(matches!(err, ConfigError::InvalidEnum { .. }), "{err:?}");
+        assert_names(
+            &err,
+            ConfigKey::FlushMode,
+            value,
+            "expected one of AUTO_FLUSH_BACKGROUND, AUTO_FLUSH_SYNC, MANUAL_FLUSH",
+        );
+    }
+    for (value, mode) in [
+        ("AUTO_FLUSH_BACKGROUND", FlushMode::AutoFlushBackground),
+        ("AUTO_FLUSH_SYNC", FlushMode::AutoFlushSync),
+        ("manual_flush", FlushMode::ManualFlush),
+    ] {
+        assert_eq!(
+            parse(&with(ConfigKey::FlushMode, value)).writer.flush_mode,
+            mode
+        );
+        assert_eq!(mode.as_str().parse::<FlushMode>().ok(), Some(mode));
+    }
+}
+
+#[test]
+fn text_and_address_values() {
+    let err = reject(&with(ConfigKey::TableName, ""));
+    assert_names(&err, ConfigKey::TableName, "", "must not be empty");
+    let err = reject(&with(ConfigKey::JobName, "  "));
+    assert_names(&err, ConfigKey::JobName, "  ", "must not be empty");
+
+    for (value, hint) in [
+        ("", "at least one master"),
+        ("a:7051,,b:7051", "empty entry"),
+        ("a:7051,", "empty entry"),
+        ("a 7051", "contains whitespace"),
+    ] {
+        let err = reject(&with(ConfigKey::SinkMasterAddresses, value));
+        assert!(matches!(err, ConfigError::InvalidValue { .. }), "{err:?}");
+        assert_names(&err, ConfigKey::SinkMasterAddresses, value, hint);
+    }
+    // A suffix may be empty or anything.
+    assert_eq!(
+        parse(&with(ConfigKey::TableSuffix, "_dr")).sink_table_name(),
+        "orders_dr"
+    );
+}
+
+#[test]
+fn checkpoints_directory_forms() {
+    let c = parse(&with(
+        ConfigKey::CheckpointsDirectory,
+        "file:///data/ferry/ckpt",
+    ));
+    assert_eq!(
+        c.checkpoints_directory,
+        StorageLocation::Local(PathBuf::from("/data/ferry/ckpt"))
+    );
+    let err = reject(&with(ConfigKey::CheckpointsDirectory, "s3://bucket/ckpt"));
+    assert_names(
+        &err,
+        ConfigKey::CheckpointsDirectory,
+        "s3://bucket/ckpt",
+        "not supported yet",
+    );
+    let err = reject(&with(ConfigKey::CheckpointsDirectory, ""));
+    assert_names(&err, ConfigKey::CheckpointsDirectory, "", "empty");
+}
+
+#[test]
+fn checkpoints_retained_and_job_name() {
+    assert_eq!(
+        parse(&with(ConfigKey::CheckpointsRetained, "1"))
+            .checkpoints_retained
+            .get(),
+        1
+    );
+    let err = reject(&with(ConfigKey::CheckpointsRetained, "0"));
+    assert_names(
+        &err,
+        ConfigKey::CheckpointsRetained,
+        "0",
+        "must be greater than 0",
+    );
+    assert_eq!(parse(&with(ConfigKey::JobName, "dr-orders")).job_name, "dr-orders");
+}
+
+#[test]
+fn command_line_wins_over_file() {
+    let file = RawConfig::from_toml_str(
+        r#"
+        [job]
+        sourceMasterAddresses = "file-src:7051"
+        sinkMasterAddresses = "file-sink:7051"
+        tableName = "from_file"
+        checkpointsDirectory = "/tmp/file-ckpt"
+        discoveryIntervalSeconds = 30
+
+        [writer]
+        flushMode = "AUTO_FLUSH_SYNC"
+        "#,
+    )
+    .expect("valid TOML");
+    let c = JobConfig::from_sources(
+        Some(file),
+        [
+            "--job.tableName",
+            "from_cli",
+            "--writer.flushMode=MANUAL_FLUSH",
+            "--job.checkpointingIntervalMillis",
+            "1000",
+        ],
+    )
+    .expect("valid");
+    assert_eq!(c.table_name, "from_cli");
+    assert_eq!(c.writer.flush_mode, FlushMode::ManualFlush);
+    // Untouched file values survive.
+    assert_eq!(c.source_master_addresses, ["file-src:7051"]);
+    assert_eq!(c.discovery_interval, Duration::from_secs(30));
+    assert_eq!(c.checkpointing_interval, Duration::from_millis(1000));
+    assert_eq!(c.job_name, "ferry-replication-from_cli");
+}
+
+#[test]
+fn both_toml_shapes_give_the_same_config() {
+    let flat = r#"
+        "job.sourceMasterAddresses" = "s:7051"
+        "job.sinkMasterAddresses" = "k:7051"
+        "job.tableName" = "t"
+        "job.checkpointsDirectory" = "file:///tmp/ckpt"
+        "job.discoveryIntervalSeconds" = 20
+        "job.checkpointingIntervalMillis" = 2000
+        "job.createTable" = true
+        "reader.splitSizeBytes" = -1
+        "reader.replicaSelection" = "LEADER_ONLY"
+        "writer.maxBufferSize" = 10
+    "#;
+    let nested = r#"
+        [job]
+        sourceMasterAddresses = "s:7051"
+        sinkMasterAddresses = "k:7051"
+        tableName = "t"
+        checkpointsDirectory = "file:///tmp/ckpt"
+        discoveryIntervalSeconds = 20
+        checkpointingIntervalMillis = 2000
+        createTable = true
+
+        [reader]
+        splitSizeBytes = -1
+        replicaSelection = "LEADER_ONLY"
+
+        [writer]
+        maxBufferSize = 10
+    "#;
+    let a = parse(&RawConfig::from_toml_str(flat).expect("flat"));
+    let b = parse(&RawConfig::from_toml_str(nested).expect("nested"));
+    assert_eq!(a, b);
+    assert!(a.create_table);
+    assert_eq!(a.writer.max_buffer_size.get(), 10);
+    assert_eq!(a.reader.replica_selection, ReplicaSelection::LeaderOnly);
+}
+
+#[test]
+fn toml_file_end_to_end() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("job.toml");
+    std::fs::write(
+        &path,
+        "[job]\nsourceMasterAddresses = \"s:7051\"\nsinkMasterAddresses = \"k:7051\"\n\
+         tableName = \"t\"\ncheckpointsDirectory = \"/tmp/c\"\ncheckpointingIntervalMillis = 0\n",
+    )
+    .expect("write");
+    let raw = RawConfig::from_toml_file(&path).expect("valid TOML");
+    let err = reject(&raw);
+    assert_names(
+        &err,
+        ConfigKey::CheckpointingIntervalMillis,
+        "0",
+        "must be greater than 0",
+    );
+}
+
+#[test]
+fn effective_values_round_trip() {
+    let c = parse(&with(ConfigKey::SplitSizeBytes, "4096"));
+    let mut raw = RawConfig::new();
+    for (key, value) in c.effective_values() {
+        raw.set(key, value);
+    }
+    assert_eq!(parse(&raw), c);
+    let defaults = parse(&minimal());
+    let values = defaults.effective_values();
+    assert_eq!(values.len(), ConfigKey::all().len());
+    for (key, value) in values {
+        if let Some(default) = key.default_value() {
+            assert_eq!(value, default, "{key}");
+        }
+    }
+}

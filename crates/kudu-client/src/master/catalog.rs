@@ -1,0 +1,332 @@
+//! Catalog calls on the leader master: list, open, create, alter, delete and
+//! rename tables, wait for create/alter to finish, and read the server
+//! clock. Each builds its request, calls [`MasterProxy::call`] and turns the
+//! answer into the client's types.
+
+use super::MasterProxy;
+use crate::error::{Error, Result};
+use crate::hybrid_time::HybridTime;
+use crate::partition::schema::ColumnRefs;
+use crate::partition::PartitionSchema;
+use crate::pb;
+use crate::pb::master::alter_table_request_pb::{self as alter, StepType};
+use crate::pb::master::master_service as ms;
+use crate::pb::master::TableIdentifierPb;
+use crate::retry::Backoff;
+use crate::schema::convert::SchemaPbOptions;
+use crate::schema::Schema;
+use crate::table::{AlterStep, AlterTableBuilder, KuduTable, TableBuilder};
+use crate::write::ops::{self, OpType};
+use std::time::{Duration, Instant};
+
+/// `MasterFeatures` numbers used here.
+const FEATURE_RANGE_PARTITION_BOUNDS: u32 = 1;
+const FEATURE_ADD_DROP_RANGE_PARTITIONS: u32 = 2;
+const FEATURE_RANGE_SPECIFIC_HASH_SCHEMA: u32 = 8;
+
+/// One entry of `list_tables`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableSummary {
+    pub id: String,
+    pub name: String,
+    pub live_row_count: Option<u64>,
+    pub num_tablets: Option<i32>,
+    pub num_replicas: Option<i32>,
+}
+
+fn by_name(name: &str) -> TableIdentifierPb {
+    TableIdentifierPb {
+        table_id: None,
+        table_name: Some(name.to_owned()),
+    }
+}
+
+fn by_id(id: &str) -> TableIdentifierPb {
+    TableIdentifierPb {
+        table_id: Some(id.as_bytes().to_vec()),
+        table_name: None,
+    }
+}
+
+fn table_not_found(name: &str, e: Error) -> Error {
+    match e {
+        Error::TableNotFound(_) => Error::TableNotFound(name.to_owned()),
+        other => other,
+    }
+}
+
+/// Lists user tables whose name contains `filter` (all if empty).
+pub async fn list_tables(m: &MasterProxy, filter: &str, timeout: Duration) -> Result<Vec<TableSummary>> {
+    let req = pb::master::ListTablesRequestPb {
+        name_filter: (!filter.is_empty()).then(|| filter.to_owned()),
+        ..Default::default()
+    };
+    let resp = m.call::<ms::ListTables>("ListTables", &req, timeout, &[]).await?;
+    let mut tables: Vec<TableSummary> = resp
+        .tables
+        .into_iter()
+        .map(|t| TableSummary {
+            id: String::from_utf8_lossy(t.id.as_deref().unwrap_or_default()).into_owned(),
+            name: t.name.unwrap_or_default(),
+            live_row_count: t.live_row_count,
+            num_tablets: t.num_tablets,
+            num_replicas: t.num_replicas,
+        })
+        .collect();
+    tables.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(tables)
+}
+
+/// Opens a table by name: schema, partitioning and metadata.
+pub async fn open_table(m: &MasterProxy, name: &str, timeout: Duration) -> Result<KuduTable> {
+    let req = pb::master::GetTableSchemaRequestPb { table: by_name(name) };
+    let resp = m
+        .call::<ms::GetTableSchema>("GetTableSchema", &req, timeout, &[])
+        .await
+        .map_err(|e| table_not_found(name, e))?;
+    table_from_pb(name, resp)
+}
+
+fn table_from_pb(name: &str, resp: pb::master::GetTableSchemaResponsePb) -> Result<KuduTable> {
+    let missing = |what: &str| Error::Protocol {
+        addr: "leader master".into(),
+        message: format!("GetTableSchema for '{name}' has no {what}"),
+    };
+    let schema = Schema::from_pb(resp.schema.as_ref().ok_or_else(|| missing("schema"))?)?;
+    let partition_schema = PartitionSchema::from_pb(
+        resp.partition_schema.as_ref().ok_or_else(|| missing("partition schema"))?,
+        &schema,
+    )?;
+    let id = String::from_utf8_lossy(resp.table_id.as_deref().ok_or_else(|| missing("table id"))?).into_owned();
+    Ok(KuduTable::new(
+        resp.table_name.unwrap_or_else(|| name.to_owned()),
+        id,
+        schema,
+        partition_schema,
+        resp.num_replicas.unwrap_or(0),
+        resp.owner.filter(|o| !o.is_empty()),
+        resp.comment.filter(|c| !c.is_empty()),
+        resp.extra_configs.into_iter().collect(),
+        resp.authz_token,
+    ))
+}
+
+/// Creates a table and (unless told not to) waits until it is ready.
+/// Returns the new table's id.
+pub async fn create_table(m: &MasterProxy, b: &TableBuilder, timeout: Duration) -> Result<String> {
+    let started = Instant::now();
+    let partition_schema = b.partition.clone().build()?;
+    let mut bounds: Vec<(OpType, &crate::schema::Row)> = Vec::new();
+    for ((lt, lower), (ut, upper)) in &b.range_partitions {
+        bounds.push((*lt, lower));
+        bounds.push((*ut, upper));
+    }
+    for split in &b.split_rows {
+        bounds.push((OpType::SplitRow, split));
+    }
+    let mut features = Vec::new();
+    if !b.range_partitions.is_empty() {
+        features.push(FEATURE_RANGE_PARTITION_BOUNDS);
+    }
+    if b.has_custom_hash_ranges {
+        features.push(FEATURE_RANGE_SPECIFIC_HASH_SCHEMA);
+    }
+    let req = pb::master::CreateTableRequestPb {
+        name: b.name.clone(),
+        schema: b.schema.to_pb(SchemaPbOptions::CREATE_TABLE)?,
+        num_replicas: b.num_replicas,
+        split_rows_range_bounds: (!bounds.is_empty())
+            .then(|| ops::encode(&b.schema, &bounds))
+            .transpose()?,
+        partition_schema: Some(partition_schema.to_pb(ColumnRefs::Name)?),
+        owner: b.owner.clone(),
+        extra_configs: b.extra_configs.clone().into_iter().collect(),
+        comment: b.comment.clone(),
+        ..Default::default()
+    };
+    let resp = m.call::<ms::CreateTable>("CreateTable", &req, timeout, &features).await?;
+    let id = String::from_utf8_lossy(resp.table_id.as_deref().unwrap_or_default()).into_owned();
+    if b.wait {
+        wait_create_done(m, &b.name, timeout.saturating_sub(started.elapsed())).await?;
+    }
+    Ok(id)
+}
+
+async fn wait_create_done(m: &MasterProxy, name: &str, timeout: Duration) -> Result<()> {
+    let req = pb::master::IsCreateTableDoneRequestPb { table: by_name(name) };
+    poll_done(timeout, &format!("creating table '{name}'"), || async {
+        let r = m
+            .call::<ms::IsCreateTableDone>("IsCreateTableDone", &req, timeout, &[])
+            .await?;
+        Ok(r.done.unwrap_or(false))
+    })
+    .await
+}
+
+async fn poll_done<F, Fut>(timeout: Duration, what: &str, mut check: F) -> Result<()>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<bool>>,
+{
+    let start = Instant::now();
+    let mut backoff = Backoff::new(Duration::from_millis(20), Duration::from_secs(1));
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        if check().await? {
+            return Ok(());
+        }
+        let delay = backoff.next_delay();
+        if start.elapsed() + delay > timeout {
+            return Err(Error::TimedOut {
+                operation: what.to_owned(),
+                attempts,
+                elapsed: start.elapsed(),
+                last: "not done yet".into(),
+            });
+        }
+        tokio::time::sleep(delay).await;
+    }
+}
+
+/// Alters `table` and waits until the change has reached every tablet.
+pub async fn alter_table(m: &MasterProxy, table: &KuduTable, b: &AlterTableBuilder, timeout: Duration) -> Result<()> {
+    let started = Instant::now();
+    let mut features = Vec::new();
+    let mut needs_schema = false;
+    let mut steps = Vec::new();
+    for step in &b.steps {
+        steps.push(match step {
+            AlterStep::AddColumn(col) => alter::Step {
+                r#type: Some(StepType::AddColumn as i32),
+                add_column: Some(alter::AddColumn {
+                    schema: col.to_non_key().to_pb(SchemaPbOptions::CREATE_TABLE)?,
+                }),
+                ..Default::default()
+            },
+            AlterStep::DropColumn(name) => alter::Step {
+                r#type: Some(StepType::DropColumn as i32),
+                drop_column: Some(alter::DropColumn { name: Some(name.clone()) }),
+                ..Default::default()
+            },
+            AlterStep::RenameColumn(old, new) => alter::Step {
+                r#type: Some(StepType::RenameColumn as i32),
+                rename_column: Some(alter::RenameColumn {
+                    old_name: Some(old.clone()),
+                    new_name: Some(new.clone()),
+                }),
+                ..Default::default()
+            },
+            AlterStep::AddRange(((lt, lower), (ut, upper)), hash) => {
+                needs_schema = true;
+                features.push(FEATURE_ADD_DROP_RANGE_PARTITIONS);
+                let custom_hash_schema = match hash {
+                    Some(dims) => {
+                        features.push(FEATURE_RANGE_SPECIFIC_HASH_SCHEMA);
+                        dims.iter()
+                            .map(|(cols, n, seed)| pb::partition_schema_pb::HashBucketSchemaPb {
+                                columns: cols
+                                    .iter()
+                                    .map(|c| pb::ColumnIdentifierPb {
+                                        identifier: Some(pb::column_identifier_pb::Identifier::Name(c.clone())),
+                                    })
+                                    .collect(),
+                                num_buckets: *n as i32,
+                                seed: (*seed != 0).then_some(*seed),
+                                hash_algorithm: None,
+                            })
+                            .collect()
+                    }
+                    None => Vec::new(),
+                };
+                alter::Step {
+                    r#type: Some(StepType::AddRangePartition as i32),
+                    add_range_partition: Some(alter::AddRangePartition {
+                        range_bounds: Some(ops::encode(table.schema(), &[(*lt, lower), (*ut, upper)])?),
+                        dimension_label: None,
+                        custom_hash_schema,
+                    }),
+                    ..Default::default()
+                }
+            }
+            AlterStep::DropRange(((lt, lower), (ut, upper))) => {
+                needs_schema = true;
+                features.push(FEATURE_ADD_DROP_RANGE_PARTITIONS);
+                alter::Step {
+                    r#type: Some(StepType::DropRangePartition as i32),
+                    drop_range_partition: Some(alter::DropRangePartition {
+                        range_bounds: Some(ops::encode(table.schema(), &[(*lt, lower), (*ut, upper)])?),
+                    }),
+                    ..Default::default()
+                }
+            }
+        });
+    }
+    features.sort_unstable();
+    features.dedup();
+    let req = pb::master::AlterTableRequestPb {
+        table: by_id(table.id()),
+        alter_schema_steps: steps,
+        new_table_name: b.new_name.clone(),
+        schema: if needs_schema {
+            Some(table.schema().to_pb(SchemaPbOptions::CREATE_TABLE)?)
+        } else {
+            None
+        },
+        new_extra_configs: b.new_extra_configs.clone().into_iter().collect(),
+        new_table_owner: b.new_owner.clone(),
+        new_table_comment: b.new_comment.clone(),
+        ..Default::default()
+    };
+    m.call::<ms::AlterTable>("AlterTable", &req, timeout, &features)
+        .await
+        .map_err(|e| table_not_found(table.name(), e))?;
+    let done_req = pb::master::IsAlterTableDoneRequestPb { table: by_id(table.id()) };
+    let remaining = timeout.saturating_sub(started.elapsed());
+    poll_done(remaining, &format!("altering table '{}'", table.name()), || async {
+        let r = m
+            .call::<ms::IsAlterTableDone>("IsAlterTableDone", &done_req, remaining, &[])
+            .await?;
+        Ok(r.done.unwrap_or(false))
+    })
+    .await
+}
+
+/// Deletes a table.
+pub async fn delete_table(m: &MasterProxy, name: &str, timeout: Duration) -> Result<()> {
+    let req = pb::master::DeleteTableRequestPb {
+        table: by_name(name),
+        ..Default::default()
+    };
+    m.call::<ms::DeleteTable>("DeleteTable", &req, timeout, &[])
+        .await
+        .map_err(|e| table_not_found(name, e))?;
+    Ok(())
+}
+
+/// Checks that the leader master supports an application feature (e.g.
+/// `MasterFeatures.IGNORE_OPERATIONS` = 7): a master that does not know the
+/// flag answers `ERROR_INVALID_REQUEST`.
+pub async fn supports_feature(m: &MasterProxy, feature: u32, timeout: Duration) -> Result<bool> {
+    let req = pb::master::PingRequestPb::default();
+    match m.call::<ms::Ping>("Ping", &req, timeout, &[feature]).await {
+        Ok(_) => Ok(true),
+        Err(Error::Rpc {
+            code: crate::error::RpcErrorCode::InvalidRequest,
+            ..
+        }) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// The leader master's current hybrid time (`GenericService.ServerClock`).
+pub async fn server_clock(m: &MasterProxy, timeout: Duration) -> Result<HybridTime> {
+    let req = pb::server::ServerClockRequestPb::default();
+    let resp = m
+        .call::<pb::server::generic_service::ServerClock>("ServerClock", &req, timeout, &[])
+        .await?;
+    resp.timestamp.map(HybridTime).ok_or_else(|| Error::Protocol {
+        addr: "leader master".into(),
+        message: "ServerClock answer has no timestamp".into(),
+    })
+}

@@ -1,0 +1,1213 @@
+//! [`PartitionSchema`]: how a table's rows map to partition keys, and
+//! [`Partition`]: the partition-key range one tablet covers.
+//!
+//! A row's partition key (spec §6.4) is one 4-byte big-endian bucket per
+//! hash dimension followed by the range key (§6.3). Since 1.17 a range may
+//! carry its own hash dimensions (§6.6); the range key picks which.
+//!
+//! Column references are stored as indexes into the table [`Schema`] the
+//! partition schema was built for; protobuf conversion maps them to column
+//! ids (what the master sends) or names (what CreateTable takes).
+
+use super::key::{encode_columns, encode_range_bound};
+use super::murmur::murmur2_64;
+use crate::pb;
+use crate::pb::partition_schema_pb::{HashBucketSchemaPb, RangeSchemaPb, RangeWithHashSchemaPb};
+use crate::schema::{Row, Schema};
+use crate::write::ops::{self, OpType};
+use crate::{Error, Result};
+
+/// Width of one encoded hash bucket in a partition key.
+pub const BUCKET_SIZE: usize = 4;
+
+/// One hash dimension: columns (indexes into the table schema), bucket
+/// count and seed. The hash is always MurmurHash64A.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HashDimension {
+    columns: Vec<usize>,
+    num_buckets: u32,
+    seed: u32,
+}
+
+impl HashDimension {
+    /// A dimension over `columns` (table-schema indexes). Validated when
+    /// it becomes part of a [`PartitionSchema`].
+    pub fn new(columns: Vec<usize>, num_buckets: u32, seed: u32) -> Self {
+        HashDimension {
+            columns,
+            num_buckets,
+            seed,
+        }
+    }
+    /// Column indexes, in hashing order.
+    pub fn columns(&self) -> &[usize] {
+        &self.columns
+    }
+    /// Number of buckets (≥ 2).
+    pub fn num_buckets(&self) -> u32 {
+        self.num_buckets
+    }
+    /// Hash seed.
+    pub fn seed(&self) -> u32 {
+        self.seed
+    }
+
+    /// The bucket of `row`: murmur2-64 of the key-encoded columns modulo
+    /// the bucket count, both unsigned 64-bit. `scratch` is reused for the
+    /// encoded input.
+    fn bucket_with(&self, row: &Row, scratch: &mut Vec<u8>) -> Result<u32> {
+        let start = scratch.len();
+        encode_columns(row, &self.columns, scratch)?;
+        let h = murmur2_64(&scratch[start..], u64::from(self.seed));
+        scratch.truncate(start);
+        // num_buckets > 0 is a PartitionSchema invariant; the result is
+        // < num_buckets, so it fits u32.
+        Ok((h % u64::from(self.num_buckets.max(1))) as u32)
+    }
+
+    /// The bucket `row` falls into for this dimension.
+    pub fn bucket(&self, row: &Row) -> Result<u32> {
+        self.bucket_with(row, &mut Vec::new())
+    }
+}
+
+/// A range with its own hash schema (1.17+). Bounds are kept as rows (to
+/// send back in protobuf) and as normalized encoded range keys: inclusive
+/// lower, exclusive upper, empty = unbounded.
+#[derive(Debug, Clone)]
+pub struct RangeWithHashSchema {
+    lower: Row,
+    lower_type: OpType,
+    upper: Row,
+    upper_type: OpType,
+    lower_key: Vec<u8>,
+    upper_key: Vec<u8>,
+    hash_schema: Vec<HashDimension>,
+}
+
+impl RangeWithHashSchema {
+    /// The range bounds as rows with their op types (one of the lower-bound
+    /// types and one of the upper-bound types).
+    pub fn bounds(&self) -> ((OpType, &Row), (OpType, &Row)) {
+        (
+            (self.lower_type, &self.lower),
+            (self.upper_type, &self.upper),
+        )
+    }
+    /// Inclusive encoded lower range key (empty = unbounded).
+    pub fn lower_key(&self) -> &[u8] {
+        &self.lower_key
+    }
+    /// Exclusive encoded upper range key (empty = unbounded).
+    pub fn upper_key(&self) -> &[u8] {
+        &self.upper_key
+    }
+    /// The range's hash dimensions.
+    pub fn hash_schema(&self) -> &[HashDimension] {
+        &self.hash_schema
+    }
+    /// Whether `range_key` lies in [lower, upper).
+    pub fn contains(&self, range_key: &[u8]) -> bool {
+        range_key >= self.lower_key.as_slice()
+            && (self.upper_key.is_empty() || range_key < self.upper_key.as_slice())
+    }
+}
+
+/// Normalizes bound rows to an inclusive lower and exclusive upper key.
+///
+/// Why the `00` suffix works: keys are compared as byte strings, and the
+/// smallest byte string greater than `x` is `x ‖ 00`. So "> x" equals
+/// "≥ x‖00" and "≤ x" equals "< x‖00", without incrementing typed values.
+fn normalized_bounds(
+    lower: &Row,
+    lower_type: OpType,
+    upper: &Row,
+    upper_type: OpType,
+    range_columns: &[usize],
+) -> Result<(Vec<u8>, Vec<u8>)> {
+    let mut lower_key = encode_range_bound(lower, range_columns)?;
+    let mut upper_key = encode_range_bound(upper, range_columns)?;
+    match lower_type {
+        OpType::RangeLowerBound => {}
+        OpType::ExclusiveRangeLowerBound if !lower_key.is_empty() => lower_key.push(0),
+        OpType::ExclusiveRangeLowerBound => {}
+        other => {
+            return Err(Error::InvalidArgument(format!(
+                "{other} is not a range lower bound"
+            )))
+        }
+    }
+    match upper_type {
+        OpType::RangeUpperBound => {}
+        OpType::InclusiveRangeUpperBound if !upper_key.is_empty() => upper_key.push(0),
+        OpType::InclusiveRangeUpperBound => {}
+        other => {
+            return Err(Error::InvalidArgument(format!(
+                "{other} is not a range upper bound"
+            )))
+        }
+    }
+    if !upper_key.is_empty() && lower_key >= upper_key {
+        return Err(Error::InvalidArgument(format!(
+            "range lower bound {} is not below upper bound {}",
+            lower, upper
+        )));
+    }
+    Ok((lower_key, upper_key))
+}
+
+/// How a table is partitioned: table-wide hash dimensions, range columns
+/// and (1.17+) ranges with their own hash dimensions.
+#[derive(Debug, Clone)]
+pub struct PartitionSchema {
+    schema: Schema,
+    hash_schema: Vec<HashDimension>,
+    range_columns: Vec<usize>,
+    custom_ranges: Vec<RangeWithHashSchema>,
+}
+
+/// How protobuf column references are written by
+/// [`PartitionSchema::to_pb`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ColumnRefs {
+    /// By name: what CreateTable / AlterTable take.
+    Name,
+    /// By master-assigned id (needs a schema read from the master).
+    Id,
+}
+
+impl PartitionSchema {
+    /// A partition schema over `schema` with table-wide `hash_schema` and
+    /// `range_columns` (indexes). Checks that every referenced column is a
+    /// key column, that no column is in two hash dimensions, and that each
+    /// dimension has ≥ 2 buckets.
+    pub fn new(
+        schema: &Schema,
+        hash_schema: Vec<HashDimension>,
+        range_columns: Vec<usize>,
+    ) -> Result<PartitionSchema> {
+        check_hash_schema(schema, &hash_schema)?;
+        for &i in &range_columns {
+            check_key_column(schema, i, "range")?;
+        }
+        Ok(PartitionSchema {
+            schema: schema.clone(),
+            hash_schema,
+            range_columns,
+            custom_ranges: Vec::new(),
+        })
+    }
+
+    /// Starts a partition schema described by column names.
+    pub fn builder(schema: &Schema) -> PartitionSchemaBuilder {
+        PartitionSchemaBuilder {
+            schema: schema.clone(),
+            hash: Vec::new(),
+            range: None,
+            custom: Vec::new(),
+        }
+    }
+
+    /// Adds a range with its own hash schema (1.17+). `lower_type` is
+    /// RANGE_LOWER_BOUND or EXCLUSIVE_RANGE_LOWER_BOUND, `upper_type`
+    /// RANGE_UPPER_BOUND or INCLUSIVE_RANGE_UPPER_BOUND; bound rows set only
+    /// range columns (none set = unbounded). Ranges must not overlap.
+    pub fn add_range_with_hash_schema(
+        &mut self,
+        (lower_type, lower): (OpType, Row),
+        (upper_type, upper): (OpType, Row),
+        hash_schema: Vec<HashDimension>,
+    ) -> Result<()> {
+        for r in [&lower, &upper] {
+            if r.schema() != &self.schema {
+                return Err(Error::InvalidArgument(
+                    "range bound row uses a different schema".into(),
+                ));
+            }
+        }
+        check_hash_schema(&self.schema, &hash_schema)?;
+        let (lower_key, upper_key) =
+            normalized_bounds(&lower, lower_type, &upper, upper_type, &self.range_columns)?;
+        let new = RangeWithHashSchema {
+            lower,
+            lower_type,
+            upper,
+            upper_type,
+            lower_key,
+            upper_key,
+            hash_schema,
+        };
+        let overlaps = |a: &RangeWithHashSchema, b: &RangeWithHashSchema| {
+            (b.upper_key.is_empty() || a.lower_key < b.upper_key)
+                && (a.upper_key.is_empty() || b.lower_key < a.upper_key)
+        };
+        if self.custom_ranges.iter().any(|r| overlaps(r, &new)) {
+            return Err(Error::InvalidArgument(format!(
+                "range [{}, {}) overlaps another range with a custom hash schema",
+                new.lower, new.upper
+            )));
+        }
+        self.custom_ranges.push(new);
+        Ok(())
+    }
+
+    /// The table schema the column indexes refer to.
+    pub fn schema(&self) -> &Schema {
+        &self.schema
+    }
+    /// Table-wide hash dimensions.
+    pub fn hash_schema(&self) -> &[HashDimension] {
+        &self.hash_schema
+    }
+    /// Range column indexes, in range-key order (empty = no range
+    /// partitioning).
+    pub fn range_columns(&self) -> &[usize] {
+        &self.range_columns
+    }
+    /// Ranges with their own hash schema (1.17+).
+    pub fn custom_hash_schema_ranges(&self) -> &[RangeWithHashSchema] {
+        &self.custom_ranges
+    }
+
+    /// The hash dimensions that apply to rows whose range key is
+    /// `range_key` (§6.6).
+    pub fn hash_schema_for_range_key(&self, range_key: &[u8]) -> &[HashDimension] {
+        self.custom_ranges
+            .iter()
+            .find(|r| r.contains(range_key))
+            .map_or(&self.hash_schema, |r| &r.hash_schema)
+    }
+
+    fn check_row(&self, row: &Row) -> Result<()> {
+        if row.schema() == &self.schema {
+            Ok(())
+        } else {
+            Err(Error::InvalidArgument(format!(
+                "row schema {} does not match the table schema {}",
+                row.schema(),
+                self.schema
+            )))
+        }
+    }
+
+    /// The encoded range key of a data row (all range columns set).
+    pub fn range_key(&self, row: &Row) -> Result<Vec<u8>> {
+        self.check_row(row)?;
+        let mut out = Vec::new();
+        encode_columns(row, &self.range_columns, &mut out)?;
+        Ok(out)
+    }
+
+    /// The hash buckets of `row`, one per applicable dimension.
+    pub fn hash_buckets(&self, row: &Row) -> Result<Vec<u32>> {
+        let range_key = self.range_key(row)?;
+        let mut scratch = Vec::new();
+        self.hash_schema_for_range_key(&range_key)
+            .iter()
+            .map(|d| d.bucket_with(row, &mut scratch))
+            .collect()
+    }
+
+    /// The partition key a writer routes `row` by (§6.4): 4-byte BE bucket
+    /// per hash dimension, then the range key. Hash and range columns must
+    /// be set.
+    pub fn partition_key(&self, row: &Row) -> Result<Vec<u8>> {
+        self.check_row(row)?;
+        // Encode the range key first (it selects the hash schema), append
+        // the buckets, then rotate the range key to the end: one allocation.
+        let mut out = Vec::with_capacity(32);
+        encode_columns(row, &self.range_columns, &mut out)?;
+        let range_len = out.len();
+        let dims = self.hash_schema_for_range_key(&out[..range_len]);
+        let mut scratch = Vec::new();
+        for d in dims {
+            let bucket = d.bucket_with(row, &mut scratch)?;
+            out.extend_from_slice(&bucket.to_be_bytes());
+        }
+        out.rotate_left(range_len);
+        Ok(out)
+    }
+
+    /// The partition key split into hash and range parts, as the 1.16+
+    /// `PartitionKeyPB{hash_key, range_key}` carries them.
+    pub fn partition_key_parts(&self, row: &Row) -> Result<(Vec<u8>, Vec<u8>)> {
+        let range_key = self.range_key(row)?;
+        let dims = self.hash_schema_for_range_key(&range_key);
+        let mut hash_key = Vec::with_capacity(BUCKET_SIZE * dims.len());
+        let mut scratch = Vec::new();
+        for d in dims {
+            hash_key.extend_from_slice(&d.bucket_with(row, &mut scratch)?.to_be_bytes());
+        }
+        Ok((hash_key, range_key))
+    }
+
+    /// The partition key a range-bound row starts at, for a given bucket
+    /// prefix: unset range columns count as minimum values, no range column
+    /// set means unbounded (empty range key).
+    pub fn range_bound_key(&self, row: &Row) -> Result<Vec<u8>> {
+        self.check_row(row)?;
+        encode_range_bound(row, &self.range_columns)
+    }
+
+    /// The boundaries of the tablet with `hash_buckets` over the range
+    /// [`range_start`, `range_end`) (encoded range keys, empty =
+    /// unbounded), as a server following `convention` reports them (§6.5).
+    /// The hash dimensions are those that apply to `range_start`.
+    pub fn partition(
+        &self,
+        hash_buckets: &[u32],
+        range_start: &[u8],
+        range_end: &[u8],
+        convention: BoundaryConvention,
+    ) -> Result<Partition> {
+        let dims = self.hash_schema_for_range_key(range_start);
+        Partition::with_boundaries(dims, hash_buckets, range_start, range_end, convention)
+    }
+
+    /// Reads a `PartitionSchemaPB` whose columns refer to `schema` by id or
+    /// name. An absent `range_schema` means the master's default: all key
+    /// columns except an auto-incrementing one.
+    pub fn from_pb(pb: &pb::PartitionSchemaPb, schema: &Schema) -> Result<PartitionSchema> {
+        let hash = pb
+            .hash_schema
+            .iter()
+            .map(|h| hash_from_pb(h, schema))
+            .collect::<Result<Vec<_>>>()?;
+        let range = match &pb.range_schema {
+            Some(r) => resolve_columns(&r.columns, schema)?,
+            None => (0..schema.num_key_columns())
+                .filter(|&i| !schema.columns()[i].is_auto_incrementing())
+                .collect(),
+        };
+        let mut ps = PartitionSchema::new(schema, hash, range)?;
+        for r in &pb.custom_hash_schema_ranges {
+            let bounds = r.range_bounds.as_ref().ok_or_else(|| {
+                Error::InvalidArgument("custom hash schema range without bounds".into())
+            })?;
+            let mut rows = ops::decode(schema, bounds)?.into_iter();
+            let (Some(lower), Some(upper), None) = (rows.next(), rows.next(), rows.next()) else {
+                return Err(Error::InvalidArgument(
+                    "custom hash schema range must have exactly two bound rows".into(),
+                ));
+            };
+            let hash = r
+                .hash_schema
+                .iter()
+                .map(|h| hash_from_pb(h, schema))
+                .collect::<Result<Vec<_>>>()?;
+            ps.add_range_with_hash_schema(lower, upper, hash)?;
+        }
+        Ok(ps)
+    }
+
+    /// Writes a `PartitionSchemaPB`, referring to columns by name (for
+    /// CreateTable) or id. `range_schema` is always present so an empty
+    /// range-column list keeps meaning "no range partitioning".
+    pub fn to_pb(&self, refs: ColumnRefs) -> Result<pb::PartitionSchemaPb> {
+        let ids = |cols: &[usize]| -> Result<Vec<pb::ColumnIdentifierPb>> {
+            cols.iter()
+                .map(|&i| column_ref(&self.schema, i, refs))
+                .collect()
+        };
+        let hash = |dims: &[HashDimension]| -> Result<Vec<HashBucketSchemaPb>> {
+            dims.iter()
+                .map(|d| {
+                    Ok(HashBucketSchemaPb {
+                        columns: ids(&d.columns)?,
+                        num_buckets: i32::try_from(d.num_buckets).map_err(|_| {
+                            Error::InvalidArgument(format!("{} buckets is too many", d.num_buckets))
+                        })?,
+                        // Optional with default 0: only sent when it matters.
+                        seed: (d.seed != 0).then_some(d.seed),
+                        hash_algorithm: None,
+                    })
+                })
+                .collect()
+        };
+        let custom = self
+            .custom_ranges
+            .iter()
+            .map(|r| {
+                Ok(RangeWithHashSchemaPb {
+                    range_bounds: Some(ops::encode(
+                        &self.schema,
+                        &[(r.lower_type, &r.lower), (r.upper_type, &r.upper)],
+                    )?),
+                    hash_schema: hash(&r.hash_schema)?,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(pb::PartitionSchemaPb {
+            hash_schema: hash(&self.hash_schema)?,
+            range_schema: Some(RangeSchemaPb {
+                columns: ids(&self.range_columns)?,
+            }),
+            custom_hash_schema_ranges: custom,
+        })
+    }
+}
+
+fn check_key_column(schema: &Schema, i: usize, what: &str) -> Result<()> {
+    match schema.column(i) {
+        Some(c) if c.is_key() => Ok(()),
+        Some(c) => Err(Error::InvalidArgument(format!(
+            "{what} partition column '{}' is not a primary-key column",
+            c.name()
+        ))),
+        None => Err(Error::InvalidArgument(format!(
+            "{what} partition column index {i} out of range"
+        ))),
+    }
+}
+
+fn check_hash_schema(schema: &Schema, dims: &[HashDimension]) -> Result<()> {
+    let mut seen = vec![false; schema.len()];
+    for d in dims {
+        if d.num_buckets < 2 {
+            return Err(Error::InvalidArgument(format!(
+                "a hash dimension needs at least 2 buckets, got {}",
+                d.num_buckets
+            )));
+        }
+        if d.columns.is_empty() {
+            return Err(Error::InvalidArgument(
+                "a hash dimension needs at least one column".into(),
+            ));
+        }
+        for &i in &d.columns {
+            check_key_column(schema, i, "hash")?;
+            if std::mem::replace(&mut seen[i], true) {
+                return Err(Error::InvalidArgument(format!(
+                    "column '{}' is used by more than one hash dimension",
+                    schema.columns()[i].name()
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn resolve_columns(ids: &[pb::ColumnIdentifierPb], schema: &Schema) -> Result<Vec<usize>> {
+    use pb::column_identifier_pb::Identifier;
+    ids.iter()
+        .map(|c| match &c.identifier {
+            Some(Identifier::Id(id)) => u32::try_from(*id)
+                .ok()
+                .and_then(|id| schema.index_of_id(id))
+                .ok_or_else(|| {
+                    Error::InvalidArgument(format!(
+                        "partition schema refers to unknown column id {id}"
+                    ))
+                }),
+            Some(Identifier::Name(name)) => schema.index_of(name).ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "partition schema refers to unknown column '{name}'"
+                ))
+            }),
+            None => Err(Error::InvalidArgument(
+                "partition schema column identifier is empty".into(),
+            )),
+        })
+        .collect()
+}
+
+fn hash_from_pb(h: &HashBucketSchemaPb, schema: &Schema) -> Result<HashDimension> {
+    let num_buckets = u32::try_from(h.num_buckets)
+        .map_err(|_| Error::InvalidArgument(format!("negative bucket count {}", h.num_buckets)))?;
+    Ok(HashDimension::new(
+        resolve_columns(&h.columns, schema)?,
+        num_buckets,
+        h.seed.unwrap_or(0),
+    ))
+}
+
+fn column_ref(schema: &Schema, i: usize, refs: ColumnRefs) -> Result<pb::ColumnIdentifierPb> {
+    use pb::column_identifier_pb::Identifier;
+    let col = schema
+        .column(i)
+        .ok_or_else(|| Error::InvalidArgument(format!("column index {i} out of range")))?;
+    let identifier = match refs {
+        ColumnRefs::Name => Identifier::Name(col.name().to_owned()),
+        ColumnRefs::Id => Identifier::Id(
+            col.id()
+                .and_then(|id| i32::try_from(id).ok())
+                .ok_or_else(|| {
+                    Error::InvalidArgument(format!("column '{}' has no id", col.name()))
+                })?,
+        ),
+    };
+    Ok(pb::ColumnIdentifierPb {
+        identifier: Some(identifier),
+    })
+}
+
+/// Builds a [`PartitionSchema`] from column names; errors surface in
+/// [`build`](Self::build).
+#[derive(Debug, Clone)]
+pub struct PartitionSchemaBuilder {
+    schema: Schema,
+    hash: Vec<NamedHashDimension>,
+    range: Option<Vec<String>>,
+    custom: Vec<CustomRangeSpec>,
+}
+
+/// A hash dimension by column names: (columns, buckets, seed).
+type NamedHashDimension = (Vec<String>, u32, u32);
+
+/// A custom-hash-schema range as given to the builder.
+type CustomRangeSpec = ((OpType, Row), (OpType, Row), Vec<NamedHashDimension>);
+
+impl PartitionSchemaBuilder {
+    /// Adds a table-wide hash dimension over `columns`.
+    pub fn add_hash_partitions<S: AsRef<str>>(
+        mut self,
+        columns: &[S],
+        num_buckets: u32,
+        seed: u32,
+    ) -> Self {
+        self.hash.push((names(columns), num_buckets, seed));
+        self
+    }
+
+    /// Sets the range columns (default: all key columns except an
+    /// auto-incrementing one; an empty list means no range partitioning).
+    pub fn set_range_partition_columns<S: AsRef<str>>(mut self, columns: &[S]) -> Self {
+        self.range = Some(names(columns));
+        self
+    }
+
+    /// Adds a range [lower, upper) with its own hash dimensions given as
+    /// (columns, buckets, seed).
+    pub fn add_range_with_hash_schema<S: AsRef<str>>(
+        mut self,
+        lower: (OpType, Row),
+        upper: (OpType, Row),
+        hash: &[(&[S], u32, u32)],
+    ) -> Self {
+        let hash = hash.iter().map(|(c, n, s)| (names(c), *n, *s)).collect();
+        self.custom.push((lower, upper, hash));
+        self
+    }
+
+    /// Validates and builds.
+    pub fn build(self) -> Result<PartitionSchema> {
+        let schema = &self.schema;
+        let idx = |cols: &[String]| -> Result<Vec<usize>> {
+            cols.iter()
+                .map(|n| {
+                    schema
+                        .index_of(n)
+                        .ok_or_else(|| Error::InvalidArgument(format!("unknown column '{n}'")))
+                })
+                .collect()
+        };
+        let dims = |h: &[NamedHashDimension]| -> Result<Vec<HashDimension>> {
+            h.iter()
+                .map(|(c, n, s)| Ok(HashDimension::new(idx(c)?, *n, *s)))
+                .collect()
+        };
+        let range = match &self.range {
+            Some(r) => idx(r)?,
+            None => (0..schema.num_key_columns())
+                .filter(|&i| !schema.columns()[i].is_auto_incrementing())
+                .collect(),
+        };
+        let mut ps = PartitionSchema::new(schema, dims(&self.hash)?, range)?;
+        for (lower, upper, hash) in self.custom {
+            ps.add_range_with_hash_schema(lower, upper, dims(&hash)?)?;
+        }
+        Ok(ps)
+    }
+}
+
+fn names<S: AsRef<str>>(cols: &[S]) -> Vec<String> {
+    cols.iter().map(|c| c.as_ref().to_owned()).collect()
+}
+
+/// How a server lays out tablet boundaries (§6.5). Tables keep the
+/// convention they were created under, so a client must accept both; it
+/// only matters when computing boundaries (tests, mock servers) — routing
+/// and lookups just compare byte strings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BoundaryConvention {
+    /// Kudu ≤ 1.16: a continuous key space. A start key with an unbounded
+    /// range drops trailing zero buckets (so the first tablet starts at
+    /// the empty key); an unbounded range end becomes "next bucket" with
+    /// carry into earlier dimensions, and empty after the last bucket.
+    Legacy,
+    /// Kudu ≥ 1.17 (range-specific hash schemas): start keys keep the full
+    /// bucket prefix; an unbounded range end increments only the last
+    /// dimension's bucket, with no carry (so 2×2 buckets (0,1) ends at
+    /// (0,2)). The key space has holes.
+    RangeSpecific,
+}
+
+/// The partition-key range of one tablet (from `PartitionPB`).
+///
+/// `partition_key_start` is inclusive, `partition_key_end` exclusive; empty
+/// start is −∞ and empty end is +∞. The range-key parts are what follows
+/// the bucket prefix (empty when the key is no longer than the prefix),
+/// which reads correctly under both [`BoundaryConvention`]s: a truncated
+/// or "next bucket" key has no range part and means an unbounded range.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Partition {
+    partition_key_start: Vec<u8>,
+    partition_key_end: Vec<u8>,
+    hash_buckets: Vec<u32>,
+    range_key_start: Vec<u8>,
+    range_key_end: Vec<u8>,
+}
+
+impl Partition {
+    /// A partition from its raw boundaries and bucket numbers.
+    pub fn new(
+        partition_key_start: Vec<u8>,
+        partition_key_end: Vec<u8>,
+        hash_buckets: Vec<u32>,
+    ) -> Self {
+        let prefix = BUCKET_SIZE * hash_buckets.len();
+        let range = |k: &[u8]| k.get(prefix..).map(<[u8]>::to_vec).unwrap_or_default();
+        Partition {
+            range_key_start: range(&partition_key_start),
+            range_key_end: range(&partition_key_end),
+            partition_key_start,
+            partition_key_end,
+            hash_buckets,
+        }
+    }
+
+    /// Reads a `PartitionPB`.
+    pub fn from_pb(pb: &pb::PartitionPb) -> Result<Partition> {
+        let buckets = pb
+            .hash_buckets
+            .iter()
+            .map(|&b| {
+                u32::try_from(b).map_err(|_| Error::Protocol {
+                    addr: "unknown peer".into(),
+                    message: format!("negative hash bucket {b} in PartitionPB"),
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Partition::new(
+            pb.partition_key_start.clone().unwrap_or_default(),
+            pb.partition_key_end.clone().unwrap_or_default(),
+            buckets,
+        ))
+    }
+
+    /// Writes a `PartitionPB` (empty keys are left out, as servers do).
+    pub fn to_pb(&self) -> pb::PartitionPb {
+        let opt = |k: &Vec<u8>| (!k.is_empty()).then(|| k.clone());
+        pb::PartitionPb {
+            // Bucket numbers are < num_buckets ≤ i32::MAX.
+            hash_buckets: self.hash_buckets.iter().map(|&b| b as i32).collect(),
+            partition_key_start: opt(&self.partition_key_start),
+            partition_key_end: opt(&self.partition_key_end),
+        }
+    }
+
+    /// Computes a tablet's boundaries from its buckets (one per dimension
+    /// in `dims`) and range [`range_start`, `range_end`) under
+    /// `convention`.
+    pub fn with_boundaries(
+        dims: &[HashDimension],
+        hash_buckets: &[u32],
+        range_start: &[u8],
+        range_end: &[u8],
+        convention: BoundaryConvention,
+    ) -> Result<Partition> {
+        if dims.len() != hash_buckets.len()
+            || dims
+                .iter()
+                .zip(hash_buckets)
+                .any(|(d, &b)| b >= d.num_buckets)
+        {
+            return Err(Error::InvalidArgument(format!(
+                "hash buckets {hash_buckets:?} do not fit the hash schema"
+            )));
+        }
+        let prefix =
+            |buckets: &[u32]| -> Vec<u8> { buckets.iter().flat_map(|b| b.to_be_bytes()).collect() };
+        let mut start = prefix(hash_buckets);
+        if range_start.is_empty() && convention == BoundaryConvention::Legacy {
+            // Drop trailing zero buckets.
+            let keep = hash_buckets
+                .iter()
+                .rposition(|&b| b != 0)
+                .map_or(0, |p| p + 1);
+            start.truncate(BUCKET_SIZE * keep);
+        } else {
+            start.extend_from_slice(range_start);
+        }
+        let end = if !range_end.is_empty() {
+            let mut e = prefix(hash_buckets);
+            e.extend_from_slice(range_end);
+            e
+        } else {
+            match convention {
+                BoundaryConvention::RangeSpecific => match hash_buckets.split_last() {
+                    Some((last, rest)) => {
+                        let mut next = rest.to_vec();
+                        next.push(last + 1);
+                        prefix(&next)
+                    }
+                    None => Vec::new(),
+                },
+                BoundaryConvention::Legacy => {
+                    // Increment the bucket number as a mixed-radix counter;
+                    // overflowing every dimension means +∞.
+                    let mut next = hash_buckets.to_vec();
+                    loop {
+                        match next.pop() {
+                            None => break Vec::new(),
+                            Some(b) if b + 1 < dims[next.len()].num_buckets => {
+                                next.push(b + 1);
+                                break prefix(&next);
+                            }
+                            Some(_) => {}
+                        }
+                    }
+                }
+            }
+        };
+        Ok(Partition::new(start, end, hash_buckets.to_vec()))
+    }
+
+    /// Inclusive start partition key (empty = −∞).
+    pub fn partition_key_start(&self) -> &[u8] {
+        &self.partition_key_start
+    }
+    /// Exclusive end partition key (empty = +∞).
+    pub fn partition_key_end(&self) -> &[u8] {
+        &self.partition_key_end
+    }
+    /// The tablet's bucket per hash dimension.
+    pub fn hash_buckets(&self) -> &[u32] {
+        &self.hash_buckets
+    }
+    /// Range part of the start key (empty = unbounded).
+    pub fn range_key_start(&self) -> &[u8] {
+        &self.range_key_start
+    }
+    /// Range part of the end key (empty = unbounded).
+    pub fn range_key_end(&self) -> &[u8] {
+        &self.range_key_end
+    }
+    /// Whether `partition_key` falls in [start, end).
+    pub fn contains_partition_key(&self, partition_key: &[u8]) -> bool {
+        partition_key >= self.partition_key_start.as_slice()
+            && (self.partition_key_end.is_empty()
+                || partition_key < self.partition_key_end.as_slice())
+    }
+}
+
+/// Splits a partition key into its bucket prefix and range key, given the
+/// number of hash dimensions that apply (for `PartitionKeyPB`). A key no
+/// longer than the prefix has an empty range part.
+pub fn split_partition_key(key: &[u8], num_hash_dimensions: usize) -> (&[u8], &[u8]) {
+    let n = (BUCKET_SIZE * num_hash_dimensions).min(key.len());
+    key.split_at(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::{ColumnSchema, DataType};
+
+    fn abc() -> Schema {
+        Schema::new(vec![
+            ColumnSchema::builder("a", DataType::Int32)
+                .key(true)
+                .id(10)
+                .build()
+                .unwrap(),
+            ColumnSchema::builder("b", DataType::String)
+                .key(true)
+                .id(11)
+                .build()
+                .unwrap(),
+            ColumnSchema::builder("c", DataType::String)
+                .key(true)
+                .id(12)
+                .build()
+                .unwrap(),
+            ColumnSchema::builder("v", DataType::Double)
+                .nullable(true)
+                .id(13)
+                .build()
+                .unwrap(),
+        ])
+        .unwrap()
+    }
+
+    fn abc_partitioning(s: &Schema) -> PartitionSchema {
+        PartitionSchema::builder(s)
+            .add_hash_partitions(&["a", "b"], 32, 0)
+            .add_hash_partitions(&["c"], 32, 42)
+            .set_range_partition_columns(&["a", "b", "c"])
+            .build()
+            .unwrap()
+    }
+
+    fn hex(s: &str) -> Vec<u8> {
+        let s: String = s.chars().filter(|c| !c.is_whitespace()).collect();
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn test_key_encoding_partition_key_vectors() {
+        let s = abc();
+        let ps = abc_partitioning(&s);
+        let cases = [
+            (0, "", "", "00000000 00000014 80000000 0000"),
+            (1, "", "", "00000005 00000014 80000001 0000"),
+            (0, "b", "c", "0000001a 0000001d 80000000 62 0000 63"),
+            (1, "b", "c", "00000000 0000001d 80000001 62 0000 63"),
+        ];
+        for (a, b, c, want) in cases {
+            let mut r = Row::new(&s);
+            r.set_i32("a", a)
+                .unwrap()
+                .set_str("b", b)
+                .unwrap()
+                .set_str("c", c)
+                .unwrap();
+            assert_eq!(
+                ps.partition_key(&r).unwrap(),
+                hex(want),
+                "a={a} b={b:?} c={c:?}"
+            );
+            let (h, rk) = ps.partition_key_parts(&r).unwrap();
+            assert_eq!([h, rk].concat(), hex(want));
+        }
+        let mut r = Row::new(&s);
+        r.set_i32("a", 1).unwrap();
+        assert!(
+            ps.partition_key(&r).is_err(),
+            "unset key columns are rejected"
+        );
+    }
+
+    #[test]
+    fn spec_6_6_single_int_key() {
+        let s = Schema::new(vec![ColumnSchema::builder("k", DataType::Int32)
+            .key(true)
+            .build()
+            .unwrap()])
+        .unwrap();
+        let ps = PartitionSchema::builder(&s)
+            .add_hash_partitions(&["k"], 4, 0)
+            .build()
+            .unwrap();
+        let mut r = Row::new(&s);
+        r.set_i32("k", 42).unwrap();
+        assert_eq!(ps.partition_key(&r).unwrap(), hex("00000000 8000002a"));
+        assert_eq!(ps.hash_buckets(&r).unwrap(), [0]);
+    }
+
+    #[test]
+    fn custom_hash_schema_ranges_pick_their_dimensions() {
+        let s = abc();
+        let mut lo = Row::new(&s);
+        lo.set_i32("a", 100).unwrap();
+        let mut hi = Row::new(&s);
+        hi.set_i32("a", 200).unwrap();
+        let ps = PartitionSchema::builder(&s)
+            .add_hash_partitions(&["a"], 2, 0)
+            .set_range_partition_columns(&["a"])
+            .add_range_with_hash_schema(
+                (OpType::RangeLowerBound, lo.clone()),
+                (OpType::RangeUpperBound, hi.clone()),
+                &[(&["a"][..], 3, 0), (&["b"][..], 5, 7)],
+            )
+            .build()
+            .unwrap();
+        let key_of = |a: i32| {
+            let mut r = Row::new(&s);
+            r.set_i32("a", a)
+                .unwrap()
+                .set_str("b", "x")
+                .unwrap()
+                .set_str("c", "y")
+                .unwrap();
+            ps.partition_key(&r).unwrap()
+        };
+        assert_eq!(key_of(99).len(), 4 + 4);
+        assert_eq!(key_of(100).len(), 8 + 4);
+        assert_eq!(key_of(199).len(), 8 + 4);
+        assert_eq!(key_of(200).len(), 4 + 4);
+
+        // Round trip through protobuf, by id and by name.
+        for refs in [ColumnRefs::Id, ColumnRefs::Name] {
+            let pb = ps.to_pb(refs).unwrap();
+            let back = PartitionSchema::from_pb(&pb, &s).unwrap();
+            assert_eq!(back.hash_schema(), ps.hash_schema());
+            assert_eq!(back.range_columns(), ps.range_columns());
+            assert_eq!(back.custom_hash_schema_ranges().len(), 1);
+            let r = &back.custom_hash_schema_ranges()[0];
+            assert_eq!(
+                r.hash_schema(),
+                ps.custom_hash_schema_ranges()[0].hash_schema()
+            );
+            assert_eq!(r.lower_key(), hex("80000064"));
+            assert_eq!(r.upper_key(), hex("800000c8"));
+        }
+
+        // Overlapping custom ranges are refused.
+        let mut ps2 = ps.clone();
+        let mut mid = Row::new(&s);
+        mid.set_i32("a", 150).unwrap();
+        assert!(ps2
+            .add_range_with_hash_schema(
+                (OpType::RangeLowerBound, mid),
+                (OpType::RangeUpperBound, Row::new(&s)),
+                vec![HashDimension::new(vec![0], 2, 0)],
+            )
+            .is_err());
+    }
+
+    #[test]
+    fn exclusive_and_inclusive_bounds_normalize() {
+        let s = abc();
+        let mut lo = Row::new(&s);
+        lo.set_i32("a", 5).unwrap();
+        let mut hi = Row::new(&s);
+        hi.set_i32("a", 9).unwrap();
+        let mut ps = PartitionSchema::builder(&s)
+            .set_range_partition_columns(&["a"])
+            .build()
+            .unwrap();
+        ps.add_range_with_hash_schema(
+            (OpType::ExclusiveRangeLowerBound, lo),
+            (OpType::InclusiveRangeUpperBound, hi),
+            vec![HashDimension::new(vec![0], 2, 0)],
+        )
+        .unwrap();
+        let r = &ps.custom_hash_schema_ranges()[0];
+        let k = |a: i32| ((a as u32) ^ (1 << 31)).to_be_bytes();
+        assert!(!r.contains(&k(5)));
+        assert!(r.contains(&k(6)));
+        assert!(r.contains(&k(9)));
+        assert!(!r.contains(&k(10)));
+    }
+
+    #[test]
+    fn validation() {
+        let s = abc();
+        assert!(PartitionSchema::builder(&s)
+            .add_hash_partitions(&["v"], 2, 0)
+            .build()
+            .is_err());
+        assert!(PartitionSchema::builder(&s)
+            .add_hash_partitions(&["a"], 1, 0)
+            .build()
+            .is_err());
+        assert!(PartitionSchema::builder(&s)
+            .add_hash_partitions(&["a"], 2, 0)
+            .add_hash_partitions(&["a", "b"], 2, 0)
+            .build()
+            .is_err());
+        assert!(PartitionSchema::builder(&s)
+            .set_range_partition_columns(&["zz"])
+            .build()
+            .is_err());
+        let ps = PartitionSchema::builder(&s).build().unwrap();
+        assert_eq!(ps.range_columns(), &[0, 1, 2]);
+        let other = Schema::new(vec![ColumnSchema::builder("a", DataType::Int32)
+            .key(true)
+            .build()
+            .unwrap()])
+        .unwrap();
+        let mut r = Row::new(&other);
+        r.set_i32("a", 1).unwrap();
+        assert!(ps.partition_key(&r).is_err());
+    }
+
+    #[test]
+    fn from_pb_defaults_and_errors() {
+        use pb::column_identifier_pb::Identifier;
+        let s = Schema::new(vec![
+            ColumnSchema::builder("k", DataType::Int32)
+                .key(true)
+                .id(1)
+                .build()
+                .unwrap(),
+            ColumnSchema::builder("auto_incrementing_id", DataType::Int64)
+                .key(true)
+                .auto_incrementing(true)
+                .id(2)
+                .build()
+                .unwrap(),
+        ])
+        .unwrap();
+        let id = |i| pb::ColumnIdentifierPb {
+            identifier: Some(Identifier::Id(i)),
+        };
+        let pb = pb::PartitionSchemaPb {
+            hash_schema: vec![HashBucketSchemaPb {
+                columns: vec![id(1)],
+                num_buckets: 3,
+                seed: None,
+                hash_algorithm: Some(1),
+            }],
+            range_schema: None,
+            custom_hash_schema_ranges: vec![],
+        };
+        let ps = PartitionSchema::from_pb(&pb, &s).unwrap();
+        assert_eq!(ps.range_columns(), &[0]);
+        assert_eq!(ps.hash_schema()[0], HashDimension::new(vec![0], 3, 0));
+        let mut bad = pb.clone();
+        bad.hash_schema[0].columns = vec![id(99)];
+        assert!(PartitionSchema::from_pb(&bad, &s).is_err());
+        let mut bad = pb.clone();
+        bad.hash_schema[0].num_buckets = 0;
+        assert!(PartitionSchema::from_pb(&bad, &s).is_err());
+        let mut empty_range = pb;
+        empty_range.range_schema = Some(RangeSchemaPb { columns: vec![] });
+        assert!(PartitionSchema::from_pb(&empty_range, &s)
+            .unwrap()
+            .range_columns()
+            .is_empty());
+    }
+
+    #[test]
+    fn boundary_conventions() {
+        let dims = [
+            HashDimension::new(vec![0], 2, 0),
+            HashDimension::new(vec![1], 2, 0),
+        ];
+        let b = |s: &str| hex(s);
+        let legacy = |buckets: &[u32], rs: &[u8], re: &[u8]| {
+            Partition::with_boundaries(&dims, buckets, rs, re, BoundaryConvention::Legacy).unwrap()
+        };
+        let new = |buckets: &[u32], rs: &[u8], re: &[u8]| {
+            Partition::with_boundaries(&dims, buckets, rs, re, BoundaryConvention::RangeSpecific)
+                .unwrap()
+        };
+        // Unbounded range, 2×2 buckets: legacy is continuous.
+        let p = legacy(&[0, 0], &[], &[]);
+        assert_eq!(
+            (p.partition_key_start(), p.partition_key_end()),
+            (&[][..], &b("00000000 00000001")[..])
+        );
+        let p = legacy(&[0, 1], &[], &[]);
+        assert_eq!(
+            (p.partition_key_start(), p.partition_key_end()),
+            (&b("00000000 00000001")[..], &b("00000001")[..])
+        );
+        let p = legacy(&[1, 0], &[], &[]);
+        assert_eq!(
+            (p.partition_key_start(), p.partition_key_end()),
+            (&b("00000001")[..], &b("00000001 00000001")[..])
+        );
+        let p = legacy(&[1, 1], &[], &[]);
+        assert_eq!(
+            (p.partition_key_start(), p.partition_key_end()),
+            (&b("00000001 00000001")[..], &[][..])
+        );
+        assert!(p.range_key_start().is_empty() && p.range_key_end().is_empty());
+        // 1.17+: full prefixes, last dimension incremented without carry.
+        let p = new(&[0, 1], &[], &[]);
+        assert_eq!(
+            (p.partition_key_start(), p.partition_key_end()),
+            (&b("00000000 00000001")[..], &b("00000000 00000002")[..])
+        );
+        let p = new(&[0, 0], &[], &[]);
+        assert_eq!(p.partition_key_start(), &b("00000000 00000000")[..]);
+        // Bounded ranges are the same under both conventions.
+        let rs = b("80000005");
+        let re = b("8000000a");
+        for p in [legacy(&[1, 0], &rs, &re), new(&[1, 0], &rs, &re)] {
+            assert_eq!(
+                p.partition_key_start(),
+                &b("00000001 00000000 80000005")[..]
+            );
+            assert_eq!(p.partition_key_end(), &b("00000001 00000000 8000000a")[..]);
+            assert_eq!(p.range_key_start(), &rs[..]);
+            assert_eq!(p.range_key_end(), &re[..]);
+            assert!(p.contains_partition_key(&b("00000001 00000000 80000007")));
+            assert!(!p.contains_partition_key(&b("00000001 00000000 8000000a")));
+            assert_eq!(Partition::from_pb(&p.to_pb()).unwrap(), p);
+        }
+        assert!(
+            Partition::with_boundaries(&dims, &[2, 0], &[], &[], BoundaryConvention::Legacy)
+                .is_err()
+        );
+        // No hash dimensions: keys are the range keys.
+        let p = Partition::with_boundaries(&[], &[], &rs, &[], BoundaryConvention::RangeSpecific)
+            .unwrap();
+        assert_eq!(
+            (p.partition_key_start(), p.partition_key_end()),
+            (&rs[..], &[][..])
+        );
+        assert_eq!(
+            split_partition_key(&b("00000001 00000000 80000005"), 2).1,
+            &rs[..]
+        );
+        assert!(Partition::from_pb(&pb::PartitionPb {
+            hash_buckets: vec![-1],
+            ..Default::default()
+        })
+        .is_err());
+    }
+
+    #[test]
+    fn legacy_keyspace_is_continuous_and_covers_every_row() {
+        // Property: under the legacy convention, tablets for all bucket
+        // combinations × ranges tile the key space without gaps, and every
+        // row's partition key lands in exactly one tablet.
+        let s = abc();
+        let ps = PartitionSchema::builder(&s)
+            .add_hash_partitions(&["a"], 3, 0)
+            .add_hash_partitions(&["b"], 2, 5)
+            .set_range_partition_columns(&["a"])
+            .build()
+            .unwrap();
+        let split = hex("80000000");
+        let ranges = [(Vec::new(), split.clone()), (split, Vec::new())];
+        let mut parts = Vec::new();
+        for b0 in 0..3 {
+            for b1 in 0..2 {
+                for (rs, re) in &ranges {
+                    parts.push(
+                        ps.partition(&[b0, b1], rs, re, BoundaryConvention::Legacy)
+                            .unwrap(),
+                    );
+                }
+            }
+        }
+        parts.sort_by(|x, y| x.partition_key_start().cmp(y.partition_key_start()));
+        assert!(parts[0].partition_key_start().is_empty());
+        assert!(parts.last().unwrap().partition_key_end().is_empty());
+        for w in parts.windows(2) {
+            assert_eq!(w[0].partition_key_end(), w[1].partition_key_start());
+        }
+        let mut rng = crate::partition::testutil::Rng(3);
+        for _ in 0..500 {
+            let mut r = Row::new(&s);
+            r.set_i32("a", rng.next() as i32).unwrap();
+            let b: String = rng.bytes(3).iter().map(|b| char::from(b'a' + b)).collect();
+            r.set_str("b", &b).unwrap().set_str("c", "z").unwrap();
+            let k = ps.partition_key(&r).unwrap();
+            let hits = parts
+                .iter()
+                .filter(|p| p.contains_partition_key(&k))
+                .count();
+            assert_eq!(hits, 1, "{r:?}");
+            // The 1.17 layout of the same tablets must also contain the row.
+            let buckets = ps.hash_buckets(&r).unwrap();
+            let rk = ps.range_key(&r).unwrap();
+            let (rs, re) = ranges
+                .iter()
+                .find(|(s, e)| rk >= *s && (e.is_empty() || rk < *e))
+                .unwrap();
+            let p = ps
+                .partition(&buckets, rs, re, BoundaryConvention::RangeSpecific)
+                .unwrap();
+            assert!(p.contains_partition_key(&k));
+        }
+    }
+}

@@ -1,0 +1,861 @@
+//! Decoding scan results (spec §8.6) into [`RowBatch`]: a projection schema
+//! plus the response's sidecar buffers, read in place.
+//!
+//! Two wire formats:
+//!
+//! - **Row-wise** (`RowwiseRowBlockPB`): `num_rows` fixed-size rows of the
+//!   projected cells, each followed by a null bitmap (set bit = NULL) when
+//!   any projected column is nullable. Var-length cells are (u64 offset,
+//!   u64 length) into the indirect-data sidecar.
+//! - **Columnar** (`ColumnarRowBlockPB`): per column a data sidecar
+//!   (packed values, or `num_rows + 1` u32 offsets for var-length columns),
+//!   a var-length data sidecar and a non-null bitmap (set bit = non-NULL).
+//!
+//! Everything that could index out of bounds is validated once when the
+//! batch is built, so accessors are cheap and never panic on hostile input;
+//! malformed data gives `Error::Protocol`. The `addr` of those errors is
+//! unknown here — the scanner may replace it with the server's address.
+
+use bytes::Bytes;
+
+use crate::pb;
+use crate::schema::cell::{bit, le, read_fixed, typed_getters};
+use crate::schema::{ColumnIndex, DataType, Schema, Value, ValueRef};
+use crate::{Error, Result};
+
+fn malformed(msg: impl std::fmt::Display) -> Error {
+    Error::Protocol {
+        addr: "unknown peer".into(),
+        message: format!("malformed scan result: {msg}"),
+    }
+}
+
+/// Rows returned by one scan response, in projection order.
+///
+/// Holds the sidecars as [`Bytes`] (reference-counted, no copy), so a batch
+/// is `Send + 'static` and can cross channels.
+#[derive(Debug, Clone)]
+pub struct RowBatch {
+    schema: Schema,
+    num_rows: usize,
+    data: Data,
+}
+
+#[derive(Debug, Clone)]
+enum Data {
+    RowWise {
+        rows: Bytes,
+        indirect: Bytes,
+        row_size: usize,
+        /// Cell offset of each column within a row.
+        offsets: Vec<usize>,
+        /// Offset of the null bitmap within a row, if present.
+        null_bitmap: Option<usize>,
+    },
+    Columnar {
+        columns: Vec<ColumnData>,
+    },
+}
+
+#[derive(Debug, Clone)]
+struct ColumnData {
+    data: Bytes,
+    varlen: Bytes,
+    non_null: Option<Bytes>,
+}
+
+fn sidecar(sidecars: &[Bytes], idx: Option<i32>, what: &str) -> Result<Option<Bytes>> {
+    match idx {
+        None => Ok(None),
+        Some(i) => usize::try_from(i)
+            .ok()
+            .and_then(|i| sidecars.get(i))
+            .cloned()
+            .map(Some)
+            .ok_or_else(|| {
+                malformed(format!(
+                    "{what} sidecar {i} does not exist ({} sidecars)",
+                    sidecars.len()
+                ))
+            }),
+    }
+}
+
+fn u64_at(buf: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(le(buf.get(at..).unwrap_or_default()))
+}
+
+fn u32_at(buf: &[u8], at: usize) -> usize {
+    u32::from_le_bytes(le(buf.get(at..).unwrap_or_default())) as usize
+}
+
+/// Resolves the row-wise (u64 offset, u64 length) cell at `at` in `rows`
+/// against the indirect data.
+fn indirect_slice<'a>(indirect: &'a [u8], rows: &[u8], at: usize) -> Result<&'a [u8]> {
+    let (off, len) = (u64_at(rows, at), u64_at(rows, at + 8));
+    usize::try_from(off)
+        .ok()
+        .zip(usize::try_from(len).ok())
+        .and_then(|(o, l)| indirect.get(o..o.checked_add(l)?))
+        .ok_or_else(|| malformed(format!("indirect pointer ({off}, {len}) out of range")))
+}
+
+impl RowBatch {
+    /// A batch with no rows (e.g. a response without data).
+    pub fn empty(schema: &Schema) -> RowBatch {
+        RowBatch {
+            schema: schema.clone(),
+            num_rows: 0,
+            data: Data::Columnar {
+                columns: Vec::new(),
+            },
+        }
+    }
+
+    /// Decodes a row-wise block; `sidecars` are the response's sidecars in
+    /// order.
+    pub fn from_rowwise(
+        schema: &Schema,
+        block: &pb::RowwiseRowBlockPb,
+        sidecars: &[Bytes],
+    ) -> Result<RowBatch> {
+        Self::from_rowwise_with_padding(schema, block, sidecars, false)
+    }
+
+    /// Like [`from_rowwise`](Self::from_rowwise), for scans that requested
+    /// `PAD_UNIX_TIME_MICROS_TO_16_BYTES`: UNIXTIME_MICROS cells are then 16
+    /// bytes, the value in the first 8. (An Impala feature; ferry does not
+    /// request it.)
+    pub fn from_rowwise_with_padding(
+        schema: &Schema,
+        block: &pb::RowwiseRowBlockPb,
+        sidecars: &[Bytes],
+        pad_unixtime_micros: bool,
+    ) -> Result<RowBatch> {
+        let num_rows = usize::try_from(block.num_rows.unwrap_or(0))
+            .map_err(|_| malformed(format!("negative num_rows {:?}", block.num_rows)))?;
+        let mut offsets = Vec::with_capacity(schema.len());
+        let mut row_size = 0usize;
+        for c in schema.columns() {
+            offsets.push(row_size);
+            row_size += match c.data_type() {
+                DataType::UnixtimeMicros if pad_unixtime_micros => 16,
+                t => t.size(),
+            };
+        }
+        let null_bitmap = schema.has_nullable_columns().then_some(row_size);
+        if null_bitmap.is_some() {
+            row_size += schema.bitmap_len();
+        }
+        let rows = sidecar(sidecars, block.rows_sidecar, "rows")?.unwrap_or_default();
+        let indirect =
+            sidecar(sidecars, block.indirect_data_sidecar, "indirect data")?.unwrap_or_default();
+        let expected = num_rows
+            .checked_mul(row_size)
+            .ok_or_else(|| malformed(format!("{num_rows} rows of {row_size} bytes overflow")))?;
+        if rows.len() != expected {
+            return Err(malformed(format!(
+                "rows sidecar has {} bytes, expected {num_rows} rows × {row_size} bytes",
+                rows.len()
+            )));
+        }
+        // Validate every var-length pointer once so accessors can slice.
+        let var_cols = schema.var_len_columns();
+        if !var_cols.is_empty() {
+            for r in 0..num_rows {
+                let row = &rows[r * row_size..(r + 1) * row_size];
+                for &c in var_cols {
+                    if null_bitmap.is_some_and(|nb| bit(&row[nb..], c)) {
+                        continue;
+                    }
+                    let (off, len) = (u64_at(row, offsets[c]), u64_at(row, offsets[c] + 8));
+                    let in_bounds = off
+                        .checked_add(len)
+                        .is_some_and(|end| end <= indirect.len() as u64);
+                    if !in_bounds {
+                        return Err(malformed(format!(
+                            "row {r} column '{}' points at ({off}, {len}) outside {} bytes of indirect data",
+                            schema.columns()[c].name(),
+                            indirect.len()
+                        )));
+                    }
+                }
+            }
+        }
+        Ok(RowBatch {
+            schema: schema.clone(),
+            num_rows,
+            data: Data::RowWise {
+                rows,
+                indirect,
+                row_size,
+                offsets,
+                null_bitmap,
+            },
+        })
+    }
+
+    /// Decodes a columnar block (scans with `COLUMNAR_LAYOUT`).
+    pub fn from_columnar(
+        schema: &Schema,
+        block: &pb::ColumnarRowBlockPb,
+        sidecars: &[Bytes],
+    ) -> Result<RowBatch> {
+        let num_rows = block
+            .num_rows
+            .and_then(|n| usize::try_from(n).ok())
+            .filter(|&n| n <= u32::MAX as usize)
+            .ok_or_else(|| malformed(format!("bad num_rows {:?}", block.num_rows)))?;
+        if block.columns.len() != schema.len() {
+            return Err(malformed(format!(
+                "{} columns for a projection of {}",
+                block.columns.len(),
+                schema.len()
+            )));
+        }
+        let mut columns = Vec::with_capacity(schema.len());
+        for (c, col) in schema.columns().iter().zip(&block.columns) {
+            let name = c.name();
+            let data = sidecar(sidecars, col.data_sidecar, "data")?.unwrap_or_default();
+            let varlen = sidecar(sidecars, col.varlen_data_sidecar, "varlen")?.unwrap_or_default();
+            let non_null = sidecar(sidecars, col.non_null_bitmap_sidecar, "non-null bitmap")?;
+            if let Some(bm) = &non_null {
+                if bm.len() < num_rows.div_ceil(8) {
+                    return Err(malformed(format!(
+                        "column '{name}' non-null bitmap has {} bytes for {num_rows} rows",
+                        bm.len()
+                    )));
+                }
+            }
+            if c.data_type().is_var_len() {
+                // num_rows + 1 offsets; an empty block may omit them.
+                if !(num_rows == 0 && data.is_empty()) {
+                    if data.len() != (num_rows + 1) * 4 {
+                        return Err(malformed(format!(
+                            "column '{name}' has {} offset bytes for {num_rows} rows",
+                            data.len()
+                        )));
+                    }
+                    let mut prev = u32_at(&data, 0);
+                    for r in 1..=num_rows {
+                        let next = u32_at(&data, r * 4);
+                        if next < prev {
+                            return Err(malformed(format!(
+                                "column '{name}' offsets decrease at row {r}"
+                            )));
+                        }
+                        prev = next;
+                    }
+                    if prev > varlen.len() {
+                        return Err(malformed(format!(
+                            "column '{name}' offsets run past {} bytes of var-length data",
+                            varlen.len()
+                        )));
+                    }
+                }
+            } else if data.len() != num_rows * c.data_type().size() {
+                return Err(malformed(format!(
+                    "column '{name}' has {} data bytes, expected {num_rows} × {}",
+                    data.len(),
+                    c.data_type().size()
+                )));
+            }
+            columns.push(ColumnData {
+                data,
+                varlen,
+                non_null,
+            });
+        }
+        Ok(RowBatch {
+            schema: schema.clone(),
+            num_rows,
+            data: Data::Columnar { columns },
+        })
+    }
+
+    /// The projection schema.
+    pub fn schema(&self) -> &Schema {
+        &self.schema
+    }
+    /// Number of rows.
+    pub fn num_rows(&self) -> usize {
+        self.num_rows
+    }
+    /// Number of rows (alias of [`num_rows`](Self::num_rows)).
+    pub fn len(&self) -> usize {
+        self.num_rows
+    }
+    /// Whether the batch has no rows.
+    pub fn is_empty(&self) -> bool {
+        self.num_rows == 0
+    }
+
+    /// Row `i`.
+    ///
+    /// # Panics
+    /// If `i >= num_rows()`, like slice indexing; use [`get_row`](Self::get_row)
+    /// or [`rows`](Self::rows) to avoid that.
+    pub fn row(&self, i: usize) -> RowView<'_> {
+        assert!(i < self.num_rows, "row {i} of {}", self.num_rows);
+        RowView {
+            batch: self,
+            row: i,
+        }
+    }
+
+    /// Row `i`, if it exists.
+    pub fn get_row(&self, i: usize) -> Option<RowView<'_>> {
+        (i < self.num_rows).then_some(RowView {
+            batch: self,
+            row: i,
+        })
+    }
+
+    /// Iterates over the rows.
+    pub fn rows(&self) -> impl ExactSizeIterator<Item = RowView<'_>> + '_ {
+        (0..self.num_rows).map(move |row| RowView { batch: self, row })
+    }
+
+    /// Copies every row into owned values (tests, debugging).
+    pub fn to_values(&self) -> Result<Vec<Vec<Value>>> {
+        self.rows().map(|r| r.to_values()).collect()
+    }
+
+    fn is_null_at(&self, row: usize, col: usize) -> bool {
+        if !self.schema.columns()[col].is_nullable() {
+            return false;
+        }
+        match &self.data {
+            Data::RowWise {
+                rows,
+                row_size,
+                null_bitmap: Some(nb),
+                ..
+            } => bit(&rows[row * row_size + nb..], col),
+            Data::RowWise { .. } => false,
+            Data::Columnar { columns } => columns[col]
+                .non_null
+                .as_ref()
+                .is_some_and(|bm| !bit(bm, row)),
+        }
+    }
+
+    /// The value at (`row`, `col`); indexes are valid (checked by callers).
+    fn value_at(&self, row: usize, col: usize) -> Result<ValueRef<'_>> {
+        if self.is_null_at(row, col) {
+            return Ok(ValueRef::Null);
+        }
+        let c = &self.schema.columns()[col];
+        let dt = c.data_type();
+        let width = dt.size();
+        let bytes: &[u8] = match &self.data {
+            Data::RowWise {
+                rows,
+                indirect,
+                row_size,
+                offsets,
+                ..
+            } => {
+                let at = row * row_size + offsets[col];
+                if !dt.is_var_len() {
+                    return Ok(read_fixed(dt, &rows[at..at + width]).unwrap_or(ValueRef::Null));
+                }
+                // Validated in the constructor; checked again, cheaply, so
+                // this stays panic-free whatever the input.
+                indirect_slice(indirect, rows, at)?
+            }
+            Data::Columnar { columns } => {
+                let cd = &columns[col];
+                if !dt.is_var_len() {
+                    let at = row * width;
+                    return Ok(read_fixed(dt, &cd.data[at..at + width]).unwrap_or(ValueRef::Null));
+                }
+                let (start, end) = (u32_at(&cd.data, row * 4), u32_at(&cd.data, row * 4 + 4));
+                cd.varlen
+                    .get(start..end)
+                    .ok_or_else(|| malformed("var-length offsets out of range"))?
+            }
+        };
+        Ok(match dt {
+            DataType::Binary => ValueRef::Binary(bytes),
+            _ => ValueRef::String(std::str::from_utf8(bytes).map_err(|e| {
+                malformed(format!("column '{}' row {row} is not UTF-8: {e}", c.name()))
+            })?),
+        })
+    }
+}
+
+/// A borrowed view of one row of a [`RowBatch`]; accessors read the
+/// sidecar bytes in place.
+#[derive(Debug, Clone, Copy)]
+pub struct RowView<'a> {
+    batch: &'a RowBatch,
+    row: usize,
+}
+
+impl<'a> RowView<'a> {
+    /// The projection schema.
+    pub fn schema(&self) -> &'a Schema {
+        &self.batch.schema
+    }
+
+    /// This row's index in the batch.
+    pub fn index(&self) -> usize {
+        self.row
+    }
+
+    /// Whether the column is NULL.
+    pub fn is_null(&self, col: impl ColumnIndex) -> Result<bool> {
+        let i = col.column_index(&self.batch.schema)?;
+        Ok(self.batch.is_null_at(self.row, i))
+    }
+
+    /// The column's value ([`ValueRef::Null`] for NULL). STRING/VARCHAR
+    /// bytes are UTF-8-checked here; invalid data is `Error::Protocol`.
+    pub fn get(&self, col: impl ColumnIndex) -> Result<ValueRef<'a>> {
+        let i = col.column_index(&self.batch.schema)?;
+        self.batch.value_at(self.row, i)
+    }
+
+    typed_getters!('a);
+
+    /// Reads a BINARY cell (or the raw bytes of a STRING / VARCHAR cell,
+    /// without UTF-8 checking).
+    pub fn get_binary(&self, col: impl ColumnIndex) -> Result<&'a [u8]> {
+        let i = col.column_index(&self.batch.schema)?;
+        let c = &self.batch.schema.columns()[i];
+        if !c.data_type().is_var_len() {
+            return Err(c.type_mismatch("binary"));
+        }
+        if self.batch.is_null_at(self.row, i) {
+            return Err(Error::InvalidArgument(format!(
+                "column '{}' is NULL",
+                c.name()
+            )));
+        }
+        // Read bytes directly so BINARY access to STRING skips UTF-8 checks.
+        let b = self.batch;
+        match &b.data {
+            Data::RowWise {
+                rows,
+                indirect,
+                row_size,
+                offsets,
+                ..
+            } => indirect_slice(indirect, rows, self.row * row_size + offsets[i]),
+            Data::Columnar { columns } => {
+                let cd = &columns[i];
+                let (s, e) = (
+                    u32_at(&cd.data, self.row * 4),
+                    u32_at(&cd.data, self.row * 4 + 4),
+                );
+                cd.varlen
+                    .get(s..e)
+                    .ok_or_else(|| malformed("var-length offsets out of range"))
+            }
+        }
+    }
+
+    /// For diff scans: whether the IS_DELETED virtual column is true. Rows
+    /// of projections without that column are never deleted.
+    pub fn is_deleted(&self) -> bool {
+        match self.batch.schema.is_deleted_index() {
+            Some(i) => matches!(self.batch.value_at(self.row, i), Ok(ValueRef::Bool(true))),
+            None => false,
+        }
+    }
+
+    /// Copies the row into owned values, in projection order.
+    pub fn to_values(&self) -> Result<Vec<Value>> {
+        (0..self.batch.schema.len())
+            .map(|i| self.batch.value_at(self.row, i).map(ValueRef::into_owned))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pb::columnar_row_block_pb::Column;
+    use crate::schema::{ColumnSchema, ColumnSchemaBuilder};
+
+    fn projection() -> Schema {
+        Schema::new(vec![
+            ColumnSchema::builder("id", DataType::Int32)
+                .build()
+                .unwrap(),
+            ColumnSchema::builder("name", DataType::String)
+                .nullable(true)
+                .build()
+                .unwrap(),
+            ColumnSchema::is_deleted("is_deleted"),
+        ])
+        .unwrap()
+    }
+
+    fn block(num_rows: i32, rows: Option<i32>, indirect: Option<i32>) -> pb::RowwiseRowBlockPb {
+        pb::RowwiseRowBlockPb {
+            num_rows: Some(num_rows),
+            rows_sidecar: rows,
+            indirect_data_sidecar: indirect,
+        }
+    }
+
+    fn spec_row() -> Vec<u8> {
+        let mut row = vec![7, 0, 0, 0];
+        row.extend_from_slice(&0u64.to_le_bytes());
+        row.extend_from_slice(&2u64.to_le_bytes());
+        row.extend_from_slice(&[0x00, 0x00]); // IS_DELETED=false, null bitmap
+        row
+    }
+
+    #[test]
+    fn spec_8_6_rowwise_example() {
+        let s = projection();
+        let side = [Bytes::from(spec_row()), Bytes::from_static(b"ab")];
+        let b = RowBatch::from_rowwise(&s, &block(1, Some(0), Some(1)), &side).unwrap();
+        assert_eq!(b.num_rows(), 1);
+        let r = b.row(0);
+        assert_eq!(r.get_i32("id").unwrap(), 7);
+        assert_eq!(r.get_i32(0).unwrap(), 7);
+        assert_eq!(r.get_str("name").unwrap(), "ab");
+        assert_eq!(r.get_binary("name").unwrap(), b"ab");
+        assert!(!r.get_bool("is_deleted").unwrap());
+        assert!(!r.is_deleted());
+        assert_eq!(
+            b.to_values().unwrap(),
+            vec![vec![Value::Int32(7), Value::from("ab"), Value::Bool(false)]]
+        );
+        // Borrowed strings live as long as the batch, not the view.
+        let names: Vec<&str> = b.rows().map(|r| r.get_str("name").unwrap()).collect();
+        assert_eq!(names, ["ab"]);
+        let e = r.get_i64("id").unwrap_err().to_string();
+        assert!(e.contains("'id'") && e.contains("INT32"), "{e}");
+    }
+
+    #[test]
+    fn rowwise_nulls_and_deleted_rows() {
+        let s = projection();
+        let mut rows = spec_row();
+        let mut second = vec![8, 0, 0, 0];
+        second.extend_from_slice(&[0xee; 16]); // garbage: NULL cell
+        second.extend_from_slice(&[0x01, 0b010]); // deleted, name NULL
+        rows.extend_from_slice(&second);
+        let side = [Bytes::from(rows), Bytes::from_static(b"ab")];
+        let b = RowBatch::from_rowwise(&s, &block(2, Some(0), Some(1)), &side).unwrap();
+        let r = b.row(1);
+        assert!(r.is_null("name").unwrap());
+        assert_eq!(r.get("name").unwrap(), ValueRef::Null);
+        assert!(r.get_str("name").unwrap_err().to_string().contains("NULL"));
+        assert!(r.is_deleted());
+        assert_eq!(b.rows().filter(|r| r.is_deleted()).count(), 1);
+        assert!(b.get_row(2).is_none());
+    }
+
+    #[test]
+    fn rowwise_without_var_len_or_rows() {
+        let s = Schema::new(vec![
+            ColumnSchema::builder("t", DataType::UnixtimeMicros)
+                .build()
+                .unwrap(),
+            ColumnSchemaBuilder::decimal("d", 20, 4).build().unwrap(),
+        ])
+        .unwrap();
+        let mut row = (-5i64).to_le_bytes().to_vec();
+        row.extend_from_slice(&(-123_456i128).to_le_bytes());
+        let b = RowBatch::from_rowwise(&s, &block(1, Some(0), None), &[Bytes::from(row)]).unwrap();
+        assert_eq!(b.row(0).get_timestamp_micros("t").unwrap(), -5);
+        assert_eq!(b.row(0).get_decimal("d").unwrap(), -123_456);
+        // Padded timestamps: 16-byte cells, value first.
+        let mut padded = (-5i64).to_le_bytes().to_vec();
+        padded.extend_from_slice(&[0; 8]);
+        padded.extend_from_slice(&(9i128).to_le_bytes());
+        let b = RowBatch::from_rowwise_with_padding(
+            &s,
+            &block(1, Some(0), None),
+            &[Bytes::from(padded)],
+            true,
+        )
+        .unwrap();
+        assert_eq!(b.row(0).get_i64("t").unwrap(), -5);
+        assert_eq!(b.row(0).get_decimal("d").unwrap(), 9);
+        // Empty block: no sidecars at all.
+        let b = RowBatch::from_rowwise(&s, &block(0, None, None), &[]).unwrap();
+        assert!(b.is_empty());
+        // Empty projection: count only.
+        let empty = Schema::new(vec![]).unwrap();
+        let b = RowBatch::from_rowwise(&empty, &block(3, None, None), &[]).unwrap();
+        assert_eq!(b.num_rows(), 3);
+        assert_eq!(b.row(2).to_values().unwrap(), vec![]);
+    }
+
+    #[test]
+    fn rowwise_rejects_malformed() {
+        let s = projection();
+        let ok_rows = Bytes::from(spec_row());
+        let ab = Bytes::from_static(b"ab");
+        let err = |blk: pb::RowwiseRowBlockPb, side: &[Bytes]| {
+            RowBatch::from_rowwise(&s, &blk, side).unwrap_err()
+        };
+        // Wrong length.
+        err(block(2, Some(0), Some(1)), &[ok_rows.clone(), ab.clone()]);
+        // Missing sidecar, negative index, negative rows.
+        err(block(1, Some(5), Some(1)), &[ok_rows.clone(), ab.clone()]);
+        err(block(1, Some(-1), Some(1)), &[ok_rows.clone(), ab.clone()]);
+        err(block(-1, Some(0), Some(1)), &[ok_rows.clone(), ab.clone()]);
+        // Pointer past the indirect data, and overflowing pointers.
+        err(
+            block(1, Some(0), Some(1)),
+            &[ok_rows.clone(), Bytes::from_static(b"a")],
+        );
+        let mut huge = spec_row();
+        huge[4..12].copy_from_slice(&u64::MAX.to_le_bytes());
+        let e = err(block(1, Some(0), Some(1)), &[Bytes::from(huge), ab.clone()]);
+        assert!(matches!(e, Error::Protocol { .. }), "{e}");
+        // Invalid UTF-8 is reported on access, not at construction.
+        let b = RowBatch::from_rowwise(
+            &s,
+            &block(1, Some(0), Some(1)),
+            &[ok_rows, Bytes::from_static(&[0xff, 0xfe])],
+        )
+        .unwrap();
+        assert!(matches!(
+            b.row(0).get_str("name"),
+            Err(Error::Protocol { .. })
+        ));
+        assert_eq!(b.row(0).get_binary("name").unwrap(), &[0xff, 0xfe]);
+    }
+
+    fn col(data: Option<i32>, varlen: Option<i32>, nn: Option<i32>) -> Column {
+        Column {
+            data_sidecar: data,
+            varlen_data_sidecar: varlen,
+            non_null_bitmap_sidecar: nn,
+        }
+    }
+
+    #[test]
+    fn columnar_decoding() {
+        let s = projection();
+        // 3 rows: (1,"ab",false), (2,NULL,true), (3,"",false)
+        let ids: Vec<u8> = [1i32, 2, 3].iter().flat_map(|v| v.to_le_bytes()).collect();
+        let offs: Vec<u8> = [0u32, 2, 2, 2]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        let side = vec![
+            Bytes::from(ids),
+            Bytes::from(offs),
+            Bytes::from_static(b"ab"),
+            Bytes::from_static(&[0b101]),
+            Bytes::from_static(&[0, 1, 0]),
+        ];
+        let blk = pb::ColumnarRowBlockPb {
+            columns: vec![
+                col(Some(0), None, None),
+                col(Some(1), Some(2), Some(3)),
+                col(Some(4), None, None),
+            ],
+            num_rows: Some(3),
+        };
+        let b = RowBatch::from_columnar(&s, &blk, &side).unwrap();
+        assert_eq!(
+            b.to_values().unwrap(),
+            vec![
+                vec![Value::Int32(1), Value::from("ab"), Value::Bool(false)],
+                vec![Value::Int32(2), Value::Null, Value::Bool(true)],
+                vec![Value::Int32(3), Value::from(""), Value::Bool(false)],
+            ]
+        );
+        assert!(b.row(1).is_deleted());
+        assert_eq!(b.row(0).get_binary("name").unwrap(), b"ab");
+
+        // Malformed variants.
+        let bad = |blk: &pb::ColumnarRowBlockPb, side: &[Bytes]| {
+            assert!(matches!(
+                RowBatch::from_columnar(&s, blk, side),
+                Err(Error::Protocol { .. })
+            ))
+        };
+        let mut b2 = blk.clone();
+        b2.num_rows = Some(4);
+        bad(&b2, &side);
+        let mut b2 = blk.clone();
+        b2.num_rows = Some(-1);
+        bad(&b2, &side);
+        let mut b2 = blk.clone();
+        b2.columns.pop();
+        bad(&b2, &side);
+        let mut s2 = side.clone();
+        s2[1] = Bytes::from(
+            [0u32, 3, 2, 2]
+                .iter()
+                .flat_map(|v| v.to_le_bytes())
+                .collect::<Vec<u8>>(),
+        );
+        bad(&blk, &s2);
+        let mut s2 = side.clone();
+        s2[1] = Bytes::from(
+            [0u32, 2, 2, 9]
+                .iter()
+                .flat_map(|v| v.to_le_bytes())
+                .collect::<Vec<u8>>(),
+        );
+        bad(&blk, &s2);
+        let mut s2 = side.clone();
+        s2[3] = Bytes::new();
+        bad(&blk, &s2);
+        let mut b2 = blk.clone();
+        b2.columns[0].data_sidecar = Some(9);
+        bad(&b2, &side);
+
+        // Empty columnar block without sidecars.
+        let empty = pb::ColumnarRowBlockPb {
+            columns: vec![col(None, None, None); 3],
+            num_rows: Some(0),
+        };
+        assert!(RowBatch::from_columnar(&s, &empty, &[]).unwrap().is_empty());
+    }
+
+    #[test]
+    fn property_rowwise_and_columnar_agree() {
+        // Random rows encoded both ways must decode to the same values.
+        let s = Schema::new(vec![
+            ColumnSchema::builder("k", DataType::Int64).build().unwrap(),
+            ColumnSchema::builder("s", DataType::Binary)
+                .nullable(true)
+                .build()
+                .unwrap(),
+            ColumnSchema::builder("f", DataType::Double)
+                .nullable(true)
+                .build()
+                .unwrap(),
+            ColumnSchema::builder("d", DataType::Date).build().unwrap(),
+        ])
+        .unwrap();
+        let mut rng = crate::partition::testutil::Rng(11);
+        for _ in 0..50 {
+            let n = (rng.next() % 20) as usize;
+            let mut expect = Vec::new();
+            let (mut rows, mut indirect) = (Vec::new(), Vec::new());
+            let (mut c_k, mut c_s_off, mut c_s, mut c_s_nn, mut c_f, mut c_f_nn, mut c_d) = (
+                Vec::new(),
+                vec![0u8; 4],
+                Vec::new(),
+                vec![0u8; n.div_ceil(8)],
+                Vec::new(),
+                vec![0u8; n.div_ceil(8)],
+                Vec::new(),
+            );
+            for r in 0..n {
+                let k = rng.next() as i64;
+                let sv = (!rng.next().is_multiple_of(3)).then(|| rng.bytes(5));
+                let fv = rng
+                    .next()
+                    .is_multiple_of(2)
+                    .then(|| rng.next() as f64 / 7.0);
+                let d = (rng.next() % 1000) as i32;
+                expect.push(vec![
+                    Value::Int64(k),
+                    sv.clone().map_or(Value::Null, Value::Binary),
+                    fv.map_or(Value::Null, Value::Double),
+                    Value::Date(d),
+                ]);
+                // Row-wise.
+                rows.extend_from_slice(&k.to_le_bytes());
+                let mut nulls = 0u8;
+                match &sv {
+                    Some(v) => {
+                        rows.extend_from_slice(&(indirect.len() as u64).to_le_bytes());
+                        rows.extend_from_slice(&(v.len() as u64).to_le_bytes());
+                        indirect.extend_from_slice(v);
+                    }
+                    None => {
+                        rows.extend_from_slice(&[0xab; 16]);
+                        nulls |= 0b10;
+                    }
+                }
+                rows.extend_from_slice(&fv.unwrap_or(0.0).to_le_bytes());
+                if fv.is_none() {
+                    nulls |= 0b100;
+                }
+                rows.extend_from_slice(&d.to_le_bytes());
+                rows.push(nulls);
+                // Columnar.
+                c_k.extend_from_slice(&k.to_le_bytes());
+                if let Some(v) = &sv {
+                    c_s.extend_from_slice(v);
+                    c_s_nn[r / 8] |= 1 << (r % 8);
+                }
+                c_s_off.extend_from_slice(&(c_s.len() as u32).to_le_bytes());
+                c_f.extend_from_slice(&fv.unwrap_or(0.0).to_le_bytes());
+                if fv.is_some() {
+                    c_f_nn[r / 8] |= 1 << (r % 8);
+                }
+                c_d.extend_from_slice(&d.to_le_bytes());
+            }
+            let rw = RowBatch::from_rowwise(
+                &s,
+                &block(n as i32, Some(1), Some(0)),
+                &[Bytes::from(indirect), Bytes::from(rows)],
+            )
+            .unwrap();
+            let side: Vec<Bytes> = [c_k, c_s_off, c_s, c_s_nn, c_f, c_f_nn, c_d]
+                .into_iter()
+                .map(Bytes::from)
+                .collect();
+            let cb = pb::ColumnarRowBlockPb {
+                columns: vec![
+                    col(Some(0), None, None),
+                    col(Some(1), Some(2), Some(3)),
+                    col(Some(4), None, Some(5)),
+                    col(Some(6), None, None),
+                ],
+                num_rows: Some(n as i64),
+            };
+            let cw = RowBatch::from_columnar(&s, &cb, &side).unwrap();
+            assert_eq!(rw.to_values().unwrap(), expect);
+            assert_eq!(cw.to_values().unwrap(), expect);
+        }
+    }
+
+    #[test]
+    fn property_random_bytes_never_panic() {
+        // Fuzz-style: arbitrary sidecars and counts must give Ok or Err,
+        // never a panic, and every accessor on an Ok batch must be safe.
+        let s = projection();
+        let mut rng = crate::partition::testutil::Rng(5);
+        for _ in 0..3000 {
+            let side: Vec<Bytes> = (0..3)
+                .map(|_| {
+                    let n = (rng.next() % 48) as usize;
+                    Bytes::from((0..n).map(|_| rng.next() as u8).collect::<Vec<u8>>())
+                })
+                .collect();
+            let pick = |rng: &mut crate::partition::testutil::Rng| {
+                (!rng.next().is_multiple_of(4)).then(|| (rng.next() % 4) as i32 - 1)
+            };
+            let rw = block((rng.next() % 4) as i32, pick(&mut rng), pick(&mut rng));
+            if let Ok(b) = RowBatch::from_rowwise(&s, &rw, &side) {
+                for r in b.rows() {
+                    let _ = r.to_values();
+                    let _ = r.get_binary("name");
+                    let _ = r.is_deleted();
+                }
+            }
+            let cb = pb::ColumnarRowBlockPb {
+                columns: (0..3)
+                    .map(|_| col(pick(&mut rng), pick(&mut rng), pick(&mut rng)))
+                    .collect(),
+                num_rows: Some((rng.next() % 4) as i64),
+            };
+            if let Ok(b) = RowBatch::from_columnar(&s, &cb, &side) {
+                for r in b.rows() {
+                    let _ = r.to_values();
+                    let _ = r.get_binary("name");
+                    let _ = r.is_deleted();
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,674 @@
+//! Row operations: the op-type enum and the `RowOperationsPB` codec
+//! (spec §7.2).
+//!
+//! Each encoded row is, end to end with no padding:
+//!
+//! ```text
+//! u8            operation type (OpType wire number)
+//! isset bitmap  ceil(ncols/8) bytes; bit i ⇔ column i supplied
+//! null bitmap   ceil(ncols/8) bytes, only if the schema has a nullable
+//!               column; bit i ⇔ column i is NULL
+//! cells         for each set, non-NULL column in schema order: its LE cell;
+//!               STRING/BINARY/VARCHAR as u64 LE offset + u64 LE length
+//!               into `indirect_data`
+//! ```
+//!
+//! [`Row`] already stores cells in this layout, so encoding is a copy of
+//! the bitmaps and cells plus rebasing var-length offsets.
+
+use crate::pb;
+use crate::schema::cell::{bit, set_bit};
+use crate::schema::{DataType, Row, Schema};
+use crate::{Error, Result};
+
+/// `RowOperationsPB.Type`: what to do with a row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum OpType {
+    /// Insert; fails with ALREADY_PRESENT if the key exists.
+    Insert = 1,
+    /// Update; fails with NOT_FOUND if the key is missing.
+    Update = 2,
+    /// Delete (key columns only); fails with NOT_FOUND if missing.
+    Delete = 3,
+    /// CreateTable split row (legacy range split).
+    SplitRow = 4,
+    /// Insert or overwrite the supplied columns.
+    Upsert = 5,
+    /// Inclusive lower bound of a range partition.
+    RangeLowerBound = 6,
+    /// Exclusive upper bound of a range partition.
+    RangeUpperBound = 7,
+    /// Exclusive lower bound of a range partition.
+    ExclusiveRangeLowerBound = 8,
+    /// Inclusive upper bound of a range partition.
+    InclusiveRangeUpperBound = 9,
+    /// Insert that skips existing keys (1.12+/1.14+, master feature 7).
+    InsertIgnore = 10,
+    /// Update that skips missing keys (1.14+, master feature 7).
+    UpdateIgnore = 11,
+    /// Delete that skips missing keys (1.14+, master feature 7).
+    DeleteIgnore = 12,
+    /// Upsert that ignores writes to immutable columns (1.17+, feature 9).
+    UpsertIgnore = 13,
+}
+
+impl OpType {
+    /// The wire number.
+    pub fn to_wire(self) -> u8 {
+        self as u8
+    }
+
+    /// Maps a wire number; 0 (UNKNOWN) and unknown numbers give `None`.
+    pub fn from_wire(v: u8) -> Option<OpType> {
+        Some(match v {
+            1 => OpType::Insert,
+            2 => OpType::Update,
+            3 => OpType::Delete,
+            4 => OpType::SplitRow,
+            5 => OpType::Upsert,
+            6 => OpType::RangeLowerBound,
+            7 => OpType::RangeUpperBound,
+            8 => OpType::ExclusiveRangeLowerBound,
+            9 => OpType::InclusiveRangeUpperBound,
+            10 => OpType::InsertIgnore,
+            11 => OpType::UpdateIgnore,
+            12 => OpType::DeleteIgnore,
+            13 => OpType::UpsertIgnore,
+            _ => return None,
+        })
+    }
+
+    /// The upper-case wire name (`INSERT`, `DELETE_IGNORE`, ...), used in
+    /// row errors.
+    pub fn name(self) -> &'static str {
+        self.to_pb().as_str_name()
+    }
+
+    /// The generated protobuf enum value.
+    pub fn to_pb(self) -> pb::row_operations_pb::Type {
+        use pb::row_operations_pb::Type as T;
+        match self {
+            OpType::Insert => T::Insert,
+            OpType::Update => T::Update,
+            OpType::Delete => T::Delete,
+            OpType::SplitRow => T::SplitRow,
+            OpType::Upsert => T::Upsert,
+            OpType::RangeLowerBound => T::RangeLowerBound,
+            OpType::RangeUpperBound => T::RangeUpperBound,
+            OpType::ExclusiveRangeLowerBound => T::ExclusiveRangeLowerBound,
+            OpType::InclusiveRangeUpperBound => T::InclusiveRangeUpperBound,
+            OpType::InsertIgnore => T::InsertIgnore,
+            OpType::UpdateIgnore => T::UpdateIgnore,
+            OpType::DeleteIgnore => T::DeleteIgnore,
+            OpType::UpsertIgnore => T::UpsertIgnore,
+        }
+    }
+
+    /// Whether this is a data operation (as opposed to a range bound or
+    /// split row of CreateTable / AlterTable).
+    pub fn is_data_op(self) -> bool {
+        !matches!(
+            self,
+            OpType::SplitRow
+                | OpType::RangeLowerBound
+                | OpType::RangeUpperBound
+                | OpType::ExclusiveRangeLowerBound
+                | OpType::InclusiveRangeUpperBound
+        )
+    }
+
+    /// Whether only key columns are sent (DELETE, DELETE_IGNORE).
+    pub fn is_delete(self) -> bool {
+        matches!(self, OpType::Delete | OpType::DeleteIgnore)
+    }
+
+    /// The `MasterFeatures` flag a server must support for this op, if any
+    /// (7 IGNORE_OPERATIONS, 9 UPSERT_IGNORE; spec §7.3).
+    pub fn required_master_feature(self) -> Option<u32> {
+        match self {
+            OpType::InsertIgnore | OpType::UpdateIgnore | OpType::DeleteIgnore => Some(7),
+            OpType::UpsertIgnore => Some(9),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for OpType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Incremental `RowOperationsPB` encoder, so a batcher can watch the
+/// encoded size while it adds rows.
+#[derive(Debug)]
+pub struct OpsEncoder {
+    schema: Schema,
+    rows: Vec<u8>,
+    indirect: Vec<u8>,
+    count: usize,
+    /// Scratch bitmaps reused across rows.
+    isset: Vec<u8>,
+    nulls: Vec<u8>,
+}
+
+impl OpsEncoder {
+    /// An encoder for rows of `schema` (the schema sent in the request).
+    pub fn new(schema: &Schema) -> Self {
+        OpsEncoder {
+            schema: schema.clone(),
+            rows: Vec::new(),
+            indirect: Vec::new(),
+            count: 0,
+            isset: vec![0; schema.bitmap_len()],
+            nulls: vec![0; schema.bitmap_len()],
+        }
+    }
+
+    /// Number of rows added so far.
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    /// Whether no row has been added.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Bytes of `rows` plus `indirect_data` so far.
+    pub fn encoded_size(&self) -> usize {
+        self.rows.len() + self.indirect.len()
+    }
+
+    /// Appends one operation. Checks that the row uses this schema and,
+    /// for data operations, that every key column is set (and that INSERT
+    /// leaves an auto-incrementing column unset). Deletes keep only the key
+    /// columns. On error nothing is appended.
+    pub fn push(&mut self, op: OpType, row: &Row) -> Result<()> {
+        let schema = &self.schema;
+        if row.schema() != schema {
+            return Err(Error::InvalidArgument(format!(
+                "{op} row has schema {} but the batch uses {}",
+                row.schema(),
+                schema
+            )));
+        }
+        self.isset.copy_from_slice(row.isset_bitmap());
+        self.nulls.copy_from_slice(row.null_bitmap());
+        if op.is_data_op() {
+            check_key(schema, op, row, &self.isset)?;
+        }
+        if op.is_delete() {
+            for i in schema.num_key_columns()..schema.len() {
+                set_bit(&mut self.isset, i, false);
+            }
+        }
+        // A NULL bit is only meaningful for a set column.
+        for (n, s) in self.nulls.iter_mut().zip(&self.isset) {
+            *n &= *s;
+        }
+
+        self.rows.push(op.to_wire());
+        self.rows.extend_from_slice(&self.isset);
+        if schema.has_nullable_columns() {
+            self.rows.extend_from_slice(&self.nulls);
+        }
+        for (i, col) in schema.columns().iter().enumerate() {
+            if !bit(&self.isset, i) || bit(&self.nulls, i) {
+                continue;
+            }
+            if col.data_type().is_var_len() {
+                let value = row.var_bytes(i);
+                self.rows
+                    .extend_from_slice(&(self.indirect.len() as u64).to_le_bytes());
+                self.rows
+                    .extend_from_slice(&(value.len() as u64).to_le_bytes());
+                self.indirect.extend_from_slice(value);
+            } else {
+                self.rows.extend_from_slice(row.cell(i));
+            }
+        }
+        self.count += 1;
+        Ok(())
+    }
+
+    /// The finished message. `indirect_data` is present only when some
+    /// var-length value was written.
+    pub fn finish(self) -> pb::RowOperationsPb {
+        pb::RowOperationsPb {
+            rows: Some(self.rows),
+            indirect_data: (!self.indirect.is_empty()).then_some(self.indirect),
+        }
+    }
+}
+
+fn check_key(schema: &Schema, op: OpType, row: &Row, isset: &[u8]) -> Result<()> {
+    let inserting = matches!(op, OpType::Insert | OpType::InsertIgnore);
+    for (i, col) in schema.key_columns().iter().enumerate() {
+        let set = bit(isset, i);
+        if col.is_auto_incrementing() && inserting {
+            if set {
+                return Err(Error::InvalidArgument(format!(
+                    "{op} must not set auto-incrementing column '{}'; the server fills it",
+                    col.name()
+                )));
+            }
+        } else if !set {
+            return Err(Error::InvalidArgument(format!(
+                "{op} {}: primary key column '{}' is not set",
+                row.key_string(),
+                col.name()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Encodes a batch of operations against `schema` into one
+/// `RowOperationsPB` (the write request's `row_operations`, or CreateTable
+/// range bounds).
+pub fn encode(schema: &Schema, ops: &[(OpType, &Row)]) -> Result<pb::RowOperationsPb> {
+    let mut enc = OpsEncoder::new(schema);
+    for (op, row) in ops {
+        enc.push(*op, row)?;
+    }
+    Ok(enc.finish())
+}
+
+fn malformed(msg: impl std::fmt::Display) -> Error {
+    Error::Protocol {
+        addr: "unknown peer".into(),
+        message: format!("malformed row operations: {msg}"),
+    }
+}
+
+/// Decodes a `RowOperationsPB` encoded against `schema` (the inverse of
+/// [`encode`]; used for range bounds read from the master, and by test
+/// servers). Malformed input gives `Error::Protocol`.
+pub fn decode(schema: &Schema, ops: &pb::RowOperationsPb) -> Result<Vec<(OpType, Row)>> {
+    let rows = ops.rows.as_deref().unwrap_or_default();
+    let indirect = ops.indirect_data.as_deref().unwrap_or_default();
+    let bm = schema.bitmap_len();
+    let mut out = Vec::new();
+    let mut cur = Cursor { buf: rows, pos: 0 };
+    while !cur.at_end() {
+        let op_byte = cur.take(1, "operation type")?[0];
+        let op = OpType::from_wire(op_byte)
+            .ok_or_else(|| malformed(format!("unknown operation type {op_byte}")))?;
+        let isset = cur.take(bm, "isset bitmap")?;
+        let nulls = if schema.has_nullable_columns() {
+            cur.take(bm, "null bitmap")?
+        } else {
+            &[]
+        };
+        let mut row = Row::new(schema);
+        for (i, col) in schema.columns().iter().enumerate() {
+            if !bit(isset, i) {
+                continue;
+            }
+            if bit(nulls, i) {
+                if !col.is_nullable() {
+                    return Err(malformed(format!(
+                        "NULL in non-nullable column '{}'",
+                        col.name()
+                    )));
+                }
+                row.set_null_raw(i);
+                continue;
+            }
+            let cell = cur.take(col.data_type().size(), "cell")?;
+            if col.data_type().is_var_len() {
+                let value = var_slice(cell, indirect)?;
+                if col.data_type() != DataType::Binary && std::str::from_utf8(value).is_err() {
+                    return Err(malformed(format!("column '{}' is not UTF-8", col.name())));
+                }
+                row.set_raw(i, cell, Some(value));
+            } else {
+                row.set_raw(i, cell, None);
+            }
+        }
+        out.push((op, row));
+    }
+    Ok(out)
+}
+
+/// Reads consecutive pieces of the `rows` buffer with bounds checks.
+struct Cursor<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn at_end(&self) -> bool {
+        self.pos >= self.buf.len()
+    }
+
+    fn take(&mut self, n: usize, what: &str) -> Result<&'a [u8]> {
+        let start = self.pos;
+        let end = start
+            .checked_add(n)
+            .filter(|&e| e <= self.buf.len())
+            .ok_or_else(|| malformed(format!("truncated {what} at byte {start}")))?;
+        self.pos = end;
+        Ok(&self.buf[start..end])
+    }
+}
+
+/// Resolves a 16-byte (offset, length) cell against `indirect`.
+fn var_slice<'a>(cell: &[u8], indirect: &'a [u8]) -> Result<&'a [u8]> {
+    let mut off = [0u8; 8];
+    let mut len = [0u8; 8];
+    off.copy_from_slice(&cell[..8]);
+    len.copy_from_slice(&cell[8..16]);
+    let (off, len) = (u64::from_le_bytes(off), u64::from_le_bytes(len));
+    usize::try_from(off)
+        .ok()
+        .zip(usize::try_from(len).ok())
+        .and_then(|(o, l)| indirect.get(o..o.checked_add(l)?))
+        .ok_or_else(|| {
+            malformed(format!(
+                "indirect pointer ({off}, {len}) outside {} bytes",
+                indirect.len()
+            ))
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::ColumnSchema;
+
+    fn kvs() -> Schema {
+        Schema::new(vec![
+            ColumnSchema::builder("k", DataType::Int32)
+                .key(true)
+                .build()
+                .unwrap(),
+            ColumnSchema::builder("v", DataType::Int32)
+                .nullable(true)
+                .build()
+                .unwrap(),
+            ColumnSchema::builder("s", DataType::String)
+                .nullable(true)
+                .build()
+                .unwrap(),
+        ])
+        .unwrap()
+    }
+
+    #[test]
+    fn spec_7_2_insert_then_delete() {
+        let s = kvs();
+        let mut ins = Row::new(&s);
+        ins.set_i32("k", 1)
+            .unwrap()
+            .set_null("v")
+            .unwrap()
+            .set_str("s", "hi")
+            .unwrap();
+        let mut del = ins.clone();
+        // Delete sends key columns only, even when others are set.
+        del.set_i32("v", 9).unwrap();
+        let pb = encode(&s, &[(OpType::Insert, &ins), (OpType::Delete, &del)]).unwrap();
+        let expected_rows: Vec<u8> = [
+            &[0x01, 0x07, 0x02, 0x01, 0, 0, 0][..],
+            &[0, 0, 0, 0, 0, 0, 0, 0, 0x02, 0, 0, 0, 0, 0, 0, 0],
+            &[0x03, 0x01, 0x00, 0x01, 0, 0, 0],
+        ]
+        .concat();
+        assert_eq!(pb.rows.as_deref().unwrap(), &expected_rows[..]);
+        assert_eq!(pb.indirect_data.as_deref().unwrap(), b"hi");
+
+        let decoded = decode(&s, &pb).unwrap();
+        assert_eq!(decoded.len(), 2);
+        assert_eq!(decoded[0], (OpType::Insert, ins));
+        let mut key_only = Row::new(&s);
+        key_only.set_i32("k", 1).unwrap();
+        assert_eq!(decoded[1], (OpType::Delete, key_only));
+    }
+
+    #[test]
+    fn spec_5_3_range_bounds() {
+        let s = kvs();
+        let mut lo = Row::new(&s);
+        lo.set_i32("k", 0).unwrap();
+        let mut hi = Row::new(&s);
+        hi.set_i32("k", 100).unwrap();
+        let pb = encode(
+            &s,
+            &[
+                (OpType::RangeLowerBound, &lo),
+                (OpType::RangeUpperBound, &hi),
+            ],
+        )
+        .unwrap();
+        assert_eq!(
+            pb.rows.unwrap(),
+            [6, 1, 0, 0, 0, 0, 0, 7, 1, 0, 0x64, 0, 0, 0]
+        );
+        assert_eq!(pb.indirect_data, None);
+        // Unbounded bounds have no column set.
+        let empty = Row::new(&s);
+        let pb = encode(&s, &[(OpType::RangeLowerBound, &empty)]).unwrap();
+        assert_eq!(pb.rows.unwrap(), [6, 0, 0]);
+    }
+
+    #[test]
+    fn test_operation_set_strings_golden() {
+        // Five STRING columns, c4 nullable, set out of column order.
+        let cols = (0..5)
+            .map(|i| {
+                ColumnSchema::builder(format!("c{i}"), DataType::String)
+                    .key(i == 0)
+                    .nullable(i == 4)
+                    .build()
+                    .unwrap()
+            })
+            .collect();
+        let s = Schema::new(cols).unwrap();
+        let mut r = Row::new(&s);
+        for i in [4, 2, 0, 3, 1] {
+            r.set_str(i, &format!("c{i}_val")).unwrap();
+        }
+        let pb = encode(&s, &[(OpType::Insert, &r)]).unwrap();
+        let rows = pb.rows.unwrap();
+        assert_eq!(&rows[..3], &[0x01, 0x1f, 0x00]);
+        for i in 0..5u64 {
+            let at = 3 + 16 * i as usize;
+            assert_eq!(rows[at..at + 8], (6 * i).to_le_bytes());
+            assert_eq!(rows[at + 8..at + 16], 6u64.to_le_bytes());
+        }
+        assert_eq!(rows.len(), 3 + 5 * 16);
+        assert_eq!(pb.indirect_data.unwrap(), b"c0_valc1_valc2_valc3_valc4_val");
+    }
+
+    #[test]
+    fn no_null_bitmap_without_nullable_columns() {
+        let s = Schema::new(vec![
+            ColumnSchema::builder("k", DataType::Int64)
+                .key(true)
+                .build()
+                .unwrap(),
+            ColumnSchema::builder("b", DataType::Bool).build().unwrap(),
+        ])
+        .unwrap();
+        let mut r = Row::new(&s);
+        r.set_i64("k", -1).unwrap().set_bool("b", true).unwrap();
+        let pb = encode(&s, &[(OpType::Upsert, &r)]).unwrap();
+        assert_eq!(
+            pb.rows.clone().unwrap(),
+            [5, 3, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 1]
+        );
+        assert_eq!(decode(&s, &pb).unwrap()[0].1, r);
+    }
+
+    #[test]
+    fn validation() {
+        let s = kvs();
+        let mut r = Row::new(&s);
+        r.set_i32("v", 1).unwrap();
+        let e = encode(&s, &[(OpType::Insert, &r)]).unwrap_err().to_string();
+        assert!(e.contains("'k'") && e.contains("INSERT"), "{e}");
+        // Bounds may leave key columns unset.
+        assert!(encode(&s, &[(OpType::SplitRow, &r)]).is_ok());
+        let other = Schema::new(vec![ColumnSchema::builder("k", DataType::Int32)
+            .key(true)
+            .build()
+            .unwrap()])
+        .unwrap();
+        let mut o = Row::new(&other);
+        o.set_i32("k", 1).unwrap();
+        assert!(encode(&s, &[(OpType::Insert, &o)]).is_err());
+
+        let auto = Schema::new(vec![
+            ColumnSchema::builder("k", DataType::Int32)
+                .key(true)
+                .build()
+                .unwrap(),
+            ColumnSchema::builder("auto_incrementing_id", DataType::Int64)
+                .key(true)
+                .auto_incrementing(true)
+                .build()
+                .unwrap(),
+        ])
+        .unwrap();
+        let mut a = Row::new(&auto);
+        a.set_i32("k", 1).unwrap();
+        assert!(encode(&auto, &[(OpType::Insert, &a)]).is_ok());
+        assert!(encode(&auto, &[(OpType::Upsert, &a)]).is_err());
+        a.set_i64("auto_incrementing_id", 5).unwrap();
+        assert!(encode(&auto, &[(OpType::Insert, &a)]).is_err());
+        assert!(encode(&auto, &[(OpType::Delete, &a)]).is_ok());
+    }
+
+    #[test]
+    fn property_random_rows_round_trip() {
+        use crate::schema::{ColumnSchemaBuilder, Value};
+        let mut rng = crate::partition::testutil::Rng(21);
+        let types = [
+            DataType::Bool,
+            DataType::Int8,
+            DataType::Int16,
+            DataType::Int32,
+            DataType::Int64,
+            DataType::Float,
+            DataType::Double,
+            DataType::String,
+            DataType::Binary,
+            DataType::UnixtimeMicros,
+            DataType::Date,
+        ];
+        for _ in 0..200 {
+            // 1..=20 columns so bitmaps span up to three bytes.
+            let ncols = 1 + (rng.next() % 20) as usize;
+            let cols = (0..ncols)
+                .map(|i| {
+                    let key = i == 0;
+                    let builder = match rng.next() % 14 {
+                        11 if !key => ColumnSchemaBuilder::varchar(format!("c{i}"), 10),
+                        12 => ColumnSchemaBuilder::decimal(format!("c{i}"), 30, 2),
+                        13 => ColumnSchemaBuilder::decimal(format!("c{i}"), 9, 0),
+                        t => {
+                            let t = types[t as usize % types.len()];
+                            let t = if key && !t.is_keyable() {
+                                DataType::Int64
+                            } else {
+                                t
+                            };
+                            ColumnSchema::builder(format!("c{i}"), t)
+                        }
+                    };
+                    builder
+                        .key(key)
+                        .nullable(!key && rng.next().is_multiple_of(3))
+                        .build()
+                        .unwrap()
+                })
+                .collect();
+            let s = Schema::new(cols).unwrap();
+            let mut rows = Vec::new();
+            for _ in 0..(rng.next() % 5) {
+                let mut r = Row::new(&s);
+                for (i, c) in s.columns().iter().enumerate() {
+                    if i > 0 && rng.next().is_multiple_of(4) {
+                        continue; // unset
+                    }
+                    if c.is_nullable() && rng.next().is_multiple_of(4) {
+                        r.set_null(i).unwrap();
+                        continue;
+                    }
+                    let x = rng.next();
+                    let v = match c.data_type() {
+                        DataType::Bool => Value::Bool(x.is_multiple_of(2)),
+                        DataType::Int8 => Value::Int8(x as i8),
+                        DataType::Int16 => Value::Int16(x as i16),
+                        DataType::Int32 => Value::Int32(x as i32),
+                        DataType::Int64 => Value::Int64(x as i64),
+                        DataType::Float => Value::Float(x as f32),
+                        DataType::Double => Value::Double(x as f64),
+                        DataType::String | DataType::Varchar => {
+                            Value::String("é".repeat((x % 10) as usize))
+                        }
+                        DataType::Binary => Value::Binary(rng.bytes(8)),
+                        DataType::UnixtimeMicros => Value::UnixtimeMicros(x as i64),
+                        DataType::Date => Value::Date((x % 1000) as i32),
+                        _ => Value::Decimal((x % 1_000_000_000) as i128 - 500_000_000),
+                    };
+                    r.set(i, &v).unwrap();
+                }
+                let op = OpType::from_wire(1 + (rng.next() % 13) as u8).unwrap();
+                rows.push((op, r));
+            }
+            let refs: Vec<(OpType, &Row)> = rows.iter().map(|(o, r)| (*o, r)).collect();
+            let pb = encode(&s, &refs).unwrap();
+            let back = decode(&s, &pb).unwrap();
+            assert_eq!(back.len(), rows.len());
+            for ((op, r), (bop, b)) in rows.iter().zip(&back) {
+                assert_eq!(op, bop);
+                if op.is_delete() {
+                    for i in 0..s.len() {
+                        if i < s.num_key_columns() {
+                            assert_eq!(r.get(i).unwrap(), b.get(i).unwrap());
+                        } else {
+                            assert!(!b.is_set(i).unwrap());
+                        }
+                    }
+                } else {
+                    assert_eq!(r, b);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn decode_rejects_malformed() {
+        let s = kvs();
+        let bad = |rows: Vec<u8>, ind: Option<Vec<u8>>| {
+            decode(
+                &s,
+                &pb::RowOperationsPb {
+                    rows: Some(rows),
+                    indirect_data: ind,
+                },
+            )
+        };
+        assert!(bad(vec![0x0e, 1, 0], None).is_err()); // unknown op
+        assert!(bad(vec![1, 1], None).is_err()); // truncated bitmap
+        assert!(bad(vec![1, 1, 0, 1, 0], None).is_err()); // truncated cell
+        let mut ptr = vec![1, 4, 0];
+        ptr.extend_from_slice(&5u64.to_le_bytes());
+        ptr.extend_from_slice(&u64::MAX.to_le_bytes());
+        assert!(bad(ptr, Some(b"abc".to_vec())).is_err()); // pointer overflow
+        let mut non_utf8 = vec![1, 4, 0];
+        non_utf8.extend_from_slice(&0u64.to_le_bytes());
+        non_utf8.extend_from_slice(&1u64.to_le_bytes());
+        assert!(bad(non_utf8, Some(vec![0xff])).is_err());
+        assert!(bad(vec![1, 1, 1], None).is_err()); // NULL key
+        assert!(bad(vec![], None).unwrap().is_empty());
+        assert_eq!(OpType::from_wire(0), None);
+        for v in 1..=13 {
+            assert_eq!(OpType::from_wire(v).unwrap().to_pb() as u8, v);
+        }
+    }
+}
