@@ -116,16 +116,36 @@ fn table_from_pb(name: &str, resp: pb::master::GetTableSchemaResponsePb) -> Resu
 pub async fn create_table(m: &MasterProxy, b: &TableBuilder, timeout: Duration) -> Result<String> {
     let started = Instant::now();
     let partition_schema = b.partition.clone().build()?;
+    let mut partition_pb = partition_schema.to_pb(ColumnRefs::Name)?;
     let mut bounds: Vec<(OpType, &crate::schema::Row)> = Vec::new();
-    for ((lt, lower), (ut, upper)) in &b.range_partitions {
-        bounds.push((*lt, lower));
-        bounds.push((*ut, upper));
+    if b.has_custom_hash_ranges {
+        // Servers refuse range bounds next to custom-hash ranges: every
+        // range then travels as a custom range, the ordinary ones with an
+        // explicit copy of the table-wide hash schema.
+        if !b.split_rows.is_empty() {
+            return Err(Error::InvalidArgument(
+                "split rows cannot be combined with ranges that have their own hash schema".into(),
+            ));
+        }
+        for ((lt, lower), (ut, upper)) in &b.range_partitions {
+            partition_pb
+                .custom_hash_schema_ranges
+                .push(pb::partition_schema_pb::RangeWithHashSchemaPb {
+                    range_bounds: Some(ops::encode(&b.schema, &[(*lt, lower), (*ut, upper)])?),
+                    hash_schema: partition_pb.hash_schema.clone(),
+                });
+        }
+    } else {
+        for ((lt, lower), (ut, upper)) in &b.range_partitions {
+            bounds.push((*lt, lower));
+            bounds.push((*ut, upper));
+        }
     }
     for split in &b.split_rows {
         bounds.push((OpType::SplitRow, split));
     }
     let mut features = Vec::new();
-    if !b.range_partitions.is_empty() {
+    if !b.range_partitions.is_empty() && !b.has_custom_hash_ranges {
         features.push(FEATURE_RANGE_PARTITION_BOUNDS);
     }
     if b.has_custom_hash_ranges {
@@ -138,7 +158,7 @@ pub async fn create_table(m: &MasterProxy, b: &TableBuilder, timeout: Duration) 
         split_rows_range_bounds: (!bounds.is_empty())
             .then(|| ops::encode(&b.schema, &bounds))
             .transpose()?,
-        partition_schema: Some(partition_schema.to_pb(ColumnRefs::Name)?),
+        partition_schema: Some(partition_pb),
         owner: b.owner.clone(),
         extra_configs: b.extra_configs.clone().into_iter().collect(),
         comment: b.comment.clone(),

@@ -1,0 +1,207 @@
+//! Catalog operations against a real Kudu cluster: create (every type,
+//! hash + range + custom-hash ranges), open, list, alter, rename, delete,
+//! server clock, and the typed errors a caller acts on.
+
+use ferry_testkit::MiniCluster;
+use kudu_client::schema::ColumnSchemaBuilder;
+use kudu_client::write::ops::OpType;
+use kudu_client::{AlterTableBuilder, ColumnSchema, DataType, Error, KuduClient, Schema, TableBuilder, Value};
+use std::time::{Duration, Instant};
+
+fn all_types_schema() -> Schema {
+    let col = |n: &str, t: DataType| ColumnSchema::builder(n, t).nullable(true).build().expect("column");
+    Schema::new(vec![
+        ColumnSchema::builder("id", DataType::Int64).key(true).build().expect("id"),
+        ColumnSchema::builder("part", DataType::Int32).key(true).build().expect("part"),
+        col("b", DataType::Bool),
+        col("i8", DataType::Int8),
+        col("i16", DataType::Int16),
+        col("i32", DataType::Int32),
+        col("i64", DataType::Int64),
+        col("f", DataType::Float),
+        col("d", DataType::Double),
+        ColumnSchemaBuilder::decimal("dec9", 9, 2).nullable(true).build().expect("dec9"),
+        ColumnSchemaBuilder::decimal("dec18", 18, 4).nullable(true).build().expect("dec18"),
+        ColumnSchemaBuilder::decimal("dec38", 38, 10).nullable(true).build().expect("dec38"),
+        col("s", DataType::String),
+        col("bin", DataType::Binary),
+        ColumnSchemaBuilder::varchar("vc", 10).nullable(true).build().expect("vc"),
+        col("ts", DataType::UnixtimeMicros),
+        col("dt", DataType::Date),
+        ColumnSchema::builder("with_default", DataType::Int32)
+            .default_value(Value::Int32(7))
+            .comment("has a default")
+            .build()
+            .expect("default col"),
+    ])
+    .expect("schema")
+}
+
+fn cluster() -> MiniCluster {
+    MiniCluster::builder().tservers(3).start().expect("cluster starts")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn create_open_alter_rename_delete() {
+    let c = cluster();
+    let client = KuduClient::new(&c.master_addrs()).expect("client");
+    let schema = all_types_schema();
+    let bound = |v: Option<i32>| {
+        let mut r = kudu_client::Row::new(&schema);
+        if let Some(v) = v {
+            r.set_i32("part", v).expect("bound");
+        }
+        r
+    };
+    let builder = TableBuilder::new("all_types", schema.clone())
+        .add_hash_partitions(&["id"], 3, 42)
+        .set_range_partition_columns(&["part"])
+        .add_range_partition(bound(Some(0)), bound(Some(100)))
+        // A gap [100, 200): a non-covered range.
+        .add_range_partition(bound(Some(200)), bound(Some(300)))
+        .add_range_with_hash_schema(
+            (OpType::RangeLowerBound, bound(Some(300))),
+            (OpType::RangeUpperBound, bound(Some(400))),
+            &[(&["id"][..], 5, 123)],
+        )
+        .num_replicas(3)
+        .owner("alice")
+        .comment("every type")
+        .extra_config("kudu.table.history_max_age_sec", "3600");
+    let id = client.create_table(&builder).await.expect("create");
+    assert_eq!(id.len(), 32, "table id {id}");
+
+    let t = client.open_table("all_types").await.expect("open");
+    assert_eq!(t.id(), id);
+    assert_eq!(t.num_replicas(), 3);
+    assert_eq!(t.owner(), Some("alice"));
+    assert_eq!(t.comment(), Some("every type"));
+    assert_eq!(
+        t.extra_configs().get("kudu.table.history_max_age_sec").map(String::as_str),
+        Some("3600")
+    );
+    assert_eq!(t.schema().len(), schema.len());
+    for (got, want) in t.schema().columns().iter().zip(schema.columns()) {
+        assert_eq!(got.name(), want.name());
+        assert_eq!(got.data_type(), want.data_type(), "{}", want.name());
+        assert_eq!(got.is_nullable(), want.is_nullable(), "{}", want.name());
+        assert_eq!(got.type_attributes(), want.type_attributes(), "{}", want.name());
+    }
+    assert_eq!(t.schema().column_by_name("with_default").and_then(|c| c.default_value()), Some(&Value::Int32(7)));
+    let ps = t.partition_schema();
+    assert_eq!(ps.hash_schema().len(), 1);
+    assert_eq!(ps.hash_schema()[0].num_buckets(), 3);
+    assert_eq!(ps.hash_schema()[0].seed(), 42);
+    let custom: Vec<(u32, u32)> = ps
+        .custom_hash_schema_ranges()
+        .iter()
+        .map(|r| (r.hash_schema()[0].num_buckets(), r.hash_schema()[0].seed()))
+        .collect();
+    eprintln!("custom ranges as the master reports them: {custom:?}");
+    assert!(custom.contains(&(5, 123)), "{custom:?}");
+
+    // 3 + 3 + 5 tablets, as the real CLI sees them.
+    let tablets = client
+        .tablets_in_range(&t, &[], &[], Instant::now() + Duration::from_secs(30))
+        .await
+        .expect("tablets");
+    assert_eq!(tablets.len(), 11);
+
+    let listed = client.list_tables("all_").await.expect("list");
+    assert_eq!(listed.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), vec!["all_types"]);
+
+    // Bounds of an alteration use the opened table's schema.
+    let tbound = |v: i32| {
+        let mut r = t.new_row();
+        r.set_i32("part", v).expect("bound");
+        r
+    };
+    client
+        .alter_table(
+            &t,
+            &AlterTableBuilder::new()
+                .add_column(
+                    ColumnSchema::builder("added", DataType::String)
+                        .default_value(Value::String("x".into()))
+                        .build()
+                        .expect("col"),
+                )
+                .rename_column("s", "s_renamed")
+                .add_range_partition(tbound(100), tbound(200)),
+        )
+        .await
+        .expect("alter");
+    let t = client.open_table("all_types").await.expect("reopen");
+    assert!(t.schema().column_by_name("added").is_some());
+    assert!(t.schema().column_by_name("s_renamed").is_some());
+    let tablets = client
+        .tablets_in_range(&t, &[], &[], Instant::now() + Duration::from_secs(30))
+        .await
+        .expect("tablets");
+    assert_eq!(tablets.len(), 14, "the gap got its 3 tablets");
+
+    client.rename_table(&t, "renamed").await.expect("rename");
+    assert!(client.table_exists("renamed").await.expect("exists"));
+    assert!(!client.table_exists("all_types").await.expect("exists"));
+    let cli = c.kudu_ok(&["table", "list", &c.master_addrs_joined()]).expect("cli list");
+    assert!(cli.lines().any(|l| l.trim() == "renamed"), "{cli}");
+
+    client.delete_table("renamed").await.expect("delete");
+    assert!(client.list_tables("").await.expect("list").is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn server_clock_is_the_cluster_time() {
+    let c = MiniCluster::builder().tservers(1).start().expect("cluster");
+    let client = KuduClient::new(&c.master_addrs()).expect("client");
+    let a = client.server_clock().await.expect("clock");
+    let b = client.server_clock().await.expect("clock");
+    assert!(b > a, "clock moves forward: {a} then {b}");
+    let now_micros = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("time")
+        .as_micros() as u64;
+    let skew = now_micros.abs_diff(b.physical_micros());
+    assert!(skew < 5_000_000, "server clock within 5 s of the local one, off by {skew} µs");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn typed_errors() {
+    let c = MiniCluster::builder().tservers(1).start().expect("cluster");
+    let client = KuduClient::new(&c.master_addrs()).expect("client");
+    let err = client.open_table("no_such_table").await.expect_err("missing");
+    assert!(matches!(err, Error::TableNotFound(ref n) if n == "no_such_table"), "{err:?}");
+    assert!(err.to_string().contains("'no_such_table' not found"), "{err}");
+
+    // Key column that is nullable / missing key: rejected with the reason.
+    let bad = Schema::new(vec![ColumnSchema::builder("v", DataType::Int32).build().expect("col")]);
+    match bad {
+        Err(e) => assert!(e.to_string().contains("key"), "{e}"),
+        Ok(s) => {
+            let err = client
+                .create_table(&TableBuilder::new("nokey", s).num_replicas(1))
+                .await
+                .expect_err("no key column");
+            assert!(err.to_string().to_lowercase().contains("key"), "{err}");
+        }
+    }
+
+    let err = client.delete_table("no_such_table").await.expect_err("missing");
+    assert!(matches!(err, Error::TableNotFound(_)), "{err:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn unreachable_master_fails_in_bounded_time() {
+    // Nothing listens on this loopback address.
+    let client = KuduClient::builder(&["127.0.0.1:1"])
+        .admin_timeout(Duration::from_secs(3))
+        .build()
+        .expect("client");
+    let start = Instant::now();
+    let err = client.list_tables("").await.expect_err("unreachable");
+    let elapsed = start.elapsed();
+    assert!(elapsed < Duration::from_secs(6), "took {elapsed:?}");
+    let text = err.to_string();
+    assert!(matches!(err, Error::TimedOut { .. }), "{err:?}");
+    assert!(text.contains("127.0.0.1:1"), "names the master: {text}");
+}
