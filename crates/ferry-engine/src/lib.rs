@@ -11,6 +11,8 @@
 //!   `reader.*` and `writer.*` key (names, defaults, docs as data), raw
 //!   key/value parsing from the command line and TOML files, and the validated
 //!   [`config::JobConfig`].
+//! - [`enumerator`]: the window chain and split queues (unassigned,
+//!   pending, pending-removal) as a pure state machine.
 //! - [`checkpoint`]: durable checkpoints and savepoints in Flink's on-disk
 //!   layout (`<dir>/<job-id>/chk-<N>/_metadata`,
 //!   `savepoint-<job6>-<rand12>/_metadata`): the stored [`checkpoint::JobState`],
@@ -20,3 +22,4 @@
 
 pub mod checkpoint;
 pub mod config;
+pub mod enumerator;

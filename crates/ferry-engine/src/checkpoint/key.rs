@@ -160,7 +160,9 @@ mod tests {
 
     #[test]
     fn rejects_bad_keys() {
-        for bad in ["/a", "a/", "a//b", "a/../b", "./a", "a\nb", "a#1", "50%", "x?"] {
+        for bad in [
+            "/a", "a/", "a//b", "a/../b", "./a", "a\nb", "a#1", "50%", "x?",
+        ] {
             assert!(StateKey::parse(bad).is_err(), "{bad:?}");
         }
         assert!(StateKey::root().child("a/b").is_err());
@@ -176,7 +178,10 @@ mod tests {
             k.strip_prefix(&StateKey::parse("a/bc").expect("valid")),
             Some(vec!["d"])
         );
-        assert_eq!(k.strip_prefix(&StateKey::parse("a/b").expect("valid")), None);
+        assert_eq!(
+            k.strip_prefix(&StateKey::parse("a/b").expect("valid")),
+            None
+        );
         assert_eq!(
             k.strip_prefix(&StateKey::root()),
             Some(vec!["a", "bc", "d"])

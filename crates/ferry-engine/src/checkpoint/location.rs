@@ -44,9 +44,12 @@ impl StorageLocation {
         }
         match uri_scheme(input) {
             Some(scheme) if scheme.eq_ignore_ascii_case("file") => {
-                let url = url::Url::parse(input).map_err(|e| fail(format!("not a valid URI: {e}")))?;
+                let url =
+                    url::Url::parse(input).map_err(|e| fail(format!("not a valid URI: {e}")))?;
                 let path = url.to_file_path().map_err(|()| {
-                    fail("a file:// URI must name an absolute local path (file:///path)".to_string())
+                    fail(
+                        "a file:// URI must name an absolute local path (file:///path)".to_string(),
+                    )
                 })?;
                 Self::local(&path).map_err(|e| fail(e.reason))
             }
@@ -174,7 +177,10 @@ mod tests {
     fn plain_paths_and_file_uris() {
         assert_eq!(local("/var/ferry/ckpt"), PathBuf::from("/var/ferry/ckpt"));
         assert_eq!(local("/var/ferry/ckpt/"), PathBuf::from("/var/ferry/ckpt"));
-        assert_eq!(local("file:///var/ferry/ckpt"), PathBuf::from("/var/ferry/ckpt"));
+        assert_eq!(
+            local("file:///var/ferry/ckpt"),
+            PathBuf::from("/var/ferry/ckpt")
+        );
         assert_eq!(
             local("file://localhost/var/ferry/ckpt"),
             PathBuf::from("/var/ferry/ckpt")

@@ -56,7 +56,9 @@ pub enum MetadataError {
         expected: u64,
     },
     /// The checksum does not match the content: the file is corrupt.
-    #[error("checksum mismatch: stored {stored:#010x}, computed {computed:#010x} (file is corrupt)")]
+    #[error(
+        "checksum mismatch: stored {stored:#010x}, computed {computed:#010x} (file is corrupt)"
+    )]
     ChecksumMismatch {
         /// CRC32C stored in the trailer.
         stored: u32,
@@ -287,7 +289,10 @@ mod tests {
     fn foreign_files_are_not_checkpoints() {
         let err = decode(b"{\"not\":\"ours\"}").unwrap_err();
         assert!(matches!(err, MetadataError::BadMagic { .. }));
-        assert!(err.to_string().contains("not a ferry checkpoint file"), "{err}");
+        assert!(
+            err.to_string().contains("not a ferry checkpoint file"),
+            "{err}"
+        );
         assert!(matches!(
             decode(b"FERRX"),
             Err(MetadataError::BadMagic { .. })
@@ -332,7 +337,10 @@ mod tests {
     #[test]
     fn intact_envelope_with_bad_payload() {
         let err = decode(&with_payload(b"not json")).unwrap_err();
-        assert!(matches!(err, MetadataError::InvalidPayload { .. }), "{err:?}");
+        assert!(
+            matches!(err, MetadataError::InvalidPayload { .. }),
+            "{err:?}"
+        );
 
         // Unknown fields are refused: a payload change must bump the version.
         let mut json = serde_json::to_value(sample()).expect("to json");

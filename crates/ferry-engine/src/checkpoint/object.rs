@@ -94,6 +94,8 @@ impl StateStore for ObjectStateStore {
             let result = match self.store.get(&path).await {
                 Ok(result) => result,
                 Err(object_store::Error::NotFound { .. }) => return Ok(None),
+                // `a/b/c` where `a/b` is a file: in object terms, no such key.
+                Err(e) if caused_by_not_a_directory(&e) => return Ok(None),
                 Err(e) => return Err(StoreError::backend("read", key, e)),
             };
             match result.bytes().await {
@@ -107,6 +109,14 @@ impl StateStore for ObjectStateStore {
 
     fn list<'a>(&'a self, prefix: &'a StateKey) -> StoreFuture<'a, Vec<StateKey>> {
         Box::pin(async move {
+            // Rooted at `/`, an empty prefix would walk the whole disk.
+            if prefix.is_root() && self.local.is_some() {
+                return Err(StoreError::backend(
+                    "list",
+                    prefix,
+                    "refusing to list the whole local filesystem",
+                ));
+            }
             let path = Self::path("list", prefix)?;
             let metas: Vec<_> = self
                 .store
@@ -141,4 +151,18 @@ impl StateStore for ObjectStateStore {
             Ok(())
         })
     }
+}
+
+/// Whether an I/O "not a directory" error is anywhere in `error`'s chain.
+fn caused_by_not_a_directory(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(error);
+    while let Some(e) = next {
+        if e.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::NotADirectory)
+        {
+            return true;
+        }
+        next = e.source();
+    }
+    false
 }

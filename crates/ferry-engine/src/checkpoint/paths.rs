@@ -93,7 +93,10 @@ pub fn is_savepoint_dir_name(name: &str) -> bool {
         .is_some_and(|(job, random)| {
             job.len() == 6
                 && random.len() == 12
-                && job.bytes().chain(random.bytes()).all(|b| b.is_ascii_hexdigit())
+                && job
+                    .bytes()
+                    .chain(random.bytes())
+                    .all(|b| b.is_ascii_hexdigit())
         })
 }
 
@@ -112,7 +115,9 @@ mod tests {
     use super::*;
 
     fn job() -> JobId {
-        "0123456789abcdef0123456789abcdef".parse().expect("valid id")
+        "0123456789abcdef0123456789abcdef"
+            .parse()
+            .expect("valid id")
     }
 
     #[test]
@@ -151,7 +156,16 @@ mod tests {
             parse_checkpoint_dir_name(&checkpoint_dir_name(u64::MAX)),
             Some(u64::MAX)
         );
-        for bad in ["chk-", "chk-007", "chk--1", "chk-+1", "chk-1a", "chk-18446744073709551616", "shared", "CHK-1"] {
+        for bad in [
+            "chk-",
+            "chk-007",
+            "chk--1",
+            "chk-+1",
+            "chk-1a",
+            "chk-18446744073709551616",
+            "shared",
+            "CHK-1",
+        ] {
             assert_eq!(parse_checkpoint_dir_name(bad), None, "{bad}");
         }
     }

@@ -67,9 +67,7 @@ impl FromStr for JobId {
     /// Accepts 32 hex digits in either case; displays in lowercase.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let bytes = from_hex(s).map_err(|_| InvalidJobId(s.to_string()))?;
-        let bytes: [u8; 16] = bytes
-            .try_into()
-            .map_err(|_| InvalidJobId(s.to_string()))?;
+        let bytes: [u8; 16] = bytes.try_into().map_err(|_| InvalidJobId(s.to_string()))?;
         Ok(JobId(bytes))
     }
 }
@@ -279,7 +277,7 @@ pub(crate) fn from_hex(s: &str) -> Result<Vec<u8>, String> {
         }
     }
     let bytes = s.as_bytes();
-    if bytes.len() % 2 != 0 {
+    if !bytes.len().is_multiple_of(2) {
         return Err(format!("odd number of hex digits ({})", bytes.len()));
     }
     bytes
@@ -351,7 +349,12 @@ mod tests {
             id.to_string().to_uppercase().parse::<JobId>().ok(),
             Some(id)
         );
-        for bad in ["", "abc", "g1b2c3d4000102030405060708090aff", "a1b2c3d4000102030405060708090aff00"] {
+        for bad in [
+            "",
+            "abc",
+            "g1b2c3d4000102030405060708090aff",
+            "a1b2c3d4000102030405060708090aff00",
+        ] {
             assert!(bad.parse::<JobId>().is_err(), "{bad}");
         }
         let random = JobId::random();
@@ -387,7 +390,10 @@ mod tests {
             ..split("s1")
         }];
         let json = serde_json::to_string(&state).expect("serialize");
-        assert!(json.contains("\"job_id\":\"07070707070707070707070707070707\""), "{json}");
+        assert!(
+            json.contains("\"job_id\":\"07070707070707070707070707070707\""),
+            "{json}"
+        );
         assert!(json.contains("\"kind\":\"checkpoint\""), "{json}");
         assert!(json.contains("\"descriptor\":\"000102feff\""), "{json}");
         assert!(json.contains("\"resume_key\":\"abcd\""), "{json}");

@@ -14,7 +14,9 @@ pub enum ConfigError {
     /// A required key was not given. The message keeps the reference job's
     /// wording ("No data for required key '…'") so scripts that grep for it
     /// keep working.
-    #[error("No data for required key '{key}' (give --{key} <value> or set {key} in the config file)")]
+    #[error(
+        "No data for required key '{key}' (give --{key} <value> or set {key} in the config file)"
+    )]
     MissingRequired {
         /// The missing key.
         key: ConfigKey,
@@ -115,7 +117,9 @@ pub enum ConfigError {
     },
 
     /// A command-line argument that is not `--key value` or `--key=value`.
-    #[error("unexpected argument '{arg}': configuration is given as --<key> <value> or --<key>=<value>")]
+    #[error(
+        "unexpected argument '{arg}': configuration is given as --<key> <value> or --<key>=<value>"
+    )]
     UnexpectedArgument {
         /// The argument.
         arg: String,
@@ -131,7 +135,7 @@ pub enum ConfigError {
     },
 
     /// The config file is not valid TOML.
-    #[error("config file {} is not valid TOML: {message}", display_file(.path))]
+    #[error("{} is not valid TOML: {message}", display_file(.path))]
     InvalidToml {
         /// The file, when parsing a file.
         path: Option<PathBuf>,
@@ -185,7 +189,7 @@ fn suggestion_text(suggestion: &Option<ConfigKey>) -> String {
 
 fn display_file(path: &Option<PathBuf>) -> String {
     match path {
-        Some(path) => path.display().to_string(),
-        None => "<inline>".to_string(),
+        Some(path) => format!("config file {}", path.display()),
+        None => "the config text".to_string(),
     }
 }

@@ -46,14 +46,17 @@ impl FromStr for ReplicaSelection {
 
     /// Accepts the configuration names, ignoring ASCII case.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        [ReplicaSelection::ClosestReplica, ReplicaSelection::LeaderOnly]
-            .into_iter()
-            .find(|v| v.as_str().eq_ignore_ascii_case(s.trim()))
-            .ok_or_else(|| ConfigError::InvalidEnum {
-                key: ConfigKey::ReplicaSelection,
-                value: s.to_string(),
-                valid: REPLICA_SELECTION_NAMES,
-            })
+        [
+            ReplicaSelection::ClosestReplica,
+            ReplicaSelection::LeaderOnly,
+        ]
+        .into_iter()
+        .find(|v| v.as_str().eq_ignore_ascii_case(s.trim()))
+        .ok_or_else(|| ConfigError::InvalidEnum {
+            key: ConfigKey::ReplicaSelection,
+            value: s.to_string(),
+            valid: REPLICA_SELECTION_NAMES,
+        })
     }
 }
 
@@ -315,8 +318,7 @@ impl Values<'_> {
     }
 
     fn required_value(&self, key: ConfigKey) -> Result<&str, ConfigError> {
-        self.value(key)?
-            .ok_or(ConfigError::MissingRequired { key })
+        self.value(key)?.ok_or(ConfigError::MissingRequired { key })
     }
 
     fn text(&self, key: ConfigKey) -> Result<String, ConfigError> {
@@ -331,13 +333,25 @@ impl Values<'_> {
         let value = self.required_value(key)?;
         let masters: Vec<String> = value.split(',').map(|m| m.trim().to_string()).collect();
         if value.trim().is_empty() {
-            return Err(invalid(key, value, "must list at least one master (host:port)"));
+            return Err(invalid(
+                key,
+                value,
+                "must list at least one master (host:port)",
+            ));
         }
         if masters.iter().any(|m| m.is_empty()) {
-            return Err(invalid(key, value, "has an empty entry in the comma-separated list"));
+            return Err(invalid(
+                key,
+                value,
+                "has an empty entry in the comma-separated list",
+            ));
         }
         if let Some(bad) = masters.iter().find(|m| m.contains(char::is_whitespace)) {
-            return Err(invalid(key, value, &format!("master '{bad}' contains whitespace")));
+            return Err(invalid(
+                key,
+                value,
+                &format!("master '{bad}' contains whitespace"),
+            ));
         }
         Ok(masters)
     }
@@ -376,7 +390,11 @@ impl Values<'_> {
     fn positive(&self, key: ConfigKey) -> Result<u64, ConfigError> {
         let (n, value) = self.integer(key)?;
         if n < 1 {
-            return Err(out_of_range(key, value, "must be greater than 0".to_string()));
+            return Err(out_of_range(
+                key,
+                value,
+                "must be greater than 0".to_string(),
+            ));
         }
         u64::try_from(n)
             .map_err(|_| out_of_range(key, value, format!("must be at most {}", u64::MAX)))
@@ -388,9 +406,16 @@ impl Values<'_> {
 
     fn count(&self, key: ConfigKey) -> Result<NonZeroUsize, ConfigError> {
         let n = self.positive(key)?;
-        usize::try_from(n).ok().and_then(NonZeroUsize::new).ok_or_else(|| {
-            out_of_range(key, &n.to_string(), format!("must be at most {}", usize::MAX))
-        })
+        usize::try_from(n)
+            .ok()
+            .and_then(NonZeroUsize::new)
+            .ok_or_else(|| {
+                out_of_range(
+                    key,
+                    &n.to_string(),
+                    format!("must be at most {}", usize::MAX),
+                )
+            })
     }
 
     /// Kudu's scan request carries the batch size as a 32-bit field.

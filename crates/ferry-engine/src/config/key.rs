@@ -217,7 +217,8 @@ const CATALOG: &[KeySpec] = &[
         default: KeyDefault::Required,
         kind: ValueKind::Location,
         origin: KeyOrigin::Reference,
-        doc: "Where checkpoints are kept (<dir>/<job-id>/chk-<N>/_metadata): a path or file:// URI.",
+        doc:
+            "Where checkpoints are kept (<dir>/<job-id>/chk-<N>/_metadata): a path or file:// URI.",
     },
     KeySpec {
         key: ConfigKey::DiscoveryIntervalSeconds,

@@ -79,12 +79,12 @@ impl RawConfig {
     }
 
     fn parse_toml(text: &str, path: Option<PathBuf>) -> Result<Self, ConfigError> {
-        let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
-            ConfigError::InvalidToml {
-                path: path.clone(),
-                message: e.to_string().trim_end().to_string(),
-            }
-        })?;
+        let table: toml::Table =
+            text.parse()
+                .map_err(|e: toml::de::Error| ConfigError::InvalidToml {
+                    path: path.clone(),
+                    message: e.to_string().trim_end().to_string(),
+                })?;
         let mut leaves = Vec::new();
         flatten_toml(&table, "", &path, &mut leaves)?;
         let place = match &path {
@@ -264,8 +264,7 @@ mod tests {
 
     #[test]
     fn duplicate_on_command_line_is_rejected() {
-        let err =
-            RawConfig::from_args(["--job.tableName=a", "--job.tableName", "b"]).unwrap_err();
+        let err = RawConfig::from_args(["--job.tableName=a", "--job.tableName", "b"]).unwrap_err();
         assert!(matches!(
             err,
             ConfigError::DuplicateKey {

@@ -14,7 +14,10 @@ const REQUIRED: [(ConfigKey, &str); 4] = [
     (ConfigKey::SourceMasterAddresses, "src-1:7051,src-2:7051"),
     (ConfigKey::SinkMasterAddresses, "sink-1:7051"),
     (ConfigKey::TableName, "orders"),
-    (ConfigKey::CheckpointsDirectory, "/var/lib/ferry/checkpoints"),
+    (
+        ConfigKey::CheckpointsDirectory,
+        "/var/lib/ferry/checkpoints",
+    ),
 ];
 
 fn minimal() -> RawConfig {
@@ -82,7 +85,10 @@ fn defaults() {
 
     assert_eq!(c.writer.flush_mode, FlushMode::AutoFlushBackground);
     assert_eq!(c.writer.operation_timeout, Duration::from_millis(30_000));
-    assert_eq!(c.writer.max_buffer_size, NonZeroUsize::new(1000).expect("1000"));
+    assert_eq!(
+        c.writer.max_buffer_size,
+        NonZeroUsize::new(1000).expect("1000")
+    );
     assert_eq!(c.writer.flush_interval, Duration::from_millis(1000));
     assert!(!c.writer.ignore_not_found);
     assert!(!c.writer.ignore_duplicate);
@@ -189,14 +195,18 @@ fn checkpoint_interval_must_be_below_discovery_interval() {
             "{msg}"
         );
         assert!(msg.contains("'job.checkpointingIntervalMillis'"), "{msg}");
-        assert!(msg.contains("'job.discoveryIntervalSeconds' (now 10)"), "{msg}");
+        assert!(
+            msg.contains("'job.discoveryIntervalSeconds' (now 10)"),
+            "{msg}"
+        );
     }
 
     // The default checkpoint interval (60 s) against a short discovery.
     let err = reject(&with(ConfigKey::DiscoveryIntervalSeconds, "60"));
     assert!(
-        err.to_string()
-            .starts_with("Checkpointing interval (60000 ms) must be < discovery interval (60000 ms)."),
+        err.to_string().starts_with(
+            "Checkpointing interval (60000 ms) must be < discovery interval (60000 ms)."
+        ),
         "{err}"
     );
 }
@@ -238,7 +248,13 @@ fn unparsable_numbers_are_rejected() {
         ConfigKey::FlushInterval,
     ];
     for key in numeric {
-        for value in ["abc", "", "1.5", "10s", "99999999999999999999999999999999999999999"] {
+        for value in [
+            "abc",
+            "",
+            "1.5",
+            "10s",
+            "99999999999999999999999999999999999999999",
+        ] {
             let err = reject(&with(key, value));
             assert!(matches!(err, ConfigError::InvalidNumber { .. }), "{err:?}");
             assert_names(&err, key, value, "expected a whole number");
@@ -246,7 +262,9 @@ fn unparsable_numbers_are_rejected() {
     }
     // Surrounding whitespace is fine.
     assert_eq!(
-        parse(&with(ConfigKey::FlushInterval, " 250 ")).writer.flush_interval,
+        parse(&with(ConfigKey::FlushInterval, " 250 "))
+            .writer
+            .flush_interval,
         Duration::from_millis(250)
     );
 }
@@ -425,7 +443,10 @@ fn checkpoints_retained_and_job_name() {
         "0",
         "must be greater than 0",
     );
-    assert_eq!(parse(&with(ConfigKey::JobName, "dr-orders")).job_name, "dr-orders");
+    assert_eq!(
+        parse(&with(ConfigKey::JobName, "dr-orders")).job_name,
+        "dr-orders"
+    );
 }
 
 #[test]

@@ -1,0 +1,595 @@
+//! [`CheckpointStore`]: the checkpoint protocol over a [`StateStore`].
+//!
+//! Crash safety comes from one rule: a checkpoint or savepoint directory
+//! counts only once its `_metadata` exists, and `_metadata` is published
+//! last, atomically and create-only. Whatever instant a writer dies at, the
+//! directory either has no `_metadata` (ignored) or a whole one; a damaged
+//! one (disk fault, hand edit) fails its checksum and is skipped with a
+//! warning. Deletion runs the other way round: `_metadata` first, so a
+//! half-deleted checkpoint is merely incomplete, never mistaken for whole.
+
+use std::collections::BTreeMap;
+use std::num::NonZeroUsize;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::error::CheckpointError;
+use super::key::StateKey;
+use super::location::StorageLocation;
+use super::metadata::{self, MetadataError};
+use super::object::ObjectStateStore;
+use super::paths::{self, CheckpointPaths, METADATA_FILE};
+use super::state::{JobId, JobState, SnapshotKind};
+use super::store::{StateStore, StoreError};
+
+/// How many random names to try when a savepoint name is taken.
+const SAVEPOINT_NAME_ATTEMPTS: usize = 5;
+
+/// Writes, finds, prunes and loads checkpoints and savepoints.
+#[derive(Debug, Clone)]
+pub struct CheckpointStore {
+    store: Arc<dyn StateStore>,
+    paths: CheckpointPaths,
+    retained: NonZeroUsize,
+}
+
+/// A checkpoint that was just written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WrittenCheckpoint {
+    /// Its number.
+    pub id: u64,
+    /// Its `chk-<N>` directory.
+    pub location: StorageLocation,
+    /// What retention did afterwards.
+    pub retention: RetentionReport,
+}
+
+/// The outcome of a retention pass.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RetentionReport {
+    /// Completed checkpoints kept, newest first.
+    pub kept: Vec<u64>,
+    /// Checkpoint directories deleted (old, incomplete or corrupt).
+    pub deleted: Vec<u64>,
+    /// Problems met; retention never fails a checkpoint write.
+    pub errors: Vec<String>,
+}
+
+/// A complete, valid checkpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompletedCheckpoint {
+    /// Its number.
+    pub id: u64,
+    /// Its `chk-<N>` directory.
+    pub location: StorageLocation,
+    /// The decoded state.
+    pub state: JobState,
+}
+
+/// Why a checkpoint directory was passed over.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SkipReason {
+    /// The directory has files but no `_metadata` (in progress or crashed).
+    MissingMetadata,
+    /// `_metadata` exists but is damaged or inconsistent.
+    Invalid(MetadataError),
+}
+
+/// A checkpoint directory newer than the chosen one that could not be used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkippedCheckpoint {
+    /// Its number.
+    pub id: u64,
+    /// Its `chk-<N>` directory.
+    pub location: StorageLocation,
+    /// Why it was skipped.
+    pub reason: SkipReason,
+}
+
+/// The answer to "which checkpoint do we restore?".
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LatestCheckpoint {
+    /// The newest complete, valid checkpoint; `None` means start fresh.
+    pub checkpoint: Option<CompletedCheckpoint>,
+    /// Newer directories passed over, newest first (also logged as warnings
+    /// when damaged).
+    pub skipped: Vec<SkippedCheckpoint>,
+}
+
+/// A state loaded from a checkpoint or savepoint pointer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadedState {
+    /// The checkpoint or savepoint directory.
+    pub location: StorageLocation,
+    /// The decoded state.
+    pub state: JobState,
+}
+
+/// What a listing says about one `chk-<N>` directory.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct CheckpointDir {
+    has_metadata: bool,
+}
+
+impl CheckpointStore {
+    /// A store keeping checkpoints under `checkpoints_dir` (its
+    /// [`StorageLocation::key`] in `store`) and retaining the newest
+    /// `retained` completed ones.
+    pub fn new(
+        store: Arc<dyn StateStore>,
+        checkpoints_dir: &StorageLocation,
+        retained: NonZeroUsize,
+    ) -> Self {
+        CheckpointStore {
+            store,
+            paths: CheckpointPaths::new(checkpoints_dir.key()),
+            retained,
+        }
+    }
+
+    /// A store on the local filesystem (fsynced writes).
+    pub fn open_local(checkpoints_dir: &StorageLocation, retained: NonZeroUsize) -> Self {
+        Self::new(
+            Arc::new(ObjectStateStore::local()),
+            checkpoints_dir,
+            retained,
+        )
+    }
+
+    /// The path builder for this store's checkpoints directory.
+    pub fn paths(&self) -> &CheckpointPaths {
+        &self.paths
+    }
+
+    /// The underlying store, for tests that inspect it.
+    #[cfg(test)]
+    pub(crate) fn store_for_tests(&self) -> &dyn StateStore {
+        self.store.as_ref()
+    }
+
+    /// How many completed checkpoints retention keeps.
+    pub fn retained(&self) -> NonZeroUsize {
+        self.retained
+    }
+
+    /// Writes `state` as checkpoint `n` of `job_id`
+    /// (`<dir>/<job-id>/chk-<n>/_metadata`), then applies retention.
+    ///
+    /// Fails with [`CheckpointError::AlreadyExists`] if `chk-<n>` is already
+    /// complete. `state` must be a checkpoint of `job_id` numbered `n`.
+    /// Retention problems are reported in the result, not as an error: the
+    /// checkpoint itself is durable by then.
+    pub async fn write_checkpoint(
+        &self,
+        job_id: &JobId,
+        n: u64,
+        state: &JobState,
+    ) -> Result<WrittenCheckpoint, CheckpointError> {
+        let dir = self.paths.checkpoint_dir(job_id, n);
+        let mismatch = if state.job_id != *job_id {
+            Some(format!(
+                "the state belongs to job {}, not {job_id}",
+                state.job_id
+            ))
+        } else if state.checkpoint_id != n {
+            Some(format!(
+                "the state is checkpoint {}, not {n}",
+                state.checkpoint_id
+            ))
+        } else if state.kind != SnapshotKind::Checkpoint {
+            Some(format!("the state is a {}, not a checkpoint", state.kind))
+        } else {
+            None
+        };
+        if let Some(reason) = mismatch {
+            return Err(CheckpointError::StateMismatch {
+                path: display(&dir),
+                reason,
+            });
+        }
+        self.publish(&dir, state).await?;
+        tracing::debug!(job = %job_id, checkpoint = n, path = %display(&dir), "checkpoint written");
+        let retention = self.apply_retention(job_id, n).await;
+        Ok(WrittenCheckpoint {
+            id: n,
+            location: location(&dir),
+            retention,
+        })
+    }
+
+    /// Writes `state` as a savepoint in a new directory
+    /// `<target_dir>/savepoint-<job6>-<rand12>` and returns that directory
+    /// (what `ferry run -s` takes). Savepoints are never deleted by ferry.
+    pub async fn write_savepoint(
+        &self,
+        target_dir: &StorageLocation,
+        state: &JobState,
+    ) -> Result<StorageLocation, CheckpointError> {
+        let root = target_dir.key();
+        if state.kind != SnapshotKind::Savepoint {
+            return Err(CheckpointError::StateMismatch {
+                path: target_dir.to_string(),
+                reason: format!("the state is a {}, not a savepoint", state.kind),
+            });
+        }
+        let mut last = None;
+        for _ in 0..SAVEPOINT_NAME_ATTEMPTS {
+            let dir = paths::savepoint_dir(&root, &state.job_id, rand::random());
+            match self.publish(&dir, state).await {
+                Ok(()) => {
+                    tracing::info!(job = %state.job_id, path = %display(&dir), "savepoint written");
+                    return Ok(location(&dir));
+                }
+                // Random name taken (astronomically unlikely): draw again.
+                Err(e @ CheckpointError::AlreadyExists { .. }) => last = Some(e),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| CheckpointError::AlreadyExists {
+            path: target_dir.to_string(),
+        }))
+    }
+
+    /// The newest complete, valid checkpoint of `job_id`, if any.
+    ///
+    /// Directories without `_metadata` and damaged `_metadata` files are
+    /// passed over (damaged ones with a warning) and listed in
+    /// [`LatestCheckpoint::skipped`]. An intact `_metadata` in a newer
+    /// format is an error instead: falling back past it would silently
+    /// rewind a job that a newer ferry has moved on.
+    pub async fn latest_complete(
+        &self,
+        job_id: &JobId,
+    ) -> Result<LatestCheckpoint, CheckpointError> {
+        let dirs = self.checkpoint_dirs(job_id).await?;
+        let mut skipped = Vec::new();
+        for (&id, dir) in dirs.iter().rev() {
+            let dir_key = self.paths.checkpoint_dir(job_id, id);
+            let reason = if dir.has_metadata {
+                match self.read_checkpoint(job_id, id).await? {
+                    Some(Ok(state)) => {
+                        return Ok(LatestCheckpoint {
+                            checkpoint: Some(CompletedCheckpoint {
+                                id,
+                                location: location(&dir_key),
+                                state,
+                            }),
+                            skipped,
+                        });
+                    }
+                    Some(Err(error)) if !error.is_corruption() => {
+                        return Err(CheckpointError::InvalidMetadata {
+                            path: display(&paths::metadata_key(&dir_key)),
+                            error,
+                        });
+                    }
+                    Some(Err(error)) => {
+                        tracing::warn!(
+                            job = %job_id,
+                            checkpoint = id,
+                            path = %display(&paths::metadata_key(&dir_key)),
+                            %error,
+                            "skipping damaged checkpoint"
+                        );
+                        SkipReason::Invalid(error)
+                    }
+                    // Deleted since the listing.
+                    None => SkipReason::MissingMetadata,
+                }
+            } else {
+                tracing::info!(job = %job_id, checkpoint = id, "skipping incomplete checkpoint");
+                SkipReason::MissingMetadata
+            };
+            skipped.push(SkippedCheckpoint {
+                id,
+                location: location(&dir_key),
+                reason,
+            });
+        }
+        Ok(LatestCheckpoint {
+            checkpoint: None,
+            skipped,
+        })
+    }
+
+    /// The number to give the next checkpoint of `job_id`: one above every
+    /// `chk-<N>` directory present, complete or not, so a new checkpoint
+    /// never collides with debris of an earlier run.
+    pub async fn next_checkpoint_id(&self, job_id: &JobId) -> Result<u64, CheckpointError> {
+        let dirs = self.checkpoint_dirs(job_id).await?;
+        Ok(dirs
+            .keys()
+            .next_back()
+            .map_or(1, |&max| max.saturating_add(1)))
+    }
+
+    /// Keeps checkpoint `just_written` and the newest `retained - 1` valid
+    /// checkpoints below it; deletes every other `chk-<N>` directory below
+    /// `just_written` (older, incomplete or damaged). Directories numbered
+    /// above `just_written`, intact ones in a newer format, and savepoints
+    /// are never touched.
+    ///
+    /// Assumes one writer per job taking checkpoints one at a time with
+    /// increasing numbers (the coordinator's rule), so an incomplete
+    /// directory below `just_written` is crash debris, not work in progress.
+    pub async fn apply_retention(&self, job_id: &JobId, just_written: u64) -> RetentionReport {
+        let mut report = RetentionReport {
+            kept: vec![just_written],
+            ..RetentionReport::default()
+        };
+        let listing = match self.list_job(job_id).await {
+            Ok(listing) => listing,
+            Err(e) => {
+                report.errors.push(e.to_string());
+                return report;
+            }
+        };
+        let dirs = group_checkpoint_dirs(&self.paths, job_id, &listing);
+        for (&id, dir) in dirs.range(..just_written).rev() {
+            let keep = if report.kept.len() >= self.retained.get() || !dir.has_metadata {
+                false
+            } else {
+                match self.read_checkpoint(job_id, id).await {
+                    Ok(Some(Ok(_))) => true,
+                    Ok(Some(Err(e))) if !e.is_corruption() => {
+                        // Unreadable by this build, but not ours to destroy.
+                        report.errors.push(format!("kept chk-{id}: {e}"));
+                        continue;
+                    }
+                    Ok(Some(Err(_)) | None) => false,
+                    Err(e) => {
+                        report.errors.push(e.to_string());
+                        continue;
+                    }
+                }
+            };
+            if keep {
+                report.kept.push(id);
+            } else {
+                match self.delete_checkpoint_dir(job_id, id, &listing).await {
+                    Ok(()) => report.deleted.push(id),
+                    Err(e) => report.errors.push(e.to_string()),
+                }
+            }
+        }
+        for error in &report.errors {
+            tracing::warn!(job = %job_id, %error, "checkpoint retention");
+        }
+        report
+    }
+
+    /// Loads a checkpoint or savepoint for `ferry run -s PATH`. `pointer` is
+    /// its directory or its `_metadata` file, as a path or `file://` URI.
+    pub async fn load(&self, pointer: &str) -> Result<LoadedState, CheckpointError> {
+        let loc = StorageLocation::parse(pointer).map_err(|e| CheckpointError::InvalidPointer {
+            pointer: pointer.to_string(),
+            reason: e.reason,
+        })?;
+        let key = loc.key();
+        let (dir, meta) = if key.file_name() == Some(METADATA_FILE) {
+            (key.parent().unwrap_or_default(), key)
+        } else {
+            (key.clone(), paths::metadata_key(&key))
+        };
+        let bytes = match self.get(&meta).await? {
+            Some(bytes) => bytes,
+            None => return Err(self.explain_missing_metadata(pointer, &dir).await),
+        };
+        let state = metadata::decode(&bytes).map_err(|error| CheckpointError::InvalidMetadata {
+            path: display(&meta),
+            error,
+        })?;
+        Ok(LoadedState {
+            location: location(&dir),
+            state,
+        })
+    }
+
+    /// Encodes and publishes `_metadata` in `dir`. Any other files of a
+    /// checkpoint would be written before this, so that `_metadata` appearing
+    /// means the directory is whole; today the state fits in `_metadata`.
+    async fn publish(&self, dir: &StateKey, state: &JobState) -> Result<(), CheckpointError> {
+        let meta = paths::metadata_key(dir);
+        let bytes = metadata::encode(state).map_err(|error| CheckpointError::InvalidMetadata {
+            path: display(&meta),
+            error,
+        })?;
+        match self.store.put_if_absent(&meta, Bytes::from(bytes)).await {
+            Ok(()) => Ok(()),
+            Err(StoreError::AlreadyExists { .. }) => Err(CheckpointError::AlreadyExists {
+                path: display(&meta),
+            }),
+            Err(source) => Err(CheckpointError::Store {
+                path: display(&meta),
+                source,
+            }),
+        }
+    }
+
+    /// Reads and decodes `chk-<id>/_metadata`: `None` if absent, the decode
+    /// outcome otherwise. A checkpoint must also belong to `job_id` and carry
+    /// its directory's number — a copied-in directory does not count.
+    async fn read_checkpoint(
+        &self,
+        job_id: &JobId,
+        id: u64,
+    ) -> Result<Option<Result<JobState, MetadataError>>, CheckpointError> {
+        let meta = self.paths.checkpoint_metadata(job_id, id);
+        let Some(bytes) = self.get(&meta).await? else {
+            return Ok(None);
+        };
+        Ok(Some(metadata::decode(&bytes).and_then(|state| {
+            if state.job_id != *job_id || state.checkpoint_id != id {
+                Err(MetadataError::InvalidState {
+                    reason: format!(
+                        "it is checkpoint {} of job {}, found as chk-{id} of job {job_id}",
+                        state.checkpoint_id, state.job_id
+                    ),
+                })
+            } else {
+                Ok(state)
+            }
+        })))
+    }
+
+    async fn get(&self, key: &StateKey) -> Result<Option<Bytes>, CheckpointError> {
+        self.store
+            .get(key)
+            .await
+            .map_err(|source| CheckpointError::Store {
+                path: display(key),
+                source,
+            })
+    }
+
+    async fn list_job(&self, job_id: &JobId) -> Result<Vec<StateKey>, CheckpointError> {
+        let dir = self.paths.job_dir(job_id);
+        self.store
+            .list(&dir)
+            .await
+            .map_err(|source| CheckpointError::Store {
+                path: display(&dir),
+                source,
+            })
+    }
+
+    async fn checkpoint_dirs(
+        &self,
+        job_id: &JobId,
+    ) -> Result<BTreeMap<u64, CheckpointDir>, CheckpointError> {
+        let listing = self.list_job(job_id).await?;
+        Ok(group_checkpoint_dirs(&self.paths, job_id, &listing))
+    }
+
+    /// Deletes `_metadata` first (the directory stops counting at once),
+    /// then the rest.
+    async fn delete_checkpoint_dir(
+        &self,
+        job_id: &JobId,
+        id: u64,
+        listing: &[StateKey],
+    ) -> Result<(), CheckpointError> {
+        let meta = self.paths.checkpoint_metadata(job_id, id);
+        let rest = listing.iter().filter(|key| {
+            **key != meta
+                && self
+                    .paths
+                    .parse_checkpoint_key(job_id, key)
+                    .is_some_and(|(n, _)| n == id)
+        });
+        for key in std::iter::once(&meta).chain(rest) {
+            self.store
+                .delete(key)
+                .await
+                .map_err(|source| CheckpointError::Store {
+                    path: display(key),
+                    source,
+                })?;
+        }
+        tracing::debug!(job = %job_id, checkpoint = id, "checkpoint deleted by retention");
+        Ok(())
+    }
+
+    /// The most helpful error for a pointer whose `_metadata` is missing.
+    ///
+    /// Only directories whose names bound their size (a job directory, a
+    /// `chk-<N>` or `savepoint-…` directory) are listed: listing is
+    /// recursive, and `ferry run -s /` must not walk the whole disk just to
+    /// word an error.
+    async fn explain_missing_metadata(&self, pointer: &str, dir: &StateKey) -> CheckpointError {
+        let name = dir.file_name().unwrap_or_default();
+        let is_job_dir = name.parse::<JobId>().is_ok();
+        let is_snapshot_dir =
+            paths::parse_checkpoint_dir_name(name).is_some() || paths::is_savepoint_dir_name(name);
+        if !is_job_dir && !is_snapshot_dir {
+            return CheckpointError::NotFound { path: display(dir) };
+        }
+        let listing = match self.store.list(dir).await {
+            Ok(listing) => listing,
+            Err(source) => {
+                return CheckpointError::Store {
+                    path: display(dir),
+                    source,
+                }
+            }
+        };
+        if is_job_dir {
+            // Point the user at the job's newest complete checkpoint.
+            let newest = listing
+                .iter()
+                .filter_map(|key| match key.strip_prefix(dir)?.as_slice() {
+                    [chk, file] if *file == METADATA_FILE => paths::parse_checkpoint_dir_name(chk),
+                    _ => None,
+                })
+                .max();
+            if let Some(n) = newest {
+                return CheckpointError::InvalidPointer {
+                    pointer: pointer.to_string(),
+                    reason: format!(
+                        "this is a job's checkpoint directory; restore from one of its checkpoints, e.g. {}",
+                        display(&dir.join_valid(&paths::checkpoint_dir_name(n)))
+                    ),
+                };
+            }
+        }
+        if listing.is_empty() {
+            CheckpointError::NotFound { path: display(dir) }
+        } else {
+            CheckpointError::Incomplete { path: display(dir) }
+        }
+    }
+}
+
+/// Groups a listing of a job's directory by `chk-<N>` (pure, no I/O).
+fn group_checkpoint_dirs(
+    paths: &CheckpointPaths,
+    job_id: &JobId,
+    listing: &[StateKey],
+) -> BTreeMap<u64, CheckpointDir> {
+    let mut dirs: BTreeMap<u64, CheckpointDir> = BTreeMap::new();
+    for key in listing {
+        if let Some((id, rest)) = paths.parse_checkpoint_key(job_id, key) {
+            let dir = dirs.entry(id).or_default();
+            if rest == [METADATA_FILE] {
+                dir.has_metadata = true;
+            }
+        }
+    }
+    dirs
+}
+
+/// A key shown as the path an operator would type.
+fn display(key: &StateKey) -> String {
+    location(key).to_string()
+}
+
+fn location(key: &StateKey) -> StorageLocation {
+    StorageLocation::local_from_key(key)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grouping_a_listing() {
+        let job: JobId = "00112233445566778899aabbccddeeff".parse().expect("valid");
+        let paths = CheckpointPaths::new(StateKey::parse("ckpt").expect("valid"));
+        let listing: Vec<StateKey> = [
+            "ckpt/00112233445566778899aabbccddeeff/chk-1/_metadata",
+            "ckpt/00112233445566778899aabbccddeeff/chk-2/state-file",
+            "ckpt/00112233445566778899aabbccddeeff/chk-3/_metadata",
+            "ckpt/00112233445566778899aabbccddeeff/chk-3/extra",
+            "ckpt/00112233445566778899aabbccddeeff/chk-4/sub/_metadata",
+            "ckpt/00112233445566778899aabbccddeeff/shared/blob",
+            "ckpt/00112233445566778899aabbccddeeff/chk-007/_metadata",
+        ]
+        .iter()
+        .map(|k| StateKey::parse(k).expect("valid"))
+        .collect();
+        let dirs = group_checkpoint_dirs(&paths, &job, &listing);
+        let summary: Vec<(u64, bool)> = dirs.iter().map(|(id, d)| (*id, d.has_metadata)).collect();
+        assert_eq!(summary, [(1, true), (2, false), (3, true), (4, false)]);
+    }
+}

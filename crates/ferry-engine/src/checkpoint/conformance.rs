@@ -1,0 +1,198 @@
+//! The [`StateStore`] conformance suite: one set of checks of the trait's
+//! consistency requirements, run against every implementation.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::key::StateKey;
+use super::location::StorageLocation;
+use super::memory::MemoryStateStore;
+use super::object::ObjectStateStore;
+use super::store::{StateStore, StoreError};
+
+fn key(root: &StateKey, rest: &str) -> StateKey {
+    let mut k = root.clone();
+    for segment in rest.split('/') {
+        k = k.child(segment).expect("valid test segment");
+    }
+    k
+}
+
+async fn sorted_list(store: &dyn StateStore, prefix: &StateKey) -> Vec<StateKey> {
+    let mut keys = store.list(prefix).await.expect("list");
+    keys.sort();
+    keys
+}
+
+/// Runs every check under `root`, which must be empty.
+pub(crate) async fn run(store: Arc<dyn StateStore>, root: StateKey) {
+    let s = store.as_ref();
+    let a = key(&root, "job/chk-1/_metadata");
+
+    // Absent key reads as None; listing an absent prefix is empty.
+    assert_eq!(s.get(&a).await.expect("get"), None);
+    assert!(s.list(&key(&root, "job")).await.expect("list").is_empty());
+    assert!(s
+        .list(&key(&root, "no/such/prefix"))
+        .await
+        .expect("list")
+        .is_empty());
+
+    // Create, then read back (read-after-write).
+    s.put_if_absent(&a, Bytes::from_static(b"first"))
+        .await
+        .expect("create");
+    assert_eq!(
+        s.get(&a).await.expect("get"),
+        Some(Bytes::from_static(b"first"))
+    );
+
+    // A second create fails and leaves the object untouched.
+    match s.put_if_absent(&a, Bytes::from_static(b"second")).await {
+        Err(StoreError::AlreadyExists { key }) => assert_eq!(key, a),
+        other => panic!("expected AlreadyExists, got {other:?}"),
+    }
+    assert_eq!(
+        s.get(&a).await.expect("get"),
+        Some(Bytes::from_static(b"first"))
+    );
+
+    // Listing is recursive and segment-aware.
+    let b = key(&root, "job/chk-2/_metadata");
+    let c = key(&root, "job/chk-2/extra/file");
+    let d = key(&root, "jobs/chk-1/_metadata");
+    for k in [&b, &c, &d] {
+        s.put_if_absent(k, Bytes::from_static(b"x"))
+            .await
+            .expect("create");
+    }
+    assert_eq!(
+        sorted_list(s, &key(&root, "job")).await,
+        vec![a.clone(), b.clone(), c.clone()]
+    );
+    assert_eq!(
+        sorted_list(s, &key(&root, "job/chk-2")).await,
+        vec![b.clone(), c.clone()]
+    );
+    assert_eq!(
+        sorted_list(s, &root).await,
+        vec![a.clone(), b.clone(), c.clone(), d.clone()]
+    );
+
+    // A key "below" an object is simply absent (on disk the object is a
+    // file, so the path goes through a non-directory).
+    assert_eq!(
+        s.get(&key(&root, "job/chk-1/_metadata/below"))
+            .await
+            .expect("get"),
+        None
+    );
+
+    // Empty objects are objects.
+    let empty = key(&root, "empty");
+    s.put_if_absent(&empty, Bytes::new()).await.expect("create");
+    assert_eq!(s.get(&empty).await.expect("get"), Some(Bytes::new()));
+
+    // Large objects round-trip.
+    let big_key = key(&root, "big");
+    let big: Bytes = (0..(1 << 20)).map(|i: u32| (i % 251) as u8).collect();
+    s.put_if_absent(&big_key, big.clone())
+        .await
+        .expect("create");
+    assert_eq!(s.get(&big_key).await.expect("get"), Some(big));
+
+    // Delete is visible at once and idempotent; the key can be created again.
+    s.delete(&a).await.expect("delete");
+    assert_eq!(s.get(&a).await.expect("get"), None);
+    s.delete(&a).await.expect("second delete");
+    s.delete(&key(&root, "never/existed"))
+        .await
+        .expect("delete absent");
+    assert_eq!(
+        sorted_list(s, &key(&root, "job")).await,
+        vec![b.clone(), c.clone()]
+    );
+    s.put_if_absent(&a, Bytes::from_static(b"again"))
+        .await
+        .expect("re-create");
+    assert_eq!(
+        s.get(&a).await.expect("get"),
+        Some(Bytes::from_static(b"again"))
+    );
+
+    // Of many concurrent creators of one key, exactly one wins, and the
+    // object holds the winner's bytes whole.
+    let race = key(&root, "race/_metadata");
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..16u8 {
+        let store = store.clone();
+        let race = race.clone();
+        tasks.spawn(async move {
+            let bytes = Bytes::from(vec![i; 64 * 1024]);
+            (i, store.put_if_absent(&race, bytes).await)
+        });
+    }
+    let mut winners = Vec::new();
+    while let Some(joined) = tasks.join_next().await {
+        let (i, result) = joined.expect("task");
+        match result {
+            Ok(()) => winners.push(i),
+            Err(StoreError::AlreadyExists { .. }) => {}
+            Err(e) => panic!("unexpected error: {e}"),
+        }
+    }
+    assert_eq!(winners.len(), 1, "winners: {winners:?}");
+    let stored = s.get(&race).await.expect("get").expect("present");
+    assert_eq!(stored.len(), 64 * 1024);
+    assert!(stored.iter().all(|&b| b == winners[0]));
+}
+
+#[tokio::test]
+async fn memory_store_conforms() {
+    run(
+        Arc::new(MemoryStateStore::new()),
+        StateKey::parse("conformance").expect("valid"),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_store_conforms() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = StorageLocation::local(dir.path()).expect("location").key();
+    run(Arc::new(ObjectStateStore::local()), root).await;
+}
+
+#[tokio::test]
+async fn object_store_in_memory_backend_conforms() {
+    // The generic adapter over another object_store backend (stand-in for S3).
+    let backend = Arc::new(object_store::memory::InMemory::new());
+    run(
+        Arc::new(ObjectStateStore::new(backend)),
+        StateKey::parse("conformance").expect("valid"),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn local_delete_removes_the_emptied_directory_only() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = StorageLocation::local(dir.path()).expect("location").key();
+    let store = ObjectStateStore::local();
+    let meta = key(&root, "job/chk-1/_metadata");
+    let other = key(&root, "job/chk-2/_metadata");
+    for k in [&meta, &other] {
+        store
+            .put_if_absent(k, Bytes::from_static(b"x"))
+            .await
+            .expect("create");
+    }
+    store.delete(&meta).await.expect("delete");
+    assert!(!dir.path().join("job/chk-1").exists());
+    assert!(dir.path().join("job/chk-2/_metadata").exists());
+    store.delete(&other).await.expect("delete");
+    // Only one level: the job directory stays even when empty.
+    assert!(!dir.path().join("job/chk-2").exists());
+    assert!(dir.path().join("job").is_dir());
+}
