@@ -1,0 +1,125 @@
+//! `ferry run` refuses bad configuration with exit code 2 and a message
+//! that names the offending key and value (one test per rule).
+
+use std::process::Command;
+
+const REQUIRED: [(&str, &str); 4] = [
+    ("job.sourceMasterAddresses", "127.0.0.1:7051"),
+    ("job.sinkMasterAddresses", "127.0.0.2:7051"),
+    ("job.tableName", "t"),
+    ("job.checkpointsDirectory", "/tmp/ferry-cli-test"),
+];
+
+fn ferry(args: &[&str]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args(args)
+        .output()
+        .expect("run ferry");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn run_with(extra: &[&str], skip: Option<&str>) -> (i32, String) {
+    let mut args = vec!["run".to_string()];
+    for (k, v) in REQUIRED {
+        if Some(k) != skip {
+            args.push(format!("--{k}"));
+            args.push(v.to_string());
+        }
+    }
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    ferry(&refs)
+}
+
+#[test]
+fn each_missing_required_key_is_named() {
+    for (key, _) in REQUIRED {
+        let (code, err) = run_with(&[], Some(key));
+        assert_eq!(code, 2, "{key}: {err}");
+        assert!(err.contains(&format!("No data for required key '{key}'")), "{key}: {err}");
+    }
+}
+
+#[test]
+fn checkpoint_interval_must_be_below_discovery_interval() {
+    for ms in ["5000", "6000"] {
+        let (code, err) = run_with(
+            &["--job.discoveryIntervalSeconds", "5", "--job.checkpointingIntervalMillis", ms],
+            None,
+        );
+        assert_eq!(code, 2, "{err}");
+        assert!(
+            err.contains(&format!("Checkpointing interval ({ms} ms) must be < discovery interval (5000 ms).")),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn bad_enum_values_list_the_valid_ones() {
+    let (code, err) = run_with(&["--writer.flushMode", "SOMETIMES"], None);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("SOMETIMES"), "{err}");
+    for valid in ["AUTO_FLUSH_BACKGROUND", "AUTO_FLUSH_SYNC", "MANUAL_FLUSH"] {
+        assert!(err.contains(valid), "{err}");
+    }
+    let (code, err) = run_with(&["--reader.replicaSelection", ""], None);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("CLOSEST_REPLICA") && err.contains("LEADER_ONLY"), "{err}");
+}
+
+#[test]
+fn non_positive_intervals_and_sizes_are_refused() {
+    for (key, value) in [
+        ("job.discoveryIntervalSeconds", "0"),
+        ("job.checkpointingIntervalMillis", "-1"),
+        ("reader.batchSizeBytes", "0"),
+        ("writer.maxBufferSize", "0"),
+        ("writer.flushInterval", "-5"),
+    ] {
+        let (code, err) = run_with(&[&format!("--{key}"), value], None);
+        assert_eq!(code, 2, "{key}={value}: {err}");
+        assert!(err.contains(key) && err.contains(value), "{key}={value}: {err}");
+    }
+}
+
+#[test]
+fn unknown_keys_and_bad_flags_are_usage_errors() {
+    let (code, err) = run_with(&["--job.tableNmae", "x"], None);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("job.tableNmae") && err.contains("job.tableName"), "suggests: {err}");
+    let (code, err) = run_with(&["--parallelism", "0"], None);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--parallelism") && err.contains("'0'"), "{err}");
+    let (code, err) = run_with(&["--config", "/nonexistent/ferry.toml"], None);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("/nonexistent/ferry.toml"), "{err}");
+}
+
+#[test]
+fn config_file_values_are_overridden_by_flags() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let file = dir.path().join("job.toml");
+    std::fs::write(&file, "[job]\ndiscoveryIntervalSeconds = 5\ncheckpointingIntervalMillis = 9000\n").expect("write");
+    let path = file.to_string_lossy().into_owned();
+    let (code, err) = run_with(&["--config", &path], None);
+    assert_eq!(code, 2, "file value is validated: {err}");
+    assert!(err.contains("Checkpointing interval (9000 ms)"), "{err}");
+}
+
+#[test]
+fn help_lists_every_key_with_its_default() {
+    let out = Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args(["run", "--help"])
+        .output()
+        .expect("help");
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    for key in ferry_engine::config::ConfigKey::all() {
+        assert!(text.contains(&format!("--{}", key.name())), "missing {}", key.name());
+    }
+    assert!(text.contains("[600]") && text.contains("[60000]"), "defaults shown");
+}
