@@ -11,6 +11,14 @@
 //!   `reader.*` and `writer.*` key (names, defaults, docs as data), raw
 //!   key/value parsing from the command line and TOML files, and the validated
 //!   [`config::JobConfig`].
+//! - [`connector`]: the small `Source` / `SplitReader` / `Sink` /
+//!   `SinkWriter` traits connectors implement.
+//! - [`kudu_source`], [`kudu_sink`]: the Kudu connectors (ORDERED snapshot
+//!   and diff scans in; UPSERT_IGNORE / key-only DELETE_IGNORE out).
+//! - [`job`]: the coordinator task and [`JobHandle`] (savepoint, stop,
+//!   cancel); `pipeline` runs splits reader → bounded channel → writer.
+//! - [`metrics`]: the job's counters and gauges.
+//! - [`error`]: [`EngineError`], transient or fatal.
 //! - [`enumerator`]: the window chain and split queues (unassigned,
 //!   pending, pending-removal) as a pure state machine.
 //! - [`checkpoint`]: durable checkpoints and savepoints in Flink's on-disk
@@ -19,7 +27,20 @@
 //!   its checksummed `_metadata` encoding, the small [`checkpoint::StateStore`]
 //!   trait over `object_store`, and [`checkpoint::CheckpointStore`] (write,
 //!   find the latest complete one, retention, load for `ferry run -s`).
+//! - [`sink_table`]: create the sink table as a copy of the source
+//!   (`job.createTable`), or check that an existing one can take its rows.
 
 pub mod checkpoint;
 pub mod config;
+pub mod connector;
 pub mod enumerator;
+pub mod error;
+pub mod job;
+pub mod kudu_sink;
+pub mod kudu_source;
+pub mod metrics;
+mod pipeline;
+
+pub use error::EngineError;
+pub use job::{JobHandle, JobSpec, JobStatus};
+pub mod sink_table;

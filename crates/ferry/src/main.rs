@@ -2,9 +2,12 @@
 //! configuration and hands it to `ferry-engine`, mapping the outcome to a
 //! documented exit code (0 ok, 1 job failure, 2 usage error).
 
+mod run;
 mod run_args;
+mod sink;
 
 use clap::{Parser, Subcommand};
+use ferry_engine::JobStatus;
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -53,9 +56,37 @@ fn main() -> ExitCode {
 }
 
 fn run_job(run: run_args::RunArgs) -> ExitCode {
-    eprintln!(
-        "ferry: configuration valid for table '{}' ({} pipeline(s)); the replication engine is not wired in yet",
-        run.config.table_name, run.parallelism
-    );
-    ExitCode::FAILURE
+    init_logging();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run::run(run)) {
+        Ok(JobStatus::Finished { savepoint }) => {
+            println!("Job finished; savepoint at {savepoint}");
+            ExitCode::SUCCESS
+        }
+        Ok(JobStatus::Canceled) => ExitCode::SUCCESS,
+        Ok(JobStatus::Failed { error }) => {
+            eprintln!("error: the job failed: {error}");
+            ExitCode::FAILURE
+        }
+        Ok(other) => {
+            eprintln!("error: the job ended in state {other:?}");
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("FERRY_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
 }

@@ -65,4 +65,5 @@ pub use paths::{
 pub use state::{
     InvalidJobId, JobId, JobState, SnapshotKind, SplitState, WindowState, FORMAT_VERSION,
 };
+pub(crate) use state::now_ms as state_now_ms;
 pub use store::{StateStore, StoreError, StoreFuture};

@@ -290,6 +290,18 @@ impl RowBatch {
         self.num_rows == 0
     }
 
+    /// Bytes of row data the batch holds (cells plus var-length data), as
+    /// received: what throughput metrics count.
+    pub fn byte_size(&self) -> usize {
+        match &self.data {
+            Data::RowWise { rows, indirect, .. } => rows.len() + indirect.len(),
+            Data::Columnar { columns } => columns
+                .iter()
+                .map(|c| c.data.len() + c.varlen.len() + c.non_null.as_ref().map_or(0, |n| n.len()))
+                .sum(),
+        }
+    }
+
     /// Row `i`.
     ///
     /// # Panics

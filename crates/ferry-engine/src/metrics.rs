@@ -1,0 +1,141 @@
+//! In-process job metrics: plain atomics the job updates and exporters
+//! (REST, Prometheus) read with [`JobMetrics::snapshot`]. Names follow the
+//! reference job where one exists (`lastEndTimestamp`, `pendingCount`,
+//! `unassignedCount`, `pendingRemovalCount`).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+/// Live counters and gauges of one job.
+#[derive(Debug)]
+pub struct JobMetrics {
+    started: Instant,
+    /// Epoch ms of the end of the last completed window (0 = none yet).
+    last_end_timestamp_ms: AtomicU64,
+    pending: AtomicU64,
+    unassigned: AtomicU64,
+    pending_removal: AtomicU64,
+    rows_read: AtomicU64,
+    rows_upserted: AtomicU64,
+    rows_deleted: AtomicU64,
+    bytes_read: AtomicU64,
+    windows_completed: AtomicU64,
+    last_window_duration_ms: AtomicU64,
+    last_checkpoint_duration_ms: AtomicU64,
+    last_checkpoint_size_bytes: AtomicU64,
+    checkpoints_completed: AtomicU64,
+    checkpoints_failed: AtomicU64,
+    restarts: AtomicU64,
+}
+
+impl Default for JobMetrics {
+    fn default() -> Self {
+        JobMetrics {
+            started: Instant::now(),
+            last_end_timestamp_ms: AtomicU64::new(0),
+            pending: AtomicU64::new(0),
+            unassigned: AtomicU64::new(0),
+            pending_removal: AtomicU64::new(0),
+            rows_read: AtomicU64::new(0),
+            rows_upserted: AtomicU64::new(0),
+            rows_deleted: AtomicU64::new(0),
+            bytes_read: AtomicU64::new(0),
+            windows_completed: AtomicU64::new(0),
+            last_window_duration_ms: AtomicU64::new(0),
+            last_checkpoint_duration_ms: AtomicU64::new(0),
+            last_checkpoint_size_bytes: AtomicU64::new(0),
+            checkpoints_completed: AtomicU64::new(0),
+            checkpoints_failed: AtomicU64::new(0),
+            restarts: AtomicU64::new(0),
+        }
+    }
+}
+
+/// A consistent-enough copy of every metric.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MetricsSnapshot {
+    pub uptime_ms: u64,
+    pub last_end_timestamp_ms: u64,
+    pub pending_count: u64,
+    pub unassigned_count: u64,
+    pub pending_removal_count: u64,
+    pub rows_read: u64,
+    pub rows_upserted: u64,
+    pub rows_deleted: u64,
+    pub bytes_read: u64,
+    pub windows_completed: u64,
+    pub last_window_duration_ms: u64,
+    pub last_checkpoint_duration_ms: u64,
+    pub last_checkpoint_size_bytes: u64,
+    pub checkpoints_completed: u64,
+    pub checkpoints_failed: u64,
+    pub restarts: u64,
+}
+
+fn get(a: &AtomicU64) -> u64 {
+    a.load(Ordering::Relaxed)
+}
+
+impl JobMetrics {
+    /// Reads every metric.
+    pub fn snapshot(&self) -> MetricsSnapshot {
+        MetricsSnapshot {
+            uptime_ms: self.started.elapsed().as_millis() as u64,
+            last_end_timestamp_ms: get(&self.last_end_timestamp_ms),
+            pending_count: get(&self.pending),
+            unassigned_count: get(&self.unassigned),
+            pending_removal_count: get(&self.pending_removal),
+            rows_read: get(&self.rows_read),
+            rows_upserted: get(&self.rows_upserted),
+            rows_deleted: get(&self.rows_deleted),
+            bytes_read: get(&self.bytes_read),
+            windows_completed: get(&self.windows_completed),
+            last_window_duration_ms: get(&self.last_window_duration_ms),
+            last_checkpoint_duration_ms: get(&self.last_checkpoint_duration_ms),
+            last_checkpoint_size_bytes: get(&self.last_checkpoint_size_bytes),
+            checkpoints_completed: get(&self.checkpoints_completed),
+            checkpoints_failed: get(&self.checkpoints_failed),
+            restarts: get(&self.restarts),
+        }
+    }
+
+    pub(crate) fn set_split_counts(&self, c: crate::enumerator::SplitCounts) {
+        self.pending.store(c.pending as u64, Ordering::Relaxed);
+        self.unassigned.store(c.unassigned as u64, Ordering::Relaxed);
+        self.pending_removal.store(c.pending_removal as u64, Ordering::Relaxed);
+    }
+
+    pub(crate) fn set_last_end(&self, hybrid_time: u64) {
+        let ms = kudu_client::HybridTime(hybrid_time).epoch_millis();
+        self.last_end_timestamp_ms.store(ms, Ordering::Relaxed);
+    }
+
+    pub(crate) fn add_read(&self, rows: u64, bytes: u64) {
+        self.rows_read.fetch_add(rows, Ordering::Relaxed);
+        self.bytes_read.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    pub(crate) fn add_written(&self, upserts: u64, deletes: u64) {
+        self.rows_upserted.fetch_add(upserts, Ordering::Relaxed);
+        self.rows_deleted.fetch_add(deletes, Ordering::Relaxed);
+    }
+
+    pub(crate) fn window_completed(&self, duration_ms: u64) {
+        self.windows_completed.fetch_add(1, Ordering::Relaxed);
+        self.last_window_duration_ms.store(duration_ms, Ordering::Relaxed);
+    }
+
+    pub(crate) fn checkpoint_completed(&self, duration_ms: u64, size: u64) {
+        self.checkpoints_completed.fetch_add(1, Ordering::Relaxed);
+        self.last_checkpoint_duration_ms.store(duration_ms, Ordering::Relaxed);
+        self.last_checkpoint_size_bytes.store(size, Ordering::Relaxed);
+    }
+
+    pub(crate) fn checkpoint_failed(&self) {
+        self.checkpoints_failed.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn restarted(&self) {
+        self.restarts.fetch_add(1, Ordering::Relaxed);
+    }
+}

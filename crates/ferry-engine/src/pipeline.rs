@@ -1,0 +1,143 @@
+//! Pipelines: each is a worker task with its own sink writer that executes
+//! the splits the coordinator hands it. Inside a split, a reader task
+//! streams scan batches into a bounded channel (backpressure: at most
+//! `READ_AHEAD` batches in memory) and the writer applies each batch; only
+//! after a batch is durably written does the pipeline report the batch's
+//! resume key, so recorded progress never runs ahead of the sink.
+
+use crate::checkpoint::SplitState;
+use crate::connector::{ReadBatch, Sink, SinkWriter, Source, SplitReader};
+use crate::error::EngineError;
+use crate::metrics::JobMetrics;
+use std::sync::Arc;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+
+/// Batches read ahead of the writer, per pipeline.
+const READ_AHEAD: usize = 2;
+
+/// What a pipeline tells the coordinator.
+#[derive(Debug)]
+pub(crate) enum PipelineEvent {
+    /// Every row of the split up to `resume_key` is written.
+    Progress { split_id: String, resume_key: Vec<u8> },
+    /// Every row of the split is written.
+    Finished { worker: usize, split_id: String },
+    /// Stopped on request after a whole batch; the split stays pending.
+    Stopped { worker: usize, split_id: String },
+    /// The split failed; the pipeline is idle again.
+    Failed {
+        worker: usize,
+        split_id: String,
+        error: EngineError,
+    },
+}
+
+/// A running pipeline worker.
+pub(crate) struct Worker {
+    pub splits: mpsc::Sender<SplitState>,
+    pub task: JoinHandle<()>,
+}
+
+/// Starts pipeline `worker`: it waits for splits on its channel.
+pub(crate) fn spawn_worker<S: Source, K: Sink>(
+    worker: usize,
+    source: Arc<S>,
+    sink: Arc<K>,
+    events: mpsc::UnboundedSender<PipelineEvent>,
+    stop: watch::Receiver<bool>,
+    metrics: Arc<JobMetrics>,
+) -> Worker {
+    let (tx, mut rx) = mpsc::channel::<SplitState>(1);
+    let task = tokio::spawn(async move {
+        let mut writer: Option<K::Writer> = None;
+        while let Some(split) = rx.recv().await {
+            let split_id = split.split_id.clone();
+            if writer.is_none() {
+                match sink.writer().await {
+                    Ok(w) => writer = Some(w),
+                    Err(error) => {
+                        let _ = events.send(PipelineEvent::Failed { worker, split_id, error });
+                        continue;
+                    }
+                }
+            }
+            let Some(w) = writer.as_mut() else { continue };
+            let outcome = run_split(&*source, w, split, &events, stop.clone(), &metrics).await;
+            let event = match outcome {
+                Ok(true) => PipelineEvent::Finished { worker, split_id },
+                Ok(false) => PipelineEvent::Stopped { worker, split_id },
+                Err(error) => {
+                    // A writer that failed may hold half-sent buffers.
+                    writer = None;
+                    PipelineEvent::Failed { worker, split_id, error }
+                }
+            };
+            if events.send(event).is_err() {
+                return;
+            }
+        }
+    });
+    Worker { splits: tx, task }
+}
+
+/// Runs one split; `Ok(true)` when done, `Ok(false)` when stopped early.
+async fn run_split<S: Source, W: SinkWriter>(
+    source: &S,
+    writer: &mut W,
+    split: SplitState,
+    events: &mpsc::UnboundedSender<PipelineEvent>,
+    mut stop: watch::Receiver<bool>,
+    metrics: &JobMetrics,
+) -> Result<bool, EngineError> {
+    let reader = source.open(&split).await?;
+    let (tx, mut rx) = mpsc::channel::<Result<ReadBatch, EngineError>>(READ_AHEAD);
+    let read_task = tokio::spawn(read_all(reader, tx));
+    let _abort_reader = AbortOnDrop(read_task);
+    loop {
+        if *stop.borrow() {
+            return Ok(false);
+        }
+        let next = tokio::select! {
+            next = rx.recv() => next,
+            changed = stop.changed() => {
+                if changed.is_err() {
+                    return Ok(false);
+                }
+                continue;
+            }
+        };
+        let Some(batch) = next else { return Ok(true) };
+        let batch = batch?;
+        metrics.add_read(batch.rows.len() as u64, batch.rows.byte_size() as u64);
+        let stats = writer.write(&batch.rows).await?;
+        metrics.add_written(stats.upserts, stats.deletes);
+        if let Some(key) = batch.resume_key {
+            let _ = events.send(PipelineEvent::Progress {
+                split_id: split.split_id.clone(),
+                resume_key: key,
+            });
+        }
+    }
+}
+
+async fn read_all<R: SplitReader>(mut reader: R, tx: mpsc::Sender<Result<ReadBatch, EngineError>>) {
+    loop {
+        let (item, last) = match reader.next().await {
+            Ok(Some(batch)) => (Ok(batch), false),
+            Ok(None) => return,
+            Err(e) => (Err(e), true),
+        };
+        if tx.send(item).await.is_err() || last {
+            return;
+        }
+    }
+}
+
+struct AbortOnDrop(JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
