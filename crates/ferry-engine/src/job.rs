@@ -470,7 +470,7 @@ impl<S: Source, K: Sink> Coordinator<S, K> {
         if let AfterCheckpoint::WindowCompleted { end, was_snapshot } = self.enumerator.checkpoint_completed(&capture) {
             self.metrics.set_last_end(end);
             let took = self.window_opened.take().map_or(0, |t| t.elapsed().as_millis() as u64);
-            self.metrics.window_completed(took);
+            self.metrics.window_completed(took, was_snapshot);
             tracing::info!(end, snapshot = was_snapshot, took_ms = took, checkpoint = id, "window completed");
         }
         Ok(id)

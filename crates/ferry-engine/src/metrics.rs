@@ -20,6 +20,7 @@ pub struct JobMetrics {
     rows_deleted: AtomicU64,
     bytes_read: AtomicU64,
     windows_completed: AtomicU64,
+    snapshot_windows: AtomicU64,
     last_window_duration_ms: AtomicU64,
     last_checkpoint_duration_ms: AtomicU64,
     last_checkpoint_size_bytes: AtomicU64,
@@ -41,6 +42,7 @@ impl Default for JobMetrics {
             rows_deleted: AtomicU64::new(0),
             bytes_read: AtomicU64::new(0),
             windows_completed: AtomicU64::new(0),
+            snapshot_windows: AtomicU64::new(0),
             last_window_duration_ms: AtomicU64::new(0),
             last_checkpoint_duration_ms: AtomicU64::new(0),
             last_checkpoint_size_bytes: AtomicU64::new(0),
@@ -64,6 +66,8 @@ pub struct MetricsSnapshot {
     pub rows_deleted: u64,
     pub bytes_read: u64,
     pub windows_completed: u64,
+    /// Completed full-snapshot windows (1 for a fresh job, 0 after a resume).
+    pub snapshot_windows: u64,
     pub last_window_duration_ms: u64,
     pub last_checkpoint_duration_ms: u64,
     pub last_checkpoint_size_bytes: u64,
@@ -90,6 +94,7 @@ impl JobMetrics {
             rows_deleted: get(&self.rows_deleted),
             bytes_read: get(&self.bytes_read),
             windows_completed: get(&self.windows_completed),
+            snapshot_windows: get(&self.snapshot_windows),
             last_window_duration_ms: get(&self.last_window_duration_ms),
             last_checkpoint_duration_ms: get(&self.last_checkpoint_duration_ms),
             last_checkpoint_size_bytes: get(&self.last_checkpoint_size_bytes),
@@ -120,8 +125,11 @@ impl JobMetrics {
         self.rows_deleted.fetch_add(deletes, Ordering::Relaxed);
     }
 
-    pub(crate) fn window_completed(&self, duration_ms: u64) {
+    pub(crate) fn window_completed(&self, duration_ms: u64, snapshot: bool) {
         self.windows_completed.fetch_add(1, Ordering::Relaxed);
+        if snapshot {
+            self.snapshot_windows.fetch_add(1, Ordering::Relaxed);
+        }
         self.last_window_duration_ms.store(duration_ms, Ordering::Relaxed);
     }
 

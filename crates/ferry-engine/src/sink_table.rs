@@ -36,7 +36,9 @@ use kudu_client::partition::key::{decode_columns, encode_range_bound};
 use kudu_client::partition::schema::split_partition_key;
 use kudu_client::partition::{BoundaryConvention, HashDimension, Partition, PartitionSchema};
 use kudu_client::write::ops::OpType;
-use kudu_client::{ColumnSchema, Error as KuduError, KuduClient, KuduTable, Row, Schema, TableBuilder};
+use kudu_client::{
+    ColumnSchema, Error as KuduError, KuduClient, KuduTable, Row, Schema, TableBuilder,
+};
 
 /// What [`prepare_sink_table`] is asked to do.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -146,7 +148,11 @@ impl SinkTableError {
 
     fn kudu(side: Side, action: impl Into<String>) -> impl FnOnce(KuduError) -> SinkTableError {
         let action = action.into();
-        move |source| SinkTableError::Kudu { side, action, source }
+        move |source| SinkTableError::Kudu {
+            side,
+            action,
+            source,
+        }
     }
 }
 
@@ -164,7 +170,10 @@ fn problem_list(problems: &[ColumnProblem]) -> String {
 pub enum ColumnProblem {
     /// The primary keys differ (names, types or order); both listed as
     /// `name TYPE`.
-    KeyMismatch { source: Vec<String>, sink: Vec<String> },
+    KeyMismatch {
+        source: Vec<String>,
+        sink: Vec<String>,
+    },
     /// A source column the sink does not have.
     Missing { column: String, source_type: String },
     /// A source column whose sink column has another type or attributes.
@@ -310,14 +319,24 @@ pub async fn range_partitions(
     let tablets = client
         .tablets_in_range(table, &[], &[], deadline)
         .await
-        .map_err(SinkTableError::kudu(side, format!("listing the tablets of '{}'", table.name())))?;
+        .map_err(SinkTableError::kudu(
+            side,
+            format!("listing the tablets of '{}'", table.name()),
+        ))?;
     let keys: Vec<(&[u8], &[u8])> = tablets
         .iter()
-        .map(|t| (t.partition_key_start.as_slice(), t.partition_key_end.as_slice()))
+        .map(|t| {
+            (
+                t.partition_key_start.as_slice(),
+                t.partition_key_end.as_slice(),
+            )
+        })
         .collect();
-    derive_range_partitions(table.partition_schema(), &keys).map_err(|reason| SinkTableError::Partitioning {
-        table: table.name().to_owned(),
-        reason,
+    derive_range_partitions(table.partition_schema(), &keys).map_err(|reason| {
+        SinkTableError::Partitioning {
+            table: table.name().to_owned(),
+            reason,
+        }
     })
 }
 
@@ -379,7 +398,11 @@ pub(crate) fn derive_range_partitions(
     }
     let ranges: Vec<RangePartition> = ranges.into_values().collect();
     for r in &ranges {
-        let expected: usize = r.hash_schema.iter().map(|d| d.num_buckets() as usize).product();
+        let expected: usize = r
+            .hash_schema
+            .iter()
+            .map(|d| d.num_buckets() as usize)
+            .product();
         if r.tablets != expected {
             return Err(format!(
                 "range [{}, {}) has {} tablets, but its hash schema makes {expected}",
@@ -405,7 +428,12 @@ pub(crate) fn derive_range_partitions(
 
 /// (lower range key, upper range key, hash schema) of a tablet, if its
 /// keys start with `n` hash buckets.
-fn classify(ps: &PartitionSchema, start: &[u8], end: &[u8], n: usize) -> Option<(Vec<u8>, Vec<u8>, Vec<HashDimension>)> {
+fn classify(
+    ps: &PartitionSchema,
+    start: &[u8],
+    end: &[u8],
+    n: usize,
+) -> Option<(Vec<u8>, Vec<u8>, Vec<HashDimension>)> {
     let (prefix, lower) = split_partition_key(start, n);
     let (_, upper) = split_partition_key(end, n);
     let dims = ps.hash_schema_for_range_key(lower);
@@ -418,14 +446,18 @@ fn classify(ps: &PartitionSchema, start: &[u8], end: &[u8], n: usize) -> Option<
         .map(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]]))
         .collect();
     buckets.resize(n, 0);
-    let decodes = |k: &[u8]| k.is_empty() || decode_columns(ps.schema(), ps.range_columns(), k).is_ok();
+    let decodes =
+        |k: &[u8]| k.is_empty() || decode_columns(ps.schema(), ps.range_columns(), k).is_ok();
     if !decodes(lower) || !decodes(upper) {
         return None;
     }
-    let rebuilt = [BoundaryConvention::RangeSpecific, BoundaryConvention::Legacy]
-        .into_iter()
-        .filter_map(|c| Partition::with_boundaries(dims, &buckets, lower, upper, c).ok())
-        .any(|p| p.partition_key_start() == start && p.partition_key_end() == end);
+    let rebuilt = [
+        BoundaryConvention::RangeSpecific,
+        BoundaryConvention::Legacy,
+    ]
+    .into_iter()
+    .filter_map(|c| Partition::with_boundaries(dims, &buckets, lower, upper, c).ok())
+    .any(|p| p.partition_key_start() == start && p.partition_key_end() == end);
     rebuilt.then(|| (lower.to_vec(), upper.to_vec(), dims.to_vec()))
 }
 
@@ -451,7 +483,10 @@ fn bound_row(schema: &Schema, range_columns: &[usize], key: &[u8]) -> Result<Row
     }
     match encode_range_bound(&row, range_columns) {
         Ok(k) if k == key => Ok(row),
-        _ => Err(format!("range bound {} cannot be written as a row", hex(key))),
+        _ => Err(format!(
+            "range bound {} cannot be written as a row",
+            hex(key)
+        )),
     }
 }
 
@@ -469,18 +504,26 @@ pub(crate) fn copy_table_builder(
             .map(|&i| schema.columns()[i].name().to_owned())
             .collect()
     };
-    let mut b = TableBuilder::new(name, schema.clone()).set_range_partition_columns(&names(ps.range_columns()));
+    let mut b = TableBuilder::new(name, schema.clone())
+        .set_range_partition_columns(&names(ps.range_columns()));
     for d in ps.hash_schema() {
         b = b.add_hash_partitions(&names(d.columns()), d.num_buckets(), d.seed());
     }
     if !ps.range_columns().is_empty() {
         for r in ranges {
-            let lower = (OpType::RangeLowerBound, bound_row(&schema, ps.range_columns(), &r.lower_key)?);
-            let upper = (OpType::RangeUpperBound, bound_row(&schema, ps.range_columns(), &r.upper_key)?);
+            let lower = (
+                OpType::RangeLowerBound,
+                bound_row(&schema, ps.range_columns(), &r.lower_key)?,
+            );
+            let upper = (
+                OpType::RangeUpperBound,
+                bound_row(&schema, ps.range_columns(), &r.upper_key)?,
+            );
             if r.hash_schema == ps.hash_schema() {
                 b = b.add_range_partition_with_bounds(lower, upper);
             } else {
-                let cols: Vec<Vec<String>> = r.hash_schema.iter().map(|d| names(d.columns())).collect();
+                let cols: Vec<Vec<String>> =
+                    r.hash_schema.iter().map(|d| names(d.columns())).collect();
                 let dims: Vec<(&[String], u32, u32)> = r
                     .hash_schema
                     .iter()
@@ -538,7 +581,10 @@ async fn open_sink(sink: &KuduClient, name: &str) -> Result<Option<KuduTable>, S
     match sink.open_table(name).await {
         Ok(t) => Ok(Some(t)),
         Err(KuduError::TableNotFound(_)) => Ok(None),
-        Err(e) => Err(SinkTableError::kudu(Side::Sink, format!("opening table '{name}'"))(e)),
+        Err(e) => Err(SinkTableError::kudu(
+            Side::Sink,
+            format!("opening table '{name}'"),
+        )(e)),
     }
 }
 
@@ -581,7 +627,8 @@ async fn create_copy(
             "it has no range partitions left, and Kudu cannot create a table without any; create the sink table yourself and run without --job.createTable".into(),
         ));
     }
-    let builder = copy_table_builder(src, &ranges, name, opts.restore_owner).map_err(partitioning)?;
+    let builder =
+        copy_table_builder(src, &ranges, name, opts.restore_owner).map_err(partitioning)?;
     tracing::info!(
         source = src.name(),
         sink = name,
@@ -598,7 +645,8 @@ async fn create_copy(
             }
         }
         Err(KuduError::Status { status, .. })
-            if status.message.contains("replication factor") || status.message.contains("num_replicas") =>
+            if status.message.contains("replication factor")
+                || status.message.contains("num_replicas") =>
         {
             return Err(SinkTableError::ReplicationFactor {
                 sink: name.to_owned(),
@@ -606,12 +654,17 @@ async fn create_copy(
                 message: status.message,
             });
         }
-        Err(e) => return Err(SinkTableError::kudu(Side::Sink, format!("creating table '{name}'"))(e)),
+        Err(e) => {
+            return Err(SinkTableError::kudu(
+                Side::Sink,
+                format!("creating table '{name}'"),
+            )(e))
+        }
     }
-    let table = sink
-        .open_table(name)
-        .await
-        .map_err(SinkTableError::kudu(Side::Sink, format!("opening the new table '{name}'")))?;
+    let table = sink.open_table(name).await.map_err(SinkTableError::kudu(
+        Side::Sink,
+        format!("opening the new table '{name}'"),
+    ))?;
     Ok(SinkTablePlan {
         action: SinkTableAction::Created,
         table,
@@ -668,9 +721,21 @@ mod tests {
         let problems = check_compatible(&source_schema(), &sink);
         let text: Vec<String> = problems.iter().map(ToString::to_string).collect();
         assert_eq!(problems.len(), 5, "{text:#?}");
-        assert!(matches!(problems[0], ColumnProblem::KeyMismatch { .. }), "{text:#?}");
-        assert!(text[0].contains("(id INT64)") && text[0].contains("(id INT32)"), "{}", text[0]);
-        assert_eq!(problems[1], ColumnProblem::NotNullable { column: "name".into() });
+        assert!(
+            matches!(problems[0], ColumnProblem::KeyMismatch { .. }),
+            "{text:#?}"
+        );
+        assert!(
+            text[0].contains("(id INT64)") && text[0].contains("(id INT32)"),
+            "{}",
+            text[0]
+        );
+        assert_eq!(
+            problems[1],
+            ColumnProblem::NotNullable {
+                column: "name".into()
+            }
+        );
         assert_eq!(
             text[2],
             "column 'price' is DECIMAL(10, 2) in the source but DECIMAL(12, 2) in the sink"
@@ -703,7 +768,10 @@ mod tests {
     }
 
     /// Tablets of `ranges` (lower, upper, dims) under `conv`.
-    fn tablets(ranges: &[(Vec<u8>, Vec<u8>, Vec<HashDimension>)], conv: BoundaryConvention) -> Vec<(Vec<u8>, Vec<u8>)> {
+    fn tablets(
+        ranges: &[(Vec<u8>, Vec<u8>, Vec<HashDimension>)],
+        conv: BoundaryConvention,
+    ) -> Vec<(Vec<u8>, Vec<u8>)> {
         let mut out = Vec::new();
         for (lo, hi, dims) in ranges {
             let mut combos: Vec<Vec<u32>> = vec![vec![]];
@@ -721,7 +789,10 @@ mod tests {
             }
             for c in combos {
                 let p = Partition::with_boundaries(dims, &c, lo, hi, conv).unwrap();
-                out.push((p.partition_key_start().to_vec(), p.partition_key_end().to_vec()));
+                out.push((
+                    p.partition_key_start().to_vec(),
+                    p.partition_key_end().to_vec(),
+                ));
             }
         }
         out.sort();
@@ -739,7 +810,10 @@ mod tests {
             r
         };
         let custom = vec![HashDimension::new(vec![0], 5, 123)];
-        let table_wide = vec![HashDimension::new(vec![0], 2, 0), HashDimension::new(vec![1], 3, 42)];
+        let table_wide = vec![
+            HashDimension::new(vec![0], 2, 0),
+            HashDimension::new(vec![1], 3, 42),
+        ];
         let ps = PartitionSchema::builder(&s)
             .add_hash_partitions(&["a"], 2, 0)
             .add_hash_partitions(&["b"], 3, 42)
@@ -759,9 +833,15 @@ mod tests {
             (key(200), key(300), custom.clone()),
             (key(500), vec![], table_wide.clone()),
         ];
-        for conv in [BoundaryConvention::Legacy, BoundaryConvention::RangeSpecific] {
+        for conv in [
+            BoundaryConvention::Legacy,
+            BoundaryConvention::RangeSpecific,
+        ] {
             let ts = tablets(&ranges, conv);
-            let refs: Vec<(&[u8], &[u8])> = ts.iter().map(|(a, b)| (a.as_slice(), b.as_slice())).collect();
+            let refs: Vec<(&[u8], &[u8])> = ts
+                .iter()
+                .map(|(a, b)| (a.as_slice(), b.as_slice()))
+                .collect();
             let got = derive_range_partitions(&ps, &refs).unwrap();
             let want: Vec<RangePartition> = ranges
                 .iter()
@@ -794,9 +874,15 @@ mod tests {
             .build()
             .unwrap();
         let dims = ps.hash_schema().to_vec();
-        for conv in [BoundaryConvention::Legacy, BoundaryConvention::RangeSpecific] {
+        for conv in [
+            BoundaryConvention::Legacy,
+            BoundaryConvention::RangeSpecific,
+        ] {
             let ts = tablets(&[(vec![], vec![], dims.clone())], conv);
-            let refs: Vec<(&[u8], &[u8])> = ts.iter().map(|(a, b)| (a.as_slice(), b.as_slice())).collect();
+            let refs: Vec<(&[u8], &[u8])> = ts
+                .iter()
+                .map(|(a, b)| (a.as_slice(), b.as_slice()))
+                .collect();
             let got = derive_range_partitions(&ps, &refs).unwrap();
             assert_eq!(got.len(), 1, "{conv:?}");
             assert_eq!(got[0].tablets, 3);
@@ -819,7 +905,10 @@ mod tests {
         let back = bound_row(&s, &cols, &k).unwrap();
         assert_eq!(encode_range_bound(&back, &cols).unwrap(), k);
         assert!(!back.is_set("d").unwrap());
-        assert!(bound_row(&s, &cols, &[]).unwrap().is_set("s").is_ok_and(|set| !set));
+        assert!(bound_row(&s, &cols, &[])
+            .unwrap()
+            .is_set("s")
+            .is_ok_and(|set| !set));
         assert!(bound_row(&s, &cols, &[1, 2]).is_err());
     }
 }

@@ -13,7 +13,10 @@ use ferry_engine::sink_table::{
 use ferry_testkit::MiniCluster;
 use kudu_client::schema::{ColumnSchemaBuilder, Compression, Encoding};
 use kudu_client::write::ops::OpType;
-use kudu_client::{AlterTableBuilder, ColumnSchema, DataType, KuduClient, KuduTable, Row, Schema, TableBuilder, Value};
+use kudu_client::{
+    AlterTableBuilder, ColumnSchema, DataType, KuduClient, KuduTable, Row, Schema, TableBuilder,
+    Value,
+};
 use std::time::{Duration, Instant};
 
 fn opts(name: &str, create_table: bool, restore_owner: bool) -> SinkTableOptions {
@@ -25,11 +28,17 @@ fn opts(name: &str, create_table: bool, restore_owner: bool) -> SinkTableOptions
 }
 
 fn key(name: &str, t: DataType) -> ColumnSchema {
-    ColumnSchema::builder(name, t).key(true).build().expect("key column")
+    ColumnSchema::builder(name, t)
+        .key(true)
+        .build()
+        .expect("key column")
 }
 
 fn nullable(name: &str, t: DataType) -> ColumnSchema {
-    ColumnSchema::builder(name, t).nullable(true).build().expect("column")
+    ColumnSchema::builder(name, t)
+        .nullable(true)
+        .build()
+        .expect("column")
 }
 
 /// Every type, with defaults, comments and storage hints.
@@ -60,12 +69,18 @@ fn all_types_schema() -> Schema {
             .build()
             .expect("f"),
         nullable("d", DataType::Double),
-        ColumnSchemaBuilder::decimal("dec9", 9, 2).nullable(true).build().expect("dec9"),
+        ColumnSchemaBuilder::decimal("dec9", 9, 2)
+            .nullable(true)
+            .build()
+            .expect("dec9"),
         ColumnSchemaBuilder::decimal("dec18", 18, 4)
             .default_value(Value::Decimal(12_345))
             .build()
             .expect("dec18"),
-        ColumnSchemaBuilder::decimal("dec38", 38, 10).nullable(true).build().expect("dec38"),
+        ColumnSchemaBuilder::decimal("dec38", 38, 10)
+            .nullable(true)
+            .build()
+            .expect("dec38"),
         ColumnSchema::builder("s", DataType::String)
             .nullable(true)
             .encoding(Encoding::Dict)
@@ -125,29 +140,67 @@ async fn tablet_count(client: &KuduClient, t: &KuduTable) -> usize {
 
 /// Hash schemas, range columns, custom-hash ranges, the derived range list
 /// and the tablet count are equal on both sides.
-async fn assert_same_partitioning(src_client: &KuduClient, src: &KuduTable, dst_client: &KuduClient, dst: &KuduTable) {
+async fn assert_same_partitioning(
+    src_client: &KuduClient,
+    src: &KuduTable,
+    dst_client: &KuduClient,
+    dst: &KuduTable,
+) {
     let (a, b) = (src.partition_schema(), dst.partition_schema());
-    assert_eq!(a.hash_schema(), b.hash_schema(), "table-wide hash schema of {}", dst.name());
-    assert_eq!(a.range_columns(), b.range_columns(), "range columns of {}", dst.name());
+    assert_eq!(
+        a.hash_schema(),
+        b.hash_schema(),
+        "table-wide hash schema of {}",
+        dst.name()
+    );
+    assert_eq!(
+        a.range_columns(),
+        b.range_columns(),
+        "range columns of {}",
+        dst.name()
+    );
     let custom = |t: &KuduTable| {
         t.partition_schema()
             .custom_hash_schema_ranges()
             .iter()
-            .map(|r| (r.lower_key().to_vec(), r.upper_key().to_vec(), r.hash_schema().to_vec()))
+            .map(|r| {
+                (
+                    r.lower_key().to_vec(),
+                    r.upper_key().to_vec(),
+                    r.hash_schema().to_vec(),
+                )
+            })
             .collect::<Vec<_>>()
     };
-    assert_eq!(custom(src), custom(dst), "custom-hash ranges of {}", dst.name());
-    let ra = range_partitions(src_client, src, Side::Source).await.expect("source ranges");
-    let rb = range_partitions(dst_client, dst, Side::Sink).await.expect("sink ranges");
+    assert_eq!(
+        custom(src),
+        custom(dst),
+        "custom-hash ranges of {}",
+        dst.name()
+    );
+    let ra = range_partitions(src_client, src, Side::Source)
+        .await
+        .expect("source ranges");
+    let rb = range_partitions(dst_client, dst, Side::Sink)
+        .await
+        .expect("sink ranges");
     assert_eq!(ra, rb, "range partitions of {}", dst.name());
-    let (ta, tb) = (tablet_count(src_client, src).await, tablet_count(dst_client, dst).await);
+    let (ta, tb) = (
+        tablet_count(src_client, src).await,
+        tablet_count(dst_client, dst).await,
+    );
     assert_eq!(ta, tb, "tablet count of {}", dst.name());
     assert_eq!(ta, ra.iter().map(|r| r.tablets).sum::<usize>());
 }
 
 /// `kudu table describe` of both tables, as the real CLI prints them, with
 /// the table name and owner lines left out.
-fn assert_cli_describes_the_same(src: &MiniCluster, src_table: &str, dst: &MiniCluster, dst_table: &str) {
+fn assert_cli_describes_the_same(
+    src: &MiniCluster,
+    src_table: &str,
+    dst: &MiniCluster,
+    dst_table: &str,
+) {
     let describe = |c: &MiniCluster, t: &str| {
         let out = c
             .kudu_ok(&["table", "describe", &c.master_addrs_joined(), t])
@@ -163,8 +216,14 @@ fn assert_cli_describes_the_same(src: &MiniCluster, src_table: &str, dst: &MiniC
 
 #[tokio::test(flavor = "multi_thread")]
 async fn sink_tables_on_real_clusters() {
-    let src_cluster = MiniCluster::builder().tservers(3).start().expect("source cluster starts");
-    let dst_cluster = MiniCluster::builder().tservers(3).start().expect("sink cluster starts");
+    let src_cluster = MiniCluster::builder()
+        .tservers(3)
+        .start()
+        .expect("source cluster starts");
+    let dst_cluster = MiniCluster::builder()
+        .tservers(3)
+        .start()
+        .expect("sink cluster starts");
     let src = KuduClient::new(&src_cluster.master_addrs()).expect("source client");
     let dst = KuduClient::new(&dst_cluster.master_addrs()).expect("sink client");
 
@@ -194,10 +253,16 @@ async fn sink_tables_on_real_clusters() {
     assert_eq!(d.comment(), Some("every type"));
     assert_eq!(d.extra_configs(), s.extra_configs());
     assert_eq!(
-        d.extra_configs().get("kudu.table.history_max_age_sec").map(String::as_str),
+        d.extra_configs()
+            .get("kudu.table.history_max_age_sec")
+            .map(String::as_str),
         Some("3600")
     );
-    assert_ne!(d.owner(), Some("alice"), "owner is not restored without restoreOwner");
+    assert_ne!(
+        d.owner(),
+        Some("alice"),
+        "owner is not restored without restoreOwner"
+    );
     assert_cli_describes_the_same(&src_cluster, "all_types", &dst_cluster, "all_types");
 
     // Running again finds the copy and accepts it.
@@ -277,7 +342,9 @@ async fn sink_tables_on_real_clusters() {
     assert_eq!(d.owner(), Some("alice"), "owner restored");
     assert_same_columns(&s, &d);
     assert_same_partitioning(&src, &s, &dst, &d).await;
-    let ranges = range_partitions(&dst, &d, Side::Sink).await.expect("ranges");
+    let ranges = range_partitions(&dst, &d, Side::Sink)
+        .await
+        .expect("ranges");
     assert_eq!(ranges.len(), 6, "{ranges:#?}");
     assert_eq!(tablet_count(&dst, &d).await, 4 + 4 + 4 + 10 + 4 + 4);
     let gaps: Vec<_> = ranges
@@ -286,11 +353,66 @@ async fn sink_tables_on_real_clusters() {
         .map(|w| (w[0].upper_key.clone(), w[1].lower_key.clone()))
         .collect();
     let k = |v: i32| ((v as u32) ^ (1 << 31)).to_be_bytes().to_vec();
-    assert_eq!(gaps, vec![(k(50), k(100)), (k(401), k(500))], "non-covered ranges stay non-covered");
+    // (300, 400] is stored as [301, 401): 300 itself stays uncovered.
+    assert_eq!(
+        gaps,
+        vec![(k(50), k(100)), (k(300), k(301)), (k(401), k(500))],
+        "non-covered ranges stay non-covered"
+    );
     assert_cli_describes_the_same(&src_cluster, "parted", &dst_cluster, "parted_copy");
 
+    // --- composite range key over STRING and DATE, partial bounds -------
+    let schema = Schema::new(vec![
+        key("region", DataType::String),
+        key("day", DataType::Date),
+        key("id", DataType::Int64),
+        nullable("v", DataType::Double),
+    ])
+    .expect("schema");
+    let rb = |region: &str, day: Option<i32>| {
+        let mut r = Row::new(&schema);
+        r.set_str("region", region).expect("region");
+        if let Some(d) = day {
+            r.set_date("day", d).expect("day");
+        }
+        r
+    };
+    src.create_table(
+        &TableBuilder::new("strings", schema.clone())
+            .add_hash_partitions(&["id"], 2, 0)
+            .set_range_partition_columns(&["region", "day"])
+            // Only `region` set: `day` is the DATE minimum, not a valid value.
+            .add_range_partition(rb("a", None), rb("m", None))
+            .add_range_partition(rb("m", Some(100)), rb("m", Some(200)))
+            .add_range_with_hash_schema(
+                (OpType::RangeLowerBound, rb("n\0x", None)),
+                (OpType::RangeUpperBound, rb("z", None)),
+                &[(&["id"][..], 3, 7)],
+            )
+            .add_range_partition_with_bounds(
+                (OpType::RangeLowerBound, rb("zz", None)),
+                (OpType::RangeUpperBound, Row::new(&schema)),
+            )
+            .num_replicas(1),
+    )
+    .await
+    .expect("create strings");
+    let d = prepare_sink_table(&src, &dst, "strings", &opts("strings", true, false))
+        .await
+        .expect("copy strings")
+        .table;
+    let s = src.open_table("strings").await.expect("open strings");
+    assert_same_columns(&s, &d);
+    assert_same_partitioning(&src, &s, &dst, &d).await;
+    assert_eq!(tablet_count(&dst, &d).await, 2 + 2 + 3 + 2);
+    assert_cli_describes_the_same(&src_cluster, "strings", &dst_cluster, "strings");
+
     // --- range partitioning by split rows --------------------------------
-    let schema = Schema::new(vec![key("k", DataType::Int32), nullable("v", DataType::Int64)]).expect("schema");
+    let schema = Schema::new(vec![
+        key("k", DataType::Int32),
+        nullable("v", DataType::Int64),
+    ])
+    .expect("schema");
     let split = |v: i32| {
         let mut r = Row::new(&schema);
         r.set_i32("k", v).expect("split");
@@ -314,7 +436,8 @@ async fn sink_tables_on_real_clusters() {
     assert_eq!(tablet_count(&dst, &d).await, 3);
 
     // --- hash only (two dimensions, range over no columns) ---------------
-    let schema = Schema::new(vec![key("a", DataType::Int32), key("b", DataType::String)]).expect("schema");
+    let schema =
+        Schema::new(vec![key("a", DataType::Int32), key("b", DataType::String)]).expect("schema");
     src.create_table(
         &TableBuilder::new("hash_only", schema)
             .add_hash_partitions(&["a"], 2, 0)
@@ -334,7 +457,11 @@ async fn sink_tables_on_real_clusters() {
     assert_cli_describes_the_same(&src_cluster, "hash_only", &dst_cluster, "hash_only");
 
     // --- unpartitioned, one replica ---------------------------------------
-    let schema = Schema::new(vec![key("k", DataType::Int32), nullable("v", DataType::String)]).expect("schema");
+    let schema = Schema::new(vec![
+        key("k", DataType::Int32),
+        nullable("v", DataType::String),
+    ])
+    .expect("schema");
     src.create_table(
         &TableBuilder::new("unpartitioned", schema)
             .set_range_partition_columns::<&str>(&[])
@@ -342,11 +469,19 @@ async fn sink_tables_on_real_clusters() {
     )
     .await
     .expect("create unpartitioned");
-    let d = prepare_sink_table(&src, &dst, "unpartitioned", &opts("unpartitioned", true, true))
+    let d = prepare_sink_table(
+        &src,
+        &dst,
+        "unpartitioned",
+        &opts("unpartitioned", true, true),
+    )
+    .await
+    .expect("copy unpartitioned")
+    .table;
+    let s = src
+        .open_table("unpartitioned")
         .await
-        .expect("copy unpartitioned")
-        .table;
-    let s = src.open_table("unpartitioned").await.expect("open unpartitioned");
+        .expect("open unpartitioned");
     assert_same_partitioning(&src, &s, &dst, &d).await;
     assert_eq!(tablet_count(&dst, &d).await, 1);
     assert_eq!(d.num_replicas(), 1);
@@ -356,7 +491,9 @@ async fn sink_tables_on_real_clusters() {
     let small = Schema::new(vec![
         key("id", DataType::Int64),
         nullable("v", DataType::String),
-        ColumnSchema::builder("n", DataType::Int32).build().expect("n"),
+        ColumnSchema::builder("n", DataType::Int32)
+            .build()
+            .expect("n"),
     ])
     .expect("schema");
     src.create_table(&TableBuilder::new("small", small).num_replicas(3))
@@ -387,13 +524,21 @@ async fn sink_tables_on_real_clusters() {
         .expect("compatible sink accepted");
     assert_eq!(plan.action, SinkTableAction::Existing);
     assert_eq!(plan.table.name(), "small_ok");
-    assert_eq!(plan.table.num_replicas(), 1, "an existing sink is left as it is");
+    assert_eq!(
+        plan.table.num_replicas(),
+        1,
+        "an existing sink is left as it is"
+    );
 
     // Incompatible: every problem named.
     let bad = Schema::new(vec![
         key("id", DataType::Int32),
-        ColumnSchema::builder("v", DataType::String).build().expect("v"),
-        ColumnSchema::builder("required", DataType::Int64).build().expect("required"),
+        ColumnSchema::builder("v", DataType::String)
+            .build()
+            .expect("v"),
+        ColumnSchema::builder("required", DataType::Int64)
+            .build()
+            .expect("required"),
     ])
     .expect("schema");
     dst.create_table(&TableBuilder::new("small_bad", bad).num_replicas(1))
@@ -407,7 +552,11 @@ async fn sink_tables_on_real_clusters() {
     match &err {
         SinkTableError::Incompatible { problems, .. } => {
             let cols: Vec<Option<&str>> = problems.iter().map(|p| p.column()).collect();
-            assert_eq!(cols, vec![None, Some("v"), Some("n"), Some("required")], "{msg}");
+            assert_eq!(
+                cols,
+                vec![None, Some("v"), Some("n"), Some("required")],
+                "{msg}"
+            );
         }
         other => panic!("expected Incompatible, got {other:?}"),
     }
@@ -428,9 +577,15 @@ async fn sink_tables_on_real_clusters() {
     let err = prepare_sink_table(&src, &dst, "small", &opts("small_copy", false, false))
         .await
         .expect_err("missing sink refused");
-    assert!(matches!(err, SinkTableError::SinkNotFound { .. }), "{err:?}");
+    assert!(
+        matches!(err, SinkTableError::SinkNotFound { .. }),
+        "{err:?}"
+    );
     let msg = err.to_string();
-    assert!(msg.contains("'small_copy'") && msg.contains("--job.createTable true"), "{msg}");
+    assert!(
+        msg.contains("'small_copy'") && msg.contains("--job.createTable true"),
+        "{msg}"
+    );
     assert!(!dst.table_exists("small_copy").await.expect("exists"));
 
     // Source and sink on one cluster: a suffix makes a separate table, no
@@ -449,7 +604,10 @@ async fn sink_tables_on_real_clusters() {
     let err = prepare_sink_table(&src, &dst, "nope", &opts("nope", true, false))
         .await
         .expect_err("missing source");
-    assert!(matches!(err, SinkTableError::SourceNotFound { .. }), "{err:?}");
+    assert!(
+        matches!(err, SinkTableError::SourceNotFound { .. }),
+        "{err:?}"
+    );
 
     // A source whose every range was dropped cannot be copied by
     // CreateTable (it would get one unbounded range instead).
@@ -476,15 +634,24 @@ async fn sink_tables_on_real_clusters() {
     let err = prepare_sink_table(&src, &dst, "emptied", &opts("emptied", true, false))
         .await
         .expect_err("no ranges to copy");
-    assert!(matches!(err, SinkTableError::Partitioning { .. }), "{err:?}");
+    assert!(
+        matches!(err, SinkTableError::Partitioning { .. }),
+        "{err:?}"
+    );
     assert!(!dst.table_exists("emptied").await.expect("exists"));
 
     // A sink cluster too small for the source's replication factor.
-    let tiny = MiniCluster::builder().tservers(1).start().expect("tiny cluster starts");
+    let tiny = MiniCluster::builder()
+        .tservers(1)
+        .start()
+        .expect("tiny cluster starts");
     let tiny_client = KuduClient::new(&tiny.master_addrs()).expect("tiny client");
     let err = prepare_sink_table(&src, &tiny_client, "small", &opts("small", true, false))
         .await
         .expect_err("replication factor 3 on one tablet server");
     eprintln!("{err}");
-    assert!(matches!(err, SinkTableError::ReplicationFactor { replicas: 3, .. }), "{err:?}");
+    assert!(
+        matches!(err, SinkTableError::ReplicationFactor { replicas: 3, .. }),
+        "{err:?}"
+    );
 }
