@@ -10,6 +10,15 @@
 //! finishes, a checkpoint is taken at once instead of waiting for the next
 //! periodic one, so the window's end becomes durable (and visible as
 //! `lastEndTimestamp`) as early as possible.
+//!
+//! A window's boundaries are made durable before any of its rows is
+//! written: opening a window (or resuming one) takes a checkpoint first,
+//! and splits are handed out only after it completed. So the sink never
+//! holds changes from beyond the window recorded in the newest complete
+//! checkpoint. Without this, a restore from an older checkpoint would
+//! replay a wider window, and a row inserted (and already copied) then
+//! deleted inside it would not come back from the diff scan — the sink
+//! would keep it.
 
 use crate::checkpoint::{CheckpointStore, JobId, JobState, SnapshotKind, StorageLocation};
 use crate::connector::{Sink, Source};
@@ -204,6 +213,8 @@ struct Coordinator<S: Source, K: Sink> {
     next_window_at: Instant,
     retry_not_before: Instant,
     consecutive_failures: u32,
+    /// Whether the open window's boundaries are in a completed checkpoint.
+    window_durable: bool,
 }
 
 enum Flow {
@@ -241,6 +252,7 @@ impl<S: Source, K: Sink> Coordinator<S, K> {
             next_window_at: now,
             retry_not_before: now,
             consecutive_failures: 0,
+            window_durable: false,
         }
     }
 
@@ -276,7 +288,21 @@ impl<S: Source, K: Sink> Coordinator<S, K> {
                         break end;
                     }
                 }
-                self.assign(&workers, &mut idle).await;
+                if self.enumerator.window().is_some() && !self.window_durable {
+                    match self.checkpoint().await {
+                        Ok(_) => self.window_durable = true,
+                        Err(e) => {
+                            tracing::warn!(error = %e, "checkpoint of a new window failed");
+                            self.metrics.checkpoint_failed();
+                            if let Some(end) = self.on_error(e) {
+                                break end;
+                            }
+                        }
+                    }
+                }
+                if self.window_durable {
+                    self.assign(&workers, &mut idle).await;
+                }
             } else if idle.len() == workers.len() {
                 // Every pipeline has stopped after a whole batch: the state
                 // now records exactly what is in the sink.
@@ -372,6 +398,7 @@ impl<S: Source, K: Sink> Coordinator<S, K> {
             "window opened"
         );
         self.enumerator.open_window(window, splits)?;
+        self.window_durable = false;
         self.window_opened = Some(Instant::now());
         self.next_window_at = Instant::now() + self.spec.discovery_interval;
         Ok(())

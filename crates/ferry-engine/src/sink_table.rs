@@ -37,7 +37,8 @@ use kudu_client::partition::schema::split_partition_key;
 use kudu_client::partition::{BoundaryConvention, HashDimension, Partition, PartitionSchema};
 use kudu_client::write::ops::OpType;
 use kudu_client::{
-    ColumnSchema, Error as KuduError, KuduClient, KuduTable, Row, Schema, TableBuilder,
+    AlterTableBuilder, ColumnSchema, Error as KuduError, KuduClient, KuduTable, Row, Schema,
+    TableBuilder,
 };
 
 /// What [`prepare_sink_table`] is asked to do.
@@ -120,6 +121,26 @@ pub enum SinkTableError {
         message: String,
     },
 
+    /// The sink cluster refused to create even one range's tablets at once.
+    #[error("the sink cluster refused to create '{sink}': {message}; raise --max_create_tablets_per_ts on the sink masters, or create the sink table yourself and run without --job.createTable")]
+    TooManyTablets { sink: String, message: String },
+
+    /// The sink table was created, but adding its other range partitions
+    /// failed; ferry then drops it again (`dropped`) so that a half-made
+    /// table never passes for a copy.
+    #[error(
+        "sink table '{sink}' was created, but adding its range partitions failed after {added} of {total}: {source}; {}",
+        if *.dropped { "the incomplete table was dropped again, so the next run starts over" } else { "dropping the incomplete table failed too: drop it yourself before running again, or it will pass for a complete copy" }
+    )]
+    RangesNotAdded {
+        sink: String,
+        added: usize,
+        total: usize,
+        dropped: bool,
+        #[source]
+        source: KuduError,
+    },
+
     /// The source's partitioning could not be read or copied.
     #[error("cannot copy the partitioning of source table '{table}': {reason}")]
     Partitioning { table: String, reason: String },
@@ -139,9 +160,12 @@ impl SinkTableError {
     /// anything (a cluster was unreachable or busy).
     pub fn is_retryable(&self) -> bool {
         match self {
-            SinkTableError::Kudu { source, .. } => {
-                source.is_retryable() || matches!(source, KuduError::TimedOut { .. })
-            }
+            SinkTableError::Kudu { source, .. }
+            | SinkTableError::RangesNotAdded {
+                dropped: true,
+                source,
+                ..
+            } => source.is_retryable() || matches!(source, KuduError::TimedOut { .. }),
             _ => false,
         }
     }
@@ -265,8 +289,10 @@ pub fn check_compatible(source: &Schema, sink: &Schema) -> Vec<ColumnProblem> {
             });
             continue;
         };
-        // A key column's type is covered by the key check.
-        if !same_type(col, dst) && !(col.is_key() && dst.is_key() && !keys_match) {
+        // A key column's type is already part of a reported key mismatch.
+        let in_key_problem = col.is_key() && dst.is_key() && !keys_match;
+        let differs = !same_type(col, dst);
+        if differs && !in_key_problem {
             problems.push(ColumnProblem::TypeMismatch {
                 column: col.name().to_owned(),
                 source_type: col.type_display(),
@@ -490,48 +516,73 @@ fn bound_row(schema: &Schema, range_columns: &[usize], key: &[u8]) -> Result<Row
     }
 }
 
-/// The CreateTable request that copies `source` as `name`.
+/// A range's bounds as rows of `schema`, and its own hash dimensions
+/// (columns by name, buckets, seed) if they differ from the table-wide ones.
+type RangeSpec = (
+    (OpType, Row),
+    (OpType, Row),
+    Option<Vec<(Vec<String>, u32, u32)>>,
+);
+
+fn range_spec(
+    schema: &Schema,
+    ps: &PartitionSchema,
+    r: &RangePartition,
+) -> Result<RangeSpec, String> {
+    let lower = bound_row(schema, ps.range_columns(), &r.lower_key)?;
+    let upper = bound_row(schema, ps.range_columns(), &r.upper_key)?;
+    let own_hash = (r.hash_schema != ps.hash_schema()).then(|| {
+        r.hash_schema
+            .iter()
+            .map(|d| (column_names(schema, d.columns()), d.num_buckets(), d.seed()))
+            .collect()
+    });
+    Ok((
+        (OpType::RangeLowerBound, lower),
+        (OpType::RangeUpperBound, upper),
+        own_hash,
+    ))
+}
+
+fn column_names(schema: &Schema, cols: &[usize]) -> Vec<String> {
+    cols.iter()
+        .map(|&i| schema.columns()[i].name().to_owned())
+        .collect()
+}
+
+/// `(columns, buckets, seed)` borrowed the way the builders take them.
+fn dims_ref(dims: &[(Vec<String>, u32, u32)]) -> Vec<(&[String], u32, u32)> {
+    dims.iter()
+        .map(|(c, n, seed)| (c.as_slice(), *n, *seed))
+        .collect()
+}
+
+/// The CreateTable request that copies `source` as `name`, with `ranges`.
 pub(crate) fn copy_table_builder(
     source: &KuduTable,
     ranges: &[RangePartition],
     name: &str,
     restore_owner: bool,
 ) -> Result<TableBuilder, String> {
-    let schema = source.schema().clone();
+    let schema = source.schema();
     let ps = source.partition_schema();
-    let names = |cols: &[usize]| -> Vec<String> {
-        cols.iter()
-            .map(|&i| schema.columns()[i].name().to_owned())
-            .collect()
-    };
     let mut b = TableBuilder::new(name, schema.clone())
-        .set_range_partition_columns(&names(ps.range_columns()));
+        .set_range_partition_columns(&column_names(schema, ps.range_columns()));
     for d in ps.hash_schema() {
-        b = b.add_hash_partitions(&names(d.columns()), d.num_buckets(), d.seed());
+        b = b.add_hash_partitions(
+            &column_names(schema, d.columns()),
+            d.num_buckets(),
+            d.seed(),
+        );
     }
     if !ps.range_columns().is_empty() {
         for r in ranges {
-            let lower = (
-                OpType::RangeLowerBound,
-                bound_row(&schema, ps.range_columns(), &r.lower_key)?,
-            );
-            let upper = (
-                OpType::RangeUpperBound,
-                bound_row(&schema, ps.range_columns(), &r.upper_key)?,
-            );
-            if r.hash_schema == ps.hash_schema() {
-                b = b.add_range_partition_with_bounds(lower, upper);
-            } else {
-                let cols: Vec<Vec<String>> =
-                    r.hash_schema.iter().map(|d| names(d.columns())).collect();
-                let dims: Vec<(&[String], u32, u32)> = r
-                    .hash_schema
-                    .iter()
-                    .zip(&cols)
-                    .map(|(d, c)| (c.as_slice(), d.num_buckets(), d.seed()))
-                    .collect();
-                b = b.add_range_with_hash_schema(lower, upper, &dims);
-            }
+            b = match range_spec(schema, ps, r)? {
+                (lower, upper, None) => b.add_range_partition_with_bounds(lower, upper),
+                (lower, upper, Some(dims)) => {
+                    b.add_range_with_hash_schema(lower, upper, &dims_ref(&dims))
+                }
+            };
         }
     }
     if source.num_replicas() > 0 {
@@ -549,6 +600,31 @@ pub(crate) fn copy_table_builder(
         }
     }
     Ok(b)
+}
+
+/// At most this many tablets are added by one ALTER TABLE when ranges are
+/// added after creation. The master caps what one CreateTable may make
+/// (`--max_create_tablets_per_ts`, 60 replicas per tablet server by
+/// default) to spread the load of starting new tablets; ALTER TABLE has no
+/// such cap, so each step is kept well below it.
+const TABLETS_PER_ALTER: usize = 20;
+
+/// Groups `ranges` into ALTER TABLE batches of at most
+/// [`TABLETS_PER_ALTER`] tablets (a bigger range gets a batch of its own).
+fn alter_batches(ranges: &[RangePartition]) -> Vec<&[RangePartition]> {
+    let mut batches = Vec::new();
+    let (mut start, mut tablets) = (0, 0);
+    for (i, r) in ranges.iter().enumerate() {
+        if i > start && tablets + r.tablets > TABLETS_PER_ALTER {
+            batches.push(&ranges[start..i]);
+            (start, tablets) = (i, 0);
+        }
+        tablets += r.tablets;
+    }
+    if start < ranges.len() {
+        batches.push(&ranges[start..]);
+    }
+    batches
 }
 
 /// Makes sure the sink table exists and can receive the rows of
@@ -621,7 +697,8 @@ async fn create_copy(
         reason,
     };
     let ranges = range_partitions(source, src, Side::Source).await?;
-    if ranges.is_empty() && !src.partition_schema().range_columns().is_empty() {
+    let has_ranges = !src.partition_schema().range_columns().is_empty();
+    if ranges.is_empty() && has_ranges {
         // CreateTable without ranges means one unbounded range.
         return Err(partitioning(
             "it has no range partitions left, and Kudu cannot create a table without any; create the sink table yourself and run without --job.createTable".into(),
@@ -636,39 +713,149 @@ async fn create_copy(
         replicas = src.num_replicas(),
         "creating the sink table as a copy of the source table"
     );
-    match sink.create_table(&builder).await {
-        Ok(_) => {}
-        // Someone else created it meanwhile: check theirs like any other.
-        Err(KuduError::Status { status, .. }) if status.code == StatusCode::AlreadyPresent => {
-            if let Some(t) = open_sink(sink, name).await? {
-                return check_existing(src, t);
+    let later: Vec<RangePartition> = match create(sink, src, name, &builder).await {
+        Ok(Created::Now) => Vec::new(),
+        Ok(Created::ByOther(t)) => return check_existing(src, t),
+        // The master caps the tablets one CreateTable may make
+        // (--max_create_tablets_per_ts): create with the first range and add
+        // the others by ALTER TABLE, as the reference job always does.
+        // Ranges with their own hash schema stay in the CreateTable: our
+        // client cannot add them by ALTER TABLE yet (it sends
+        // AddRangePartition.custom_hash_schema in a shape masters refuse).
+        Err(e @ SinkTableError::TooManyTablets { .. }) if has_ranges => {
+            let table_wide = src.partition_schema().hash_schema();
+            let (first, later): (Vec<_>, Vec<_>) = ranges
+                .iter()
+                .enumerate()
+                .partition(|(i, r)| *i == 0 || r.hash_schema != table_wide);
+            let first: Vec<RangePartition> = first.into_iter().map(|(_, r)| r.clone()).collect();
+            let later: Vec<RangePartition> = later.into_iter().map(|(_, r)| r.clone()).collect();
+            if later.is_empty() {
+                return Err(e);
+            }
+            let builder =
+                copy_table_builder(src, &first, name, opts.restore_owner).map_err(partitioning)?;
+            tracing::info!(
+                sink = name,
+                ranges = later.len(),
+                "too many tablets for one CreateTable: adding ranges by ALTER TABLE"
+            );
+            match create(sink, src, name, &builder).await? {
+                Created::Now => later,
+                Created::ByOther(t) => return check_existing(src, t),
             }
         }
-        Err(KuduError::Status { status, .. })
-            if status.message.contains("replication factor")
-                || status.message.contains("num_replicas") =>
-        {
-            return Err(SinkTableError::ReplicationFactor {
-                sink: name.to_owned(),
-                replicas: src.num_replicas(),
-                message: status.message,
-            });
-        }
+        Err(e) => return Err(e),
+    };
+    let mut table = sink.open_table(name).await.map_err(SinkTableError::kudu(
+        Side::Sink,
+        format!("opening the new table '{name}'"),
+    ))?;
+    if !later.is_empty() {
+        add_ranges(sink, src, &table, &later).await?;
+        table = sink.open_table(name).await.map_err(SinkTableError::kudu(
+            Side::Sink,
+            format!("opening the new table '{name}'"),
+        ))?;
+    }
+    Ok(SinkTablePlan {
+        action: SinkTableAction::Created,
+        table,
+    })
+}
+
+enum Created {
+    Now,
+    /// Someone else created the table between our look and our create.
+    ByOther(KuduTable),
+}
+
+async fn create(
+    sink: &KuduClient,
+    src: &KuduTable,
+    name: &str,
+    builder: &TableBuilder,
+) -> Result<Created, SinkTableError> {
+    let status = match sink.create_table(builder).await {
+        Ok(_) => return Ok(Created::Now),
+        Err(KuduError::Status { status, .. }) => status,
         Err(e) => {
             return Err(SinkTableError::kudu(
                 Side::Sink,
                 format!("creating table '{name}'"),
             )(e))
         }
+    };
+    let lower = status.message.to_lowercase();
+    if status.code == StatusCode::AlreadyPresent {
+        if let Some(t) = open_sink(sink, name).await? {
+            return Ok(Created::ByOther(t));
+        }
     }
-    let table = sink.open_table(name).await.map_err(SinkTableError::kudu(
+    if lower.contains("replication factor") {
+        return Err(SinkTableError::ReplicationFactor {
+            sink: name.to_owned(),
+            replicas: src.num_replicas(),
+            message: status.message,
+        });
+    }
+    if lower.contains("maximum permitted at creation time") {
+        return Err(SinkTableError::TooManyTablets {
+            sink: name.to_owned(),
+            message: status.message,
+        });
+    }
+    Err(SinkTableError::kudu(
         Side::Sink,
-        format!("opening the new table '{name}'"),
-    ))?;
-    Ok(SinkTablePlan {
-        action: SinkTableAction::Created,
-        table,
-    })
+        format!("creating table '{name}'"),
+    )(KuduError::Status {
+        context: format!("CreateTable '{name}'"),
+        status,
+    }))
+}
+
+/// Adds `ranges` to the new sink table `table`, a batch per ALTER TABLE.
+async fn add_ranges(
+    sink: &KuduClient,
+    src: &KuduTable,
+    table: &KuduTable,
+    ranges: &[RangePartition],
+) -> Result<(), SinkTableError> {
+    // Bound rows must be rows of the sink table's own schema (same columns
+    // in the same order as the source's, so the same range-column indexes).
+    let ps = src.partition_schema();
+    let total = ranges.len();
+    let mut added = 0;
+    for batch in alter_batches(ranges) {
+        let mut alter = AlterTableBuilder::new();
+        for r in batch {
+            alter = match range_spec(table.schema(), ps, r).map_err(|reason| {
+                SinkTableError::Partitioning {
+                    table: src.name().to_owned(),
+                    reason,
+                }
+            })? {
+                (lower, upper, None) => alter.add_range_partition_with_bounds(lower, upper),
+                (lower, upper, Some(dims)) => {
+                    alter.add_range_with_hash_schema(lower, upper, &dims_ref(&dims))
+                }
+            };
+        }
+        if let Err(source) = sink.alter_table(table, &alter).await {
+            // Left as it is, the table would pass as a complete copy on the
+            // next run; drop it so the next run starts over.
+            let dropped = sink.delete_table(table.name()).await.is_ok();
+            return Err(SinkTableError::RangesNotAdded {
+                sink: table.name().to_owned(),
+                added,
+                total,
+                dropped,
+                source,
+            });
+        }
+        added += batch.len();
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -887,6 +1074,20 @@ mod tests {
             assert_eq!(got.len(), 1, "{conv:?}");
             assert_eq!(got[0].tablets, 3);
         }
+    }
+
+    #[test]
+    fn alter_batches_stay_small() {
+        let r = |tablets| RangePartition {
+            lower_key: vec![],
+            upper_key: vec![],
+            hash_schema: vec![],
+            tablets,
+        };
+        let ranges = [r(8), r(8), r(8), r(30), r(4), r(20), r(1)];
+        let sizes: Vec<usize> = alter_batches(&ranges).iter().map(|b| b.len()).collect();
+        assert_eq!(sizes, [2, 1, 1, 1, 1, 1]);
+        assert!(alter_batches(&[]).is_empty());
     }
 
     #[test]

@@ -220,8 +220,11 @@ async fn sink_tables_on_real_clusters() {
         .tservers(3)
         .start()
         .expect("source cluster starts");
+    // The sink master lets one CreateTable make at most 15 × 3 = 45 tablet
+    // replicas, so bigger copies must add their ranges after creation.
     let dst_cluster = MiniCluster::builder()
         .tservers(3)
+        .master_flag("--max_create_tablets_per_ts=15")
         .start()
         .expect("sink cluster starts");
     let src = KuduClient::new(&src_cluster.master_addrs()).expect("source client");
@@ -333,6 +336,9 @@ async fn sink_tables_on_real_clusters() {
         !s.partition_schema().custom_hash_schema_ranges().is_empty(),
         "the master reports the custom-hash range"
     );
+    // 30 tablets × 3 replicas: over the sink's creation cap, so this goes
+    // through CreateTable with the first and the custom-hash range (14
+    // tablets), then ALTER TABLE for the other four ranges.
     let plan = prepare_sink_table(&src, &dst, "parted", &opts("parted_copy", true, true))
         .await
         .expect("copy parted");
@@ -639,6 +645,29 @@ async fn sink_tables_on_real_clusters() {
         "{err:?}"
     );
     assert!(!dst.table_exists("emptied").await.expect("exists"));
+
+    // One range with more tablets than the sink lets one CreateTable make.
+    let schema = Schema::new(vec![key("k", DataType::Int32)]).expect("schema");
+    src.create_table(
+        &TableBuilder::new("wide", schema)
+            .add_hash_partitions(&["k"], 16, 0)
+            .set_range_partition_columns::<&str>(&[])
+            .num_replicas(3),
+    )
+    .await
+    .expect("create wide");
+    let err = prepare_sink_table(&src, &dst, "wide", &opts("wide", true, false))
+        .await
+        .expect_err("48 replicas at once refused");
+    eprintln!("{err}");
+    assert!(
+        matches!(err, SinkTableError::TooManyTablets { .. }),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string().contains("--max_create_tablets_per_ts"),
+        "{err}"
+    );
 
     // A sink cluster too small for the source's replication factor.
     let tiny = MiniCluster::builder()

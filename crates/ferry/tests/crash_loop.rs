@@ -1,0 +1,218 @@
+//! Crash loop: `ferry run` is killed with SIGKILL ten times at random
+//! moments (during the snapshot and during diff windows) while changes keep
+//! flowing, and restarted each time from its newest complete checkpoint.
+//! At the end the sink equals the source row by row.
+
+use ferry_engine::checkpoint::{CheckpointStore, JobId, StorageLocation};
+use ferry_testkit::MiniCluster;
+use kudu_client::write::session::{FlushMode, Operation, SessionOptions};
+use kudu_client::{ColumnSchema, DataType, KuduClient, KuduTable, Schema, TableBuilder, Value};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::num::NonZeroUsize;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const TABLE: &str = "crashy";
+
+fn schema() -> Schema {
+    Schema::new(vec![
+        ColumnSchema::builder("id", DataType::Int64).key(true).build().expect("id"),
+        ColumnSchema::builder("v", DataType::Int64).nullable(true).build().expect("v"),
+        ColumnSchema::builder("s", DataType::String).nullable(true).build().expect("s"),
+    ])
+    .expect("schema")
+}
+
+async fn create(client: &KuduClient) -> KuduTable {
+    let b = TableBuilder::new(TABLE, schema()).add_hash_partitions(&["id"], 6, 0).num_replicas(3);
+    client.create_table(&b).await.expect("create");
+    client.open_table(TABLE).await.expect("open")
+}
+
+fn row(table: &KuduTable, id: i64, v: Option<i64>) -> kudu_client::Row {
+    let mut r = table.new_row();
+    r.set_i64("id", id).expect("id");
+    match v {
+        Some(v) => {
+            r.set_i64("v", v).expect("v");
+            r.set_str("s", &format!("value {v}")).expect("s");
+        }
+        None => {
+            r.set_null("v").expect("v");
+        }
+    }
+    r
+}
+
+async fn read_all(client: &KuduClient) -> BTreeMap<i64, Vec<Value>> {
+    let table = client.open_table(TABLE).await.expect("open");
+    let mut scanner = client.scan_builder(&table).build().expect("scanner");
+    let mut out = BTreeMap::new();
+    while let Some(batch) = scanner.next_batch().await.expect("scan") {
+        for v in batch.rows() {
+            let values = v.to_values().expect("values");
+            let Value::Int64(id) = values[0] else { panic!("key") };
+            out.insert(id, values);
+        }
+    }
+    out
+}
+
+struct Ferry {
+    child: Child,
+    job_id: JobId,
+}
+
+fn start_ferry(src: &str, dst: &str, chk: &std::path::Path, resume: Option<&str>) -> Ferry {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ferry"));
+    cmd.args([
+        "run",
+        "--job.sourceMasterAddresses",
+        src,
+        "--job.sinkMasterAddresses",
+        dst,
+        "--job.tableName",
+        TABLE,
+        "--job.checkpointsDirectory",
+        &chk.to_string_lossy(),
+        "--job.discoveryIntervalSeconds",
+        "1",
+        "--job.checkpointingIntervalMillis",
+        "300",
+        "--reader.batchSizeBytes",
+        "65536",
+        "-p",
+        "3",
+    ]);
+    if let Some(path) = resume {
+        cmd.args(["-s", path]);
+    }
+    cmd.env("FERRY_LOG", "warn").stdout(Stdio::piped()).stderr(Stdio::inherit());
+    let mut child = cmd.spawn().expect("spawn ferry");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line).expect("job id line");
+    let id = line.trim().rsplit(' ').next().unwrap_or_default().to_string();
+    let job_id: JobId = id.parse().unwrap_or_else(|_| panic!("no job id in {line:?}"));
+    Ferry { child, job_id }
+}
+
+fn kill9(f: &mut Ferry) {
+    // SAFETY: kill(2) on our own child.
+    unsafe {
+        libc::kill(f.child.id() as libc::pid_t, libc::SIGKILL);
+    }
+    let _ = f.child.wait();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn ten_kill_9_restarts_lose_nothing() {
+    let (src, dst) = {
+        let a = std::thread::spawn(|| MiniCluster::builder().tservers(3).start().expect("source"));
+        let b = std::thread::spawn(|| MiniCluster::builder().tservers(3).start().expect("sink"));
+        (a.join().expect("a"), b.join().expect("b"))
+    };
+    let source = KuduClient::new(&src.master_addrs()).expect("client");
+    let sink = KuduClient::new(&dst.master_addrs()).expect("client");
+    let table = create(&source).await;
+    create(&sink).await;
+    // Large enough that the snapshot takes a moment to copy.
+    let mut session = source
+        .new_session_with(SessionOptions::default().flush_mode(FlushMode::AutoFlushBackground))
+        .expect("session");
+    for id in 0..150_000 {
+        session.apply(Operation::insert(&table, row(&table, id, Some(id)))).await.expect("load");
+    }
+    session.flush().await.expect("flush");
+
+    // Changes flow during the whole crash loop.
+    let running = Arc::new(AtomicBool::new(true));
+    let churn = {
+        let running = running.clone();
+        let source = source.clone();
+        let table = table.clone();
+        tokio::spawn(async move {
+            let mut rng = StdRng::seed_from_u64(11);
+            let mut s = source
+                .new_session_with(SessionOptions::default().flush_mode(FlushMode::AutoFlushBackground))
+                .expect("session");
+            let mut n = 0u64;
+            while running.load(Ordering::Relaxed) {
+                let id = rng.gen_range(0..170_000);
+                let op = match rng.gen_range(0..10) {
+                    0..=4 => Operation::upsert(&table, row(&table, id, Some(rng.gen()))),
+                    5..=6 => Operation::update_ignore(&table, row(&table, id, None)),
+                    _ => {
+                        let mut k = table.new_row();
+                        k.set_i64("id", id).expect("id");
+                        Operation::delete_ignore(&table, k)
+                    }
+                };
+                s.apply(op).await.expect("apply");
+                n += 1;
+                if n % 100 == 0 {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+            s.flush().await.expect("flush");
+            n
+        })
+    };
+
+    let dir = tempfile::tempdir().expect("tmp");
+    let chk = dir.path().join("chk");
+    let store = CheckpointStore::open_local(&StorageLocation::local(&chk).expect("loc"), NonZeroUsize::MIN);
+    let (src_addrs, dst_addrs) = (src.master_addrs_joined(), dst.master_addrs_joined());
+    let mut rng = StdRng::seed_from_u64(42);
+    let mut resume: Option<String> = None;
+    let mut restored_mid_snapshot = false;
+    let mut restored_mid_diff = false;
+    for i in 0..10 {
+        let mut f = start_ferry(&src_addrs, &dst_addrs, &chk, resume.as_deref());
+        // Early kills hit the snapshot, later ones diff windows.
+        let wait = if i < 2 { rng.gen_range(150..600) } else { rng.gen_range(300..2500) };
+        tokio::time::sleep(Duration::from_millis(wait)).await;
+        kill9(&mut f);
+        let latest = store.latest_complete(&f.job_id).await.expect("list checkpoints");
+        if let Some(c) = latest.checkpoint {
+            let in_progress = !c.state.pending.is_empty() || !c.state.unassigned.is_empty();
+            match c.state.window {
+                Some(w) if w.is_snapshot() && in_progress => restored_mid_snapshot = true,
+                Some(w) if !w.is_snapshot() && in_progress => restored_mid_diff = true,
+                _ => {}
+            }
+            resume = Some(c.location.to_uri());
+        }
+    }
+    running.store(false, Ordering::Relaxed);
+    let ops = churn.await.expect("churn");
+    assert!(ops > 1_000, "changes flowed: {ops}");
+    assert!(restored_mid_snapshot, "at least one kill landed inside the snapshot");
+
+    // A last run catches up; wait for a window that ends after the churn.
+    let stopped_at = source.server_clock().await.expect("clock");
+    let mut f = start_ferry(&src_addrs, &dst_addrs, &chk, resume.as_deref());
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        assert!(Instant::now() < deadline, "the final run never caught up");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let latest = store.latest_complete(&f.job_id).await.expect("list");
+        let caught_up = latest
+            .checkpoint
+            .is_some_and(|c| c.state.last_end_timestamp.is_some_and(|t| t > stopped_at.raw()));
+        if caught_up {
+            break;
+        }
+    }
+    kill9(&mut f);
+    let a = read_all(&source).await;
+    let b = read_all(&sink).await;
+    assert_eq!(a.len(), b.len(), "row counts");
+    assert!(a == b, "sink differs from source");
+    eprintln!("crash loop: {ops} changes, resumed mid-snapshot: {restored_mid_snapshot}, mid-diff: {restored_mid_diff}");
+}
