@@ -16,8 +16,10 @@
 //! range columns, every range partition with its hash schema (non-covered
 //! ranges stay non-covered), the replication factor, comment, extra configs,
 //! and the owner when `job.restoreOwner` is set. Everything goes in one
-//! CreateTable: the master takes the whole range list, ranges with their own
-//! hash schema included.
+//! CreateTable when the sink master allows that many tablets at once
+//! (`--max_create_tablets_per_ts`); otherwise the table is created with the
+//! first range and the others are added by ALTER TABLE, as the reference
+//! job always does.
 //!
 //! The master does not list a table's range partitions, so they are derived
 //! from its tablets ([`range_partitions`]): each tablet's partition key is
@@ -776,42 +778,33 @@ async fn create(
     name: &str,
     builder: &TableBuilder,
 ) -> Result<Created, SinkTableError> {
-    let status = match sink.create_table(builder).await {
+    let err = match sink.create_table(builder).await {
         Ok(_) => return Ok(Created::Now),
-        Err(KuduError::Status { status, .. }) => status,
-        Err(e) => {
-            return Err(SinkTableError::kudu(
-                Side::Sink,
-                format!("creating table '{name}'"),
-            )(e))
-        }
+        Err(e) => e,
     };
-    let lower = status.message.to_lowercase();
-    if status.code == StatusCode::AlreadyPresent {
-        if let Some(t) = open_sink(sink, name).await? {
-            return Ok(Created::ByOther(t));
+    if let KuduError::Status { status, .. } = &err {
+        let message = status.message.to_lowercase();
+        if status.code == StatusCode::AlreadyPresent {
+            if let Some(t) = open_sink(sink, name).await? {
+                return Ok(Created::ByOther(t));
+            }
+        } else if message.contains("replication factor") {
+            return Err(SinkTableError::ReplicationFactor {
+                sink: name.to_owned(),
+                replicas: src.num_replicas(),
+                message: status.message.clone(),
+            });
+        } else if message.contains("maximum permitted at creation time") {
+            return Err(SinkTableError::TooManyTablets {
+                sink: name.to_owned(),
+                message: status.message.clone(),
+            });
         }
-    }
-    if lower.contains("replication factor") {
-        return Err(SinkTableError::ReplicationFactor {
-            sink: name.to_owned(),
-            replicas: src.num_replicas(),
-            message: status.message,
-        });
-    }
-    if lower.contains("maximum permitted at creation time") {
-        return Err(SinkTableError::TooManyTablets {
-            sink: name.to_owned(),
-            message: status.message,
-        });
     }
     Err(SinkTableError::kudu(
         Side::Sink,
         format!("creating table '{name}'"),
-    )(KuduError::Status {
-        context: format!("CreateTable '{name}'"),
-        status,
-    }))
+    )(err))
 }
 
 /// Adds `ranges` to the new sink table `table`, a batch per ALTER TABLE.

@@ -35,7 +35,7 @@ async fn snapshot_copies_every_type() {
     // Cancel keeps the checkpoints.
     let chk = dir.path().join("chk").join(job.job_id().to_string());
     let kept = std::fs::read_dir(&chk).expect("checkpoints kept").count();
-    assert!(kept >= 1 && kept <= 3, "{kept} checkpoints under {}", chk.display());
+    assert!((1..=3).contains(&kept), "{kept} checkpoints under {}", chk.display());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -127,7 +127,12 @@ async fn create_open_alter_rename_delete() {
                         .expect("col"),
                 )
                 .rename_column("s", "s_renamed")
-                .add_range_partition(tbound(100), tbound(200)),
+                .add_range_partition(tbound(100), tbound(200))
+                .add_range_with_hash_schema(
+                    (OpType::RangeLowerBound, tbound(400)),
+                    (OpType::RangeUpperBound, tbound(500)),
+                    &[(&["id"][..], 4, 7)],
+                ),
         )
         .await
         .expect("alter");
@@ -138,7 +143,14 @@ async fn create_open_alter_rename_delete() {
         .tablets_in_range(&t, &[], &[], Instant::now() + Duration::from_secs(30))
         .await
         .expect("tablets");
-    assert_eq!(tablets.len(), 14, "the gap got its 3 tablets");
+    assert_eq!(tablets.len(), 18, "the gap got its 3 tablets, the new custom range 4");
+    let custom: Vec<(u32, u32)> = t
+        .partition_schema()
+        .custom_hash_schema_ranges()
+        .iter()
+        .map(|r| (r.hash_schema()[0].num_buckets(), r.hash_schema()[0].seed()))
+        .collect();
+    assert!(custom.contains(&(4, 7)), "{custom:?}");
 
     client.rename_table(&t, "renamed").await.expect("rename");
     assert!(client.table_exists("renamed").await.expect("exists"));

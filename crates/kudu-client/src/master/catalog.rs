@@ -243,7 +243,8 @@ pub async fn alter_table(m: &MasterProxy, table: &KuduTable, b: &AlterTableBuild
                 let custom_hash_schema = match hash {
                     Some(dims) => {
                         features.push(FEATURE_RANGE_SPECIFIC_HASH_SCHEMA);
-                        dims.iter()
+                        let dims = dims
+                            .iter()
                             .map(|(cols, n, seed)| pb::partition_schema_pb::HashBucketSchemaPb {
                                 columns: cols
                                     .iter()
@@ -255,9 +256,10 @@ pub async fn alter_table(m: &MasterProxy, table: &KuduTable, b: &AlterTableBuild
                                 seed: (*seed != 0).then_some(*seed),
                                 hash_algorithm: None,
                             })
-                            .collect()
+                            .collect();
+                        Some(alter::CustomHashSchema { hash_schema: dims })
                     }
-                    None => Vec::new(),
+                    None => None,
                 };
                 alter::Step {
                     r#type: Some(StepType::AddRangePartition as i32),
