@@ -56,7 +56,8 @@ enum Command {
         /// Cluster name.
         #[arg(required_unless_present = "all", conflicts_with = "all")]
         name: Option<String>,
-        /// Stop every cluster the kit started.
+        /// Stop every cluster started with `up` (and clear leftovers of
+        /// finished tests; clusters of running tests are left alone).
         #[arg(long)]
         all: bool,
     },
@@ -157,7 +158,14 @@ fn run(command: Command) -> ferry_testkit::Result<ExitCode> {
                 name.into_iter().collect()
             };
             for name in names {
-                MiniCluster::attach(&name)?.destroy()?;
+                let c = MiniCluster::attach(&name)?;
+                // A test's own cluster dies with the test; `--all` must not
+                // pull it from under a test that is still running.
+                if all && !c.info().detached && !c.pids().is_empty() {
+                    println!("{name} skipped: owned by a running test");
+                    continue;
+                }
+                c.destroy()?;
                 println!("{name} down");
             }
             Ok(ExitCode::SUCCESS)
