@@ -1,0 +1,806 @@
+//! [`Session`]: applies write operations and reports every failed row.
+//!
+//! Three flush modes (as in the Java client; the default is the first):
+//!
+//! - [`FlushMode::AutoFlushSync`]: `apply` sends the operation at once and
+//!   returns its outcome — a row error as `Error::RowErrors` with one entry,
+//!   or the typed error of a request that failed as a whole.
+//! - [`FlushMode::AutoFlushBackground`]: `apply` hands the operation to a
+//!   flusher task over a bounded channel and returns; when the flusher is
+//!   behind, `apply` waits (backpressure). The flusher closes a buffer when
+//!   it holds `mutation_buffer_max_ops` operations or
+//!   `mutation_buffer_max_bytes` bytes, or `flush_interval` after its first
+//!   operation, and sends it while it fills the next one (at most
+//!   [`BUFFERS_IN_FLIGHT`] buffers are being sent at once).
+//! - [`FlushMode::ManualFlush`]: `apply` only buffers; a full buffer is an
+//!   error, and nothing is sent before [`Session::flush`].
+//!
+//! In the buffering modes [`Session::flush`] sends what is buffered, waits
+//! for it and for everything sent before, and returns every row that failed
+//! since the previous flush as `Error::RowErrors` — rows the server refused
+//! (key, op name, status) and rows of requests given up after retries (the
+//! status then says why: timed out, network error, ...). Nothing is
+//! swallowed. [`Session::close`] flushes and stops the flusher.
+//!
+//! Routing, batching, retries and ordering guarantees are described in
+//! [`crate::write::batcher`].
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::{JoinHandle, JoinSet};
+
+use crate::client::KuduClient;
+use crate::error::{Error, KuduStatus, Result, StatusCode};
+use crate::schema::Row;
+use crate::table::KuduTable;
+use crate::write::batcher::{BatchConfig, BufferedOp, Dispatcher, FlushOutcome, MetricsInner};
+use crate::write::ops::OpType;
+
+/// Buffers the background flusher sends concurrently while it fills the
+/// next one.
+pub const BUFFERS_IN_FLIGHT: usize = 2;
+
+/// When buffered operations are sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FlushMode {
+    /// Each `apply` sends its operation and waits for the answer (default).
+    #[default]
+    AutoFlushSync,
+    /// A background task sends buffers by size or interval; `apply` waits
+    /// only when the buffers are full.
+    AutoFlushBackground,
+    /// Operations are buffered until `flush`; a full buffer is an error.
+    ManualFlush,
+}
+
+/// `ExternalConsistencyMode` of writes (spec §7.5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ExternalConsistencyMode {
+    /// The client sends the largest timestamp it has seen and remembers the
+    /// write's timestamp (default).
+    #[default]
+    ClientPropagated,
+    /// The server waits out its clock error before acknowledging; needs
+    /// well-synchronised clocks.
+    CommitWait,
+}
+
+impl ExternalConsistencyMode {
+    /// The wire value (`CLIENT_PROPAGATED` = 1, `COMMIT_WAIT` = 2).
+    pub fn to_pb(self) -> i32 {
+        match self {
+            ExternalConsistencyMode::ClientPropagated => 1,
+            ExternalConsistencyMode::CommitWait => 2,
+        }
+    }
+}
+
+/// Settings of a [`Session`]. Defaults follow the Java client where it has
+/// one.
+#[derive(Debug, Clone)]
+pub struct SessionOptions {
+    flush_mode: FlushMode,
+    max_ops: usize,
+    max_bytes: usize,
+    flush_interval: Duration,
+    max_batches_in_flight: usize,
+    max_batch_bytes: usize,
+    timeout: Option<Duration>,
+    consistency: ExternalConsistencyMode,
+}
+
+impl Default for SessionOptions {
+    fn default() -> Self {
+        SessionOptions {
+            flush_mode: FlushMode::AutoFlushSync,
+            max_ops: 1000,
+            max_bytes: 7 * 1024 * 1024,
+            flush_interval: Duration::from_secs(1),
+            max_batches_in_flight: 32,
+            max_batch_bytes: 7 * 1024 * 1024,
+            timeout: None,
+            consistency: ExternalConsistencyMode::ClientPropagated,
+        }
+    }
+}
+
+impl SessionOptions {
+    /// The flush mode (default [`FlushMode::AutoFlushSync`]).
+    pub fn flush_mode(mut self, mode: FlushMode) -> Self {
+        self.flush_mode = mode;
+        self
+    }
+
+    /// Operations a buffer holds before it is sent (background) or further
+    /// applies fail (manual). Default 1000. In background mode also the
+    /// capacity of the channel into the flusher.
+    pub fn mutation_buffer_max_ops(mut self, n: usize) -> Self {
+        self.max_ops = n;
+        self
+    }
+
+    /// Encoded bytes a buffer holds before it is sent or further applies
+    /// fail. Default 7 MiB.
+    pub fn mutation_buffer_max_bytes(mut self, n: usize) -> Self {
+        self.max_bytes = n;
+        self
+    }
+
+    /// Background mode: the longest an operation waits in a buffer before
+    /// the buffer is sent. Default 1 s.
+    pub fn flush_interval(mut self, interval: Duration) -> Self {
+        self.flush_interval = interval;
+        self
+    }
+
+    /// Write requests of this session in flight at once, over all tablets.
+    /// Default 32.
+    pub fn max_batches_in_flight(mut self, n: usize) -> Self {
+        self.max_batches_in_flight = n;
+        self
+    }
+
+    /// Cap on the encoded rows of one write request (the server refuses
+    /// RPCs over 50 MiB). Default 7 MiB; a single larger row is sent alone.
+    pub fn max_batch_bytes(mut self, n: usize) -> Self {
+        self.max_batch_bytes = n;
+        self
+    }
+
+    /// Bound on one write request, from its first attempt to its final
+    /// answer (and on the tablet lookups of a flush). Default: the client's
+    /// operation timeout.
+    pub fn operation_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// External consistency mode (default client-propagated).
+    pub fn external_consistency_mode(mut self, mode: ExternalConsistencyMode) -> Self {
+        self.consistency = mode;
+        self
+    }
+
+    fn validate(&self) -> Result<()> {
+        let bad = |what: &str| {
+            Err(Error::InvalidArgument(format!(
+                "session option {what} must be positive"
+            )))
+        };
+        if self.max_ops == 0 {
+            return bad("mutation_buffer_max_ops");
+        }
+        if self.max_bytes == 0 {
+            return bad("mutation_buffer_max_bytes");
+        }
+        if self.max_batches_in_flight == 0 {
+            return bad("max_batches_in_flight");
+        }
+        if self.max_batch_bytes == 0 {
+            return bad("max_batch_bytes");
+        }
+        if self.flush_interval.is_zero() {
+            return bad("flush_interval");
+        }
+        if self.timeout.is_some_and(|t| t.is_zero()) {
+            return bad("operation_timeout");
+        }
+        Ok(())
+    }
+}
+
+/// One write: an operation type, the table and the row.
+#[derive(Debug, Clone)]
+pub struct Operation {
+    table: KuduTable,
+    op: OpType,
+    row: Row,
+}
+
+impl Operation {
+    /// An operation of type `op` on `row` of `table` (validated when
+    /// applied).
+    pub fn new(table: &KuduTable, op: OpType, row: Row) -> Operation {
+        Operation {
+            table: table.clone(),
+            op,
+            row,
+        }
+    }
+
+    /// INSERT: fails with ALREADY_PRESENT if the key exists.
+    pub fn insert(table: &KuduTable, row: Row) -> Operation {
+        Operation::new(table, OpType::Insert, row)
+    }
+
+    /// INSERT_IGNORE: an insert that skips existing keys.
+    pub fn insert_ignore(table: &KuduTable, row: Row) -> Operation {
+        Operation::new(table, OpType::InsertIgnore, row)
+    }
+
+    /// UPSERT: insert, or overwrite the supplied columns.
+    pub fn upsert(table: &KuduTable, row: Row) -> Operation {
+        Operation::new(table, OpType::Upsert, row)
+    }
+
+    /// UPSERT_IGNORE: an upsert that ignores writes to immutable columns.
+    pub fn upsert_ignore(table: &KuduTable, row: Row) -> Operation {
+        Operation::new(table, OpType::UpsertIgnore, row)
+    }
+
+    /// UPDATE: fails with NOT_FOUND if the key is missing.
+    pub fn update(table: &KuduTable, row: Row) -> Operation {
+        Operation::new(table, OpType::Update, row)
+    }
+
+    /// UPDATE_IGNORE: an update that skips missing keys.
+    pub fn update_ignore(table: &KuduTable, row: Row) -> Operation {
+        Operation::new(table, OpType::UpdateIgnore, row)
+    }
+
+    /// DELETE (only the key columns are sent): NOT_FOUND if missing.
+    pub fn delete(table: &KuduTable, row: Row) -> Operation {
+        Operation::new(table, OpType::Delete, row)
+    }
+
+    /// DELETE_IGNORE: a delete that skips missing keys.
+    pub fn delete_ignore(table: &KuduTable, row: Row) -> Operation {
+        Operation::new(table, OpType::DeleteIgnore, row)
+    }
+
+    /// The operation type.
+    pub fn op_type(&self) -> OpType {
+        self.op
+    }
+
+    /// The table written to.
+    pub fn table(&self) -> &KuduTable {
+        &self.table
+    }
+
+    /// The row.
+    pub fn row(&self) -> &Row {
+        &self.row
+    }
+
+    /// The row, to set columns.
+    pub fn row_mut(&mut self) -> &mut Row {
+        &mut self.row
+    }
+}
+
+/// Counters of one session, read with [`Session::metrics`]. "Written"
+/// counts operations the server accepted (for `*_IGNORE` operations that
+/// includes the ignored ones).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SessionMetrics {
+    /// Operations accepted by `apply`.
+    pub ops_applied: u64,
+    /// INSERTs written.
+    pub inserts: u64,
+    /// INSERT_IGNOREs written.
+    pub insert_ignores: u64,
+    /// UPSERTs written.
+    pub upserts: u64,
+    /// UPSERT_IGNOREs written.
+    pub upsert_ignores: u64,
+    /// UPDATEs written.
+    pub updates: u64,
+    /// UPDATE_IGNOREs written.
+    pub update_ignores: u64,
+    /// DELETEs written.
+    pub deletes: u64,
+    /// DELETE_IGNOREs written.
+    pub delete_ignores: u64,
+    /// Operations that failed (row errors, including rows of failed
+    /// requests and non-covered rows).
+    pub row_errors: u64,
+    /// Encoded row bytes of answered write requests.
+    pub bytes_written: u64,
+    /// Write requests answered by a tablet server.
+    pub batches_written: u64,
+    /// Write RPC attempts, retries included.
+    pub write_attempts: u64,
+    /// Write requests given up after retries.
+    pub batches_failed: u64,
+    /// What the tablet servers reported (`resource_metrics`, Kudu 1.17+),
+    /// summed over all answers.
+    pub server: ServerWriteMetrics,
+}
+
+impl SessionMetrics {
+    /// Operations written, all types.
+    pub fn ops_written(&self) -> u64 {
+        self.inserts
+            + self.insert_ignores
+            + self.upserts
+            + self.upsert_ignores
+            + self.updates
+            + self.update_ignores
+            + self.deletes
+            + self.delete_ignores
+    }
+
+    /// Operations applied but not answered yet.
+    pub fn ops_pending(&self) -> u64 {
+        self.ops_applied
+            .saturating_sub(self.ops_written() + self.row_errors)
+    }
+}
+
+/// The write `resource_metrics` tablet servers report, summed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ServerWriteMetrics {
+    /// Rows inserted.
+    pub successful_inserts: u64,
+    /// INSERT_IGNOREs that found the key present.
+    pub insert_ignore_errors: u64,
+    /// Rows upserted.
+    pub successful_upserts: u64,
+    /// UPSERT_IGNOREs that hit an immutable column.
+    pub upsert_ignore_errors: u64,
+    /// Rows updated.
+    pub successful_updates: u64,
+    /// UPDATE_IGNOREs that found no row.
+    pub update_ignore_errors: u64,
+    /// Rows deleted.
+    pub successful_deletes: u64,
+    /// DELETE_IGNOREs that found no row.
+    pub delete_ignore_errors: u64,
+    /// Time spent in commit wait (COMMIT_WAIT mode), microseconds.
+    pub commit_wait_micros: u64,
+}
+
+impl KuduClient {
+    /// A write session with default options ([`FlushMode::AutoFlushSync`]).
+    pub fn new_session(&self) -> Session {
+        Session::new(self.clone(), SessionOptions::default(), None)
+    }
+
+    /// A write session with `options`. Background mode starts its flusher
+    /// task here, so it must be called inside a Tokio runtime.
+    pub fn new_session_with(&self, options: SessionOptions) -> Result<Session> {
+        options.validate()?;
+        let runtime = match options.flush_mode {
+            FlushMode::AutoFlushBackground => {
+                Some(tokio::runtime::Handle::try_current().map_err(|_| {
+                    Error::InvalidArgument(
+                        "a background-flush session must be created inside a Tokio runtime".into(),
+                    )
+                })?)
+            }
+            _ => None,
+        };
+        Ok(Session::new(self.clone(), options, runtime))
+    }
+}
+
+/// A write session. See the module docs for the flush modes.
+///
+/// Methods take `&mut self`: a session has one owner, which keeps "the order
+/// of `apply` calls" well defined. Use one session per writer task.
+#[derive(Debug)]
+pub struct Session {
+    options: SessionOptions,
+    metrics: Arc<MetricsInner>,
+    mode: Mode,
+    closed: bool,
+}
+
+#[derive(Debug)]
+enum Mode {
+    Sync(Dispatcher),
+    Manual {
+        dispatcher: Dispatcher,
+        buffer: Vec<BufferedOp>,
+        bytes: usize,
+    },
+    Background {
+        tx: Option<mpsc::Sender<Msg>>,
+        task: Option<JoinHandle<FlushOutcome>>,
+    },
+}
+
+impl Session {
+    fn new(
+        client: KuduClient,
+        options: SessionOptions,
+        runtime: Option<tokio::runtime::Handle>,
+    ) -> Session {
+        let metrics = Arc::new(MetricsInner::default());
+        let cfg = BatchConfig {
+            timeout: options
+                .timeout
+                .unwrap_or_else(|| client.operation_timeout()),
+            consistency: options.consistency,
+            max_batch_bytes: options.max_batch_bytes,
+            max_batches_in_flight: options.max_batches_in_flight,
+        };
+        let dispatcher = Dispatcher::new(client, cfg, metrics.clone());
+        let mode = match (options.flush_mode, runtime) {
+            (FlushMode::AutoFlushBackground, Some(rt)) => {
+                let (tx, rx) = mpsc::channel(options.max_ops);
+                let flusher = Flusher::new(rx, dispatcher, &options);
+                Mode::Background {
+                    tx: Some(tx),
+                    task: Some(rt.spawn(flusher.run())),
+                }
+            }
+            (FlushMode::ManualFlush, _) => Mode::Manual {
+                dispatcher,
+                buffer: Vec::new(),
+                bytes: 0,
+            },
+            _ => Mode::Sync(dispatcher),
+        };
+        Session {
+            options,
+            metrics,
+            mode,
+            closed: false,
+        }
+    }
+
+    /// The session's flush mode.
+    pub fn flush_mode(&self) -> FlushMode {
+        self.options.flush_mode
+    }
+
+    /// A snapshot of the session's counters.
+    pub fn metrics(&self) -> SessionMetrics {
+        self.metrics.snapshot()
+    }
+
+    /// Applies one operation. Checks first that it is a data operation on
+    /// a row of the table's schema with the key set (an
+    /// `Error::InvalidArgument` naming the problem otherwise); then, per
+    /// flush mode: sends it and returns its outcome (sync), queues it and
+    /// waits only if the flusher is behind (background), or buffers it and
+    /// fails if the buffer is full (manual).
+    pub async fn apply(&mut self, op: Operation) -> Result<()> {
+        if self.closed {
+            return Err(closed());
+        }
+        let op = BufferedOp::new(op.table, op.op, op.row)?;
+        match &mut self.mode {
+            Mode::Sync(dispatcher) => {
+                self.metrics.ops_applied.fetch_add(1, Ordering::Relaxed);
+                let mut outcome = dispatcher.send(vec![op]).await;
+                if outcome.causes.is_empty() {
+                    outcome.into_result()
+                } else {
+                    // One row, failed as a whole: its cause is the answer.
+                    Err(outcome.causes.swap_remove(0))
+                }
+            }
+            Mode::Manual { buffer, bytes, .. } => {
+                let (max_ops, max_bytes) = (self.options.max_ops, self.options.max_bytes);
+                if buffer.len() >= max_ops || (!buffer.is_empty() && *bytes + op.size > max_bytes) {
+                    return Err(Error::Status {
+                        context: "write session in MANUAL_FLUSH mode".into(),
+                        status: KuduStatus {
+                            code: StatusCode::IllegalState,
+                            message: format!(
+                                "mutation buffer is full ({} operations, {} bytes; limits {max_ops} operations, {max_bytes} bytes): call flush() first",
+                                buffer.len(),
+                                bytes
+                            ),
+                            posix_code: None,
+                        },
+                    });
+                }
+                self.metrics.ops_applied.fetch_add(1, Ordering::Relaxed);
+                *bytes += op.size;
+                buffer.push(op);
+                Ok(())
+            }
+            Mode::Background { tx, .. } => {
+                let tx = tx.as_ref().ok_or_else(closed)?;
+                tx.send(Msg::Op(op)).await.map_err(|_| flusher_gone())?;
+                self.metrics.ops_applied.fetch_add(1, Ordering::Relaxed);
+                Ok(())
+            }
+        }
+    }
+
+    /// Sends everything buffered, waits until it and everything sent
+    /// before is answered, and returns every row that failed since the
+    /// previous flush as `Error::RowErrors` (in no particular order). In
+    /// sync mode there is nothing to flush (apply already returned each
+    /// outcome).
+    ///
+    /// In manual mode, dropping the returned future part-way abandons the
+    /// rows it was sending: they may or may not have been written.
+    pub async fn flush(&mut self) -> Result<()> {
+        match &mut self.mode {
+            Mode::Sync(_) => Ok(()),
+            Mode::Manual {
+                dispatcher,
+                buffer,
+                bytes,
+            } => {
+                *bytes = 0;
+                let ops = std::mem::take(buffer);
+                dispatcher.send(ops).await.into_result()
+            }
+            Mode::Background { tx, .. } => {
+                let Some(tx) = tx.as_ref() else {
+                    return Ok(());
+                };
+                let (reply, answer) = oneshot::channel();
+                tx.send(Msg::Flush(reply))
+                    .await
+                    .map_err(|_| flusher_gone())?;
+                answer.await.map_err(|_| flusher_gone())?.into_result()
+            }
+        }
+    }
+
+    /// Flushes, then stops the session (and its flusher task). Later
+    /// `apply` calls fail. Returns the flush's result.
+    pub async fn close(&mut self) -> Result<()> {
+        if self.closed {
+            return Ok(());
+        }
+        let flushed = self.flush().await;
+        self.closed = true;
+        if let Mode::Background { tx, task } = &mut self.mode {
+            drop(tx.take());
+            if let Some(task) = task.take() {
+                // Anything the flusher still held (nothing after the flush
+                // above, unless that flush failed to reach it).
+                let rest = task.await.map_err(|e| {
+                    Error::InvalidArgument(format!("write flusher task failed: {e}"))
+                })?;
+                if let Err(e) = rest.into_result() {
+                    return flushed.and(Err(e));
+                }
+            }
+        }
+        flushed
+    }
+
+    /// Operations buffered and not yet handed to a flush (manual mode; in
+    /// background mode see [`SessionMetrics::ops_pending`]).
+    pub fn buffered_ops(&self) -> usize {
+        match &self.mode {
+            Mode::Manual { buffer, .. } => buffer.len(),
+            _ => 0,
+        }
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        if self.closed {
+            return;
+        }
+        match &mut self.mode {
+            Mode::Background { tx, task } if task.is_some() => {
+                // Dropping the sender lets the flusher send what it holds
+                // and exit; its errors can only be logged now.
+                drop(tx.take());
+                tracing::debug!(
+                    "write session dropped without close(); its flusher finishes in the background"
+                );
+            }
+            Mode::Manual { buffer, .. } if !buffer.is_empty() => {
+                tracing::warn!(
+                    ops = buffer.len(),
+                    "write session in MANUAL_FLUSH mode dropped with unflushed operations; they are discarded"
+                );
+            }
+            _ => {}
+        }
+    }
+}
+
+fn closed() -> Error {
+    Error::InvalidArgument("write session is closed".into())
+}
+
+fn flusher_gone() -> Error {
+    Error::InvalidArgument(
+        "the session's background flusher has stopped (its runtime shut down?)".into(),
+    )
+}
+
+/// Messages to the background flusher. Flush requests travel on the same
+/// channel as operations, so a flush covers exactly what was applied before
+/// it.
+enum Msg {
+    Op(BufferedOp),
+    Flush(oneshot::Sender<FlushOutcome>),
+}
+
+/// The background flusher: one task per session.
+struct Flusher {
+    rx: mpsc::Receiver<Msg>,
+    dispatcher: Dispatcher,
+    max_ops: usize,
+    max_bytes: usize,
+    interval: Duration,
+    buffer: Vec<BufferedOp>,
+    bytes: usize,
+    /// When the current buffer is due (set by its first operation).
+    due_at: Option<tokio::time::Instant>,
+    timer_fired: bool,
+    /// Buffers being sent: task id → flush sequence number.
+    inflight: JoinSet<FlushOutcome>,
+    task_seq: HashMap<tokio::task::Id, u64>,
+    next_seq: u64,
+    /// Sequence numbers of flushes not finished yet.
+    outstanding: BTreeSet<u64>,
+    /// Finished flushes whose outcome no flush() call has taken yet.
+    finished: BTreeMap<u64, FlushOutcome>,
+    /// flush() calls waiting for the current buffer to be started.
+    requested: Vec<oneshot::Sender<FlushOutcome>>,
+    /// flush() calls waiting for every flush up to a sequence number.
+    waiters: Vec<(Option<u64>, oneshot::Sender<FlushOutcome>)>,
+    input_open: bool,
+}
+
+impl Flusher {
+    fn new(rx: mpsc::Receiver<Msg>, dispatcher: Dispatcher, o: &SessionOptions) -> Self {
+        Flusher {
+            rx,
+            dispatcher,
+            max_ops: o.max_ops,
+            max_bytes: o.max_bytes,
+            interval: o.flush_interval,
+            buffer: Vec::new(),
+            bytes: 0,
+            due_at: None,
+            timer_fired: false,
+            inflight: JoinSet::new(),
+            task_seq: HashMap::new(),
+            next_seq: 0,
+            outstanding: BTreeSet::new(),
+            finished: BTreeMap::new(),
+            requested: Vec::new(),
+            waiters: Vec::new(),
+            input_open: true,
+        }
+    }
+
+    fn due(&self) -> bool {
+        self.buffer.len() >= self.max_ops
+            || self.bytes >= self.max_bytes
+            || self.timer_fired
+            || !self.requested.is_empty()
+            || !self.input_open
+    }
+
+    async fn run(mut self) -> FlushOutcome {
+        loop {
+            let due = self.due();
+            if due && self.inflight.len() < BUFFERS_IN_FLIGHT {
+                self.start_flush().await;
+            }
+            self.answer_waiters();
+            if !self.input_open && self.buffer.is_empty() && self.inflight.is_empty() {
+                break;
+            }
+            // While a due buffer cannot be started, take nothing more: the
+            // channel fills up and `apply` waits.
+            let accepting = self.input_open && !self.due();
+            let timer = self
+                .due_at
+                .unwrap_or_else(|| tokio::time::Instant::now() + self.interval);
+            let timer_armed = self.due_at.is_some() && !self.timer_fired;
+            tokio::select! {
+                joined = self.inflight.join_next_with_id(), if !self.inflight.is_empty() => {
+                    self.on_finished(joined);
+                }
+                msg = self.rx.recv(), if accepting => match msg {
+                    Some(Msg::Op(op)) => {
+                        if self.buffer.is_empty() {
+                            self.due_at = Some(tokio::time::Instant::now() + self.interval);
+                        }
+                        self.bytes += op.size;
+                        self.buffer.push(op);
+                    }
+                    Some(Msg::Flush(reply)) => self.requested.push(reply),
+                    None => self.input_open = false,
+                },
+                _ = tokio::time::sleep_until(timer), if timer_armed => {
+                    self.timer_fired = true;
+                }
+            }
+        }
+        // Closing: whatever no flush() call took.
+        let mut rest = FlushOutcome::default();
+        for (_, o) in std::mem::take(&mut self.finished) {
+            rest.merge(o);
+        }
+        if !rest.row_errors.is_empty() {
+            tracing::warn!(rows = rest.row_errors.len(), first = %rest.row_errors[0], "write session closed with unreported row errors");
+        }
+        rest
+    }
+
+    /// Routes the current buffer and starts sending it; registers pending
+    /// flush() calls against it.
+    async fn start_flush(&mut self) {
+        let ops = std::mem::take(&mut self.buffer);
+        self.bytes = 0;
+        self.due_at = None;
+        self.timer_fired = false;
+        if !ops.is_empty() {
+            let routed = self.dispatcher.route(ops).await;
+            let seq = self.next_seq;
+            self.next_seq += 1;
+            let handle = self.inflight.spawn(self.dispatcher.dispatch(routed));
+            self.task_seq.insert(handle.id(), seq);
+            self.outstanding.insert(seq);
+        }
+        let upto = self.next_seq.checked_sub(1);
+        for reply in self.requested.drain(..) {
+            self.waiters.push((upto, reply));
+        }
+    }
+
+    fn on_finished(
+        &mut self,
+        joined: Option<Result<(tokio::task::Id, FlushOutcome), tokio::task::JoinError>>,
+    ) {
+        let (id, outcome) = match joined {
+            Some(Ok((id, outcome))) => (id, outcome),
+            Some(Err(e)) => {
+                let id = e.id();
+                let outcome = FlushOutcome {
+                    row_errors: Vec::new(),
+                    causes: vec![Error::InvalidArgument(format!(
+                        "a write flush task failed ({e}); the outcome of its rows is unknown"
+                    ))],
+                };
+                (id, outcome)
+            }
+            None => return,
+        };
+        if let Some(seq) = self.task_seq.remove(&id) {
+            self.outstanding.remove(&seq);
+            self.finished.insert(seq, outcome);
+        }
+    }
+
+    /// Answers each flush() whose flushes have all finished, with the
+    /// outcomes of every flush up to its own.
+    fn answer_waiters(&mut self) {
+        let oldest_running = self.outstanding.first().copied();
+        let mut i = 0;
+        while i < self.waiters.len() {
+            let upto = self.waiters[i].0;
+            let ready = match (upto, oldest_running) {
+                (None, _) | (_, None) => true,
+                (Some(u), Some(r)) => r > u,
+            };
+            if !ready {
+                i += 1;
+                continue;
+            }
+            let (_, reply) = self.waiters.swap_remove(i);
+            let mut outcome = FlushOutcome::default();
+            if let Some(u) = upto {
+                let later = self.finished.split_off(&(u + 1));
+                for (_, o) in std::mem::replace(&mut self.finished, later) {
+                    outcome.merge(o);
+                }
+            }
+            // A caller that stopped waiting: keep its rows for the next
+            // flush() rather than dropping them.
+            if let Err(outcome) = reply.send(outcome) {
+                self.finished
+                    .entry(upto.unwrap_or(0))
+                    .or_default()
+                    .merge(outcome);
+            }
+        }
+    }
+}
