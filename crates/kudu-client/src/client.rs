@@ -4,7 +4,7 @@
 //!
 //! Write sessions and scanners are created from here; they use the
 //! crate-internal routing helpers ([`KuduClient::locate`],
-//! [`KuduClient::invalidate_tablet`], [`tserver_error`]) so retry and
+//! [`KuduClient::invalidate_tablet`], `tserver_error`) so retry and
 //! routing rules exist once.
 
 use crate::error::{Error, Result, StatusCode};

@@ -1,5 +1,69 @@
 //! A native async Rust client for Apache Kudu.
 //!
+//! Built on tokio, prost (protobuf messages from the crate's own `.proto`
+//! files) and rustls. It speaks KRPC directly: SASL PLAIN negotiation with
+//! TLS when the servers offer or require it, leader-master discovery,
+//! tablet routing with a location cache, exactly-once write sessions, and
+//! snapshot, fault-tolerant and diff scans streamed as row batches.
+//!
+//! # Quick start
+//!
+//! ```no_run
+//! use kudu_client::scan::ComparisonOp;
+//! use kudu_client::scan::Predicate;
+//! use kudu_client::write::{FlushMode, Operation, SessionOptions};
+//! use kudu_client::{ColumnSchema, DataType, KuduClient, Schema, TableBuilder};
+//!
+//! # async fn demo() -> kudu_client::Result<()> {
+//! let client = KuduClient::new(&["127.0.0.1:7051"])?;
+//!
+//! // Create a table hash-partitioned on its key.
+//! let schema = Schema::new(vec![
+//!     ColumnSchema::builder("id", DataType::Int64).key(true).build()?,
+//!     ColumnSchema::builder("name", DataType::String).nullable(true).build()?,
+//! ])?;
+//! client
+//!     .create_table(&TableBuilder::new("people", schema).add_hash_partitions(&["id"], 4, 0))
+//!     .await?;
+//! let table = client.open_table("people").await?;
+//!
+//! // Write with a background-flushing session; flush returns row errors.
+//! let mut session =
+//!     client.new_session_with(SessionOptions::default().flush_mode(FlushMode::AutoFlushBackground))?;
+//! for id in 0..100 {
+//!     let mut row = table.new_row();
+//!     row.set_i64("id", id)?.set_str("name", "ada")?;
+//!     session.apply(Operation::upsert(&table, row)).await?;
+//! }
+//! session.flush().await?;
+//!
+//! // Read back at a snapshot taken from the cluster's clock.
+//! let now = client.server_clock().await?;
+//! let mut scanner = client
+//!     .scan_builder(&table)
+//!     .predicate(Predicate::comparison("id", ComparisonOp::Less, 10i64))
+//!     .snapshot(now)
+//!     .build()?;
+//! while let Some(batch) = scanner.next_batch().await? {
+//!     for row in batch.rows() {
+//!         println!("{} {:?}", row.get_i64("id")?, row.get("name")?);
+//!     }
+//! }
+//!
+//! // Changes in [now, later): deleted rows come back with is_deleted().
+//! let later = client.server_clock().await?;
+//! let mut diff = client.scan_builder(&table).diff(now, later).build()?;
+//! while let Some(batch) = diff.next_batch().await? {
+//!     for row in batch.rows() {
+//!         println!("{} deleted={}", row.get_i64("id")?, row.is_deleted());
+//!     }
+//! }
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! See `examples/write_then_scan.rs` and `examples/diff_scan.rs`.
+//!
 //! # Layout
 //! - [`rpc`]: KRPC connections: preamble, framing, negotiation (SASL PLAIN,
 //!   TLS), call multiplexing and a per-server connection pool.
@@ -12,7 +76,7 @@
 //! - [`hybrid_time`]: Kudu timestamps.
 //! - [`master`]: leader discovery and catalog calls.
 //! - [`meta`]: the tablet location cache.
-//! - [`write`]: write sessions, per-tablet batching, row errors.
+//! - [`write`](mod@write): write sessions, per-tablet batching, row errors.
 //! - [`scan`]: scanners (snapshot, fault-tolerant, diff) and splits.
 //! - [`retry`]: deadlines, backoff and error classification.
 //! - [`error`]: the one error type every call returns.
