@@ -8,7 +8,7 @@ mod common;
 use common::*;
 use ferry_engine::checkpoint::CheckpointStore;
 use ferry_engine::JobStatus;
-use ferry_testkit::DaemonKind;
+use ferry_testkit::{DaemonKind, MiniCluster};
 use kudu_client::KuduClient;
 use std::time::Duration;
 
@@ -64,6 +64,22 @@ async fn continuous_changes_converge_and_windows_chain() {
             samples
         })
     };
+    // Rows inserted and deleted within one window must not reach the sink.
+    {
+        let mut s = background_session(&source);
+        for id in 1_000_000..1_000_200 {
+            let mut rng = rand::SeedableRng::seed_from_u64(id as u64);
+            s.apply(kudu_client::write::session::Operation::insert(&table, random_row(&mut rng, &table, id)))
+                .await
+                .expect("insert");
+        }
+        for id in 1_000_000..1_000_200 {
+            let mut k = table.new_row();
+            k.set_i64("id", id).expect("id");
+            s.apply(kudu_client::write::session::Operation::delete(&table, k)).await.expect("delete");
+        }
+        s.flush().await.expect("flush");
+    }
     churn(&source, &table, 20_000, 8_000, Duration::from_secs(10), 3).await;
     let stopped_at = source.server_clock().await.expect("clock").epoch_millis();
     let samples = sampler.await.expect("sampler");
@@ -171,4 +187,40 @@ async fn tserver_restarts_on_both_sides_are_survived() {
     assert_eq!(job.status(), JobStatus::Running);
     assert_same(&source, &sink, TABLE).await;
     job.cancel().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn resuming_past_the_history_window_fails_with_advice() {
+    let src = MiniCluster::builder()
+        .tservers(1)
+        .tserver_flag("--tablet_history_max_age_sec=3")
+        .start()
+        .expect("source");
+    let dst = MiniCluster::builder().tservers(1).start().expect("sink");
+    let source = KuduClient::new(&src.master_addrs()).expect("client");
+    let sink = KuduClient::new(&dst.master_addrs()).expect("client");
+    for c in [&source, &sink] {
+        let b = kudu_client::TableBuilder::new(TABLE, all_types_schema())
+            .add_hash_partitions(&["id"], 2, 0)
+            .num_replicas(1);
+        c.create_table(&b).await.expect("create");
+    }
+    let table = source.open_table(TABLE).await.expect("open");
+    load(&source, &table, 1_000, 8).await;
+    let dir = tempfile::tempdir().expect("tmp");
+    let savepoints = dir.path().join("sp");
+    let cfg = job_config(&src, &dst, &dir.path().join("chk"), 1, &[]);
+    let job = start_job(&cfg, Some(&savepoints), None, 1).await;
+    wait_windows(&job, 2, Duration::from_secs(60)).await;
+    let path = job.stop_with_savepoint(None).await.expect("savepoint");
+    // Down for longer than the source keeps history.
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    churn(&source, &table, 100, 2_000, Duration::from_millis(100), 9).await;
+    let store = CheckpointStore::open_local(&cfg.checkpoints_directory, cfg.checkpoints_retained);
+    let state = store.load(&path).await.expect("load").state;
+    let resumed = start_job(&cfg, None, Some(state), 1).await;
+    let status = tokio::time::timeout(Duration::from_secs(60), resumed.wait()).await.expect("job ends");
+    let JobStatus::Failed { error } = status else { panic!("expected a failure, got {status:?}") };
+    assert!(error.contains("snapshot too old"), "{error}");
+    assert!(error.contains("start a fresh job"), "says what to do: {error}");
 }
