@@ -79,4 +79,27 @@ async fn fatal_errors_and_create_table() {
     assert!(status.success(), "SIGTERM without --savepointPath cancels cleanly: {status:?}");
     let copy = client.open_table("src_copy").await.expect("open copy");
     assert_eq!(copy.partition_schema().hash_schema()[0].num_buckets(), 2);
+
+    // With --savepointPath, SIGTERM stops with a savepoint like `flink stop`.
+    let sp = dir.path().join("savepoints");
+    let child = ferry(
+        &masters,
+        "src",
+        &chk,
+        &["--job.tableSuffix", "_copy", "--savepointPath", &sp.to_string_lossy()],
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    // SAFETY: signalling our own child.
+    unsafe {
+        libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
+    }
+    let out = child.wait_with_output().expect("wait");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout} {}", String::from_utf8_lossy(&out.stderr));
+    let path = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("Savepoint completed. Path: "))
+        .unwrap_or_else(|| panic!("no savepoint line in {stdout}"));
+    let path = path.trim().trim_start_matches("file://");
+    assert!(std::path::Path::new(path).join("_metadata").is_file(), "{path}");
 }
