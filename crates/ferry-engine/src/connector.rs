@@ -37,10 +37,16 @@ pub trait Source: Send + Sync + 'static {
     fn now(&self) -> impl Future<Output = Result<u64, EngineError>> + Send;
 
     /// The splits covering `window` (snapshot or diff).
-    fn plan(&self, window: WindowState) -> impl Future<Output = Result<Vec<SplitState>, EngineError>> + Send;
+    fn plan(
+        &self,
+        window: WindowState,
+    ) -> impl Future<Output = Result<Vec<SplitState>, EngineError>> + Send;
 
     /// Opens `split`, continuing after its resume key if it has one.
-    fn open(&self, split: &SplitState) -> impl Future<Output = Result<Self::Reader, EngineError>> + Send;
+    fn open(
+        &self,
+        split: &SplitState,
+    ) -> impl Future<Output = Result<Self::Reader, EngineError>> + Send;
 }
 
 /// Streams the batches of one split.
@@ -62,5 +68,8 @@ pub trait Sink: Send + Sync + 'static {
 pub trait SinkWriter: Send + 'static {
     /// Applies every row of `batch` (upsert live rows, delete deleted ones)
     /// and returns once all of them are durably written.
-    fn write(&mut self, batch: &RowBatch) -> impl Future<Output = Result<WriteStats, EngineError>> + Send;
+    fn write(
+        &mut self,
+        batch: &RowBatch,
+    ) -> impl Future<Output = Result<WriteStats, EngineError>> + Send;
 }

@@ -55,7 +55,11 @@ pub enum EnumeratorError {
     #[error("a window is already open ({0:?})")]
     WindowOpen(WindowState),
     #[error("window [{start:?}, {end}) does not start at the last completed end {last_end:?}")]
-    NotChained { start: Option<u64>, end: u64, last_end: Option<u64> },
+    NotChained {
+        start: Option<u64>,
+        end: u64,
+        last_end: Option<u64>,
+    },
     #[error("split '{0}' is not pending")]
     NotPending(String),
 }
@@ -121,12 +125,18 @@ impl Enumerator {
 
     /// Opens `window` with its splits. Diff windows must start exactly at
     /// the last completed end (no gap, no overlap).
-    pub fn open_window(&mut self, window: WindowState, splits: Vec<SplitState>) -> Result<(), EnumeratorError> {
+    pub fn open_window(
+        &mut self,
+        window: WindowState,
+        splits: Vec<SplitState>,
+    ) -> Result<(), EnumeratorError> {
         if let Some(open) = self.window {
             return Err(EnumeratorError::WindowOpen(open));
         }
         if window.start_timestamp != self.last_end
-            || window.start_timestamp.is_some_and(|s| s >= window.end_timestamp)
+            || window
+                .start_timestamp
+                .is_some_and(|s| s >= window.end_timestamp)
         {
             return Err(EnumeratorError::NotChained {
                 start: window.start_timestamp,
@@ -199,9 +209,14 @@ impl Enumerator {
         };
         // The capture must itself show the window drained: then the stored
         // state needs nothing re-read.
-        let drained_at_capture =
-            capture.window == Some(window) && capture.unassigned.is_empty() && capture.pending.is_empty();
-        if drained_at_capture && self.unassigned.is_empty() && self.pending.is_empty() && self.pending_removal.is_empty() {
+        let drained_at_capture = capture.window == Some(window)
+            && capture.unassigned.is_empty()
+            && capture.pending.is_empty();
+        if drained_at_capture
+            && self.unassigned.is_empty()
+            && self.pending.is_empty()
+            && self.pending_removal.is_empty()
+        {
             self.last_end = Some(window.end_timestamp);
             self.window = None;
             return AfterCheckpoint::WindowCompleted {
@@ -236,26 +251,47 @@ mod tests {
     #[test]
     fn window_completes_only_after_a_checkpoint_covering_the_last_split() {
         let mut e = Enumerator::new();
-        e.open_window(snapshot(100), vec![split("a"), split("b")]).expect("open");
+        e.open_window(snapshot(100), vec![split("a"), split("b")])
+            .expect("open");
         let a = e.assign().expect("a");
         let b = e.assign().expect("b");
-        assert_eq!(e.counts(), SplitCounts { unassigned: 0, pending: 2, pending_removal: 0 });
+        assert_eq!(
+            e.counts(),
+            SplitCounts {
+                unassigned: 0,
+                pending: 2,
+                pending_removal: 0
+            }
+        );
         e.finished(&a.split_id).expect("a done");
         // A checkpoint while b runs does not complete the window.
         let cap = e.capture();
         assert_eq!(e.checkpoint_completed(&cap), AfterCheckpoint::Running);
-        assert_eq!(e.counts().pending_removal, 0, "a covered by that checkpoint");
+        assert_eq!(
+            e.counts().pending_removal,
+            0,
+            "a covered by that checkpoint"
+        );
         e.finished(&b.split_id).expect("b done");
         assert_eq!(e.counts().pending_removal, 1);
         assert_eq!(e.last_end(), None);
         let cap = e.capture();
         assert_eq!(
             e.checkpoint_completed(&cap),
-            AfterCheckpoint::WindowCompleted { end: 100, was_snapshot: true }
+            AfterCheckpoint::WindowCompleted {
+                end: 100,
+                was_snapshot: true
+            }
         );
         assert_eq!(e.last_end(), Some(100));
         assert_eq!(e.counts(), SplitCounts::default());
-        assert_eq!(e.next_window(150), WindowState { start_timestamp: Some(100), end_timestamp: 150 });
+        assert_eq!(
+            e.next_window(150),
+            WindowState {
+                start_timestamp: Some(100),
+                end_timestamp: 150
+            }
+        );
     }
 
     #[test]
@@ -267,39 +303,80 @@ mod tests {
         e.finished("a").expect("done");
         assert_eq!(e.checkpoint_completed(&early), AfterCheckpoint::Running);
         let cap = e.capture();
-        assert!(matches!(e.checkpoint_completed(&cap), AfterCheckpoint::WindowCompleted { .. }));
+        assert!(matches!(
+            e.checkpoint_completed(&cap),
+            AfterCheckpoint::WindowCompleted { .. }
+        ));
     }
 
     #[test]
     fn windows_chain_without_gap_or_overlap() {
         let mut e = Enumerator::new();
         let err = e
-            .open_window(WindowState { start_timestamp: Some(5), end_timestamp: 10 }, vec![])
+            .open_window(
+                WindowState {
+                    start_timestamp: Some(5),
+                    end_timestamp: 10,
+                },
+                vec![],
+            )
             .expect_err("diff before snapshot");
         assert!(matches!(err, EnumeratorError::NotChained { .. }));
         e.open_window(snapshot(10), vec![]).expect("snapshot");
-        assert!(matches!(e.open_window(snapshot(20), vec![]), Err(EnumeratorError::WindowOpen(_))));
+        assert!(matches!(
+            e.open_window(snapshot(20), vec![]),
+            Err(EnumeratorError::WindowOpen(_))
+        ));
         let cap = e.capture();
         e.checkpoint_completed(&cap);
-        assert!(e.open_window(WindowState { start_timestamp: Some(9), end_timestamp: 20 }, vec![]).is_err());
-        e.open_window(WindowState { start_timestamp: Some(10), end_timestamp: 20 }, vec![])
-            .expect("chained");
+        assert!(e
+            .open_window(
+                WindowState {
+                    start_timestamp: Some(9),
+                    end_timestamp: 20
+                },
+                vec![]
+            )
+            .is_err());
+        e.open_window(
+            WindowState {
+                start_timestamp: Some(10),
+                end_timestamp: 20,
+            },
+            vec![],
+        )
+        .expect("chained");
     }
 
     #[test]
     fn restore_rereads_pending_splits_from_their_resume_keys() {
         let mut e = Enumerator::new();
-        e.open_window(snapshot(10), vec![split("a"), split("b"), split("c")]).expect("open");
+        e.open_window(snapshot(10), vec![split("a"), split("b"), split("c")])
+            .expect("open");
         e.assign().expect("a");
         e.progress("a", vec![7]).expect("progress");
         let cap = e.capture();
-        let mut state = JobState::new(JobId::random(), SnapshotKind::Checkpoint, 1, "t", vec![], vec![]);
+        let mut state = JobState::new(
+            JobId::random(),
+            SnapshotKind::Checkpoint,
+            1,
+            "t",
+            vec![],
+            vec![],
+        );
         state.window = cap.window;
         state.unassigned = cap.unassigned;
         state.pending = cap.pending;
         state.validate().expect("valid");
         let mut r = Enumerator::restore(&state);
-        assert_eq!(r.counts(), SplitCounts { unassigned: 3, pending: 0, pending_removal: 0 });
+        assert_eq!(
+            r.counts(),
+            SplitCounts {
+                unassigned: 3,
+                pending: 0,
+                pending_removal: 0
+            }
+        );
         let first = r.assign().expect("a first");
         assert_eq!(first.split_id, "a");
         assert_eq!(first.resume_key, Some(vec![7]));
@@ -308,7 +385,8 @@ mod tests {
     #[test]
     fn failed_pipeline_gives_its_split_back() {
         let mut e = Enumerator::new();
-        e.open_window(snapshot(10), vec![split("a"), split("b")]).expect("open");
+        e.open_window(snapshot(10), vec![split("a"), split("b")])
+            .expect("open");
         e.assign().expect("a");
         e.progress("a", vec![1, 2]).expect("progress");
         e.give_back("a").expect("back");

@@ -44,7 +44,9 @@ impl EngineError {
     /// succeed. Fatal errors stop the job with a message saying what to do.
     pub fn is_transient(&self) -> bool {
         match self {
-            EngineError::Source { source, .. } | EngineError::Sink { source, .. } => transient(source),
+            EngineError::Source { source, .. } | EngineError::Sink { source, .. } => {
+                transient(source)
+            }
             EngineError::Checkpoint(e) => e.is_retryable(),
             _ => false,
         }
@@ -77,7 +79,10 @@ fn transient(e: &kudu_client::Error) -> bool {
     use kudu_client::Error as E;
     match e {
         E::TimedOut { .. } => true,
-        E::SnapshotTooOld { .. } | E::TableNotFound(_) | E::InvalidArgument(_) | E::RowErrors(_) => false,
+        E::SnapshotTooOld { .. }
+        | E::TableNotFound(_)
+        | E::InvalidArgument(_)
+        | E::RowErrors(_) => false,
         other => other.is_retryable(),
     }
 }

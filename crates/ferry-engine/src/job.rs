@@ -55,9 +55,13 @@ pub enum JobStatus {
     /// Stopping with a savepoint (in-flight batches finish first).
     Stopping,
     /// Stopped with a savepoint at `savepoint`.
-    Finished { savepoint: String },
+    Finished {
+        savepoint: String,
+    },
     Canceled,
-    Failed { error: String },
+    Failed {
+        error: String,
+    },
 }
 
 impl JobStatus {
@@ -74,16 +78,27 @@ impl JobStatus {
 
     /// Whether the job has ended.
     pub fn is_terminal(&self) -> bool {
-        matches!(self, JobStatus::Finished { .. } | JobStatus::Canceled | JobStatus::Failed { .. })
+        matches!(
+            self,
+            JobStatus::Finished { .. } | JobStatus::Canceled | JobStatus::Failed { .. }
+        )
     }
 }
 
 type Reply<T> = oneshot::Sender<Result<T, String>>;
 
 enum Control {
-    Savepoint { dir: Option<StorageLocation>, reply: Reply<String> },
-    Stop { dir: Option<StorageLocation>, reply: Reply<String> },
-    Checkpoint { reply: Reply<u64> },
+    Savepoint {
+        dir: Option<StorageLocation>,
+        reply: Reply<String>,
+    },
+    Stop {
+        dir: Option<StorageLocation>,
+        reply: Reply<String>,
+    },
+    Checkpoint {
+        reply: Reply<u64>,
+    },
     Cancel,
 }
 
@@ -135,7 +150,8 @@ impl JobHandle {
             .send(make(tx))
             .await
             .map_err(|_| "the job is not running".to_string())?;
-        rx.await.map_err(|_| "the job ended before answering".to_string())?
+        rx.await
+            .map_err(|_| "the job ended before answering".to_string())?
     }
 
     /// Writes a savepoint (into `dir`, or the default savepoint directory)
@@ -146,7 +162,10 @@ impl JobHandle {
 
     /// Stops the job: in-flight batches finish, a final savepoint is
     /// written, the job ends FINISHED. Returns the savepoint path.
-    pub async fn stop_with_savepoint(&self, dir: Option<StorageLocation>) -> Result<String, String> {
+    pub async fn stop_with_savepoint(
+        &self,
+        dir: Option<StorageLocation>,
+    ) -> Result<String, String> {
         self.ask(|reply| Control::Stop { dir, reply }).await
     }
 
@@ -176,7 +195,12 @@ impl JobHandle {
 }
 
 /// Starts a job; it runs until stopped, cancelled or failed.
-pub fn spawn<S: Source, K: Sink>(source: S, sink: K, store: CheckpointStore, spec: JobSpec) -> JobHandle {
+pub fn spawn<S: Source, K: Sink>(
+    source: S,
+    sink: K,
+    store: CheckpointStore,
+    spec: JobSpec,
+) -> JobHandle {
     let (control_tx, control_rx) = mpsc::channel(16);
     let (status_tx, status_rx) = watch::channel(JobStatus::Running);
     let metrics = Arc::new(JobMetrics::default());
@@ -188,7 +212,14 @@ pub fn spawn<S: Source, K: Sink>(source: S, sink: K, store: CheckpointStore, spe
         metrics: metrics.clone(),
         history: history.clone(),
     };
-    let coordinator = Coordinator::new(Arc::new(source), Arc::new(sink), store, spec, metrics, history);
+    let coordinator = Coordinator::new(
+        Arc::new(source),
+        Arc::new(sink),
+        store,
+        spec,
+        metrics,
+        history,
+    );
     tokio::spawn(async move {
         let status = coordinator.run(control_rx).await;
         match &status {
@@ -306,7 +337,9 @@ impl<S: Source, K: Sink> Coordinator<S, K> {
             } else if idle.len() == workers.len() {
                 // Every pipeline has stopped after a whole batch: the state
                 // now records exactly what is in the sink.
-                let Some((dir, reply)) = stopping.take() else { continue };
+                let Some((dir, reply)) = stopping.take() else {
+                    continue;
+                };
                 match self.savepoint(dir).await {
                     Ok(path) => {
                         let _ = reply.send(Ok(path.clone()));
@@ -314,7 +347,9 @@ impl<S: Source, K: Sink> Coordinator<S, K> {
                     }
                     Err(e) => {
                         let _ = reply.send(Err(e.to_string()));
-                        break JobStatus::Failed { error: e.to_string() };
+                        break JobStatus::Failed {
+                            error: e.to_string(),
+                        };
                     }
                 }
             }
@@ -379,7 +414,10 @@ impl<S: Source, K: Sink> Coordinator<S, K> {
     }
 
     async fn maybe_open_window(&mut self) -> Result<(), EngineError> {
-        if self.enumerator.window().is_some() || Instant::now() < self.next_window_at || Instant::now() < self.retry_not_before {
+        if self.enumerator.window().is_some()
+            || Instant::now() < self.next_window_at
+            || Instant::now() < self.retry_not_before
+        {
             return Ok(());
         }
         let now = self.source.now().await?;
@@ -409,7 +447,9 @@ impl<S: Source, K: Sink> Coordinator<S, K> {
             return;
         }
         while let Some(&w) = idle.last() {
-            let Some(split) = self.enumerator.assign() else { break };
+            let Some(split) = self.enumerator.assign() else {
+                break;
+            };
             let id = split.split_id.clone();
             if workers[w].splits.send(split).await.is_err() {
                 // The worker is gone; put the split back and stop assigning.
@@ -422,7 +462,10 @@ impl<S: Source, K: Sink> Coordinator<S, K> {
 
     fn on_event(&mut self, event: PipelineEvent, idle: &mut Vec<usize>) -> Flow {
         match event {
-            PipelineEvent::Progress { split_id, resume_key } => {
+            PipelineEvent::Progress {
+                split_id,
+                resume_key,
+            } => {
                 if let Err(e) = self.enumerator.progress(&split_id, resume_key) {
                     tracing::warn!(error = %e, "progress for an unknown split");
                 }
@@ -431,14 +474,20 @@ impl<S: Source, K: Sink> Coordinator<S, K> {
                 idle.push(worker);
                 self.consecutive_failures = 0;
                 if let Err(e) = self.enumerator.finished(&split_id) {
-                    return Flow::End(JobStatus::Failed { error: e.to_string() });
+                    return Flow::End(JobStatus::Failed {
+                        error: e.to_string(),
+                    });
                 }
             }
             PipelineEvent::Stopped { worker, split_id } => {
                 tracing::debug!(%split_id, "split stopped for a savepoint");
                 idle.push(worker);
             }
-            PipelineEvent::Failed { worker, split_id, error } => {
+            PipelineEvent::Failed {
+                worker,
+                split_id,
+                error,
+            } => {
                 idle.push(worker);
                 let _ = self.enumerator.give_back(&split_id);
                 if let Some(end) = self.on_error(error) {
@@ -488,17 +537,33 @@ impl<S: Source, K: Sink> Coordinator<S, K> {
         let capture = self.enumerator.capture();
         let id = self.next_checkpoint_id;
         let state = self.state(&capture, SnapshotKind::Checkpoint, id);
-        let written = self.store.write_checkpoint(&self.spec.job_id, id, &state).await?;
+        let written = self
+            .store
+            .write_checkpoint(&self.spec.job_id, id, &state)
+            .await?;
         self.next_checkpoint_id += 1;
         let duration = started.elapsed().as_millis() as u64;
-        let size = crate::checkpoint::encode_metadata(&state).map(|b| b.len() as u64).unwrap_or(0);
+        let size = crate::checkpoint::encode_metadata(&state)
+            .map(|b| b.len() as u64)
+            .unwrap_or(0);
         self.metrics.checkpoint_completed(duration, size);
         self.record(id, written.location.to_string(), duration, size, false);
-        if let AfterCheckpoint::WindowCompleted { end, was_snapshot } = self.enumerator.checkpoint_completed(&capture) {
+        if let AfterCheckpoint::WindowCompleted { end, was_snapshot } =
+            self.enumerator.checkpoint_completed(&capture)
+        {
             self.metrics.set_last_end(end);
-            let took = self.window_opened.take().map_or(0, |t| t.elapsed().as_millis() as u64);
+            let took = self
+                .window_opened
+                .take()
+                .map_or(0, |t| t.elapsed().as_millis() as u64);
             self.metrics.window_completed(took, was_snapshot);
-            tracing::info!(end, snapshot = was_snapshot, took_ms = took, checkpoint = id, "window completed");
+            tracing::info!(
+                end,
+                snapshot = was_snapshot,
+                took_ms = took,
+                checkpoint = id,
+                "window completed"
+            );
         }
         Ok(id)
     }
@@ -507,12 +572,16 @@ impl<S: Source, K: Sink> Coordinator<S, K> {
         let started = Instant::now();
         let dir = dir
             .or_else(|| self.spec.default_savepoint_dir.clone())
-            .ok_or_else(|| EngineError::Restore("no savepoint directory given and none configured".into()))?;
+            .ok_or_else(|| {
+                EngineError::Restore("no savepoint directory given and none configured".into())
+            })?;
         let capture = self.enumerator.capture();
         let state = self.state(&capture, SnapshotKind::Savepoint, self.next_checkpoint_id);
         let location = self.store.write_savepoint(&dir, &state).await?;
         let duration = started.elapsed().as_millis() as u64;
-        let size = crate::checkpoint::encode_metadata(&state).map(|b| b.len() as u64).unwrap_or(0);
+        let size = crate::checkpoint::encode_metadata(&state)
+            .map(|b| b.len() as u64)
+            .unwrap_or(0);
         let path = location.to_uri();
         self.record(self.next_checkpoint_id, path.clone(), duration, size, true);
         tracing::info!(%path, "savepoint written");

@@ -6,7 +6,9 @@ use crate::config::{FlushMode, WriterConfig};
 use crate::connector::{Sink, SinkWriter, WriteStats};
 use crate::error::EngineError;
 use kudu_client::scan::decode::RowBatch;
-use kudu_client::write::session::{FlushMode as ClientFlushMode, Operation, Session, SessionOptions};
+use kudu_client::write::session::{
+    FlushMode as ClientFlushMode, Operation, Session, SessionOptions,
+};
 use kudu_client::{KuduClient, KuduTable, Schema};
 
 /// Writes the sink table.
@@ -20,7 +22,11 @@ pub struct KuduSink {
 impl KuduSink {
     /// A sink writing `table` (already opened on the sink cluster).
     pub fn new(client: KuduClient, table: KuduTable, writer: WriterConfig) -> Self {
-        KuduSink { client, table, writer }
+        KuduSink {
+            client,
+            table,
+            writer,
+        }
     }
 }
 
@@ -33,17 +39,22 @@ impl Sink for KuduSink {
         // fail on scan batches larger than the buffer.
         let mode = match self.writer.flush_mode {
             FlushMode::AutoFlushSync => ClientFlushMode::AutoFlushSync,
-            FlushMode::AutoFlushBackground | FlushMode::ManualFlush => ClientFlushMode::AutoFlushBackground,
+            FlushMode::AutoFlushBackground | FlushMode::ManualFlush => {
+                ClientFlushMode::AutoFlushBackground
+            }
         };
         let options = SessionOptions::default()
             .flush_mode(mode)
             .mutation_buffer_max_ops(self.writer.max_buffer_size.get())
             .flush_interval(self.writer.flush_interval)
             .operation_timeout(self.writer.operation_timeout);
-        let session = self.client.new_session_with(options).map_err(|source| EngineError::Sink {
-            table: self.table.name().to_owned(),
-            source,
-        })?;
+        let session =
+            self.client
+                .new_session_with(options)
+                .map_err(|source| EngineError::Sink {
+                    table: self.table.name().to_owned(),
+                    source,
+                })?;
         Ok(KuduSinkWriter {
             session,
             table: self.table.clone(),
@@ -77,7 +88,10 @@ impl KuduSinkWriter {
     }
 
     fn mapping_for(&mut self, projection: &Schema) -> Result<&Mapping, EngineError> {
-        let stale = self.mapping.as_ref().is_none_or(|m| &m.projection != projection);
+        let stale = self
+            .mapping
+            .as_ref()
+            .is_none_or(|m| &m.projection != projection);
         if stale {
             let sink = self.table.schema();
             let mut columns = Vec::new();

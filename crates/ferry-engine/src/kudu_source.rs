@@ -60,12 +60,21 @@ impl Source for KuduSource {
     type Reader = KuduSplitReader;
 
     async fn now(&self) -> Result<u64, EngineError> {
-        Ok(self.client.server_clock().await.map_err(|e| self.err(e))?.raw())
+        Ok(self
+            .client
+            .server_clock()
+            .await
+            .map_err(|e| self.err(e))?
+            .raw())
     }
 
     async fn plan(&self, window: WindowState) -> Result<Vec<SplitState>, EngineError> {
         // Re-opened every window so a source schema change is picked up.
-        let table = self.client.open_table(&self.table_name).await.map_err(|e| self.err(e))?;
+        let table = self
+            .client
+            .open_table(&self.table_name)
+            .await
+            .map_err(|e| self.err(e))?;
         let splits = self
             .client
             .scan_splits(&table, &self.spec(window))
@@ -87,7 +96,11 @@ impl Source for KuduSource {
         if let Some(key) = &state.resume_key {
             split = split.with_resume_key(key.clone());
         }
-        let scanner = self.client.scanner_for_split(&split).await.map_err(|e| self.err(e))?;
+        let scanner = self
+            .client
+            .scanner_for_split(&split)
+            .await
+            .map_err(|e| self.err(e))?;
         Ok(KuduSplitReader {
             scanner,
             table_name: self.table_name.clone(),
@@ -103,10 +116,14 @@ pub struct KuduSplitReader {
 
 impl SplitReader for KuduSplitReader {
     async fn next(&mut self) -> Result<Option<ReadBatch>, EngineError> {
-        let batch = self.scanner.next_batch().await.map_err(|source| EngineError::Source {
-            table: self.table_name.clone(),
-            source,
-        })?;
+        let batch = self
+            .scanner
+            .next_batch()
+            .await
+            .map_err(|source| EngineError::Source {
+                table: self.table_name.clone(),
+                source,
+            })?;
         Ok(batch.map(|rows| ReadBatch {
             rows,
             resume_key: self.scanner.last_primary_key().map(<[u8]>::to_vec),

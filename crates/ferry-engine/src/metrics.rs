@@ -106,8 +106,10 @@ impl JobMetrics {
 
     pub(crate) fn set_split_counts(&self, c: crate::enumerator::SplitCounts) {
         self.pending.store(c.pending as u64, Ordering::Relaxed);
-        self.unassigned.store(c.unassigned as u64, Ordering::Relaxed);
-        self.pending_removal.store(c.pending_removal as u64, Ordering::Relaxed);
+        self.unassigned
+            .store(c.unassigned as u64, Ordering::Relaxed);
+        self.pending_removal
+            .store(c.pending_removal as u64, Ordering::Relaxed);
     }
 
     pub(crate) fn set_last_end(&self, hybrid_time: u64) {
@@ -130,13 +132,16 @@ impl JobMetrics {
         if snapshot {
             self.snapshot_windows.fetch_add(1, Ordering::Relaxed);
         }
-        self.last_window_duration_ms.store(duration_ms, Ordering::Relaxed);
+        self.last_window_duration_ms
+            .store(duration_ms, Ordering::Relaxed);
     }
 
     pub(crate) fn checkpoint_completed(&self, duration_ms: u64, size: u64) {
         self.checkpoints_completed.fetch_add(1, Ordering::Relaxed);
-        self.last_checkpoint_duration_ms.store(duration_ms, Ordering::Relaxed);
-        self.last_checkpoint_size_bytes.store(size, Ordering::Relaxed);
+        self.last_checkpoint_duration_ms
+            .store(duration_ms, Ordering::Relaxed);
+        self.last_checkpoint_size_bytes
+            .store(size, Ordering::Relaxed);
     }
 
     pub(crate) fn checkpoint_failed(&self) {

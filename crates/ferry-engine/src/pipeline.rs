@@ -20,7 +20,10 @@ const READ_AHEAD: usize = 2;
 #[derive(Debug)]
 pub(crate) enum PipelineEvent {
     /// Every row of the split up to `resume_key` is written.
-    Progress { split_id: String, resume_key: Vec<u8> },
+    Progress {
+        split_id: String,
+        resume_key: Vec<u8>,
+    },
     /// Every row of the split is written.
     Finished { worker: usize, split_id: String },
     /// Stopped on request after a whole batch; the split stays pending.
@@ -57,7 +60,11 @@ pub(crate) fn spawn_worker<S: Source, K: Sink>(
                 match sink.writer().await {
                     Ok(w) => writer = Some(w),
                     Err(error) => {
-                        let _ = events.send(PipelineEvent::Failed { worker, split_id, error });
+                        let _ = events.send(PipelineEvent::Failed {
+                            worker,
+                            split_id,
+                            error,
+                        });
                         continue;
                     }
                 }
@@ -70,7 +77,11 @@ pub(crate) fn spawn_worker<S: Source, K: Sink>(
                 Err(error) => {
                     // A writer that failed may hold half-sent buffers.
                     writer = None;
-                    PipelineEvent::Failed { worker, split_id, error }
+                    PipelineEvent::Failed {
+                        worker,
+                        split_id,
+                        error,
+                    }
                 }
             };
             if events.send(event).is_err() {

@@ -35,7 +35,11 @@ async fn snapshot_copies_every_type() {
     // Cancel keeps the checkpoints.
     let chk = dir.path().join("chk").join(job.job_id().to_string());
     let kept = std::fs::read_dir(&chk).expect("checkpoints kept").count();
-    assert!((1..=3).contains(&kept), "{kept} checkpoints under {}", chk.display());
+    assert!(
+        (1..=3).contains(&kept),
+        "{kept} checkpoints under {}",
+        chk.display()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -69,14 +73,19 @@ async fn continuous_changes_converge_and_windows_chain() {
         let mut s = background_session(&source);
         for id in 1_000_000..1_000_200 {
             let mut rng = rand::SeedableRng::seed_from_u64(id as u64);
-            s.apply(kudu_client::write::session::Operation::insert(&table, random_row(&mut rng, &table, id)))
-                .await
-                .expect("insert");
+            s.apply(kudu_client::write::session::Operation::insert(
+                &table,
+                random_row(&mut rng, &table, id),
+            ))
+            .await
+            .expect("insert");
         }
         for id in 1_000_000..1_000_200 {
             let mut k = table.new_row();
             k.set_i64("id", id).expect("id");
-            s.apply(kudu_client::write::session::Operation::delete(&table, k)).await.expect("delete");
+            s.apply(kudu_client::write::session::Operation::delete(&table, k))
+                .await
+                .expect("delete");
         }
         s.flush().await.expect("flush");
     }
@@ -87,7 +96,10 @@ async fn continuous_changes_converge_and_windows_chain() {
     // One more window after the generator stopped.
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     while job.metrics().snapshot().last_end_timestamp_ms <= stopped_at {
-        assert!(std::time::Instant::now() < deadline, "no window after the changes stopped");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no window after the changes stopped"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_same(&source, &sink, TABLE).await;
@@ -96,20 +108,32 @@ async fn continuous_changes_converge_and_windows_chain() {
     let mut last = 0;
     let mut advanced = 0;
     for s in &samples {
-        assert!(s.last_end_timestamp_ms >= last, "lastEndTimestamp went back: {last} -> {}", s.last_end_timestamp_ms);
+        assert!(
+            s.last_end_timestamp_ms >= last,
+            "lastEndTimestamp went back: {last} -> {}",
+            s.last_end_timestamp_ms
+        );
         if s.last_end_timestamp_ms > last {
             advanced += 1;
         }
         last = s.last_end_timestamp_ms;
     }
-    assert!(advanced >= 5, "lastEndTimestamp advanced only {advanced} times in 15 s");
+    assert!(
+        advanced >= 5,
+        "lastEndTimestamp advanced only {advanced} times in 15 s"
+    );
     // Between windows every split count is 0.
     let idle = samples
         .iter()
         .filter(|s| s.pending_count == 0 && s.unassigned_count == 0 && s.pending_removal_count == 0)
         .count();
     assert!(idle > 0, "split counts never returned to 0");
-    assert!(samples.iter().any(|s| s.pending_count > 0 || s.pending_removal_count > 0 || s.unassigned_count > 0) || idle == samples.len());
+    assert!(
+        samples
+            .iter()
+            .any(|s| s.pending_count > 0 || s.pending_removal_count > 0 || s.unassigned_count > 0)
+            || idle == samples.len()
+    );
     job.cancel().await;
 }
 
@@ -130,23 +154,46 @@ async fn stop_with_savepoint_then_resume_without_a_new_snapshot() {
     let path = job.stop_with_savepoint(None).await.expect("savepoint");
     assert!(matches!(job.wait().await, JobStatus::Finished { .. }));
     let file = path.strip_prefix("file://").unwrap_or(&path).to_string();
-    assert!(std::path::Path::new(&file).join("_metadata").is_file(), "{path}");
-    let name = std::path::Path::new(&file).file_name().expect("name").to_string_lossy().into_owned();
-    assert!(name.starts_with(&format!("savepoint-{}-", &job.job_id().to_string()[..6])), "{name}");
+    assert!(
+        std::path::Path::new(&file).join("_metadata").is_file(),
+        "{path}"
+    );
+    let name = std::path::Path::new(&file)
+        .file_name()
+        .expect("name")
+        .to_string_lossy()
+        .into_owned();
+    assert!(
+        name.starts_with(&format!("savepoint-{}-", &job.job_id().to_string()[..6])),
+        "{name}"
+    );
 
     // Changes while the job is down.
     churn(&source, &table, 2_000, 30_000, Duration::from_secs(1), 5).await;
 
     let store = CheckpointStore::open_local(&cfg.checkpoints_directory, cfg.checkpoints_retained);
     let state = store.load(&path).await.expect("load savepoint").state;
-    assert!(state.last_end_timestamp.is_some(), "the snapshot was done before the stop");
+    assert!(
+        state.last_end_timestamp.is_some(),
+        "the snapshot was done before the stop"
+    );
     let resumed = start_job(&cfg, None, Some(state), 2).await;
     let before = resumed.metrics().snapshot();
-    assert!(before.last_end_timestamp_ms > 0, "restored lastEndTimestamp");
+    assert!(
+        before.last_end_timestamp_ms > 0,
+        "restored lastEndTimestamp"
+    );
     wait_windows(&resumed, 1, Duration::from_secs(60)).await;
     let m = resumed.metrics().snapshot();
-    assert_eq!(m.snapshot_windows, 0, "the resumed job took no new snapshot: {m:?}");
-    assert!(m.rows_read < 20_000, "read {} rows: a re-snapshot would read all", m.rows_read);
+    assert_eq!(
+        m.snapshot_windows, 0,
+        "the resumed job took no new snapshot: {m:?}"
+    );
+    assert!(
+        m.rows_read < 20_000,
+        "read {} rows: a re-snapshot would read all",
+        m.rows_read
+    );
     assert_same(&source, &sink, TABLE).await;
     resumed.cancel().await;
 }
@@ -161,19 +208,29 @@ async fn tserver_restarts_on_both_sides_are_survived() {
     load(&source, &table, 10_000, 6).await;
 
     let dir = tempfile::tempdir().expect("tmp");
-    let cfg = job_config(&src, &dst, &dir.path().join("chk"), 1, &["--writer.operationTimeout", "60000"]);
+    let cfg = job_config(
+        &src,
+        &dst,
+        &dir.path().join("chk"),
+        1,
+        &["--writer.operationTimeout", "60000"],
+    );
     let job = start_job(&cfg, None, None, 2).await;
     wait_windows(&job, 1, Duration::from_secs(60)).await;
 
     let churn_task = {
         let source = source.clone();
         let table = table.clone();
-        tokio::spawn(async move { churn(&source, &table, 10_000, 12_000, Duration::from_secs(12), 7).await })
+        tokio::spawn(async move {
+            churn(&source, &table, 10_000, 12_000, Duration::from_secs(12), 7).await
+        })
     };
     tokio::time::sleep(Duration::from_secs(2)).await;
-    tokio::task::block_in_place(|| src.restart(DaemonKind::TabletServer, 1)).expect("restart source tserver");
+    tokio::task::block_in_place(|| src.restart(DaemonKind::TabletServer, 1))
+        .expect("restart source tserver");
     tokio::time::sleep(Duration::from_secs(2)).await;
-    tokio::task::block_in_place(|| dst.restart(DaemonKind::TabletServer, 2)).expect("restart sink tserver");
+    tokio::task::block_in_place(|| dst.restart(DaemonKind::TabletServer, 2))
+        .expect("restart sink tserver");
     churn_task.await.expect("churn");
     let stopped_at = source.server_clock().await.expect("clock").epoch_millis();
     let deadline = std::time::Instant::now() + Duration::from_secs(90);
@@ -181,7 +238,11 @@ async fn tserver_restarts_on_both_sides_are_survived() {
         if let JobStatus::Failed { error } = job.status() {
             panic!("job failed: {error}");
         }
-        assert!(std::time::Instant::now() < deadline, "no window after the restarts: {:?}", job.metrics().snapshot());
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no window after the restarts: {:?}",
+            job.metrics().snapshot()
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     assert_eq!(job.status(), JobStatus::Running);
@@ -219,8 +280,15 @@ async fn resuming_past_the_history_window_fails_with_advice() {
     let store = CheckpointStore::open_local(&cfg.checkpoints_directory, cfg.checkpoints_retained);
     let state = store.load(&path).await.expect("load").state;
     let resumed = start_job(&cfg, None, Some(state), 1).await;
-    let status = tokio::time::timeout(Duration::from_secs(60), resumed.wait()).await.expect("job ends");
-    let JobStatus::Failed { error } = status else { panic!("expected a failure, got {status:?}") };
+    let status = tokio::time::timeout(Duration::from_secs(60), resumed.wait())
+        .await
+        .expect("job ends");
+    let JobStatus::Failed { error } = status else {
+        panic!("expected a failure, got {status:?}")
+    };
     assert!(error.contains("snapshot too old"), "{error}");
-    assert!(error.contains("start a fresh job"), "says what to do: {error}");
+    assert!(
+        error.contains("start a fresh job"),
+        "says what to do: {error}"
+    );
 }

@@ -138,7 +138,10 @@ fn bad_requests_are_clear_errors() {
 #[test]
 fn a_failing_test_keeps_the_daemon_logs() {
     let root = std::thread::spawn(|| {
-        let c = MiniCluster::builder().tservers(1).start().expect("cluster starts");
+        let c = MiniCluster::builder()
+            .tservers(1)
+            .start()
+            .expect("cluster starts");
         let root = c.root().to_path_buf();
         // Smuggle the root out through the panic payload.
         std::panic::panic_any(root);
@@ -148,9 +151,14 @@ fn a_failing_test_keeps_the_daemon_logs() {
     .downcast::<std::path::PathBuf>()
     .map(|b| *b)
     .expect("root in the payload");
-    assert!(processes_under(&root).is_empty(), "daemons are still killed");
+    assert!(
+        processes_under(&root).is_empty(),
+        "daemons are still killed"
+    );
     let log = root.join("ts-0").join("logs");
-    let has_logs = std::fs::read_dir(&log).map(|d| d.count() > 0).unwrap_or(false);
+    let has_logs = std::fs::read_dir(&log)
+        .map(|d| d.count() > 0)
+        .unwrap_or(false);
     assert!(has_logs, "logs kept under {}", log.display());
     std::fs::remove_dir_all(&root).expect("clean up");
 }

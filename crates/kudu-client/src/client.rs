@@ -19,8 +19,8 @@ use crate::retry::{Retrier, DEFAULT_OPERATION_TIMEOUT};
 use crate::rpc::{ConnectOptions, ConnectionPool, NegotiateOptions};
 use crate::table::{AlterTableBuilder, KuduTable, TableBuilder};
 use rand::Rng;
-use std::collections::HashMap;
 use std::collections::BTreeSet;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -96,7 +96,9 @@ impl KuduClientBuilder {
         let pool = ConnectionPool::new(self.connect);
         let client_id: String = {
             let mut rng = rand::thread_rng();
-            (0..16).map(|_| format!("{:02x}", rng.gen::<u8>())).collect()
+            (0..16)
+                .map(|_| format!("{:02x}", rng.gen::<u8>()))
+                .collect()
         };
         Ok(KuduClient {
             inner: Arc::new(Inner {
@@ -181,7 +183,13 @@ impl KuduClient {
 
     /// Alters a table and waits until the change is applied.
     pub async fn alter_table(&self, table: &KuduTable, builder: &AlterTableBuilder) -> Result<()> {
-        catalog::alter_table(&self.inner.masters, table, builder, self.inner.admin_timeout).await?;
+        catalog::alter_table(
+            &self.inner.masters,
+            table,
+            builder,
+            self.inner.admin_timeout,
+        )
+        .await?;
         // Range partitions may have changed: forget cached locations.
         self.forget_table(table.id());
         Ok(())
@@ -244,13 +252,26 @@ impl KuduClient {
 
     /// The lowest sequence number of any write still unanswered.
     fn first_incomplete(&self, fallback: i64) -> i64 {
-        let t = self.inner.requests.lock().unwrap_or_else(|e| e.into_inner());
-        t.outstanding.first().copied().unwrap_or(fallback).min(fallback)
+        let t = self
+            .inner
+            .requests
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        t.outstanding
+            .first()
+            .copied()
+            .unwrap_or(fallback)
+            .min(fallback)
     }
 
     /// The tablet covering `partition_key` of `table`, from the cache or the
     /// master. A key in a non-covered range yields `Lookup::NonCovered`.
-    pub async fn locate(&self, table: &KuduTable, partition_key: &[u8], deadline: Instant) -> Result<Lookup> {
+    pub async fn locate(
+        &self,
+        table: &KuduTable,
+        partition_key: &[u8],
+        deadline: Instant,
+    ) -> Result<Lookup> {
         if let Some(hit) = self.cached(table.id(), partition_key) {
             return Ok(hit);
         }
@@ -279,11 +300,17 @@ impl KuduClient {
                 .locations
                 .lock()
                 .map_err(|_| Error::InvalidArgument("location cache lock poisoned".into()))?;
-            map.entry(table.id().to_owned())
-                .or_default()
-                .insert(partition_key, tablets, exhausted, ttl, Instant::now());
+            map.entry(table.id().to_owned()).or_default().insert(
+                partition_key,
+                tablets,
+                exhausted,
+                ttl,
+                Instant::now(),
+            );
         }
-        Ok(self.cached(table.id(), partition_key).unwrap_or(Lookup::NonCovered { end: Vec::new() }))
+        Ok(self
+            .cached(table.id(), partition_key)
+            .unwrap_or(Lookup::NonCovered { end: Vec::new() }))
     }
 
     fn cached(&self, table_id: &str, key: &[u8]) -> Option<Lookup> {
@@ -296,7 +323,13 @@ impl KuduClient {
 
     /// Every tablet of `table` whose range intersects
     /// [`start`, `end`) (partition keys; empty = unbounded), in key order.
-    pub async fn tablets_in_range(&self, table: &KuduTable, start: &[u8], end: &[u8], deadline: Instant) -> Result<Vec<Arc<RemoteTablet>>> {
+    pub async fn tablets_in_range(
+        &self,
+        table: &KuduTable,
+        start: &[u8],
+        end: &[u8],
+        deadline: Instant,
+    ) -> Result<Vec<Arc<RemoteTablet>>> {
         let mut out = Vec::new();
         let mut key = start.to_vec();
         loop {
@@ -318,7 +351,12 @@ impl KuduClient {
     }
 
     /// `locate` retried on transient errors until `deadline`.
-    pub async fn locate_with_retry(&self, table: &KuduTable, key: &[u8], deadline: Instant) -> Result<Lookup> {
+    pub async fn locate_with_retry(
+        &self,
+        table: &KuduTable,
+        key: &[u8],
+        deadline: Instant,
+    ) -> Result<Lookup> {
         let mut retrier = Retrier::new(
             format!("locating tablet of table '{}'", table.name()),
             deadline.saturating_duration_since(Instant::now()),
@@ -365,10 +403,17 @@ fn tablets_from_pb(resp: &pb::master::GetTableLocationsResponsePb) -> Result<Vec
     for loc in &resp.tablet_locations {
         let mut replicas = Vec::new();
         for r in &loc.interned_replicas {
-            let ts = resp.ts_infos.get(r.ts_info_idx as usize).ok_or_else(|| Error::Protocol {
-                addr: "leader master".into(),
-                message: format!("replica points at ts_infos[{}] of {}", r.ts_info_idx, resp.ts_infos.len()),
-            })?;
+            let ts = resp
+                .ts_infos
+                .get(r.ts_info_idx as usize)
+                .ok_or_else(|| Error::Protocol {
+                    addr: "leader master".into(),
+                    message: format!(
+                        "replica points at ts_infos[{}] of {}",
+                        r.ts_info_idx,
+                        resp.ts_infos.len()
+                    ),
+                })?;
             replicas.push(Replica {
                 role: Role::from_i32(r.role),
                 ..ts_addr(ts)
@@ -398,19 +443,27 @@ fn tablets_from_pb(resp: &pb::master::GetTableLocationsResponsePb) -> Result<Vec
 
 /// Maps a tablet server's application error to the error a caller acts on
 /// (§10.1/§10.2 of the wire notes).
-pub(crate) fn tserver_error(err: &pb::tserver::TabletServerErrorPb, addr: &str, tablet_id: &str) -> Error {
+pub(crate) fn tserver_error(
+    err: &pb::tserver::TabletServerErrorPb,
+    addr: &str,
+    tablet_id: &str,
+) -> Error {
     let status = status_from_pb(&err.status);
     let code = TsCode::try_from(err.code).unwrap_or(TsCode::UnknownError);
     match code {
-        TsCode::TabletNotFound | TsCode::TabletNotRunning | TsCode::TabletFailed => Error::TabletNotFound {
-            tablet_id: tablet_id.to_owned(),
-            addr: addr.to_owned(),
-        },
+        TsCode::TabletNotFound | TsCode::TabletNotRunning | TsCode::TabletFailed => {
+            Error::TabletNotFound {
+                tablet_id: tablet_id.to_owned(),
+                addr: addr.to_owned(),
+            }
+        }
         TsCode::NotTheLeader => Error::NotLeaderReplica {
             tablet_id: tablet_id.to_owned(),
             addr: addr.to_owned(),
         },
-        TsCode::ScannerExpired => Error::ScannerExpired { addr: addr.to_owned() },
+        TsCode::ScannerExpired => Error::ScannerExpired {
+            addr: addr.to_owned(),
+        },
         TsCode::Throttled => Error::ServiceUnavailable {
             addr: addr.to_owned(),
             message: status.message,
@@ -420,13 +473,17 @@ pub(crate) fn tserver_error(err: &pb::tserver::TabletServerErrorPb, addr: &str, 
                 || status.message.contains("too old")
                 || status.message.contains("history mark") =>
         {
-            Error::SnapshotTooOld { message: status.message }
+            Error::SnapshotTooOld {
+                message: status.message,
+            }
         }
         _ if status.code == StatusCode::ServiceUnavailable => Error::ServiceUnavailable {
             addr: addr.to_owned(),
             message: status.message,
         },
-        TsCode::UnknownError if matches!(status.code, StatusCode::IllegalState | StatusCode::Aborted) => {
+        TsCode::UnknownError
+            if matches!(status.code, StatusCode::IllegalState | StatusCode::Aborted) =>
+        {
             Error::NotLeaderReplica {
                 tablet_id: tablet_id.to_owned(),
                 addr: addr.to_owned(),
@@ -489,7 +546,12 @@ impl TrackedRequest {
 
 impl Drop for TrackedRequest {
     fn drop(&mut self) {
-        let mut t = self.client.inner.requests.lock().unwrap_or_else(|e| e.into_inner());
+        let mut t = self
+            .client
+            .inner
+            .requests
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         t.outstanding.remove(&self.seq);
     }
 }

@@ -60,7 +60,10 @@ pub enum Error {
     TableNotFound(String),
     /// A row's partition key falls in a range no tablet covers.
     #[error("no tablet covers partition key {partition_key:?} of table '{table}'")]
-    NonCoveredRange { table: String, partition_key: Vec<u8> },
+    NonCoveredRange {
+        table: String,
+        partition_key: Vec<u8>,
+    },
     /// A snapshot/diff scan asked for history the tablets no longer keep.
     #[error("snapshot too old: {message} (raise --tablet_history_max_age_sec on the tablet servers or start from a newer timestamp)")]
     SnapshotTooOld { message: String },
@@ -68,7 +71,9 @@ pub enum Error {
     #[error("{} row(s) failed to apply; first: {}", .0.len(), .0.first().map(|e| e.to_string()).unwrap_or_default())]
     RowErrors(Vec<RowError>),
     /// The operation did not finish before its deadline.
-    #[error("{operation} timed out after {attempts} attempt(s) in {elapsed:?}; last error: {last}")]
+    #[error(
+        "{operation} timed out after {attempts} attempt(s) in {elapsed:?}; last error: {last}"
+    )]
     TimedOut {
         operation: String,
         attempts: u32,

@@ -57,7 +57,13 @@ impl HybridTime {
 
 impl std::fmt::Display for HybridTime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} (physical {} µs, logical {})", self.0, self.physical_micros(), self.logical())
+        write!(
+            f,
+            "{} (physical {} µs, logical {})",
+            self.0,
+            self.physical_micros(),
+            self.logical()
+        )
     }
 }
 

@@ -154,8 +154,15 @@ impl TableBuilder {
     }
 
     /// Adds a table-wide hash dimension over `columns`.
-    pub fn add_hash_partitions<S: AsRef<str>>(mut self, columns: &[S], num_buckets: u32, seed: u32) -> Self {
-        self.partition = self.partition.add_hash_partitions(columns, num_buckets, seed);
+    pub fn add_hash_partitions<S: AsRef<str>>(
+        mut self,
+        columns: &[S],
+        num_buckets: u32,
+        seed: u32,
+    ) -> Self {
+        self.partition = self
+            .partition
+            .add_hash_partitions(columns, num_buckets, seed);
         self
     }
 
@@ -177,7 +184,11 @@ impl TableBuilder {
 
     /// Adds a range partition with explicit bound types (inclusive or
     /// exclusive lower, exclusive or inclusive upper).
-    pub fn add_range_partition_with_bounds(mut self, lower: (OpType, Row), upper: (OpType, Row)) -> Self {
+    pub fn add_range_partition_with_bounds(
+        mut self,
+        lower: (OpType, Row),
+        upper: (OpType, Row),
+    ) -> Self {
         self.range_partitions.push((lower, upper));
         self
     }
@@ -190,7 +201,9 @@ impl TableBuilder {
         upper: (OpType, Row),
         hash: &[(&[S], u32, u32)],
     ) -> Self {
-        self.partition = self.partition.add_range_with_hash_schema(lower, upper, hash);
+        self.partition = self
+            .partition
+            .add_range_with_hash_schema(lower, upper, hash);
         self.has_custom_hash_ranges = true;
         self
     }
@@ -273,7 +286,8 @@ impl AlterTableBuilder {
 
     /// Renames a column.
     pub fn rename_column(mut self, old: impl Into<String>, new: impl Into<String>) -> Self {
-        self.steps.push(AlterStep::RenameColumn(old.into(), new.into()));
+        self.steps
+            .push(AlterStep::RenameColumn(old.into(), new.into()));
         self
     }
 
@@ -286,7 +300,11 @@ impl AlterTableBuilder {
     }
 
     /// Adds a range partition with explicit bound types.
-    pub fn add_range_partition_with_bounds(mut self, lower: (OpType, Row), upper: (OpType, Row)) -> Self {
+    pub fn add_range_partition_with_bounds(
+        mut self,
+        lower: (OpType, Row),
+        upper: (OpType, Row),
+    ) -> Self {
         self.steps.push(AlterStep::AddRange((lower, upper), None));
         self
     }
@@ -302,7 +320,8 @@ impl AlterTableBuilder {
             .iter()
             .map(|(c, n, s)| (c.iter().map(|x| x.as_ref().to_owned()).collect(), *n, *s))
             .collect();
-        self.steps.push(AlterStep::AddRange((lower, upper), Some(hash)));
+        self.steps
+            .push(AlterStep::AddRange((lower, upper), Some(hash)));
         self
     }
 

@@ -5,14 +5,27 @@
 use ferry_testkit::MiniCluster;
 use kudu_client::schema::ColumnSchemaBuilder;
 use kudu_client::write::ops::OpType;
-use kudu_client::{AlterTableBuilder, ColumnSchema, DataType, Error, KuduClient, Schema, TableBuilder, Value};
+use kudu_client::{
+    AlterTableBuilder, ColumnSchema, DataType, Error, KuduClient, Schema, TableBuilder, Value,
+};
 use std::time::{Duration, Instant};
 
 fn all_types_schema() -> Schema {
-    let col = |n: &str, t: DataType| ColumnSchema::builder(n, t).nullable(true).build().expect("column");
+    let col = |n: &str, t: DataType| {
+        ColumnSchema::builder(n, t)
+            .nullable(true)
+            .build()
+            .expect("column")
+    };
     Schema::new(vec![
-        ColumnSchema::builder("id", DataType::Int64).key(true).build().expect("id"),
-        ColumnSchema::builder("part", DataType::Int32).key(true).build().expect("part"),
+        ColumnSchema::builder("id", DataType::Int64)
+            .key(true)
+            .build()
+            .expect("id"),
+        ColumnSchema::builder("part", DataType::Int32)
+            .key(true)
+            .build()
+            .expect("part"),
         col("b", DataType::Bool),
         col("i8", DataType::Int8),
         col("i16", DataType::Int16),
@@ -20,12 +33,24 @@ fn all_types_schema() -> Schema {
         col("i64", DataType::Int64),
         col("f", DataType::Float),
         col("d", DataType::Double),
-        ColumnSchemaBuilder::decimal("dec9", 9, 2).nullable(true).build().expect("dec9"),
-        ColumnSchemaBuilder::decimal("dec18", 18, 4).nullable(true).build().expect("dec18"),
-        ColumnSchemaBuilder::decimal("dec38", 38, 10).nullable(true).build().expect("dec38"),
+        ColumnSchemaBuilder::decimal("dec9", 9, 2)
+            .nullable(true)
+            .build()
+            .expect("dec9"),
+        ColumnSchemaBuilder::decimal("dec18", 18, 4)
+            .nullable(true)
+            .build()
+            .expect("dec18"),
+        ColumnSchemaBuilder::decimal("dec38", 38, 10)
+            .nullable(true)
+            .build()
+            .expect("dec38"),
         col("s", DataType::String),
         col("bin", DataType::Binary),
-        ColumnSchemaBuilder::varchar("vc", 10).nullable(true).build().expect("vc"),
+        ColumnSchemaBuilder::varchar("vc", 10)
+            .nullable(true)
+            .build()
+            .expect("vc"),
         col("ts", DataType::UnixtimeMicros),
         col("dt", DataType::Date),
         ColumnSchema::builder("with_default", DataType::Int32)
@@ -38,7 +63,10 @@ fn all_types_schema() -> Schema {
 }
 
 fn cluster() -> MiniCluster {
-    MiniCluster::builder().tservers(3).start().expect("cluster starts")
+    MiniCluster::builder()
+        .tservers(3)
+        .start()
+        .expect("cluster starts")
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -77,7 +105,9 @@ async fn create_open_alter_rename_delete() {
     assert_eq!(t.owner(), Some("alice"));
     assert_eq!(t.comment(), Some("every type"));
     assert_eq!(
-        t.extra_configs().get("kudu.table.history_max_age_sec").map(String::as_str),
+        t.extra_configs()
+            .get("kudu.table.history_max_age_sec")
+            .map(String::as_str),
         Some("3600")
     );
     assert_eq!(t.schema().len(), schema.len());
@@ -85,9 +115,19 @@ async fn create_open_alter_rename_delete() {
         assert_eq!(got.name(), want.name());
         assert_eq!(got.data_type(), want.data_type(), "{}", want.name());
         assert_eq!(got.is_nullable(), want.is_nullable(), "{}", want.name());
-        assert_eq!(got.type_attributes(), want.type_attributes(), "{}", want.name());
+        assert_eq!(
+            got.type_attributes(),
+            want.type_attributes(),
+            "{}",
+            want.name()
+        );
     }
-    assert_eq!(t.schema().column_by_name("with_default").and_then(|c| c.default_value()), Some(&Value::Int32(7)));
+    assert_eq!(
+        t.schema()
+            .column_by_name("with_default")
+            .and_then(|c| c.default_value()),
+        Some(&Value::Int32(7))
+    );
     let ps = t.partition_schema();
     assert_eq!(ps.hash_schema().len(), 1);
     assert_eq!(ps.hash_schema()[0].num_buckets(), 3);
@@ -108,7 +148,10 @@ async fn create_open_alter_rename_delete() {
     assert_eq!(tablets.len(), 11);
 
     let listed = client.list_tables("all_").await.expect("list");
-    assert_eq!(listed.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), vec!["all_types"]);
+    assert_eq!(
+        listed.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(),
+        vec!["all_types"]
+    );
 
     // Bounds of an alteration use the opened table's schema.
     let tbound = |v: i32| {
@@ -143,7 +186,11 @@ async fn create_open_alter_rename_delete() {
         .tablets_in_range(&t, &[], &[], Instant::now() + Duration::from_secs(30))
         .await
         .expect("tablets");
-    assert_eq!(tablets.len(), 18, "the gap got its 3 tablets, the new custom range 4");
+    assert_eq!(
+        tablets.len(),
+        18,
+        "the gap got its 3 tablets, the new custom range 4"
+    );
     let custom: Vec<(u32, u32)> = t
         .partition_schema()
         .custom_hash_schema_ranges()
@@ -155,7 +202,9 @@ async fn create_open_alter_rename_delete() {
     client.rename_table(&t, "renamed").await.expect("rename");
     assert!(client.table_exists("renamed").await.expect("exists"));
     assert!(!client.table_exists("all_types").await.expect("exists"));
-    let cli = c.kudu_ok(&["table", "list", &c.master_addrs_joined()]).expect("cli list");
+    let cli = c
+        .kudu_ok(&["table", "list", &c.master_addrs_joined()])
+        .expect("cli list");
     assert!(cli.lines().any(|l| l.trim() == "renamed"), "{cli}");
 
     client.delete_table("renamed").await.expect("delete");
@@ -174,19 +223,33 @@ async fn server_clock_is_the_cluster_time() {
         .expect("time")
         .as_micros() as u64;
     let skew = now_micros.abs_diff(b.physical_micros());
-    assert!(skew < 5_000_000, "server clock within 5 s of the local one, off by {skew} µs");
+    assert!(
+        skew < 5_000_000,
+        "server clock within 5 s of the local one, off by {skew} µs"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn typed_errors() {
     let c = MiniCluster::builder().tservers(1).start().expect("cluster");
     let client = KuduClient::new(&c.master_addrs()).expect("client");
-    let err = client.open_table("no_such_table").await.expect_err("missing");
-    assert!(matches!(err, Error::TableNotFound(ref n) if n == "no_such_table"), "{err:?}");
-    assert!(err.to_string().contains("'no_such_table' not found"), "{err}");
+    let err = client
+        .open_table("no_such_table")
+        .await
+        .expect_err("missing");
+    assert!(
+        matches!(err, Error::TableNotFound(ref n) if n == "no_such_table"),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string().contains("'no_such_table' not found"),
+        "{err}"
+    );
 
     // Key column that is nullable / missing key: rejected with the reason.
-    let bad = Schema::new(vec![ColumnSchema::builder("v", DataType::Int32).build().expect("col")]);
+    let bad = Schema::new(vec![ColumnSchema::builder("v", DataType::Int32)
+        .build()
+        .expect("col")]);
     match bad {
         Err(e) => assert!(e.to_string().contains("key"), "{e}"),
         Ok(s) => {
@@ -198,7 +261,10 @@ async fn typed_errors() {
         }
     }
 
-    let err = client.delete_table("no_such_table").await.expect_err("missing");
+    let err = client
+        .delete_table("no_such_table")
+        .await
+        .expect_err("missing");
     assert!(matches!(err, Error::TableNotFound(_)), "{err:?}");
 }
 

@@ -9,18 +9,32 @@ use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn writes_survive_master_failover_and_tserver_crash() {
-    let mut c = MiniCluster::builder().masters(3).tservers(3).start().expect("cluster");
+    let mut c = MiniCluster::builder()
+        .masters(3)
+        .tservers(3)
+        .start()
+        .expect("cluster");
     let client = KuduClient::builder(&c.master_addrs())
         .operation_timeout(Duration::from_secs(60))
         .build()
         .expect("client");
     let schema = Schema::new(vec![
-        ColumnSchema::builder("id", DataType::Int64).key(true).build().expect("id"),
-        ColumnSchema::builder("v", DataType::String).nullable(true).build().expect("v"),
+        ColumnSchema::builder("id", DataType::Int64)
+            .key(true)
+            .build()
+            .expect("id"),
+        ColumnSchema::builder("v", DataType::String)
+            .nullable(true)
+            .build()
+            .expect("v"),
     ])
     .expect("schema");
     client
-        .create_table(&TableBuilder::new("failover", schema).add_hash_partitions(&["id"], 6, 0).num_replicas(3))
+        .create_table(
+            &TableBuilder::new("failover", schema)
+                .add_hash_partitions(&["id"], 6, 0)
+                .num_replicas(3),
+        )
         .await
         .expect("create");
     let table = client.open_table("failover").await.expect("open");
@@ -31,18 +45,26 @@ async fn writes_survive_master_failover_and_tserver_crash() {
     for id in 0..N {
         if id == N / 3 {
             let leader = tokio::task::block_in_place(|| c.leader_master()).expect("leader");
-            tokio::task::block_in_place(|| c.kill(DaemonKind::Master, leader)).expect("kill leader master");
+            tokio::task::block_in_place(|| c.kill(DaemonKind::Master, leader))
+                .expect("kill leader master");
         }
         if id == 2 * N / 3 {
-            tokio::task::block_in_place(|| c.kill(DaemonKind::TabletServer, 0)).expect("kill tserver");
+            tokio::task::block_in_place(|| c.kill(DaemonKind::TabletServer, 0))
+                .expect("kill tserver");
         }
         let mut row = table.new_row();
         row.set_i64("id", id).expect("id");
         row.set_str("v", "x").expect("v");
         // INSERT (not upsert): a write applied twice would fail ALREADY_PRESENT.
-        session.apply(Operation::insert(&table, row)).await.expect("apply");
+        session
+            .apply(Operation::insert(&table, row))
+            .await
+            .expect("apply");
     }
-    session.flush().await.expect("every row applied exactly once");
+    session
+        .flush()
+        .await
+        .expect("every row applied exactly once");
     let m = session.metrics();
     assert_eq!(m.inserts, N as u64, "{m:?}");
     assert_eq!(m.row_errors, 0, "{m:?}");

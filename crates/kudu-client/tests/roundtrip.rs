@@ -10,9 +10,17 @@ use kudu_client::{ColumnSchema, DataType, KuduClient, Schema, TableBuilder, Valu
 use std::collections::BTreeMap;
 
 fn schema() -> Schema {
-    let col = |n: &str, t: DataType| ColumnSchema::builder(n, t).nullable(true).build().expect("column");
+    let col = |n: &str, t: DataType| {
+        ColumnSchema::builder(n, t)
+            .nullable(true)
+            .build()
+            .expect("column")
+    };
     Schema::new(vec![
-        ColumnSchema::builder("id", DataType::Int32).key(true).build().expect("id"),
+        ColumnSchema::builder("id", DataType::Int32)
+            .key(true)
+            .build()
+            .expect("id"),
         col("b", DataType::Bool),
         col("i8", DataType::Int8),
         col("i16", DataType::Int16),
@@ -20,12 +28,24 @@ fn schema() -> Schema {
         col("i64", DataType::Int64),
         col("f", DataType::Float),
         col("d", DataType::Double),
-        ColumnSchemaBuilder::decimal("dec9", 9, 0).nullable(true).build().expect("dec9"),
-        ColumnSchemaBuilder::decimal("dec18", 18, 18).nullable(true).build().expect("dec18"),
-        ColumnSchemaBuilder::decimal("dec38", 38, 5).nullable(true).build().expect("dec38"),
+        ColumnSchemaBuilder::decimal("dec9", 9, 0)
+            .nullable(true)
+            .build()
+            .expect("dec9"),
+        ColumnSchemaBuilder::decimal("dec18", 18, 18)
+            .nullable(true)
+            .build()
+            .expect("dec18"),
+        ColumnSchemaBuilder::decimal("dec38", 38, 5)
+            .nullable(true)
+            .build()
+            .expect("dec38"),
         col("s", DataType::String),
         col("bin", DataType::Binary),
-        ColumnSchemaBuilder::varchar("vc", 5).nullable(true).build().expect("vc"),
+        ColumnSchemaBuilder::varchar("vc", 5)
+            .nullable(true)
+            .build()
+            .expect("vc"),
         col("ts", DataType::UnixtimeMicros),
         col("dt", DataType::Date),
     ])
@@ -75,7 +95,9 @@ fn rows() -> Vec<Vec<Value>> {
             Value::Date(2_932_896), // 9999-12-31
         ],
         // Every nullable column NULL.
-        std::iter::once(Value::Int32(2)).chain(std::iter::repeat_n(Value::Null, 15)).collect(),
+        std::iter::once(Value::Int32(2))
+            .chain(std::iter::repeat_n(Value::Null, 15))
+            .collect(),
         // Ordinary values.
         vec![
             Value::Int32(3),
@@ -107,7 +129,11 @@ async fn every_type_round_trips() {
         .expect("cluster");
     let client = KuduClient::new(&c.master_addrs()).expect("client");
     client
-        .create_table(&TableBuilder::new("types", schema()).add_hash_partitions(&["id"], 2, 0).num_replicas(1))
+        .create_table(
+            &TableBuilder::new("types", schema())
+                .add_hash_partitions(&["id"], 2, 0)
+                .num_replicas(1),
+        )
         .await
         .expect("create");
     let table = client.open_table("types").await.expect("open");
@@ -120,22 +146,33 @@ async fn every_type_round_trips() {
         for (i, v) in values.iter().enumerate() {
             row.set(i, v).expect("set");
         }
-        session.apply(Operation::insert(&table, row)).await.expect("apply");
+        session
+            .apply(Operation::insert(&table, row))
+            .await
+            .expect("apply");
     }
     session.flush().await.expect("flush");
 
-    let mut scanner = client.scan_builder(&table).snapshot_now().build().expect("scanner");
+    let mut scanner = client
+        .scan_builder(&table)
+        .snapshot_now()
+        .build()
+        .expect("scanner");
     let mut got = BTreeMap::new();
     while let Some(batch) = scanner.next_batch().await.expect("scan") {
         for view in batch.rows() {
             let values = view.to_values().expect("values");
-            let Value::Int32(id) = values[0] else { panic!("key") };
+            let Value::Int32(id) = values[0] else {
+                panic!("key")
+            };
             got.insert(id, values);
         }
     }
     assert_eq!(got.len(), expected.len());
     for want in &expected {
-        let Value::Int32(id) = want[0] else { panic!("key") };
+        let Value::Int32(id) = want[0] else {
+            panic!("key")
+        };
         let have = &got[&id];
         for (i, (w, h)) in want.iter().zip(have).enumerate() {
             let name = table.schema().columns()[i].name();
@@ -160,7 +197,11 @@ async fn writes_and_scans_work_when_the_cluster_requires_tls() {
         .expect("cluster");
     let client = KuduClient::new(&c.master_addrs()).expect("client");
     client
-        .create_table(&TableBuilder::new("tls", schema()).add_hash_partitions(&["id"], 2, 0).num_replicas(1))
+        .create_table(
+            &TableBuilder::new("tls", schema())
+                .add_hash_partitions(&["id"], 2, 0)
+                .num_replicas(1),
+        )
         .await
         .expect("create over TLS");
     let table = client.open_table("tls").await.expect("open");
@@ -171,7 +212,10 @@ async fn writes_and_scans_work_when_the_cluster_requires_tls() {
         let mut row = table.new_row();
         row.set_i32("id", id).expect("id");
         row.set_str("s", "over tls").expect("s");
-        session.apply(Operation::insert(&table, row)).await.expect("apply");
+        session
+            .apply(Operation::insert(&table, row))
+            .await
+            .expect("apply");
     }
     session.flush().await.expect("flush over TLS");
     let mut scanner = client.scan_builder(&table).build().expect("scanner");

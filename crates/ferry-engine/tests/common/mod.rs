@@ -12,7 +12,9 @@ use ferry_engine::{JobHandle, JobSpec};
 use ferry_testkit::MiniCluster;
 use kudu_client::schema::ColumnSchemaBuilder;
 use kudu_client::write::session::{FlushMode, Operation, Session, SessionOptions};
-use kudu_client::{ColumnSchema, DataType, KuduClient, KuduTable, Row, Schema, TableBuilder, Value};
+use kudu_client::{
+    ColumnSchema, DataType, KuduClient, KuduTable, Row, Schema, TableBuilder, Value,
+};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
@@ -22,15 +24,33 @@ pub const TABLE: &str = "repl";
 
 /// Two independent clusters (1 master + 3 tablet servers each).
 pub fn two_clusters() -> (MiniCluster, MiniCluster) {
-    let a = std::thread::spawn(|| MiniCluster::builder().tservers(3).start().expect("source cluster"));
-    let b = std::thread::spawn(|| MiniCluster::builder().tservers(3).start().expect("sink cluster"));
+    let a = std::thread::spawn(|| {
+        MiniCluster::builder()
+            .tservers(3)
+            .start()
+            .expect("source cluster")
+    });
+    let b = std::thread::spawn(|| {
+        MiniCluster::builder()
+            .tservers(3)
+            .start()
+            .expect("sink cluster")
+    });
     (a.join().expect("source"), b.join().expect("sink"))
 }
 
 pub fn all_types_schema() -> Schema {
-    let col = |n: &str, t: DataType| ColumnSchema::builder(n, t).nullable(true).build().expect("column");
+    let col = |n: &str, t: DataType| {
+        ColumnSchema::builder(n, t)
+            .nullable(true)
+            .build()
+            .expect("column")
+    };
     Schema::new(vec![
-        ColumnSchema::builder("id", DataType::Int64).key(true).build().expect("id"),
+        ColumnSchema::builder("id", DataType::Int64)
+            .key(true)
+            .build()
+            .expect("id"),
         col("b", DataType::Bool),
         col("i8", DataType::Int8),
         col("i16", DataType::Int16),
@@ -38,12 +58,24 @@ pub fn all_types_schema() -> Schema {
         col("i64", DataType::Int64),
         col("f", DataType::Float),
         col("d", DataType::Double),
-        ColumnSchemaBuilder::decimal("dec9", 9, 2).nullable(true).build().expect("dec9"),
-        ColumnSchemaBuilder::decimal("dec18", 18, 4).nullable(true).build().expect("dec18"),
-        ColumnSchemaBuilder::decimal("dec38", 38, 10).nullable(true).build().expect("dec38"),
+        ColumnSchemaBuilder::decimal("dec9", 9, 2)
+            .nullable(true)
+            .build()
+            .expect("dec9"),
+        ColumnSchemaBuilder::decimal("dec18", 18, 4)
+            .nullable(true)
+            .build()
+            .expect("dec18"),
+        ColumnSchemaBuilder::decimal("dec38", 38, 10)
+            .nullable(true)
+            .build()
+            .expect("dec38"),
         col("s", DataType::String),
         col("bin", DataType::Binary),
-        ColumnSchemaBuilder::varchar("vc", 8).nullable(true).build().expect("vc"),
+        ColumnSchemaBuilder::varchar("vc", 8)
+            .nullable(true)
+            .build()
+            .expect("vc"),
         col("ts", DataType::UnixtimeMicros),
         col("dt", DataType::Date),
     ])
@@ -74,19 +106,33 @@ pub fn random_row(rng: &mut StdRng, table: &KuduTable, id: i64) -> Row {
             "i8" => Value::Int8(rng.gen()),
             "i16" => Value::Int16(rng.gen()),
             "i32" => Value::Int32(rng.gen()),
-            "i64" => Value::Int64(if rng.gen_ratio(1, 10) { i64::MIN } else { rng.gen() }),
+            "i64" => Value::Int64(if rng.gen_ratio(1, 10) {
+                i64::MIN
+            } else {
+                rng.gen()
+            }),
             "f" => Value::Float(rng.gen_range(-1e6..1e6)),
             "d" => Value::Double(rng.gen_range(-1e12..1e12)),
             "dec9" => Value::Decimal(rng.gen_range(-999_999_999..=999_999_999)),
-            "dec18" => Value::Decimal(rng.gen_range(-999_999_999_999_999_999..=999_999_999_999_999_999)),
+            "dec18" => {
+                Value::Decimal(rng.gen_range(-999_999_999_999_999_999..=999_999_999_999_999_999))
+            }
             "dec38" => Value::Decimal(if rng.gen_ratio(1, 10) {
                 99_999_999_999_999_999_999_999_999_999_999_999_999
             } else {
                 rng.gen_range(-10i128.pow(30)..10i128.pow(30))
             }),
-            "s" => Value::String((0..rng.gen_range(0..40)).map(|_| rng.gen_range('a'..='z')).collect()),
+            "s" => Value::String(
+                (0..rng.gen_range(0..40))
+                    .map(|_| rng.gen_range('a'..='z'))
+                    .collect(),
+            ),
             "bin" => Value::Binary((0..rng.gen_range(0..40)).map(|_| rng.gen()).collect()),
-            "vc" => Value::String((0..rng.gen_range(0..=8)).map(|_| rng.gen_range('a'..='z')).collect()),
+            "vc" => Value::String(
+                (0..rng.gen_range(0..=8))
+                    .map(|_| rng.gen_range('a'..='z'))
+                    .collect(),
+            ),
             "ts" => Value::UnixtimeMicros(rng.gen_range(0..4_000_000_000_000_000)),
             "dt" => Value::Date(rng.gen_range(-100_000..100_000)),
             other => panic!("unexpected column {other}"),
@@ -118,7 +164,14 @@ pub async fn load(client: &KuduClient, table: &KuduTable, n: i64, seed: u64) {
 
 /// Applies `ops` random inserts, updates (some to NULL), upserts and
 /// deletes over keys `0..key_space`, spread over `duration`.
-pub async fn churn(client: &KuduClient, table: &KuduTable, ops: usize, key_space: i64, duration: Duration, seed: u64) {
+pub async fn churn(
+    client: &KuduClient,
+    table: &KuduTable,
+    ops: usize,
+    key_space: i64,
+    duration: Duration,
+    seed: u64,
+) {
     let mut rng = StdRng::seed_from_u64(seed);
     let mut session = background_session(client);
     let started = Instant::now();
@@ -166,7 +219,9 @@ pub async fn read_all(client: &KuduClient, name: &str) -> BTreeMap<i64, Vec<Valu
     while let Some(batch) = scanner.next_batch().await.expect("scan") {
         for view in batch.rows() {
             let values = view.to_values().expect("values");
-            let Value::Int64(id) = values[0] else { panic!("key is not INT64") };
+            let Value::Int64(id) = values[0] else {
+                panic!("key is not INT64")
+            };
             rows.insert(id, values);
         }
     }
@@ -178,8 +233,16 @@ pub async fn assert_same(source: &KuduClient, sink: &KuduClient, name: &str) -> 
     let a = read_all(source, name).await;
     let b = read_all(sink, name).await;
     if a != b {
-        let missing = a.keys().filter(|k| !b.contains_key(k)).take(5).collect::<Vec<_>>();
-        let extra = b.keys().filter(|k| !a.contains_key(k)).take(5).collect::<Vec<_>>();
+        let missing = a
+            .keys()
+            .filter(|k| !b.contains_key(k))
+            .take(5)
+            .collect::<Vec<_>>();
+        let extra = b
+            .keys()
+            .filter(|k| !a.contains_key(k))
+            .take(5)
+            .collect::<Vec<_>>();
         let differ = a
             .iter()
             .filter(|(k, v)| b.get(k).is_some_and(|w| w != *v))
@@ -195,7 +258,13 @@ pub async fn assert_same(source: &KuduClient, sink: &KuduClient, name: &str) -> 
     a.len()
 }
 
-pub fn job_config(source: &MiniCluster, sink: &MiniCluster, checkpoints: &std::path::Path, discovery_s: u64, extra: &[&str]) -> JobConfig {
+pub fn job_config(
+    source: &MiniCluster,
+    sink: &MiniCluster,
+    checkpoints: &std::path::Path,
+    discovery_s: u64,
+    extra: &[&str],
+) -> JobConfig {
     let mut args = vec![
         "--job.sourceMasterAddresses".to_string(),
         source.master_addrs_joined(),
@@ -215,10 +284,18 @@ pub fn job_config(source: &MiniCluster, sink: &MiniCluster, checkpoints: &std::p
 }
 
 /// Starts the job in-process.
-pub async fn start_job(cfg: &JobConfig, savepoints: Option<&std::path::Path>, restore: Option<JobState>, parallelism: usize) -> JobHandle {
+pub async fn start_job(
+    cfg: &JobConfig,
+    savepoints: Option<&std::path::Path>,
+    restore: Option<JobState>,
+    parallelism: usize,
+) -> JobHandle {
     let source = KuduClient::new(&cfg.source_master_addresses).expect("source client");
     let sink = KuduClient::new(&cfg.sink_master_addresses).expect("sink client");
-    let sink_table = sink.open_table(&cfg.sink_table_name()).await.expect("sink table");
+    let sink_table = sink
+        .open_table(&cfg.sink_table_name())
+        .await
+        .expect("sink table");
     let store = CheckpointStore::open_local(&cfg.checkpoints_directory, cfg.checkpoints_retained);
     let spec = JobSpec {
         job_id: JobId::random(),
@@ -229,7 +306,8 @@ pub async fn start_job(cfg: &JobConfig, savepoints: Option<&std::path::Path>, re
         parallelism,
         discovery_interval: cfg.discovery_interval,
         checkpointing_interval: cfg.checkpointing_interval,
-        default_savepoint_dir: savepoints.map(|p| ferry_engine::checkpoint::StorageLocation::local(p).expect("location")),
+        default_savepoint_dir: savepoints
+            .map(|p| ferry_engine::checkpoint::StorageLocation::local(p).expect("location")),
         restore,
     };
     ferry_engine::job::spawn(
@@ -251,7 +329,11 @@ pub async fn wait_windows(job: &JobHandle, n: u64, timeout: Duration) {
         if let ferry_engine::JobStatus::Failed { error } = job.status() {
             panic!("job failed: {error}");
         }
-        assert!(start.elapsed() < timeout, "only {} of {n} windows after {timeout:?}: {m:?}", m.windows_completed);
+        assert!(
+            start.elapsed() < timeout,
+            "only {} of {n} windows after {timeout:?}: {m:?}",
+            m.windows_completed
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }

@@ -56,12 +56,18 @@ fn table_not_found(name: &str, e: Error) -> Error {
 }
 
 /// Lists user tables whose name contains `filter` (all if empty).
-pub async fn list_tables(m: &MasterProxy, filter: &str, timeout: Duration) -> Result<Vec<TableSummary>> {
+pub async fn list_tables(
+    m: &MasterProxy,
+    filter: &str,
+    timeout: Duration,
+) -> Result<Vec<TableSummary>> {
     let req = pb::master::ListTablesRequestPb {
         name_filter: (!filter.is_empty()).then(|| filter.to_owned()),
         ..Default::default()
     };
-    let resp = m.call::<ms::ListTables>("ListTables", &req, timeout, &[]).await?;
+    let resp = m
+        .call::<ms::ListTables>("ListTables", &req, timeout, &[])
+        .await?;
     let mut tables: Vec<TableSummary> = resp
         .tables
         .into_iter()
@@ -79,7 +85,9 @@ pub async fn list_tables(m: &MasterProxy, filter: &str, timeout: Duration) -> Re
 
 /// Opens a table by name: schema, partitioning and metadata.
 pub async fn open_table(m: &MasterProxy, name: &str, timeout: Duration) -> Result<KuduTable> {
-    let req = pb::master::GetTableSchemaRequestPb { table: by_name(name) };
+    let req = pb::master::GetTableSchemaRequestPb {
+        table: by_name(name),
+    };
     let resp = m
         .call::<ms::GetTableSchema>("GetTableSchema", &req, timeout, &[])
         .await
@@ -94,10 +102,17 @@ fn table_from_pb(name: &str, resp: pb::master::GetTableSchemaResponsePb) -> Resu
     };
     let schema = Schema::from_pb(resp.schema.as_ref().ok_or_else(|| missing("schema"))?)?;
     let partition_schema = PartitionSchema::from_pb(
-        resp.partition_schema.as_ref().ok_or_else(|| missing("partition schema"))?,
+        resp.partition_schema
+            .as_ref()
+            .ok_or_else(|| missing("partition schema"))?,
         &schema,
     )?;
-    let id = String::from_utf8_lossy(resp.table_id.as_deref().ok_or_else(|| missing("table id"))?).into_owned();
+    let id = String::from_utf8_lossy(
+        resp.table_id
+            .as_deref()
+            .ok_or_else(|| missing("table id"))?,
+    )
+    .into_owned();
     Ok(KuduTable::new(
         resp.table_name.unwrap_or_else(|| name.to_owned()),
         id,
@@ -128,12 +143,12 @@ pub async fn create_table(m: &MasterProxy, b: &TableBuilder, timeout: Duration) 
             ));
         }
         for ((lt, lower), (ut, upper)) in &b.range_partitions {
-            partition_pb
-                .custom_hash_schema_ranges
-                .push(pb::partition_schema_pb::RangeWithHashSchemaPb {
+            partition_pb.custom_hash_schema_ranges.push(
+                pb::partition_schema_pb::RangeWithHashSchemaPb {
                     range_bounds: Some(ops::encode(&b.schema, &[(*lt, lower), (*ut, upper)])?),
                     hash_schema: partition_pb.hash_schema.clone(),
-                });
+                },
+            );
         }
     } else {
         for ((lt, lower), (ut, upper)) in &b.range_partitions {
@@ -164,7 +179,9 @@ pub async fn create_table(m: &MasterProxy, b: &TableBuilder, timeout: Duration) 
         comment: b.comment.clone(),
         ..Default::default()
     };
-    let resp = m.call::<ms::CreateTable>("CreateTable", &req, timeout, &features).await?;
+    let resp = m
+        .call::<ms::CreateTable>("CreateTable", &req, timeout, &features)
+        .await?;
     let id = String::from_utf8_lossy(resp.table_id.as_deref().unwrap_or_default()).into_owned();
     if b.wait {
         wait_create_done(m, &b.name, timeout.saturating_sub(started.elapsed())).await?;
@@ -173,7 +190,9 @@ pub async fn create_table(m: &MasterProxy, b: &TableBuilder, timeout: Duration) 
 }
 
 async fn wait_create_done(m: &MasterProxy, name: &str, timeout: Duration) -> Result<()> {
-    let req = pb::master::IsCreateTableDoneRequestPb { table: by_name(name) };
+    let req = pb::master::IsCreateTableDoneRequestPb {
+        table: by_name(name),
+    };
     poll_done(timeout, &format!("creating table '{name}'"), || async {
         let r = m
             .call::<ms::IsCreateTableDone>("IsCreateTableDone", &req, timeout, &[])
@@ -210,7 +229,12 @@ where
 }
 
 /// Alters `table` and waits until the change has reached every tablet.
-pub async fn alter_table(m: &MasterProxy, table: &KuduTable, b: &AlterTableBuilder, timeout: Duration) -> Result<()> {
+pub async fn alter_table(
+    m: &MasterProxy,
+    table: &KuduTable,
+    b: &AlterTableBuilder,
+    timeout: Duration,
+) -> Result<()> {
     let started = Instant::now();
     let mut features = Vec::new();
     let mut needs_schema = false;
@@ -226,7 +250,9 @@ pub async fn alter_table(m: &MasterProxy, table: &KuduTable, b: &AlterTableBuild
             },
             AlterStep::DropColumn(name) => alter::Step {
                 r#type: Some(StepType::DropColumn as i32),
-                drop_column: Some(alter::DropColumn { name: Some(name.clone()) }),
+                drop_column: Some(alter::DropColumn {
+                    name: Some(name.clone()),
+                }),
                 ..Default::default()
             },
             AlterStep::RenameColumn(old, new) => alter::Step {
@@ -245,17 +271,23 @@ pub async fn alter_table(m: &MasterProxy, table: &KuduTable, b: &AlterTableBuild
                         features.push(FEATURE_RANGE_SPECIFIC_HASH_SCHEMA);
                         let dims = dims
                             .iter()
-                            .map(|(cols, n, seed)| pb::partition_schema_pb::HashBucketSchemaPb {
-                                columns: cols
-                                    .iter()
-                                    .map(|c| pb::ColumnIdentifierPb {
-                                        identifier: Some(pb::column_identifier_pb::Identifier::Name(c.clone())),
-                                    })
-                                    .collect(),
-                                num_buckets: *n as i32,
-                                seed: (*seed != 0).then_some(*seed),
-                                hash_algorithm: None,
-                            })
+                            .map(
+                                |(cols, n, seed)| pb::partition_schema_pb::HashBucketSchemaPb {
+                                    columns: cols
+                                        .iter()
+                                        .map(|c| pb::ColumnIdentifierPb {
+                                            identifier: Some(
+                                                pb::column_identifier_pb::Identifier::Name(
+                                                    c.clone(),
+                                                ),
+                                            ),
+                                        })
+                                        .collect(),
+                                    num_buckets: *n as i32,
+                                    seed: (*seed != 0).then_some(*seed),
+                                    hash_algorithm: None,
+                                },
+                            )
                             .collect();
                         Some(alter::CustomHashSchema { hash_schema: dims })
                     }
@@ -264,7 +296,10 @@ pub async fn alter_table(m: &MasterProxy, table: &KuduTable, b: &AlterTableBuild
                 alter::Step {
                     r#type: Some(StepType::AddRangePartition as i32),
                     add_range_partition: Some(alter::AddRangePartition {
-                        range_bounds: Some(ops::encode(table.schema(), &[(*lt, lower), (*ut, upper)])?),
+                        range_bounds: Some(ops::encode(
+                            table.schema(),
+                            &[(*lt, lower), (*ut, upper)],
+                        )?),
                         dimension_label: None,
                         custom_hash_schema,
                     }),
@@ -277,7 +312,10 @@ pub async fn alter_table(m: &MasterProxy, table: &KuduTable, b: &AlterTableBuild
                 alter::Step {
                     r#type: Some(StepType::DropRangePartition as i32),
                     drop_range_partition: Some(alter::DropRangePartition {
-                        range_bounds: Some(ops::encode(table.schema(), &[(*lt, lower), (*ut, upper)])?),
+                        range_bounds: Some(ops::encode(
+                            table.schema(),
+                            &[(*lt, lower), (*ut, upper)],
+                        )?),
                     }),
                     ..Default::default()
                 }
@@ -303,14 +341,20 @@ pub async fn alter_table(m: &MasterProxy, table: &KuduTable, b: &AlterTableBuild
     m.call::<ms::AlterTable>("AlterTable", &req, timeout, &features)
         .await
         .map_err(|e| table_not_found(table.name(), e))?;
-    let done_req = pb::master::IsAlterTableDoneRequestPb { table: by_id(table.id()) };
+    let done_req = pb::master::IsAlterTableDoneRequestPb {
+        table: by_id(table.id()),
+    };
     let remaining = timeout.saturating_sub(started.elapsed());
-    poll_done(remaining, &format!("altering table '{}'", table.name()), || async {
-        let r = m
-            .call::<ms::IsAlterTableDone>("IsAlterTableDone", &done_req, remaining, &[])
-            .await?;
-        Ok(r.done.unwrap_or(false))
-    })
+    poll_done(
+        remaining,
+        &format!("altering table '{}'", table.name()),
+        || async {
+            let r = m
+                .call::<ms::IsAlterTableDone>("IsAlterTableDone", &done_req, remaining, &[])
+                .await?;
+            Ok(r.done.unwrap_or(false))
+        },
+    )
     .await
 }
 
@@ -347,8 +391,10 @@ pub async fn server_clock(m: &MasterProxy, timeout: Duration) -> Result<HybridTi
     let resp = m
         .call::<pb::server::generic_service::ServerClock>("ServerClock", &req, timeout, &[])
         .await?;
-    resp.timestamp.map(HybridTime).ok_or_else(|| Error::Protocol {
-        addr: "leader master".into(),
-        message: "ServerClock answer has no timestamp".into(),
-    })
+    resp.timestamp
+        .map(HybridTime)
+        .ok_or_else(|| Error::Protocol {
+            addr: "leader master".into(),
+            message: "ServerClock answer has no timestamp".into(),
+        })
 }

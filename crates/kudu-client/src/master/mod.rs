@@ -139,7 +139,8 @@ impl MasterProxy {
             let pool = self.pool.clone();
             let addr = addr.clone();
             set.spawn(async move {
-                let opts = CallOptions::with_timeout(timeout).require_feature(FEATURE_CONNECT_TO_MASTER);
+                let opts =
+                    CallOptions::with_timeout(timeout).require_feature(FEATURE_CONNECT_TO_MASTER);
                 let req = pb::master::ConnectToMasterRequestPb::default();
                 let res = pool
                     .call::<pb::master::master_service::ConnectToMaster>(&addr, &req, &opts)
@@ -153,8 +154,13 @@ impl MasterProxy {
             match res {
                 Ok(resp) => {
                     if let Some(e) = resp.body.error.as_ref() {
-                        causes.push(format!("{addr}: {}", master_error(e, &addr, "ConnectToMaster")));
-                    } else if resp.body.role == Some(pb::consensus::raft_peer_pb::Role::Leader as i32) {
+                        causes.push(format!(
+                            "{addr}: {}",
+                            master_error(e, &addr, "ConnectToMaster")
+                        ));
+                    } else if resp.body.role
+                        == Some(pb::consensus::raft_peer_pb::Role::Leader as i32)
+                    {
                         set.abort_all();
                         self.check_master_list(&resp.body);
                         if let Ok(mut l) = self.leader.lock() {
@@ -210,7 +216,10 @@ impl MasterProxy {
         let mut retrier = Retrier::new(operation, timeout);
         loop {
             retrier.begin_attempt();
-            match self.call_once::<M>(operation, request, &retrier, features).await {
+            match self
+                .call_once::<M>(operation, request, &retrier, features)
+                .await
+            {
                 Ok(resp) => return Ok(resp),
                 Err(e) => retrier.on_error(e).await?,
             }
@@ -239,8 +248,10 @@ impl MasterProxy {
         let resp = match self.pool.call::<M>(&leader, request, &opts).await {
             Ok(r) => r.body,
             Err(e) => {
-                if matches!(e, Error::Io { .. } | Error::ConnectionClosed { .. } | Error::TimedOut { .. })
-                    || e.is_retryable()
+                if matches!(
+                    e,
+                    Error::Io { .. } | Error::ConnectionClosed { .. } | Error::TimedOut { .. }
+                ) || e.is_retryable()
                 {
                     self.forget_leader(&leader);
                 }

@@ -173,7 +173,11 @@ impl TableLocations {
         } else {
             first_start.clone()
         };
-        let span_end: Vec<u8> = if exhausted { Vec::new() } else { last_end.clone() };
+        let span_end: Vec<u8> = if exhausted {
+            Vec::new()
+        } else {
+            last_end.clone()
+        };
         self.remove_span(&span_start, &span_end);
         if span_start.as_slice() < first_start.as_slice() {
             self.entries.insert(
@@ -292,7 +296,13 @@ mod tests {
         let now = Instant::now();
         let mut c = TableLocations::default();
         // Tablets [b, d) and [f, h); asked from key "a"; master had no more.
-        c.insert(b"a", vec![tablet("1", b"b", b"d"), tablet("2", b"f", b"h")], true, TTL, now);
+        c.insert(
+            b"a",
+            vec![tablet("1", b"b", b"d"), tablet("2", b"f", b"h")],
+            true,
+            TTL,
+            now,
+        );
         assert_eq!(id(c.lookup(b"a", now)), "gap");
         assert_eq!(id(c.lookup(b"b", now)), "1");
         assert_eq!(id(c.lookup(b"c", now)), "1");
@@ -318,7 +328,13 @@ mod tests {
         let mut c = TableLocations::default();
         c.insert(b"", vec![tablet("old", b"", b"")], true, TTL, now);
         // The tablet was split into two.
-        c.insert(b"", vec![tablet("x", b"", b"m"), tablet("y", b"m", b"")], true, TTL, now);
+        c.insert(
+            b"",
+            vec![tablet("x", b"", b"m"), tablet("y", b"m", b"")],
+            true,
+            TTL,
+            now,
+        );
         assert_eq!(id(c.lookup(b"a", now)), "x");
         assert_eq!(id(c.lookup(b"q", now)), "y");
         assert_eq!(c.len(), 2);
@@ -328,7 +344,13 @@ mod tests {
     fn invalidation_forces_a_lookup() {
         let now = Instant::now();
         let mut c = TableLocations::default();
-        c.insert(b"", vec![tablet("1", b"", b"m"), tablet("2", b"m", b"")], true, TTL, now);
+        c.insert(
+            b"",
+            vec![tablet("1", b"", b"m"), tablet("2", b"m", b"")],
+            true,
+            TTL,
+            now,
+        );
         c.invalidate_tablet("1");
         assert_eq!(id(c.lookup(b"a", now)), "miss");
         assert_eq!(id(c.lookup(b"n", now)), "2");
