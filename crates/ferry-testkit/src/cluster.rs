@@ -613,12 +613,11 @@ impl MiniCluster {
     ) -> Result<()> {
         let start = Instant::now();
         loop {
-            let last;
-            match check(self) {
+            let last = match check(self) {
                 Ok(true) => return Ok(()),
-                Ok(false) => last = "condition false".to_string(),
-                Err(e) => last = e.to_string(),
-            }
+                Ok(false) => "condition false".to_string(),
+                Err(e) => e.to_string(),
+            };
             if start.elapsed() > timeout {
                 return Err(Error::NotReady(format!(
                     "cluster '{}': {what} not reached within {timeout:?} ({last}); logs under {}",
