@@ -1,20 +1,67 @@
-//! The `ferry` binary: parses the command line, builds the job
-//! configuration and hands it to `ferry-engine`, mapping the outcome to a
-//! documented exit code (0 ok, 1 job failure, 2 usage error).
+//! The `ferry` binary: parses the command line and either runs a ferry
+//! process (`ferry run` in application mode, `ferry server` in session
+//! mode) or acts as a client of one (`list`, `savepoint`, `stop`,
+//! `cancel`, `checkpoint`, `run --jobmanager`), mapping the outcome to a
+//! documented exit code (0 ok, 1 failure, 2 usage error).
+//!
+//! # Layout
+//!
+//! - `run_args`, `process_opts`: `ferry run` arguments (job keys, process
+//!   flags such as `--rest.port`).
+//! - `run`: application and session mode processes; `server`: their REST
+//!   and Prometheus listeners; `submit`: starting a job in-process.
+//! - `registry`: the jobs of a process and their asynchronous operations.
+//! - `rest`: the Flink-shaped REST API, ferry's `/ferry/*` endpoints, the
+//!   web page (`web/index.html`, embedded).
+//! - `prom`: the Prometheus exposition; `sampler`: lag history and rates;
+//!   `kudu_activity`: tablet-server write counters per table.
+//! - `cli`: the client verbs; `http_client`: their HTTP client.
+//! - `progress`: snapshot progress on the terminal.
+//! - `sink`: sink table preparation; `demo_writer`: the demo's workload.
 
+mod cli;
+mod demo_writer;
+mod http_client;
+mod kudu_activity;
+mod process_opts;
+mod progress;
+mod prom;
+mod registry;
+mod rest;
 mod run;
 mod run_args;
+mod sampler;
+mod server;
 mod sink;
+mod submit;
 
 use clap::{Parser, Subcommand};
 use ferry_engine::JobStatus;
 use std::process::ExitCode;
+use std::time::Duration;
 
 #[derive(Parser)]
-#[command(name = "ferry", version, about = "Continuous replication and disaster recovery for Apache Kudu")]
+#[command(
+    name = "ferry",
+    version,
+    about = "Continuous replication and disaster recovery for Apache Kudu"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
+}
+
+/// `--jobmanager`, shared by the client verbs.
+#[derive(clap::Args, Debug)]
+struct Target {
+    /// Address of the ferry process's REST API.
+    #[arg(
+        short = 'm',
+        long = "jobmanager",
+        default_value = "127.0.0.1:8081",
+        env = "FERRY_JOBMANAGER"
+    )]
+    jobmanager: String,
 }
 
 #[derive(Subcommand)]
@@ -26,6 +73,91 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Start a session-mode process that runs jobs submitted with
+    /// `ferry run --jobmanager HOST:PORT` (options: --rest.address,
+    /// --rest.port, --metrics.address, --metrics.port, -Dkey=value,
+    /// --config FILE).
+    #[command(disable_help_flag = true)]
+    Server {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// List jobs (running and scheduled by default), like `flink list`.
+    List {
+        #[command(flatten)]
+        target: Target,
+        /// Show only running jobs.
+        #[arg(short = 'r', long)]
+        running: bool,
+        /// Show only scheduled jobs.
+        #[arg(short = 's', long)]
+        scheduled: bool,
+        /// Show all jobs, including finished ones.
+        #[arg(short = 'a', long)]
+        all: bool,
+    },
+    /// Trigger a savepoint, like `flink savepoint JOB_ID [DIR]`.
+    Savepoint {
+        #[command(flatten)]
+        target: Target,
+        /// Return after triggering; print the trigger id.
+        #[arg(short = 'd', long)]
+        detached: bool,
+        job_id: String,
+        /// Target directory (default: the job's --savepointPath).
+        dir: Option<String>,
+    },
+    /// Stop a job with a savepoint, like `flink stop --savepointPath DIR JOB_ID`.
+    Stop {
+        #[command(flatten)]
+        target: Target,
+        /// Savepoint directory (default: the job's --savepointPath).
+        #[arg(short = 'p', long = "savepointPath", alias = "savepoint-path")]
+        savepoint_path: Option<String>,
+        /// Finish the open window before stopping (no splits in the savepoint).
+        #[arg(short = 'd', long)]
+        drain: bool,
+        /// Wait until source writes stopped, one more window completed, split
+        /// counts are 0 and sink writes stopped, then stop.
+        #[arg(long = "drain-check")]
+        drain_check: bool,
+        /// Give up the drain check after this many seconds.
+        #[arg(long = "drain-timeout", default_value_t = 300)]
+        drain_timeout: u64,
+        /// A table counts as quiet when its write counters did not move for
+        /// this many seconds.
+        #[arg(long = "quiet-period", default_value_t = 5.0)]
+        quiet_period: f64,
+        job_id: String,
+    },
+    /// Cancel a job (its retained checkpoints stay), like `flink cancel`.
+    Cancel {
+        #[command(flatten)]
+        target: Target,
+        job_id: String,
+    },
+    /// Take a checkpoint now, like `flink checkpoint JOB_ID`.
+    Checkpoint {
+        #[command(flatten)]
+        target: Target,
+        /// Accepted for compatibility (ferry checkpoints are always full).
+        #[arg(long)]
+        full: bool,
+        job_id: String,
+    },
+    /// The demo's source workload (used by scripts/demo).
+    #[command(hide = true)]
+    DemoWriter(demo_writer::DemoWriterArgs),
+}
+
+/// Prints a line on stdout; a closed stdout (the reader went away) is not
+/// a reason to panic while a job is stopping.
+#[macro_export]
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
 }
 
 /// Exit code for usage and configuration errors.
@@ -36,7 +168,11 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => {
             let _ = e.print();
-            return if e.use_stderr() { ExitCode::from(EXIT_USAGE) } else { ExitCode::SUCCESS };
+            return if e.use_stderr() {
+                ExitCode::from(EXIT_USAGE)
+            } else {
+                ExitCode::SUCCESS
+            };
         }
     };
     match cli.command {
@@ -45,28 +181,185 @@ fn main() -> ExitCode {
                 print!("{}", run_args::help());
                 ExitCode::SUCCESS
             }
-            Ok(run_args::RunCommand::Run(run)) => run_job(*run),
-            Err(e) => {
-                eprintln!("error: {e}");
-                eprintln!("Run 'ferry run --help' for every key and its default.");
-                ExitCode::from(EXIT_USAGE)
+            Ok(run_args::RunCommand::Run(run)) if run.jobmanager.is_some() => {
+                client(async move { cli::submit(*run).await }).unwrap_or(ExitCode::FAILURE)
             }
+            Ok(run_args::RunCommand::Run(run)) => run_job(*run),
+            Err(e) => usage_error(&e.to_string(), "ferry run --help"),
         },
+        Command::Server { args } => match server_options(&args) {
+            Ok(None) => {
+                print!("{}", server_help());
+                ExitCode::SUCCESS
+            }
+            Ok(Some(opts)) => {
+                init_logging();
+                match runtime().map(|rt| rt.block_on(run::serve(opts))) {
+                    Ok(Ok(())) => ExitCode::SUCCESS,
+                    Ok(Err(e)) | Err(e) => {
+                        eprintln!("error: {e:#}");
+                        ExitCode::FAILURE
+                    }
+                }
+            }
+            Err(e) => usage_error(&e, "ferry server --help"),
+        },
+        Command::List {
+            target,
+            running,
+            scheduled,
+            all,
+        } => verb(async move {
+            cli::list(&cli::Rest::new(&target.jobmanager), running, scheduled, all).await
+        }),
+        Command::Savepoint {
+            target,
+            detached,
+            job_id,
+            dir,
+        } => verb(async move {
+            cli::savepoint(
+                &cli::Rest::new(&target.jobmanager),
+                &job_id,
+                dir.as_deref(),
+                detached,
+            )
+            .await
+        }),
+        Command::Stop {
+            target,
+            savepoint_path,
+            drain,
+            drain_check,
+            drain_timeout,
+            quiet_period,
+            job_id,
+        } => verb(async move {
+            let rest = cli::Rest::new(&target.jobmanager);
+            if drain_check {
+                let opts = cli::DrainCheck {
+                    timeout: Duration::from_secs(drain_timeout),
+                    quiet: Duration::from_secs_f64(quiet_period.max(0.0)),
+                };
+                cli::drain_check(&rest, &job_id, savepoint_path.as_deref(), opts).await
+            } else {
+                cli::stop(&rest, &job_id, savepoint_path.as_deref(), drain).await
+            }
+        }),
+        Command::Cancel { target, job_id } => {
+            verb(async move { cli::cancel(&cli::Rest::new(&target.jobmanager), &job_id).await })
+        }
+        Command::Checkpoint {
+            target,
+            full,
+            job_id,
+        } => verb(async move {
+            cli::checkpoint(&cli::Rest::new(&target.jobmanager), &job_id, full).await
+        }),
+        Command::DemoWriter(args) => {
+            init_logging();
+            verb(demo_writer::run(args))
+        }
     }
+}
+
+fn usage_error(message: &str, help: &str) -> ExitCode {
+    eprintln!("error: {message}");
+    eprintln!("Run '{help}' for every key and its default.");
+    ExitCode::from(EXIT_USAGE)
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| anyhow::anyhow!("cannot start the async runtime: {e}"))
+}
+
+/// Runs a client future; prints its error.
+fn client<F: std::future::Future<Output = anyhow::Result<ExitCode>>>(f: F) -> Option<ExitCode> {
+    match runtime().and_then(|rt| rt.block_on(f)) {
+        Ok(code) => Some(code),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            None
+        }
+    }
+}
+
+fn verb<F: std::future::Future<Output = anyhow::Result<()>>>(f: F) -> ExitCode {
+    client(async move { f.await.map(|()| ExitCode::SUCCESS) }).unwrap_or(ExitCode::FAILURE)
+}
+
+/// `ferry server` options; `Ok(None)` for `--help`.
+fn server_options(args: &[String]) -> Result<Option<process_opts::ProcessOptions>, String> {
+    let mut opts = process_opts::ProcessOptions::default();
+    let mut i = 0;
+    while i < args.len() {
+        let arg = args[i].as_str();
+        let (flag, inline) = match arg.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
+            _ => (arg, None),
+        };
+        let value = |i: &mut usize| -> Result<String, String> {
+            if let Some(v) = inline.clone() {
+                return Ok(v);
+            }
+            *i += 1;
+            args.get(*i)
+                .cloned()
+                .ok_or_else(|| format!("{flag} needs a value"))
+        };
+        match flag {
+            "-h" | "--help" => return Ok(None),
+            "-D" => {
+                let pair = value(&mut i)?;
+                opts.set_dynamic(&pair).map_err(|e| e.to_string())?;
+            }
+            f if f.starts_with("-D") => opts.set_dynamic(&f[2..]).map_err(|e| e.to_string())?,
+            "--config" => {
+                let path = value(&mut i)?;
+                let text = std::fs::read_to_string(&path)
+                    .map_err(|e| format!("cannot read {path}: {e}"))?;
+                process_opts::take_process_keys_from_toml(&text, &mut opts)?;
+            }
+            f if process_opts::is_process_key(f) && f.starts_with("--") => {
+                let v = value(&mut i)?;
+                opts.set(f, &v).map_err(|e| e.to_string())?;
+            }
+            other => return Err(format!("unknown option '{other}' for ferry server")),
+        }
+        i += 1;
+    }
+    Ok(Some(opts))
+}
+
+fn server_help() -> String {
+    let mut s = String::from(
+        "Start a session-mode ferry process: it serves the REST API, the web page and the\n\
+         Prometheus endpoint, and runs the jobs submitted with `ferry run --jobmanager HOST:PORT`.\n\
+         SIGTERM / Ctrl-C stops every job (with a savepoint where --savepointPath was given).\n\n\
+         Usage: ferry server [--rest.port PORT] [--rest.address ADDR] [--metrics.port PORT] [-Dkey=value] [--config FILE]\n\n\
+         Options:\n",
+    );
+    for (key, default, doc) in process_opts::PROCESS_KEYS.iter().take(4) {
+        s.push_str(&format!("  --{key} VALUE  [{default}]\n      {doc}\n"));
+    }
+    s
 }
 
 fn run_job(run: run_args::RunArgs) -> ExitCode {
     init_logging();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match runtime() {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
+            eprintln!("error: {e}");
             return ExitCode::FAILURE;
         }
     };
     match runtime.block_on(run::run(run)) {
         Ok(JobStatus::Finished { savepoint }) => {
-            println!("Job finished; savepoint at {savepoint}");
+            say!("Job finished; savepoint at {savepoint}");
             ExitCode::SUCCESS
         }
         Ok(JobStatus::Canceled) => ExitCode::SUCCESS,
@@ -88,5 +381,8 @@ fn run_job(run: run_args::RunArgs) -> ExitCode {
 fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("FERRY_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(progress::LogWriter)
+        .try_init();
 }

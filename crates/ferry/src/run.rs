@@ -1,103 +1,135 @@
-//! `ferry run` in the foreground: connect to both clusters, prepare the
-//! sink table, restore if asked, start the job, and turn SIGTERM / Ctrl-C
-//! into stop-with-savepoint (when a savepoint directory is configured) or
-//! cancel.
+//! The two kinds of ferry process.
+//!
+//! - **Application mode** (`ferry run` without `--jobmanager`): serve the
+//!   REST API and metrics, start the one job, show snapshot progress, and
+//!   turn SIGTERM / Ctrl-C into stop-with-savepoint (when a savepoint
+//!   directory is configured) or cancel. The process exits when the job
+//!   ends — after the REST clients have read the results of their
+//!   operations, so `ferry stop` gets its savepoint path.
+//! - **Session mode** (`ferry server`): serve the REST API and metrics and
+//!   run the jobs submitted with `ferry run --jobmanager`; SIGTERM / Ctrl-C
+//!   stops every job (with a savepoint where one is configured).
 
+use crate::process_opts::ProcessOptions;
+use crate::registry::{JobEntry, Mode, Registry};
 use crate::run_args::RunArgs;
-use anyhow::{anyhow, bail, Context, Result};
-use ferry_engine::checkpoint::{CheckpointStore, JobId, StorageLocation};
-use ferry_engine::kudu_sink::KuduSink;
-use ferry_engine::kudu_source::KuduSource;
-use ferry_engine::{JobSpec, JobStatus};
-use kudu_client::KuduClient;
+use anyhow::{bail, Result};
+use ferry_engine::JobStatus;
+use std::io::IsTerminal;
+use std::sync::Arc;
+use std::time::Duration;
 
-/// Runs the job until it ends; returns its final status.
+/// How long a finished process waits for REST clients to read the results
+/// of their operations.
+const RESULT_GRACE: Duration = Duration::from_secs(10);
+
+/// Runs the job in this process until it ends; returns its final status.
 pub async fn run(args: RunArgs) -> Result<JobStatus> {
-    let cfg = &args.config;
-    let source_client = KuduClient::builder(&cfg.source_master_addresses)
-        .operation_timeout(cfg.reader.scan_request_timeout)
-        .build()
-        .context("source cluster")?;
-    let sink_client = KuduClient::builder(&cfg.sink_master_addresses)
-        .operation_timeout(cfg.writer.operation_timeout)
-        .build()
-        .context("sink cluster")?;
-    let sink_table_name = cfg.sink_table_name();
-    let sink_table = crate::sink::prepare(&source_client, &sink_client, cfg).await?;
-
-    let store = CheckpointStore::open_local(&cfg.checkpoints_directory, cfg.checkpoints_retained);
-    let restore = match &args.from_savepoint {
-        None => None,
-        Some(path) => {
-            let loaded = store
-                .load(path)
-                .await
-                .with_context(|| format!("cannot resume from '{path}'"))?;
-            let state = loaded.state;
-            let has_splits = !state.unassigned.is_empty() || !state.pending.is_empty();
-            if state.table_name != cfg.table_name && has_splits {
-                bail!(
-                    "the savepoint at '{path}' was taken from table '{}' with splits in progress; it cannot resume table '{}'",
-                    state.table_name,
-                    cfg.table_name
-                );
-            }
-            tracing::info!(
-                path,
-                last_end = ?state.last_end_timestamp,
-                window = ?state.window,
-                pending = state.pending.len(),
-                unassigned = state.unassigned.len(),
-                "resuming"
-            );
-            Some(state)
+    let registry = Registry::new(Mode::Application);
+    let bound = crate::server::start(registry.clone(), &args.process.server).await?;
+    let entry = match crate::submit::start_job(&registry, args).await {
+        Ok(e) => e,
+        Err(e) => {
+            registry.shutdown.cancel();
+            bound.finish(Duration::from_secs(2)).await;
+            return Err(e);
         }
     };
-    let default_savepoint_dir = args
-        .savepoint_dir
-        .as_deref()
-        .map(StorageLocation::parse)
-        .transpose()
-        .map_err(|e| anyhow!("--savepointPath: {e}"))?;
-
-    let job_id = JobId::random();
-    let spec = JobSpec {
-        job_id,
-        job_name: cfg.job_name.clone(),
-        table_name: cfg.table_name.clone(),
-        source_masters: cfg.source_master_addresses.clone(),
-        sink_masters: cfg.sink_master_addresses.clone(),
-        parallelism: args.parallelism,
-        discovery_interval: cfg.discovery_interval,
-        checkpointing_interval: cfg.checkpointing_interval,
-        default_savepoint_dir: default_savepoint_dir.clone(),
-        restore,
-    };
-    let source = KuduSource::new(source_client, cfg.table_name.clone(), cfg.reader.clone());
-    let sink = KuduSink::new(sink_client, sink_table, cfg.writer.clone());
-    let handle = ferry_engine::job::spawn(source, sink, store, spec);
-    println!("Job has been submitted with JobID {job_id}");
-    tracing::info!(%job_id, table = %cfg.table_name, sink_table = %sink_table_name, "replication started");
-
-    tokio::select! {
-        status = handle.wait() => Ok(status),
-        _ = shutdown_signal() => {
-            if default_savepoint_dir.is_some() {
-                eprintln!("ferry: stopping with a savepoint ...");
-                match handle.stop_with_savepoint(None).await {
-                    Ok(path) => println!("Savepoint completed. Path: {path}"),
-                    Err(e) => eprintln!("ferry: savepoint failed: {e}"),
-                }
-            } else {
-                eprintln!("ferry: cancelling (no --savepointPath given; checkpoints are kept)");
-                handle.cancel().await;
-            }
-            Ok(handle.wait().await)
-        }
+    crate::say!("Job has been submitted with JobID {}", entry.id);
+    if let Some(url) = bound.rest_url() {
+        eprintln!("ferry: web page and REST API at {url}");
     }
+    if let Some(url) = bound.metrics_url() {
+        eprintln!("ferry: Prometheus metrics at {url}");
+    }
+    crate::progress::spawn(
+        entry.clone(),
+        std::io::stderr().is_terminal(),
+        registry.shutdown.clone(),
+    );
+
+    let status = tokio::select! {
+        status = entry.handle.wait() => status,
+        _ = shutdown_signal() => stop_on_signal(&entry).await,
+    };
+    // Let REST clients (`ferry stop`, a savepoint script) read their results.
+    let deadline = tokio::time::Instant::now() + RESULT_GRACE;
+    while !entry.operations_settled() && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    registry.shutdown.cancel();
+    bound.finish(Duration::from_secs(3)).await;
+    Ok(status)
 }
 
-async fn shutdown_signal() {
+/// SIGTERM / Ctrl-C: stop with a savepoint if a directory is configured,
+/// else cancel (checkpoints are kept). A second signal cancels at once.
+async fn stop_on_signal(entry: &Arc<JobEntry>) -> JobStatus {
+    if entry.savepoint_dir.is_some() {
+        eprintln!("ferry: stopping with a savepoint ... (press Ctrl-C again to cancel instead)");
+        tokio::select! {
+            r = entry.handle.stop_with_savepoint(None) => match r {
+                Ok(path) => crate::say!("Savepoint completed. Path: {path}"),
+                Err(e) => eprintln!("ferry: savepoint failed: {e}"),
+            },
+            _ = shutdown_signal() => {
+                eprintln!("ferry: cancelling (checkpoints are kept)");
+                entry.handle.cancel().await;
+            }
+        }
+    } else {
+        eprintln!("ferry: cancelling (no --savepointPath given; checkpoints are kept)");
+        entry.handle.cancel().await;
+    }
+    entry.handle.wait().await
+}
+
+/// `ferry server`: session mode.
+pub async fn serve(opts: ProcessOptions) -> Result<()> {
+    let registry = Registry::new(Mode::Session);
+    let mut server = opts.server.clone();
+    // The REST API is the point of a session server: a busy default port
+    // is an error here.
+    server.rest_port.explicit = true;
+    let bound = crate::server::start(registry.clone(), &server).await?;
+    let Some(url) = bound.rest_url() else {
+        bail!("the REST API could not be started")
+    };
+    crate::say!("ferry server: REST API and web page at {url}");
+    if let Some(m) = bound.metrics_url() {
+        crate::say!("ferry server: Prometheus metrics at {m}");
+    }
+    crate::say!(
+        "Submit jobs with: ferry run --jobmanager {} --job.* ...",
+        url.trim_start_matches("http://")
+    );
+    shutdown_signal().await;
+    eprintln!("ferry server: shutting down");
+    let running: Vec<_> = registry
+        .jobs()
+        .into_iter()
+        .filter(|j| !j.status().is_terminal())
+        .collect();
+    let stops = running.into_iter().map(|j| async move {
+        if j.savepoint_dir.is_some() {
+            match j.handle.stop_with_savepoint(None).await {
+                Ok(path) => crate::say!("Job {}: Savepoint completed. Path: {path}", j.id),
+                Err(e) => eprintln!("Job {}: savepoint failed: {e}", j.id),
+            }
+        } else {
+            j.handle.cancel().await;
+            crate::say!("Job {}: cancelled (checkpoints are kept)", j.id);
+        }
+        j.handle.wait().await
+    });
+    futures::future::join_all(stops).await;
+    registry.shutdown.cancel();
+    bound.finish(Duration::from_secs(3)).await;
+    Ok(())
+}
+
+/// Resolves on SIGTERM or Ctrl-C.
+pub async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {

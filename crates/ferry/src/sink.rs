@@ -16,7 +16,9 @@ pub async fn prepare(source: &KuduClient, sink: &KuduClient, cfg: &JobConfig) ->
     };
     let plan = prepare_sink_table(source, sink, &cfg.table_name, &opts).await?;
     match plan.action {
-        SinkTableAction::Created => tracing::info!(table = %opts.sink_table_name, "created the sink table as a copy of the source"),
+        SinkTableAction::Created => {
+            tracing::info!(table = %opts.sink_table_name, "created the sink table as a copy of the source")
+        }
         _ => tracing::info!(table = %opts.sink_table_name, "sink table found and compatible"),
     }
     Ok(plan.table)

@@ -39,7 +39,10 @@ fn each_missing_required_key_is_named() {
     for (key, _) in REQUIRED {
         let (code, err) = run_with(&[], Some(key));
         assert_eq!(code, 2, "{key}: {err}");
-        assert!(err.contains(&format!("No data for required key '{key}'")), "{key}: {err}");
+        assert!(
+            err.contains(&format!("No data for required key '{key}'")),
+            "{key}: {err}"
+        );
     }
 }
 
@@ -47,12 +50,19 @@ fn each_missing_required_key_is_named() {
 fn checkpoint_interval_must_be_below_discovery_interval() {
     for ms in ["5000", "6000"] {
         let (code, err) = run_with(
-            &["--job.discoveryIntervalSeconds", "5", "--job.checkpointingIntervalMillis", ms],
+            &[
+                "--job.discoveryIntervalSeconds",
+                "5",
+                "--job.checkpointingIntervalMillis",
+                ms,
+            ],
             None,
         );
         assert_eq!(code, 2, "{err}");
         assert!(
-            err.contains(&format!("Checkpointing interval ({ms} ms) must be < discovery interval (5000 ms).")),
+            err.contains(&format!(
+                "Checkpointing interval ({ms} ms) must be < discovery interval (5000 ms)."
+            )),
             "{err}"
         );
     }
@@ -68,7 +78,10 @@ fn bad_enum_values_list_the_valid_ones() {
     }
     let (code, err) = run_with(&["--reader.replicaSelection", ""], None);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("CLOSEST_REPLICA") && err.contains("LEADER_ONLY"), "{err}");
+    assert!(
+        err.contains("CLOSEST_REPLICA") && err.contains("LEADER_ONLY"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -82,7 +95,10 @@ fn non_positive_intervals_and_sizes_are_refused() {
     ] {
         let (code, err) = run_with(&[&format!("--{key}"), value], None);
         assert_eq!(code, 2, "{key}={value}: {err}");
-        assert!(err.contains(key) && err.contains(value), "{key}={value}: {err}");
+        assert!(
+            err.contains(key) && err.contains(value),
+            "{key}={value}: {err}"
+        );
     }
 }
 
@@ -90,10 +106,16 @@ fn non_positive_intervals_and_sizes_are_refused() {
 fn unknown_keys_and_bad_flags_are_usage_errors() {
     let (code, err) = run_with(&["--job.tableNmae", "x"], None);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("job.tableNmae") && err.contains("job.tableName"), "suggests: {err}");
+    assert!(
+        err.contains("job.tableNmae") && err.contains("job.tableName"),
+        "suggests: {err}"
+    );
     let (code, err) = run_with(&["--parallelism", "0"], None);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("--parallelism") && err.contains("'0'"), "{err}");
+    assert!(
+        err.contains("--parallelism") && err.contains("'0'"),
+        "{err}"
+    );
     let (code, err) = run_with(&["--config", "/nonexistent/ferry.toml"], None);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("/nonexistent/ferry.toml"), "{err}");
@@ -103,7 +125,11 @@ fn unknown_keys_and_bad_flags_are_usage_errors() {
 fn config_file_values_are_overridden_by_flags() {
     let dir = tempfile::tempdir().expect("tmp");
     let file = dir.path().join("job.toml");
-    std::fs::write(&file, "[job]\ndiscoveryIntervalSeconds = 5\ncheckpointingIntervalMillis = 9000\n").expect("write");
+    std::fs::write(
+        &file,
+        "[job]\ndiscoveryIntervalSeconds = 5\ncheckpointingIntervalMillis = 9000\n",
+    )
+    .expect("write");
     let path = file.to_string_lossy().into_owned();
     let (code, err) = run_with(&["--config", &path], None);
     assert_eq!(code, 2, "file value is validated: {err}");
@@ -119,7 +145,14 @@ fn help_lists_every_key_with_its_default() {
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
     for key in ferry_engine::config::ConfigKey::all() {
-        assert!(text.contains(&format!("--{}", key.name())), "missing {}", key.name());
+        assert!(
+            text.contains(&format!("--{}", key.name())),
+            "missing {}",
+            key.name()
+        );
     }
-    assert!(text.contains("[600]") && text.contains("[60000]"), "defaults shown");
+    assert!(
+        text.contains("[600]") && text.contains("[60000]"),
+        "defaults shown"
+    );
 }

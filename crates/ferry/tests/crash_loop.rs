@@ -21,15 +21,26 @@ const TABLE: &str = "crashy";
 
 fn schema() -> Schema {
     Schema::new(vec![
-        ColumnSchema::builder("id", DataType::Int64).key(true).build().expect("id"),
-        ColumnSchema::builder("v", DataType::Int64).nullable(true).build().expect("v"),
-        ColumnSchema::builder("s", DataType::String).nullable(true).build().expect("s"),
+        ColumnSchema::builder("id", DataType::Int64)
+            .key(true)
+            .build()
+            .expect("id"),
+        ColumnSchema::builder("v", DataType::Int64)
+            .nullable(true)
+            .build()
+            .expect("v"),
+        ColumnSchema::builder("s", DataType::String)
+            .nullable(true)
+            .build()
+            .expect("s"),
     ])
     .expect("schema")
 }
 
 async fn create(client: &KuduClient) -> KuduTable {
-    let b = TableBuilder::new(TABLE, schema()).add_hash_partitions(&["id"], 6, 0).num_replicas(3);
+    let b = TableBuilder::new(TABLE, schema())
+        .add_hash_partitions(&["id"], 6, 0)
+        .num_replicas(3);
     client.create_table(&b).await.expect("create");
     client.open_table(TABLE).await.expect("open")
 }
@@ -56,7 +67,9 @@ async fn read_all(client: &KuduClient) -> BTreeMap<i64, Vec<Value>> {
     while let Some(batch) = scanner.next_batch().await.expect("scan") {
         for v in batch.rows() {
             let values = v.to_values().expect("values");
-            let Value::Int64(id) = values[0] else { panic!("key") };
+            let Value::Int64(id) = values[0] else {
+                panic!("key")
+            };
             out.insert(id, values);
         }
     }
@@ -92,13 +105,24 @@ fn start_ferry(src: &str, dst: &str, chk: &std::path::Path, resume: Option<&str>
     if let Some(path) = resume {
         cmd.args(["-s", path]);
     }
-    cmd.env("FERRY_LOG", "warn").stdout(Stdio::piped()).stderr(Stdio::inherit());
+    cmd.env("FERRY_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
     let mut child = cmd.spawn().expect("spawn ferry");
     let stdout = child.stdout.take().expect("stdout");
     let mut line = String::new();
-    BufReader::new(stdout).read_line(&mut line).expect("job id line");
-    let id = line.trim().rsplit(' ').next().unwrap_or_default().to_string();
-    let job_id: JobId = id.parse().unwrap_or_else(|_| panic!("no job id in {line:?}"));
+    BufReader::new(stdout)
+        .read_line(&mut line)
+        .expect("job id line");
+    let id = line
+        .trim()
+        .rsplit(' ')
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    let job_id: JobId = id
+        .parse()
+        .unwrap_or_else(|_| panic!("no job id in {line:?}"));
     Ferry { child, job_id }
 }
 
@@ -126,7 +150,10 @@ async fn ten_kill_9_restarts_lose_nothing() {
         .new_session_with(SessionOptions::default().flush_mode(FlushMode::AutoFlushBackground))
         .expect("session");
     for id in 0..150_000 {
-        session.apply(Operation::insert(&table, row(&table, id, Some(id)))).await.expect("load");
+        session
+            .apply(Operation::insert(&table, row(&table, id, Some(id))))
+            .await
+            .expect("load");
     }
     session.flush().await.expect("flush");
 
@@ -139,7 +166,9 @@ async fn ten_kill_9_restarts_lose_nothing() {
         tokio::spawn(async move {
             let mut rng = StdRng::seed_from_u64(11);
             let mut s = source
-                .new_session_with(SessionOptions::default().flush_mode(FlushMode::AutoFlushBackground))
+                .new_session_with(
+                    SessionOptions::default().flush_mode(FlushMode::AutoFlushBackground),
+                )
                 .expect("session");
             let mut n = 0u64;
             while running.load(Ordering::Relaxed) {
@@ -155,7 +184,7 @@ async fn ten_kill_9_restarts_lose_nothing() {
                 };
                 s.apply(op).await.expect("apply");
                 n += 1;
-                if n % 100 == 0 {
+                if n.is_multiple_of(100) {
                     tokio::time::sleep(Duration::from_millis(20)).await;
                 }
             }
@@ -166,7 +195,10 @@ async fn ten_kill_9_restarts_lose_nothing() {
 
     let dir = tempfile::tempdir().expect("tmp");
     let chk = dir.path().join("chk");
-    let store = CheckpointStore::open_local(&StorageLocation::local(&chk).expect("loc"), NonZeroUsize::MIN);
+    let store = CheckpointStore::open_local(
+        &StorageLocation::local(&chk).expect("loc"),
+        NonZeroUsize::MIN,
+    );
     let (src_addrs, dst_addrs) = (src.master_addrs_joined(), dst.master_addrs_joined());
     let mut rng = StdRng::seed_from_u64(42);
     let mut resume: Option<String> = None;
@@ -175,10 +207,17 @@ async fn ten_kill_9_restarts_lose_nothing() {
     for i in 0..10 {
         let mut f = start_ferry(&src_addrs, &dst_addrs, &chk, resume.as_deref());
         // Early kills hit the snapshot, later ones diff windows.
-        let wait = if i < 2 { rng.gen_range(150..600) } else { rng.gen_range(300..2500) };
+        let wait = if i < 2 {
+            rng.gen_range(150..600)
+        } else {
+            rng.gen_range(300..2500)
+        };
         tokio::time::sleep(Duration::from_millis(wait)).await;
         kill9(&mut f);
-        let latest = store.latest_complete(&f.job_id).await.expect("list checkpoints");
+        let latest = store
+            .latest_complete(&f.job_id)
+            .await
+            .expect("list checkpoints");
         if let Some(c) = latest.checkpoint {
             let in_progress = !c.state.pending.is_empty() || !c.state.unassigned.is_empty();
             match c.state.window {
@@ -192,7 +231,10 @@ async fn ten_kill_9_restarts_lose_nothing() {
     running.store(false, Ordering::Relaxed);
     let ops = churn.await.expect("churn");
     assert!(ops > 1_000, "changes flowed: {ops}");
-    assert!(restored_mid_snapshot, "at least one kill landed inside the snapshot");
+    assert!(
+        restored_mid_snapshot,
+        "at least one kill landed inside the snapshot"
+    );
 
     // A last run catches up; wait for a window that ends after the churn.
     let stopped_at = source.server_clock().await.expect("clock");
@@ -202,9 +244,11 @@ async fn ten_kill_9_restarts_lose_nothing() {
         assert!(Instant::now() < deadline, "the final run never caught up");
         tokio::time::sleep(Duration::from_millis(500)).await;
         let latest = store.latest_complete(&f.job_id).await.expect("list");
-        let caught_up = latest
-            .checkpoint
-            .is_some_and(|c| c.state.last_end_timestamp.is_some_and(|t| t > stopped_at.raw()));
+        let caught_up = latest.checkpoint.is_some_and(|c| {
+            c.state
+                .last_end_timestamp
+                .is_some_and(|t| t > stopped_at.raw())
+        });
         if caught_up {
             break;
         }

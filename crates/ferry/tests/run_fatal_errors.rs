@@ -34,7 +34,10 @@ fn ferry(masters: &str, table: &str, chk: &std::path::Path, extra: &[&str]) -> s
 
 fn finish(child: std::process::Child) -> (i32, String) {
     let out = child.wait_with_output().expect("wait");
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -50,25 +53,51 @@ async fn fatal_errors_and_create_table() {
 
     let client = KuduClient::new(&c.master_addrs()).expect("client");
     let schema = Schema::new(vec![
-        ColumnSchema::builder("id", DataType::Int64).key(true).build().expect("id"),
-        ColumnSchema::builder("v", DataType::String).nullable(true).build().expect("v"),
+        ColumnSchema::builder("id", DataType::Int64)
+            .key(true)
+            .build()
+            .expect("id"),
+        ColumnSchema::builder("v", DataType::String)
+            .nullable(true)
+            .build()
+            .expect("v"),
     ])
     .expect("schema");
     client
-        .create_table(&TableBuilder::new("src", schema).add_hash_partitions(&["id"], 2, 0).num_replicas(1))
+        .create_table(
+            &TableBuilder::new("src", schema)
+                .add_hash_partitions(&["id"], 2, 0)
+                .num_replicas(1),
+        )
         .await
         .expect("create");
 
     // The sink table (src_copy) does not exist and createTable is off.
-    let (code, err) = finish(ferry(&masters, "src", &chk, &["--job.tableSuffix", "_copy"]));
+    let (code, err) = finish(ferry(
+        &masters,
+        "src",
+        &chk,
+        &["--job.tableSuffix", "_copy"],
+    ));
     assert_eq!(code, 1, "{err}");
-    assert!(err.contains("src_copy") && err.contains("--job.createTable true"), "{err}");
+    assert!(
+        err.contains("src_copy") && err.contains("--job.createTable true"),
+        "{err}"
+    );
 
     // With createTable the job creates it and keeps running until stopped.
-    let mut child = ferry(&masters, "src", &chk, &["--job.tableSuffix", "_copy", "--job.createTable", "true"]);
+    let mut child = ferry(
+        &masters,
+        "src",
+        &chk,
+        &["--job.tableSuffix", "_copy", "--job.createTable", "true"],
+    );
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     while !client.table_exists("src_copy").await.expect("list") {
-        assert!(std::time::Instant::now() < deadline, "sink table never created");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "sink table never created"
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     // SAFETY: signalling our own child.
@@ -76,7 +105,10 @@ async fn fatal_errors_and_create_table() {
         libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
     }
     let status = child.wait().expect("wait");
-    assert!(status.success(), "SIGTERM without --savepointPath cancels cleanly: {status:?}");
+    assert!(
+        status.success(),
+        "SIGTERM without --savepointPath cancels cleanly: {status:?}"
+    );
     let copy = client.open_table("src_copy").await.expect("open copy");
     assert_eq!(copy.partition_schema().hash_schema()[0].num_buckets(), 2);
 
@@ -86,7 +118,12 @@ async fn fatal_errors_and_create_table() {
         &masters,
         "src",
         &chk,
-        &["--job.tableSuffix", "_copy", "--savepointPath", &sp.to_string_lossy()],
+        &[
+            "--job.tableSuffix",
+            "_copy",
+            "--savepointPath",
+            &sp.to_string_lossy(),
+        ],
     );
     tokio::time::sleep(Duration::from_secs(3)).await;
     // SAFETY: signalling our own child.
@@ -95,11 +132,18 @@ async fn fatal_errors_and_create_table() {
     }
     let out = child.wait_with_output().expect("wait");
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout} {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let path = stdout
         .lines()
         .find_map(|l| l.strip_prefix("Savepoint completed. Path: "))
         .unwrap_or_else(|| panic!("no savepoint line in {stdout}"));
     let path = path.trim().trim_start_matches("file://");
-    assert!(std::path::Path::new(path).join("_metadata").is_file(), "{path}");
+    assert!(
+        std::path::Path::new(path).join("_metadata").is_file(),
+        "{path}"
+    );
 }

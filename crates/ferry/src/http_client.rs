@@ -1,0 +1,140 @@
+//! A small plain-HTTP/1.1 JSON client (hyper-util), used by the CLI verbs
+//! to talk to the REST API and by the poller that reads the Kudu daemons'
+//! web UIs. No TLS: both are loopback or cluster-internal endpoints.
+
+use anyhow::{anyhow, Context, Result};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper::{Method, Request, StatusCode};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use std::time::Duration;
+
+/// A JSON-over-HTTP client with a per-request timeout.
+#[derive(Clone)]
+pub struct HttpClient {
+    inner: Client<HttpConnector, Full<Bytes>>,
+    timeout: Duration,
+}
+
+/// A response: status and body (parsed as JSON when it is JSON).
+#[derive(Debug, Clone)]
+pub struct Response {
+    pub status: StatusCode,
+    pub body: Bytes,
+}
+
+impl Response {
+    /// The body as JSON (`null` for an empty body).
+    pub fn json(&self) -> Result<serde_json::Value> {
+        if self.body.is_empty() {
+            return Ok(serde_json::Value::Null);
+        }
+        serde_json::from_slice(&self.body).with_context(|| {
+            format!(
+                "the server answered {} with a body that is not JSON: {}",
+                self.status,
+                self.text()
+            )
+        })
+    }
+
+    /// The body as text.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    /// Flink's `{"errors": [...]}` joined, or the raw body.
+    pub fn error_message(&self) -> String {
+        if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&self.body) {
+            if let Some(errors) = v.get("errors").and_then(|e| e.as_array()) {
+                let msgs: Vec<String> = errors
+                    .iter()
+                    .map(|e| {
+                        e.as_str()
+                            .map(str::to_string)
+                            .unwrap_or_else(|| e.to_string())
+                    })
+                    .collect();
+                return msgs.join("; ");
+            }
+        }
+        self.text()
+    }
+}
+
+impl HttpClient {
+    pub fn new(timeout: Duration) -> Self {
+        let mut connector = HttpConnector::new();
+        connector.set_connect_timeout(Some(timeout));
+        connector.set_nodelay(true);
+        HttpClient {
+            inner: Client::builder(TokioExecutor::new()).build(connector),
+            timeout,
+        }
+    }
+
+    /// Sends one request; `body` is sent as JSON.
+    pub async fn request(
+        &self,
+        method: Method,
+        url: &str,
+        body: Option<&serde_json::Value>,
+    ) -> Result<Response> {
+        let mut req = Request::builder()
+            .method(method.clone())
+            .uri(url)
+            .header("accept", "application/json");
+        let payload = match body {
+            Some(b) => {
+                req = req.header("content-type", "application/json");
+                Bytes::from(serde_json::to_vec(b)?)
+            }
+            None => Bytes::new(),
+        };
+        let req = req
+            .body(Full::new(payload))
+            .with_context(|| format!("invalid URL {url}"))?;
+        let call = async {
+            let resp = self.inner.request(req).await?;
+            let status = resp.status();
+            let body = resp.into_body().collect().await?.to_bytes();
+            Ok::<_, anyhow::Error>(Response { status, body })
+        };
+        match tokio::time::timeout(self.timeout, call).await {
+            Ok(r) => r.map_err(|e| anyhow!("{method} {url}: {}", error_chain(&*e))),
+            Err(_) => Err(anyhow!(
+                "{method} {url}: no answer within {:?}",
+                self.timeout
+            )),
+        }
+    }
+
+    pub async fn get(&self, url: &str) -> Result<Response> {
+        self.request(Method::GET, url, None).await
+    }
+}
+
+fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts = vec![e.to_string()];
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        source = s.source();
+    }
+    parts.join(": ")
+}
+
+/// `host:port` or `http://host:port[/]` → `http://host:port` (no slash).
+pub fn base_url(address: &str) -> String {
+    let a = address.trim().trim_end_matches('/');
+    if a.starts_with("http://") || a.starts_with("https://") {
+        a.to_string()
+    } else {
+        format!("http://{a}")
+    }
+}

@@ -1,0 +1,293 @@
+//! The jobs one ferry process runs: one in application mode (`ferry run`),
+//! any number in session mode (`ferry server`). Each entry keeps what the
+//! REST API, the web page and the Prometheus endpoint show about a job
+//! beyond its engine handle: name, start and end times, the checkpoint it
+//! was restored from, asynchronous savepoint / checkpoint operations by
+//! trigger id, a once-a-second sampler (lag history, throughput) and the
+//! tablet servers' write counters.
+
+use crate::kudu_activity::KuduActivity;
+use crate::sampler::Sampler;
+use ferry_engine::checkpoint::{JobId, StorageLocation};
+use ferry_engine::config::JobConfig;
+use ferry_engine::{JobHandle, JobStatus};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{SystemTime, UNIX_EPOCH};
+use tokio_util::sync::CancellationToken;
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// A new 32-hex-digit id (trigger ids, like Flink's).
+pub fn random_hex_id() -> String {
+    format!("{:032x}", rand::random::<u128>())
+}
+
+/// Whether the process runs one job (`ferry run`) or accepts submissions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Application,
+    Session,
+}
+
+/// What a job was restored from.
+#[derive(Debug, Clone)]
+pub struct RestoreInfo {
+    pub checkpoint_id: u64,
+    pub path: String,
+    pub is_savepoint: bool,
+    pub restored_at_ms: u64,
+}
+
+/// The kind of an asynchronous operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpKind {
+    Savepoint,
+    Checkpoint,
+}
+
+/// What an operation produced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OpValue {
+    /// A savepoint's location.
+    Location(String),
+    /// A checkpoint's id.
+    CheckpointId(u64),
+}
+
+/// An operation's progress.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OpState {
+    InProgress,
+    Done(Result<OpValue, String>),
+}
+
+#[derive(Debug)]
+struct Operation {
+    kind: OpKind,
+    state: OpState,
+    /// Whether someone read the result after it completed (application
+    /// mode waits for that before exiting, so `ferry stop` sees its path).
+    fetched: bool,
+    /// When it completed.
+    done_at: Option<std::time::Instant>,
+}
+
+/// One job and what is known about it.
+pub struct JobEntry {
+    pub handle: JobHandle,
+    pub id: JobId,
+    pub name: String,
+    pub config: JobConfig,
+    pub parallelism: usize,
+    pub savepoint_dir: Option<StorageLocation>,
+    pub start_time_ms: u64,
+    end_time_ms: AtomicU64,
+    pub restored: Option<RestoreInfo>,
+    /// The source table's live row count when the job started (snapshot
+    /// progress estimate), if the master reported one.
+    pub source_rows_estimate: Option<u64>,
+    pub sampler: Arc<Sampler>,
+    pub activity: Arc<KuduActivity>,
+    operations: Mutex<HashMap<String, Operation>>,
+    /// Cancelled when the job ends or the process shuts down; stops the
+    /// job's helper tasks.
+    pub tasks: CancellationToken,
+}
+
+impl JobEntry {
+    /// Builds an entry (helper tasks are started by [`Registry::add`]).
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        handle: JobHandle,
+        config: JobConfig,
+        parallelism: usize,
+        savepoint_dir: Option<StorageLocation>,
+        restored: Option<RestoreInfo>,
+        source_rows_estimate: Option<u64>,
+        activity: Arc<KuduActivity>,
+        start_time_ms: u64,
+    ) -> Self {
+        JobEntry {
+            id: handle.job_id(),
+            name: config.job_name.clone(),
+            sampler: Arc::new(Sampler::new(handle.metrics().clone())),
+            handle,
+            config,
+            parallelism,
+            savepoint_dir,
+            start_time_ms,
+            end_time_ms: AtomicU64::new(0),
+            restored,
+            source_rows_estimate,
+            activity,
+            operations: Mutex::new(HashMap::new()),
+            tasks: CancellationToken::new(),
+        }
+    }
+
+    /// The job's status.
+    pub fn status(&self) -> JobStatus {
+        self.handle.status()
+    }
+
+    /// End time in epoch ms, or -1 while running (Flink's convention).
+    pub fn end_time_ms(&self) -> i64 {
+        match self.end_time_ms.load(Ordering::Relaxed) {
+            0 => -1,
+            t => t as i64,
+        }
+    }
+
+    /// Milliseconds from start to end (or to now while running).
+    pub fn duration_ms(&self) -> u64 {
+        let end = match self.end_time_ms.load(Ordering::Relaxed) {
+            0 => now_ms(),
+            t => t,
+        };
+        end.saturating_sub(self.start_time_ms)
+    }
+
+    /// The sink table's name.
+    pub fn sink_table_name(&self) -> String {
+        self.config.sink_table_name()
+    }
+
+    fn mark_ended(&self) {
+        let _ =
+            self.end_time_ms
+                .compare_exchange(0, now_ms(), Ordering::Relaxed, Ordering::Relaxed);
+    }
+
+    /// Starts an operation under `trigger_id` (or a new id). If an
+    /// operation with that id exists already, returns its id without
+    /// starting another (Flink's idempotent `triggerId`).
+    pub fn begin_operation(&self, kind: OpKind, trigger_id: Option<String>) -> (String, bool) {
+        let id = trigger_id.unwrap_or_else(random_hex_id);
+        let mut ops = self.operations.lock().unwrap_or_else(|e| e.into_inner());
+        if ops.contains_key(&id) {
+            return (id, false);
+        }
+        ops.insert(
+            id.clone(),
+            Operation {
+                kind,
+                state: OpState::InProgress,
+                fetched: false,
+                done_at: None,
+            },
+        );
+        (id, true)
+    }
+
+    /// Records an operation's result.
+    pub fn finish_operation(&self, id: &str, result: Result<OpValue, String>) {
+        let mut ops = self.operations.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(op) = ops.get_mut(id) {
+            op.state = OpState::Done(result);
+            op.done_at = Some(std::time::Instant::now());
+        }
+    }
+
+    /// An operation's state, if `id` names one of `kind`; marks a completed
+    /// result as fetched.
+    pub fn operation(&self, kind: OpKind, id: &str) -> Option<OpState> {
+        let mut ops = self.operations.lock().unwrap_or_else(|e| e.into_inner());
+        let op = ops.get_mut(id).filter(|o| o.kind == kind)?;
+        if matches!(op.state, OpState::Done(_)) {
+            op.fetched = true;
+        }
+        Some(op.state.clone())
+    }
+
+    /// Whether every operation finished and had its result read (results
+    /// nobody polled for a few seconds, e.g. of `savepoint --detached`, do
+    /// not hold the process).
+    pub fn operations_settled(&self) -> bool {
+        let ops = self.operations.lock().unwrap_or_else(|e| e.into_inner());
+        ops.values().all(|o| {
+            o.fetched
+                || o.done_at
+                    .is_some_and(|t| t.elapsed() > std::time::Duration::from_secs(3))
+        })
+    }
+
+    /// Savepoints written (newest last), from the engine's history.
+    pub fn savepoints(&self) -> Vec<ferry_engine::job::CheckpointRecord> {
+        self.handle
+            .checkpoint_history()
+            .into_iter()
+            .filter(|r| r.savepoint)
+            .collect()
+    }
+}
+
+/// All jobs of this process.
+pub struct Registry {
+    pub mode: Mode,
+    pub started_at_ms: u64,
+    jobs: RwLock<Vec<Arc<JobEntry>>>,
+    /// Cancelled at process shutdown.
+    pub shutdown: CancellationToken,
+}
+
+impl Registry {
+    pub fn new(mode: Mode) -> Arc<Self> {
+        Arc::new(Registry {
+            mode,
+            started_at_ms: now_ms(),
+            jobs: RwLock::new(Vec::new()),
+            shutdown: CancellationToken::new(),
+        })
+    }
+
+    /// Registers a job and starts its helper tasks: the end-time watcher,
+    /// the sampler and the tablet-server poller.
+    pub fn add(&self, entry: JobEntry) -> Arc<JobEntry> {
+        let entry = Arc::new(entry);
+        if let Ok(mut jobs) = self.jobs.write() {
+            jobs.push(entry.clone());
+        }
+        let watched = entry.clone();
+        let shutdown = self.shutdown.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = watched.handle.wait() => {}
+                _ = shutdown.cancelled() => {}
+            }
+            watched.mark_ended();
+            // Keep sampling a moment so the last values are visible, then stop.
+            watched.sampler.sample_once();
+            watched.tasks.cancel();
+        });
+        entry.sampler.clone().spawn(entry.tasks.clone());
+        entry.activity.clone().spawn(entry.tasks.clone());
+        entry
+    }
+
+    /// Every job, in submission order.
+    pub fn jobs(&self) -> Vec<Arc<JobEntry>> {
+        self.jobs.read().map(|j| j.clone()).unwrap_or_default()
+    }
+
+    /// The job with this id.
+    pub fn get(&self, id: &JobId) -> Option<Arc<JobEntry>> {
+        self.jobs().into_iter().find(|j| &j.id == id)
+    }
+
+    /// Counts of jobs per Flink state name.
+    pub fn state_counts(&self) -> HashMap<&'static str, usize> {
+        let mut counts = HashMap::new();
+        for j in self.jobs() {
+            *counts.entry(j.status().flink_name()).or_insert(0) += 1;
+        }
+        counts
+    }
+}

@@ -1,0 +1,95 @@
+//! The REST API, with Flink's paths, JSON shapes and status codes (see
+//! `docs/operations.md` for the list), plus ferry's own endpoints under
+//! `/ferry/` (job submission in session mode, the live JSON the web page
+//! and `ferry stop --drain-check` poll) and the web page at `/`.
+//!
+//! Every route is also served under `/v1/`, as Flink does.
+
+mod error;
+mod ferry_api;
+mod jobs;
+
+pub use error::ApiError;
+pub use jobs::{job_scope_metrics, SINK_NAME, SOURCE_NAME};
+
+use crate::registry::Registry;
+use axum::http::{header, StatusCode, Uri};
+use axum::response::{Html, IntoResponse};
+use axum::routing::{get, post};
+use axum::Router;
+use std::sync::Arc;
+
+/// Shared state of the handlers.
+#[derive(Clone)]
+pub struct AppState {
+    pub registry: Arc<Registry>,
+    /// Where the Prometheus endpoint listens (shown on the web page).
+    pub metrics_url: Option<String>,
+}
+
+const INDEX_HTML: &str = include_str!("../../web/index.html");
+
+fn api() -> Router<AppState> {
+    Router::new()
+        .route("/overview", get(jobs::cluster_overview))
+        .route("/config", get(jobs::dashboard_config))
+        .route("/jobs", get(jobs::list_jobs))
+        .route("/jobs/overview", get(jobs::jobs_overview))
+        .route(
+            "/jobs/{jobid}",
+            get(jobs::job_details).patch(jobs::cancel_job),
+        )
+        .route("/jobs/{jobid}/status", get(jobs::job_status))
+        .route("/jobs/{jobid}/config", get(jobs::job_config))
+        .route("/jobs/{jobid}/exceptions", get(jobs::job_exceptions))
+        .route("/jobs/{jobid}/metrics", get(jobs::job_metrics))
+        .route("/jobs/{jobid}/savepoints", post(jobs::trigger_savepoint))
+        .route(
+            "/jobs/{jobid}/savepoints/{triggerid}",
+            get(jobs::savepoint_status),
+        )
+        .route("/jobs/{jobid}/stop", post(jobs::stop_job))
+        .route(
+            "/jobs/{jobid}/checkpoints",
+            get(jobs::checkpoint_stats).post(jobs::trigger_checkpoint),
+        )
+        .route(
+            "/jobs/{jobid}/checkpoints/config",
+            get(jobs::checkpoint_config),
+        )
+        .route(
+            "/jobs/{jobid}/checkpoints/{triggerid}",
+            get(jobs::checkpoint_status),
+        )
+        .route("/ferry/jobs", post(ferry_api::submit_job))
+        .route("/ferry/overview", get(ferry_api::overview))
+        .route("/ferry/jobs/{jobid}/live", get(ferry_api::job_live))
+}
+
+/// The whole router: API (also under `/v1`), the web page, Flink-shaped
+/// 404s for everything else.
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/", get(index))
+        .route("/index.html", get(index))
+        .merge(api())
+        .nest("/v1", api())
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .with_state(state)
+}
+
+async fn index() -> impl IntoResponse {
+    ([(header::CACHE_CONTROL, "no-cache")], Html(INDEX_HTML))
+}
+
+async fn not_found(uri: Uri) -> ApiError {
+    ApiError::not_found(format!("Not found: {}", uri.path()))
+}
+
+async fn method_not_allowed(uri: Uri) -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        format!("Method not allowed for {}", uri.path()),
+    )
+}

@@ -1,0 +1,852 @@
+//! The operations surface against real Kudu (source and sink tables on one
+//! single-tablet-server cluster, told apart by `job.tableSuffix`):
+//!
+//! - `rest_metrics_page_savepoints_stop_resume_cancel`: Flink's REST shapes
+//!   and error codes, the Prometheus names (scraped twice), the web page in
+//!   headless Chromium, the periodic-savepoint script loop (curl + jq),
+//!   `ferry stop --savepointPath` (job process exits 0), `ferry run -s`
+//!   from the script's savepoint, `ferry cancel` keeping checkpoints.
+//! - `drain_check_and_session_mode`: `ferry stop --drain-check` refuses
+//!   while a writer is active and completes once it stopped; a session-mode
+//!   `ferry server` runs two submitted jobs; `ferry list` / `cancel`.
+
+use ferry_testkit::MiniCluster;
+use kudu_client::write::session::{FlushMode, Operation, SessionOptions};
+use kudu_client::{ColumnSchema, DataType, KuduClient, KuduTable, Schema, TableBuilder};
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port()
+}
+
+/// A blocking HTTP/1.1 call: (status, body).
+fn http(method: &str, port: u16, path: &str, body: Option<&str>) -> (u16, String) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("timeout");
+    let body = body.unwrap_or("");
+    let req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).expect("send");
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).expect("read");
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, rest) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status: u16 = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        dechunk(rest)
+    } else {
+        rest.to_string()
+    };
+    (status, body)
+}
+
+fn dechunk(mut s: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = s.split_once("\r\n") {
+        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if n == 0 {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        s = &rest[n + 2..];
+    }
+    out
+}
+
+fn get_json(port: u16, path: &str) -> Value {
+    let (status, body) = http("GET", port, path, None);
+    assert_eq!(status, 200, "GET {path}: {body}");
+    serde_json::from_str(&body).unwrap_or_else(|e| panic!("GET {path}: {e}: {body}"))
+}
+
+fn schema() -> Schema {
+    Schema::new(vec![
+        ColumnSchema::builder("id", DataType::Int64)
+            .key(true)
+            .build()
+            .expect("id"),
+        ColumnSchema::builder("v", DataType::String)
+            .nullable(true)
+            .build()
+            .expect("v"),
+    ])
+    .expect("schema")
+}
+
+async fn create_table(client: &KuduClient, name: &str) -> KuduTable {
+    let b = TableBuilder::new(name, schema())
+        .add_hash_partitions(&["id"], 2, 0)
+        .num_replicas(1);
+    client.create_table(&b).await.expect("create");
+    client.open_table(name).await.expect("open")
+}
+
+async fn upsert_rows(client: &KuduClient, table: &KuduTable, ids: std::ops::Range<i64>) {
+    let mut s = client
+        .new_session_with(SessionOptions::default().flush_mode(FlushMode::AutoFlushBackground))
+        .expect("session");
+    for id in ids {
+        let mut r = table.new_row();
+        r.set_i64("id", id).expect("id");
+        r.set_str("v", &format!("value {id}")).expect("v");
+        s.apply(Operation::upsert(table, r)).await.expect("apply");
+    }
+    s.flush().await.expect("flush");
+}
+
+async fn count_rows(client: &KuduClient, name: &str) -> usize {
+    let table = client.open_table(name).await.expect("open");
+    let mut scanner = client.scan_builder(&table).build().expect("scanner");
+    let mut n = 0;
+    while let Some(batch) = scanner.next_batch().await.expect("scan") {
+        n += batch.num_rows();
+    }
+    n
+}
+
+/// A `ferry run` process with its job id (read from its first stdout line).
+struct Job {
+    child: Child,
+    id: String,
+    rest: u16,
+    metrics: u16,
+    stdout: std::thread::JoinHandle<String>,
+}
+
+fn start_job(masters: &str, table: &str, suffix: &str, chk: &Path, extra: &[&str]) -> Job {
+    let (rest, metrics) = (free_port(), free_port());
+    let mut child = Command::new(FERRY)
+        .args([
+            "run",
+            "--job.sourceMasterAddresses",
+            masters,
+            "--job.sinkMasterAddresses",
+            masters,
+            "--job.tableName",
+            table,
+            "--job.tableSuffix",
+            suffix,
+            "--job.createTable",
+            "true",
+            "--job.checkpointsDirectory",
+            &chk.to_string_lossy(),
+            "--job.discoveryIntervalSeconds",
+            "1",
+            "--job.checkpointingIntervalMillis",
+            "300",
+            "--rest.port",
+            &rest.to_string(),
+            "--metrics.port",
+            &metrics.to_string(),
+            "--metrics.kudu.pollIntervalMillis",
+            "500",
+            "-p",
+            "2",
+        ])
+        .args(extra)
+        .env("FERRY_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn ferry");
+    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    out.read_line(&mut line).expect("job id line");
+    let id = line
+        .trim()
+        .rsplit(' ')
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    assert_eq!(id.len(), 32, "job id in {line:?}");
+    let stdout = std::thread::spawn(move || {
+        let mut rest = String::new();
+        let _ = out.read_to_string(&mut rest);
+        rest
+    });
+    Job {
+        child,
+        id,
+        rest,
+        metrics,
+        stdout,
+    }
+}
+
+impl Job {
+    fn jm(&self) -> String {
+        format!("127.0.0.1:{}", self.rest)
+    }
+
+    fn live(&self) -> Value {
+        get_json(self.rest, &format!("/ferry/jobs/{}/live", self.id))
+    }
+
+    /// Waits until a window completed (lastEndTimestamp > 0).
+    fn wait_replicating(&self) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let v = self.live();
+            assert_eq!(v["state"], "RUNNING", "{v}");
+            if v["last_end_timestamp"].as_u64().unwrap_or(0) > 0 {
+                return;
+            }
+            assert!(Instant::now() < deadline, "no window completed: {v}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// Waits for the process to exit; returns its status and remaining stdout.
+    fn wait_exit(mut self, timeout: Duration) -> (std::process::ExitStatus, String) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                return (status, self.stdout.join().unwrap_or_default());
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("ferry run did not exit within {timeout:?}");
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+fn ferry(args: &[&str]) -> Output {
+    Command::new(FERRY)
+        .args(args)
+        .env("FERRY_LOG", "warn")
+        .output()
+        .expect("run ferry")
+}
+
+fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+fn has(cmd: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {cmd}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// CI sets `CI=true`: a missing tool is then a failure, not a skip.
+fn require_tool(cmd: &str) -> bool {
+    if has(cmd) {
+        return true;
+    }
+    assert!(
+        std::env::var("CI").is_err(),
+        "{cmd} is not installed (scripts/lib/setup.sh installs it)"
+    );
+    eprintln!("SKIPPED part of the test: {cmd} is not installed (run scripts/lib/setup.sh's ensure_toolchain)");
+    false
+}
+
+/// Every metric of the Prometheus text, by name + labels.
+fn scrape(port: u16) -> Vec<(String, f64)> {
+    let (status, body) = http("GET", port, "/metrics", None);
+    assert_eq!(status, 200);
+    body.lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .filter_map(|l| {
+            let (name, value) = l.rsplit_once(' ')?;
+            Some((name.to_string(), value.parse().ok()?))
+        })
+        .collect()
+}
+
+fn metric(samples: &[(String, f64)], name: &str, label: &str) -> f64 {
+    samples
+        .iter()
+        .find(|(n, _)| (n == name || n.starts_with(&format!("{name}{{"))) && n.contains(label))
+        .unwrap_or_else(|| panic!("no {name} with {label}"))
+        .1
+}
+
+fn metadata_dir(location: &str) -> PathBuf {
+    PathBuf::from(location.trim_start_matches("file://"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rest_metrics_page_savepoints_stop_resume_cancel() {
+    let cluster = MiniCluster::builder().tservers(1).start().expect("cluster");
+    let masters = cluster.master_addrs_joined();
+    let client = KuduClient::new(&cluster.master_addrs()).expect("client");
+    let table = create_table(&client, "ops").await;
+    upsert_rows(&client, &table, 0..500).await;
+    let dir = tempfile::tempdir().expect("tmp");
+    let chk = dir.path().join("chk");
+    let default_sp = dir.path().join("default-savepoints");
+    let job = start_job(
+        &masters,
+        "ops",
+        "_copy",
+        &chk,
+        &["--savepointPath", &default_sp.to_string_lossy()],
+    );
+    job.wait_replicating();
+
+    // Flink shapes.
+    let jobs = get_json(job.rest, "/jobs");
+    assert_eq!(jobs["jobs"][0]["id"], job.id.as_str());
+    assert_eq!(jobs["jobs"][0]["status"], "RUNNING");
+    let overview = get_json(job.rest, "/jobs/overview");
+    assert_eq!(overview["jobs"][0]["jid"], job.id.as_str());
+    assert_eq!(overview["jobs"][0]["name"], "ferry-replication-ops");
+    assert!(overview["jobs"][0]["start-time"].as_u64().unwrap() > 0);
+    assert_eq!(overview["jobs"][0]["end-time"], -1);
+    let details = get_json(job.rest, &format!("/jobs/{}", job.id));
+    assert_eq!(details["state"], "RUNNING");
+    assert_eq!(details["vertices"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        get_json(job.rest, &format!("/jobs/{}/status", job.id))["status"],
+        "RUNNING"
+    );
+    let cfg = get_json(job.rest, &format!("/jobs/{}/checkpoints/config", job.id));
+    assert_eq!(cfg["interval"], 300);
+    assert_eq!(cfg["externalization"]["delete_on_cancellation"], false);
+    assert_eq!(get_json(job.rest, "/overview")["jobs-running"], 1);
+    assert!(get_json(job.rest, "/config")["flink-version"]
+        .as_str()
+        .unwrap()
+        .starts_with("ferry"));
+    let cps = get_json(job.rest, &format!("/jobs/{}/checkpoints", job.id));
+    assert!(cps["counts"]["completed"].as_u64().unwrap() >= 1, "{cps}");
+    assert!(
+        cps["latest"]["completed"]["external_path"]
+            .as_str()
+            .unwrap()
+            .contains("chk-"),
+        "{cps}"
+    );
+    assert!(!cps["history"].as_array().unwrap().is_empty());
+
+    // Bad input: 4xx with Flink's error shape and a clear message.
+    let errors = |status: u16, body: &str| -> String {
+        let v: Value = serde_json::from_str(body).unwrap_or_else(|_| panic!("{status}: {body}"));
+        v["errors"]
+            .as_array()
+            .unwrap_or_else(|| panic!("errors in {body}"))[0]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let (s, b) = http(
+        "GET",
+        job.rest,
+        "/jobs/00000000000000000000000000000000",
+        None,
+    );
+    assert_eq!(s, 404);
+    assert!(errors(s, &b).contains("not found"), "{b}");
+    let (s, b) = http("GET", job.rest, "/jobs/not-a-job-id/status", None);
+    assert_eq!(s, 400);
+    assert!(errors(s, &b).contains("not-a-job-id"), "{b}");
+    let sp_path = format!("/jobs/{}/savepoints", job.id);
+    let (s, b) = http("POST", job.rest, &sp_path, Some("{\"target-directory\": "));
+    assert_eq!(s, 400, "{b}");
+    assert!(errors(s, &b).contains("SavepointTriggerRequestBody"), "{b}");
+    let (s, b) = http(
+        "POST",
+        job.rest,
+        &sp_path,
+        Some(r#"{"target_directory": "/tmp/x"}"#),
+    );
+    assert_eq!(s, 400, "{b}");
+    assert!(errors(s, &b).contains("target_directory"), "{b}");
+    let (s, b) = http(
+        "POST",
+        job.rest,
+        &sp_path,
+        Some(r#"{"target-directory": "hdfs:///x"}"#),
+    );
+    assert_eq!(s, 400, "{b}");
+    assert!(errors(s, &b).contains("hdfs"), "{b}");
+    let (s, b) = http(
+        "PATCH",
+        job.rest,
+        &format!("/jobs/{}?mode=explode", job.id),
+        None,
+    );
+    assert_eq!(s, 400, "{b}");
+    let (s, b) = http(
+        "GET",
+        job.rest,
+        &format!("{sp_path}/0123456789abcdef0123456789abcdef"),
+        None,
+    );
+    assert_eq!(s, 404, "{b}");
+    let (s, _) = http("GET", job.rest, "/no/such/route", None);
+    assert_eq!(s, 404);
+
+    // Prometheus: every name, lastEndTimestamp advances, split counts are 0
+    // between windows.
+    let first = scrape(job.metrics);
+    let src = "operator_name=\"Source:_KuduSource\"";
+    let sink = "operator_name=\"Sink:_Writer\"";
+    let jl = format!("job_id=\"{}\"", job.id);
+    for name in [
+        "flink_jobmanager_job_uptime",
+        "flink_jobmanager_job_numRestarts",
+        "flink_jobmanager_job_fullRestarts",
+        "flink_jobmanager_job_lastCheckpointDuration",
+        "flink_jobmanager_job_lastCheckpointSize",
+        "flink_jobmanager_job_numberOfCompletedCheckpoints",
+        "flink_jobmanager_job_numberOfFailedCheckpoints",
+        "flink_jobmanager_job_operator_coordinator_enumerator_lastEndTimestamp",
+        "flink_jobmanager_job_operator_coordinator_enumerator_pendingCount",
+        "flink_jobmanager_job_operator_coordinator_enumerator_unassignedCount",
+        "flink_jobmanager_job_operator_coordinator_enumerator_pendingRemovalCount",
+        "ferry_rows_read_total",
+        "ferry_rows_upserted_total",
+        "ferry_windows_completed_total",
+    ] {
+        metric(&first, name, &jl);
+        assert!(first
+            .iter()
+            .any(|(n, _)| n.starts_with(name) && n.contains("job_name=\"ferry-replication-ops\"")));
+    }
+    metric(
+        &first,
+        "flink_taskmanager_job_task_operator_numRecordsOutPerSecond",
+        src,
+    );
+    metric(
+        &first,
+        "flink_taskmanager_job_task_operator_numRecordsInPerSecond",
+        sink,
+    );
+    let last_end_1 = metric(
+        &first,
+        "flink_jobmanager_job_operator_coordinator_enumerator_lastEndTimestamp",
+        &jl,
+    );
+    assert!(last_end_1 > 1.6e12, "epoch ms: {last_end_1}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let (mut advanced, mut idle) = (false, false);
+    while !(advanced && idle) {
+        assert!(
+            Instant::now() < deadline,
+            "advanced {advanced}, idle {idle}"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+        let again = scrape(job.metrics);
+        let c = |n: &str| {
+            metric(
+                &again,
+                &format!("flink_jobmanager_job_operator_coordinator_enumerator_{n}"),
+                &jl,
+            )
+        };
+        advanced |= c("lastEndTimestamp") > last_end_1;
+        idle |= c("pendingCount") == 0.0
+            && c("unassignedCount") == 0.0
+            && c("pendingRemovalCount") == 0.0;
+    }
+    // Tablet-server write counters (polled every 500 ms).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let m = scrape(job.metrics);
+        let find = |cluster: &str, table: &str| {
+            m.iter()
+                .find(|(n, _)| {
+                    n.starts_with("ferry_kudu_table_rows_upserted{")
+                        && n.contains(&format!("cluster=\"{cluster}\""))
+                        && n.contains(&format!("table_name=\"{table}\""))
+                })
+                .map(|s| s.1)
+        };
+        if find("source", "ops").unwrap_or(0.0) >= 500.0
+            && find("sink", "ops_copy").unwrap_or(0.0) >= 500.0
+        {
+            for kind in ["inserted", "updated", "deleted"] {
+                assert!(
+                    m.iter()
+                        .any(|(n, _)| n.starts_with(&format!("ferry_kudu_table_rows_{kind}{{"))),
+                    "{kind}"
+                );
+            }
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no tablet server counters: {:?}",
+            job.live()["kudu"]
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+
+    // The web page in headless Chromium: the job and a non-empty lag chart.
+    if require_tool("chromium") {
+        std::thread::sleep(Duration::from_secs(2));
+        let profile = tempfile::tempdir().expect("profile");
+        let out = Command::new("chromium")
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--disable-dev-shm-usage",
+                &format!("--user-data-dir={}", profile.path().display()),
+                "--virtual-time-budget=3000",
+                "--dump-dom",
+                &format!("http://127.0.0.1:{}/", job.rest),
+            ])
+            .output()
+            .expect("chromium");
+        let dom = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            dom.contains(&job.id),
+            "job id on the page: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(dom.contains("RUNNING"), "state on the page");
+        let points: usize = dom
+            .split("data-points=\"")
+            .nth(1)
+            .and_then(|s| s.split('"').next())
+            .and_then(|n| n.parse().ok())
+            .expect("lag chart element");
+        assert!(points >= 2, "lag chart has {points} points");
+        assert!(dom.contains("<polyline"), "chart drawn");
+    }
+
+    // The periodic-savepoint script (curl + jq), or the same loop in Rust.
+    let target = format!("file://{}", dir.path().join("script-savepoints").display());
+    let location = if require_tool("curl") && require_tool("jq") {
+        let script = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../deploy/scripts/savepoint.sh"
+        );
+        let out = Command::new("bash")
+            .args([script, &job.jm(), &target])
+            .output()
+            .expect("script");
+        let (o, e) = text(&out);
+        assert!(out.status.success(), "script failed: {o}{e}");
+        o.trim().to_string()
+    } else {
+        let id = get_json(job.rest, "/jobs")["jobs"][0]["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let (s, b) = http(
+            "POST",
+            job.rest,
+            &format!("/jobs/{id}/savepoints"),
+            Some(&format!("{{\"target-directory\":\"{target}\"}}")),
+        );
+        assert_eq!(s, 202, "{b}");
+        let req = serde_json::from_str::<Value>(&b).unwrap()["request-id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        loop {
+            let v = get_json(job.rest, &format!("/jobs/{id}/savepoints/{req}"));
+            if v["status"]["id"] == "COMPLETED" {
+                break v["operation"]["location"]
+                    .as_str()
+                    .expect("location")
+                    .to_string();
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    };
+    assert!(location.starts_with(&target), "{location}");
+    assert!(
+        metadata_dir(&location).join("_metadata").is_file(),
+        "{location}"
+    );
+
+    // `ferry stop --savepointPath DIR JOB_ID`: prints the path, the job's
+    // process exits 0.
+    let stop_dir = dir.path().join("stop-savepoints");
+    let out = ferry(&[
+        "stop",
+        "--jobmanager",
+        &job.jm(),
+        "--savepointPath",
+        &stop_dir.to_string_lossy(),
+        &job.id,
+    ]);
+    let (o, e) = text(&out);
+    assert!(out.status.success(), "{o}{e}");
+    let path = o
+        .lines()
+        .find_map(|l| l.strip_prefix("Savepoint completed. Path: "))
+        .expect("path line")
+        .to_string();
+    assert!(metadata_dir(&path).starts_with(&stop_dir), "{path}");
+    assert!(metadata_dir(&path).join("_metadata").is_file());
+    let (status, rest) = job.wait_exit(Duration::from_secs(30));
+    assert!(status.success(), "{status:?} {rest}");
+
+    // `ferry run -s <the script's savepoint>` resumes from it.
+    upsert_rows(&client, &table, 500..600).await;
+    let resumed = start_job(&masters, "ops", "_copy", &chk, &["-s", &location]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while count_rows(&client, "ops_copy").await < 600 {
+        assert!(Instant::now() < deadline, "resumed job did not catch up");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let cps = get_json(resumed.rest, &format!("/jobs/{}/checkpoints", resumed.id));
+    assert_eq!(cps["counts"]["restored"], 1, "{cps}");
+    assert_eq!(cps["latest"]["restored"]["is_savepoint"], true);
+    assert_eq!(
+        cps["latest"]["restored"]["external_path"]
+            .as_str()
+            .map(metadata_dir),
+        Some(metadata_dir(&location))
+    );
+    let live = resumed.live();
+    assert_eq!(
+        live["totals"]["snapshot_windows"], 0,
+        "resumed without a new snapshot: {live}"
+    );
+
+    // `ferry cancel`: the job ends CANCELED, its retained checkpoints stay.
+    let out = ferry(&["cancel", "-m", &resumed.jm(), &resumed.id]);
+    let (o, e) = text(&out);
+    assert!(out.status.success(), "{o}{e}");
+    assert!(o.contains(&format!("Cancelled job {}.", resumed.id)), "{o}");
+    let resumed_id = resumed.id.clone();
+    let (status, _) = resumed.wait_exit(Duration::from_secs(30));
+    assert!(status.success(), "{status:?}");
+    let kept: Vec<_> = std::fs::read_dir(chk.join(&resumed_id))
+        .expect("job checkpoint dir")
+        .filter_map(Result::ok)
+        .filter(|e| {
+            e.file_name().to_string_lossy().starts_with("chk-")
+                && e.path().join("_metadata").is_file()
+        })
+        .collect();
+    assert!(!kept.is_empty(), "retained checkpoints after cancel");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drain_check_and_session_mode() {
+    let cluster = MiniCluster::builder().tservers(1).start().expect("cluster");
+    let masters = cluster.master_addrs_joined();
+    let client = KuduClient::new(&cluster.master_addrs()).expect("client");
+    let table = create_table(&client, "drain").await;
+    upsert_rows(&client, &table, 0..200).await;
+    let dir = tempfile::tempdir().expect("tmp");
+    let chk = dir.path().join("chk");
+    let job = start_job(&masters, "drain", "_copy", &chk, &[]);
+    job.wait_replicating();
+
+    // A writer keeps the source busy.
+    let running = Arc::new(AtomicBool::new(true));
+    let writer = {
+        let (client, table, running) = (client.clone(), table.clone(), running.clone());
+        tokio::spawn(async move {
+            let mut s = client
+                .new_session_with(
+                    SessionOptions::default().flush_mode(FlushMode::AutoFlushBackground),
+                )
+                .expect("session");
+            let mut id = 1000;
+            while running.load(Ordering::Relaxed) {
+                let mut r = table.new_row();
+                r.set_i64("id", id).expect("id");
+                r.set_str("v", "busy").expect("v");
+                s.apply(Operation::upsert(&table, r)).await.expect("apply");
+                s.flush().await.expect("flush");
+                id += 1;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+    };
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let jm = job.jm();
+    let out = tokio::task::spawn_blocking({
+        let (jm, id) = (jm.clone(), job.id.clone());
+        move || {
+            ferry(&[
+                "stop",
+                "-m",
+                &jm,
+                "--drain-check",
+                "--drain-timeout",
+                "6",
+                "--quiet-period",
+                "2",
+                &id,
+            ])
+        }
+    })
+    .await
+    .expect("join");
+    let (o, e) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "refuses while written: {o}{e}");
+    assert!(o.contains("[1/4]"), "{o}");
+    assert!(
+        e.contains("timed out") && e.contains("still being written") && e.contains("'drain'"),
+        "{e}"
+    );
+    assert_eq!(
+        get_json(job.rest, &format!("/jobs/{}/status", job.id))["status"],
+        "RUNNING"
+    );
+
+    running.store(false, Ordering::Relaxed);
+    writer.await.expect("writer");
+    let sp = dir.path().join("drained");
+    let out = tokio::task::spawn_blocking({
+        let (jm, id, sp) = (
+            jm.clone(),
+            job.id.clone(),
+            sp.to_string_lossy().into_owned(),
+        );
+        move || {
+            ferry(&[
+                "stop",
+                "-m",
+                &jm,
+                "--drain-check",
+                "--drain-timeout",
+                "90",
+                "--quiet-period",
+                "2",
+                "-p",
+                &sp,
+                &id,
+            ])
+        }
+    })
+    .await
+    .expect("join");
+    let (o, e) = text(&out);
+    assert!(out.status.success(), "{o}{e}");
+    for step in [
+        "[1/4]",
+        "[2/4]",
+        "[3/4]",
+        "[4/4]",
+        "Savepoint completed. Path: file://",
+    ] {
+        assert!(o.contains(step), "{step} in {o}");
+    }
+    let (status, _) = job.wait_exit(Duration::from_secs(30));
+    assert!(status.success());
+    assert_eq!(
+        count_rows(&client, "drain").await,
+        count_rows(&client, "drain_copy").await,
+        "drained: sink equals source"
+    );
+
+    // Session mode: one server, two submitted jobs.
+    let (rest, metrics) = (free_port(), free_port());
+    let mut server = Command::new(FERRY)
+        .args([
+            "server",
+            "--rest.port",
+            &rest.to_string(),
+            &format!("-Dmetrics.port={metrics}"),
+        ])
+        .env("FERRY_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("server");
+    let jm = format!("127.0.0.1:{rest}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while TcpStream::connect(("127.0.0.1", rest)).is_err() {
+        assert!(Instant::now() < deadline, "server did not listen");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let submit = |suffix: &str| {
+        let out = ferry(&[
+            "run",
+            "--jobmanager",
+            &jm,
+            "--detached",
+            "--job.sourceMasterAddresses",
+            &masters,
+            "--job.sinkMasterAddresses",
+            &masters,
+            "--job.tableName",
+            "drain",
+            "--job.tableSuffix",
+            suffix,
+            "--job.createTable",
+            "true",
+            "--job.checkpointsDirectory",
+            &chk.to_string_lossy(),
+            "--job.discoveryIntervalSeconds",
+            "1",
+            "--job.checkpointingIntervalMillis",
+            "300",
+        ]);
+        let (o, e) = text(&out);
+        assert!(out.status.success(), "{o}{e}");
+        o.trim().rsplit(' ').next().unwrap().to_string()
+    };
+    let a = submit("_s1");
+    let b = submit("_s2");
+    assert_ne!(a, b);
+    let out = ferry(&["list", "-m", &jm]);
+    let (o, _) = text(&out);
+    assert!(
+        o.contains(&a) && o.contains(&b) && o.contains("(RUNNING)"),
+        "{o}"
+    );
+    let out = ferry(&["cancel", "-m", &jm, &a]);
+    assert!(out.status.success(), "{:?}", text(&out));
+    let out = ferry(&["list", "-m", &jm, "--all"]);
+    let (o, _) = text(&out);
+    assert!(
+        o.contains(&format!("{a} : ferry-replication-drain (CANCELED)")),
+        "{o}"
+    );
+    // Submission errors come back as usage errors from the client.
+    let out = ferry(&["run", "-m", &jm, "--job.tableName", "x"]);
+    assert_eq!(out.status.code(), Some(2), "{:?}", text(&out));
+    // SIGTERM stops the server (and cancels the job left).
+    // SAFETY: signalling our own child.
+    unsafe {
+        libc::kill(server.id() as libc::pid_t, libc::SIGTERM);
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(s) = server.try_wait().expect("wait") {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "server did not stop");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(status.success(), "{status:?}");
+    assert!(count_rows(&client, "drain_s2").await > 0);
+}
