@@ -1,0 +1,430 @@
+//! `ferry run` as a measured child process.
+//!
+//! Progress comes from what ferry itself reports: its log lines
+//! (`window opened …`, `window completed end=… snapshot=… took_ms=…`) and,
+//! when the binary serves Prometheus metrics (`--metrics.port`), the
+//! `…enumerator_lastEndTimestamp` gauge. A reader thread tees stderr into a
+//! log file, parses window events, and notes ferry's memory (VmRSS/VmHWM)
+//! at the moment each window completes.
+
+use crate::kudu::http_get;
+use crate::monitor::Monitor;
+use crate::procs::{proc_memory, Proc, Usage};
+use anyhow::{anyhow, bail, Context, Result};
+use serde::Serialize;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The Prometheus gauge holding the end of the last completed window (epoch ms).
+pub const LAST_END_METRIC: &str =
+    "flink_jobmanager_job_operator_coordinator_enumerator_lastEndTimestamp";
+
+/// How ferry is started.
+#[derive(Debug, Clone)]
+pub struct FerryOptions {
+    pub bin: PathBuf,
+    pub source_masters: String,
+    pub sink_masters: String,
+    pub table: String,
+    pub table_suffix: Option<String>,
+    pub checkpoints: PathBuf,
+    /// `None` keeps ferry's default.
+    pub discovery_s: Option<u64>,
+    pub checkpointing_ms: Option<u64>,
+    /// `-p`; `None` keeps ferry's default (the core count).
+    pub parallelism: Option<usize>,
+    pub extra: Vec<String>,
+    pub log: PathBuf,
+    /// Attach `perf record -g` to ferry, writing this file.
+    pub perf: Option<PathBuf>,
+    /// Extra environment for ferry.
+    pub env: Vec<(&'static str, String)>,
+}
+
+/// One completed window as ferry logged it.
+#[derive(Debug, Clone, Serialize)]
+pub struct WindowDone {
+    /// Seconds since ferry was started, when the line was read.
+    pub at_s: f64,
+    /// Hybrid time of the window's end (`>> 12` = epoch µs).
+    pub end_ht: u64,
+    pub snapshot: bool,
+    pub took_ms: u64,
+    /// ferry's VmRSS / VmHWM (MiB) right then.
+    pub rss_mib: Option<f64>,
+    pub hwm_mib: Option<f64>,
+}
+
+impl WindowDone {
+    pub fn end_epoch_ms(&self) -> f64 {
+        (self.end_ht >> 12) as f64 / 1000.0
+    }
+}
+
+#[derive(Debug, Default)]
+struct Shared {
+    job_id: Option<String>,
+    windows: Vec<WindowDone>,
+    errors: Vec<String>,
+}
+
+/// A running `ferry run`.
+pub struct Ferry {
+    proc: Proc,
+    shared: Arc<Mutex<Shared>>,
+    pub command: String,
+    pub metrics_port: Option<u16>,
+    pub log: PathBuf,
+    /// `perf record` attached to ferry, and where its data go.
+    perf: Option<(Proc, PathBuf)>,
+}
+
+/// `ferry run --help`, to see which process options this binary has.
+fn run_help(bin: &Path) -> String {
+    std::process::Command::new(bin)
+        .args(["run", "--help"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default()
+}
+
+fn free_port() -> Result<u16> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+    Ok(l.local_addr()?.port())
+}
+
+impl Ferry {
+    pub fn start(o: &FerryOptions, monitor: &Monitor) -> Result<Ferry> {
+        std::fs::create_dir_all(&o.checkpoints)?;
+        let mut args: Vec<String> = vec![
+            "run".into(),
+            "--job.sourceMasterAddresses".into(),
+            o.source_masters.clone(),
+            "--job.sinkMasterAddresses".into(),
+            o.sink_masters.clone(),
+            "--job.tableName".into(),
+            o.table.clone(),
+            "--job.checkpointsDirectory".into(),
+            o.checkpoints.to_string_lossy().into_owned(),
+        ];
+        if let Some(s) = &o.table_suffix {
+            args.extend(["--job.tableSuffix".into(), s.clone()]);
+        }
+        if let Some(d) = o.discovery_s {
+            args.extend(["--job.discoveryIntervalSeconds".into(), d.to_string()]);
+        }
+        if let Some(c) = o.checkpointing_ms {
+            args.extend(["--job.checkpointingIntervalMillis".into(), c.to_string()]);
+        }
+        if let Some(p) = o.parallelism {
+            args.extend(["-p".into(), p.to_string()]);
+        }
+        let help = run_help(&o.bin);
+        let metrics_port = if help.contains("--metrics.port") {
+            let port = free_port()?;
+            args.extend(["--metrics.port".into(), port.to_string()]);
+            Some(port)
+        } else {
+            None
+        };
+        if help.contains("--rest.port") {
+            // The default (8081) would collide with any other ferry here.
+            args.extend(["--rest.port".into(), "0".into()]);
+        }
+        args.extend(o.extra.iter().cloned());
+        let mut env = vec![
+            ("FERRY_LOG", "info".to_string()),
+            ("NO_COLOR", "1".to_string()),
+        ];
+        env.extend(o.env.iter().map(|(k, v)| (*k, v.clone())));
+        let mut proc = Proc::spawn(
+            o.bin.as_os_str(),
+            &args,
+            &env,
+            Stdio::piped(),
+            Stdio::piped(),
+            None,
+        )?;
+        monitor.track([proc.pid]);
+        let shared = Arc::new(Mutex::new(Shared::default()));
+        let started = proc.started;
+        let pid = proc.pid;
+        let stdout = proc
+            .child
+            .stdout
+            .take()
+            .ok_or_else(|| anyhow!("no stdout"))?;
+        let stderr = proc
+            .child
+            .stderr
+            .take()
+            .ok_or_else(|| anyhow!("no stderr"))?;
+        let mut log = std::fs::File::create(&o.log)
+            .with_context(|| format!("creating {}", o.log.display()))?;
+        let s = shared.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(|l| l.ok()) {
+                if let Some(id) = line.strip_prefix("Job has been submitted with JobID ") {
+                    if let Ok(mut g) = s.lock() {
+                        g.job_id = Some(id.trim().to_string());
+                    }
+                }
+            }
+        });
+        let s = shared.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(|l| l.ok()) {
+                let _ = writeln!(log, "{line}");
+                let clean = strip_ansi(&line);
+                if clean.contains("window completed") {
+                    let mem = proc_memory(pid);
+                    let w = WindowDone {
+                        at_s: started.elapsed().as_secs_f64(),
+                        end_ht: field(&clean, "end")
+                            .and_then(|v| v.parse().ok())
+                            .unwrap_or(0),
+                        snapshot: field(&clean, "snapshot").is_some_and(|v| v == "true"),
+                        took_ms: field(&clean, "took_ms")
+                            .and_then(|v| v.parse().ok())
+                            .unwrap_or(0),
+                        rss_mib: mem.map(|m| m.0),
+                        hwm_mib: mem.map(|m| m.1),
+                    };
+                    if let Ok(mut g) = s.lock() {
+                        g.windows.push(w);
+                    }
+                } else if clean.contains(" ERROR ") || clean.starts_with("error:") {
+                    if let Ok(mut g) = s.lock() {
+                        g.errors.push(clean);
+                    }
+                }
+            }
+        });
+        let perf = match &o.perf {
+            None => None,
+            Some(data) => {
+                let args: Vec<String> = vec![
+                    "record".into(),
+                    "-F".into(),
+                    "499".into(),
+                    // Release builds keep no frame pointers: unwind with DWARF.
+                    "--call-graph".into(),
+                    "dwarf,32768".into(),
+                    "-o".into(),
+                    data.to_string_lossy().into_owned(),
+                    "-p".into(),
+                    pid.to_string(),
+                ];
+                let log = std::fs::File::create(data.with_extension("record.log"))?;
+                let p = Proc::spawn(
+                    std::ffi::OsStr::new("perf"),
+                    &args,
+                    &[],
+                    Stdio::null(),
+                    Stdio::from(log),
+                    None,
+                )?;
+                monitor.track([p.pid]);
+                Some((p, data.clone()))
+            }
+        };
+        Ok(Ferry {
+            command: proc.command.clone(),
+            proc,
+            shared,
+            metrics_port,
+            log: o.log.clone(),
+            perf,
+        })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.proc.pid
+    }
+
+    pub fn elapsed_s(&self) -> f64 {
+        self.proc.started.elapsed().as_secs_f64()
+    }
+
+    pub fn cpu_s(&self) -> f64 {
+        self.proc.cpu_s().unwrap_or(0.0)
+    }
+
+    /// Completed windows so far.
+    pub fn windows(&self) -> Vec<WindowDone> {
+        self.shared
+            .lock()
+            .map(|g| g.windows.clone())
+            .unwrap_or_default()
+    }
+
+    fn check_alive(&self) -> Result<()> {
+        if !ferry_testkit::process::alive(self.proc.pid) {
+            let errors = self
+                .shared
+                .lock()
+                .map(|g| g.errors.join("\n"))
+                .unwrap_or_default();
+            bail!(
+                "ferry exited early (log {}): {errors}\n{}",
+                self.log.display(),
+                crate::kudu::tail(&std::fs::read_to_string(&self.log).unwrap_or_default(), 10)
+            );
+        }
+        Ok(())
+    }
+
+    /// Waits until `n` windows have completed (and returns the n-th).
+    pub async fn wait_windows(&self, n: usize, timeout: Duration) -> Result<WindowDone> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let w = self.windows();
+            if w.len() >= n {
+                return Ok(w[n - 1].clone());
+            }
+            self.check_alive()?;
+            if Instant::now() > deadline {
+                bail!(
+                    "ferry completed {} of {n} windows within {timeout:?} (log {})",
+                    w.len(),
+                    self.log.display()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// A handle that reads progress without owning the process.
+    pub fn progress(&self) -> Progress {
+        Progress {
+            shared: self.shared.clone(),
+            metrics_port: self.metrics_port,
+        }
+    }
+
+    /// SIGTERM (cancel: no savepoint directory is configured), then waits.
+    /// Ends `perf record` (if attached) and writes `perf report` text
+    /// next to its data; returns the report's path.
+    pub async fn finish_profile(&mut self) -> Result<Option<PathBuf>> {
+        let Some((perf, data)) = self.perf.take() else {
+            return Ok(None);
+        };
+        perf.signal(libc::SIGINT);
+        perf.wait_or_kill(Duration::from_secs(60)).await?;
+        let text = data.with_extension("txt");
+        let out = tokio::process::Command::new("perf")
+            .args([
+                "report",
+                "--stdio",
+                "--no-children",
+                "--percent-limit",
+                "0.7",
+                "-g",
+                "none",
+                "--sort",
+                "dso,symbol",
+                "-i",
+            ])
+            .arg(&data)
+            .output()
+            .await?;
+        std::fs::write(&text, &out.stdout)?;
+        Ok(Some(text))
+    }
+
+    pub async fn stop(mut self) -> Result<Usage> {
+        self.finish_profile().await?;
+        self.proc.signal(libc::SIGTERM);
+        self.proc.wait_or_kill(Duration::from_secs(30)).await
+    }
+}
+
+/// Reads ferry's progress from a sampler task.
+#[derive(Clone)]
+pub struct Progress {
+    shared: Arc<Mutex<Shared>>,
+    metrics_port: Option<u16>,
+}
+
+impl Progress {
+    /// The end of the last completed window, epoch ms, and where it came
+    /// from: ferry's metrics endpoint when it serves one, else its log.
+    pub async fn last_end_ms(&self) -> Option<(f64, &'static str)> {
+        if let Some(port) = self.metrics_port {
+            if let Ok(v) = scrape_last_end(port).await {
+                if v > 0.0 {
+                    return Some((v, "metrics"));
+                }
+            }
+        }
+        let g = self.shared.lock().ok()?;
+        g.windows.last().map(|w| (w.end_epoch_ms(), "log"))
+    }
+}
+
+/// Reads the lastEndTimestamp gauge (epoch ms) from ferry's metrics.
+pub async fn scrape_last_end(port: u16) -> Result<f64> {
+    let body = http_get(&format!("127.0.0.1:{port}"), "/metrics").await?;
+    let line = body
+        .lines()
+        .find(|l| l.starts_with(LAST_END_METRIC))
+        .ok_or_else(|| anyhow!("no {LAST_END_METRIC} in ferry's metrics"))?;
+    let value = line.rsplit(' ').next().unwrap_or_default();
+    value
+        .parse::<f64>()
+        .map_err(|e| anyhow!("{LAST_END_METRIC} value {value:?}: {e}"))
+}
+
+/// Removes ANSI escape sequences.
+pub fn strip_ansi(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            if chars.peek() == Some(&'[') {
+                chars.next();
+                for c in chars.by_ref() {
+                    if c.is_ascii_alphabetic() {
+                        break;
+                    }
+                }
+            }
+            continue;
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The value of ` name=value` in a tracing line.
+fn field<'a>(line: &'a str, name: &str) -> Option<&'a str> {
+    let pat = format!(" {name}=");
+    let start = line.find(&pat)? + pat.len();
+    let rest = &line[start..];
+    Some(
+        rest.split_whitespace()
+            .next()
+            .unwrap_or("")
+            .trim_matches('"'),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_window_lines() {
+        let line = "2026-12-02T15:04:04.846753Z  \u{1b}[32m INFO\u{1b}[0m \u{1b}[2mferry_engine::job\u{1b}[0m\u{1b}[2m:\u{1b}[0m window completed \u{1b}[3mend\u{1b}[0m\u{1b}[2m=\u{1b}[0m7234567890123 \u{1b}[3msnapshot\u{1b}[0m\u{1b}[2m=\u{1b}[0mtrue \u{1b}[3mtook_ms\u{1b}[0m\u{1b}[2m=\u{1b}[0m1234 \u{1b}[3mcheckpoint\u{1b}[0m\u{1b}[2m=\u{1b}[0m3";
+        let clean = strip_ansi(line);
+        assert!(clean.contains("window completed end=7234567890123 snapshot=true"));
+        assert_eq!(field(&clean, "end"), Some("7234567890123"));
+        assert_eq!(field(&clean, "snapshot"), Some("true"));
+        assert_eq!(field(&clean, "took_ms"), Some("1234"));
+        assert_eq!(field(&clean, "checkpoint"), Some("3"));
+        assert_eq!(field(&clean, "missing"), None);
+    }
+}

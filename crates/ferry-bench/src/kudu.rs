@@ -1,0 +1,409 @@
+//! The Kudu side of a benchmark: clusters from the test kit, the bundled
+//! `kudu` CLI (table creation, `table copy`, `perf loadgen`, runtime flags),
+//! and tablet counters from the tablet servers' JSON `/metrics` endpoint.
+
+use crate::monitor::Monitor;
+use crate::procs::{shell_line, Proc, Usage};
+use anyhow::{anyhow, bail, Context, Result};
+use ferry_testkit::{KuduBinaries, MiniCluster};
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// One started cluster.
+pub struct Cluster {
+    pub cluster: MiniCluster,
+    pub masters: String,
+    pub tserver_rpc: Vec<String>,
+    pub tserver_http: Vec<String>,
+    pub tserver_flags: Vec<String>,
+}
+
+impl Cluster {
+    /// Starts 1 master and `tservers` tablet servers (torn down on drop).
+    pub async fn start(
+        name: String,
+        tservers: usize,
+        tserver_flags: &[String],
+        monitor: &Monitor,
+    ) -> Result<Cluster> {
+        let started = Instant::now();
+        let n = name.clone();
+        let mut flags = tserver_flags.to_vec();
+        // One log line per LLVM compile, with its CPU time (see codegen_since).
+        flags.insert(0, "--codegen_time_compilation=true".to_string());
+        let tserver_flags = flags.clone();
+        let cluster = tokio::task::spawn_blocking(move || {
+            let mut b = MiniCluster::builder().name(n).tservers(tservers);
+            for f in flags {
+                b = b.tserver_flag(f);
+            }
+            b.start()
+        })
+        .await
+        .context("cluster start task")?
+        .with_context(|| format!("starting cluster {name}"))?;
+        monitor.track(cluster.pids());
+        let info = cluster.info();
+        let c = Cluster {
+            masters: cluster.master_addrs_joined(),
+            tserver_rpc: info.tservers.iter().map(|d| d.rpc_addr.clone()).collect(),
+            tserver_http: info.tservers.iter().map(|d| d.http_addr.clone()).collect(),
+            tserver_flags: tserver_flags.to_vec(),
+            cluster,
+        };
+        println!(
+            "  cluster {name}: 1 master + {tservers} tablet servers at {} (up in {:.1} s)",
+            c.masters,
+            started.elapsed().as_secs_f64()
+        );
+        Ok(c)
+    }
+
+    /// The equivalent CLI invocation, for the record.
+    pub fn up_command(&self, tservers: usize) -> String {
+        let flags: String = self
+            .tserver_flags
+            .iter()
+            .map(|f| format!(" --tserver-flag={f}"))
+            .collect();
+        format!(
+            "ferry-testkit up --name {} --tservers {tservers}{flags}   # via the ferry-testkit library",
+            self.cluster.name()
+        )
+    }
+
+    /// Pids of the tablet servers.
+    pub fn tserver_pids(&self) -> Vec<u32> {
+        self.cluster
+            .info()
+            .tservers
+            .iter()
+            .filter_map(|d| d.pid)
+            .collect()
+    }
+
+    /// Pids of every daemon.
+    pub fn pids(&self) -> Vec<u32> {
+        self.cluster
+            .info()
+            .masters
+            .iter()
+            .chain(self.cluster.info().tservers.iter())
+            .filter_map(|d| d.pid)
+            .collect()
+    }
+
+    /// Sets a runtime flag on every tablet server.
+    pub async fn set_tserver_flag(&self, flag: &str, value: &str) -> Result<()> {
+        for ts in &self.tserver_rpc {
+            kudu_ok(&["tserver", "set_flag", ts, flag, value]).await?;
+        }
+        Ok(())
+    }
+
+    /// Sums tablet counters of `table` over every tablet server.
+    pub async fn table_counters(
+        &self,
+        table: &str,
+        names: &[&str],
+    ) -> Result<BTreeMap<String, f64>> {
+        let mut sums: BTreeMap<String, f64> = names.iter().map(|n| (n.to_string(), 0.0)).collect();
+        let filter = names.join(",");
+        for http in &self.tserver_http {
+            let body = http_get(
+                http,
+                &format!("/metrics?types=tablet&metrics={filter}&compact=true"),
+            )
+            .await?;
+            let entities: serde_json::Value = serde_json::from_str(&body)
+                .with_context(|| format!("metrics of {http} are not JSON"))?;
+            for e in entities.as_array().into_iter().flatten() {
+                // The server's attribute filter is a substring match; compare exactly here.
+                if e["attributes"]["table_name"].as_str() != Some(table) {
+                    continue;
+                }
+                for m in e["metrics"].as_array().into_iter().flatten() {
+                    let (Some(name), Some(v)) = (m["name"].as_str(), m["value"].as_f64()) else {
+                        continue;
+                    };
+                    if let Some(sum) = sums.get_mut(name) {
+                        *sum += v;
+                    }
+                }
+            }
+        }
+        Ok(sums)
+    }
+
+    /// Current sizes of the tablet servers' INFO logs (a mark for
+    /// [`Cluster::codegen_since`]).
+    pub fn log_marks(&self) -> Vec<u64> {
+        self.cluster
+            .info()
+            .tservers
+            .iter()
+            .map(|d| {
+                std::fs::metadata(d.log_dir().join("kudu-tserver.INFO"))
+                    .map(|m| m.len())
+                    .unwrap_or(0)
+            })
+            .collect()
+    }
+
+    /// LLVM compiles the tablet servers logged since `marks`
+    /// (`--codegen_time_compilation`): their number and CPU seconds.
+    pub fn codegen_since(&self, marks: &[u64]) -> (u64, f64) {
+        use std::io::{Read, Seek, SeekFrom};
+        let (mut n, mut cpu) = (0u64, 0.0f64);
+        for (d, mark) in self.cluster.info().tservers.iter().zip(marks) {
+            let Ok(mut f) = std::fs::File::open(d.log_dir().join("kudu-tserver.INFO")) else {
+                continue;
+            };
+            let mut text = String::new();
+            if f.seek(SeekFrom::Start(*mark)).is_err() || f.read_to_string(&mut text).is_err() {
+                continue;
+            }
+            for line in text
+                .lines()
+                .filter(|l| l.contains("code-generating row projector"))
+            {
+                n += 1;
+                cpu += timing_field(line, "user") + timing_field(line, "sys");
+            }
+        }
+        (n, cpu)
+    }
+
+    /// Codegen cache (queries, hits) summed over the tablet servers.
+    pub async fn code_cache(&self) -> Result<(f64, f64)> {
+        let (mut q, mut h) = (0.0, 0.0);
+        for http in &self.tserver_http {
+            let body = http_get(
+                http,
+                "/metrics?types=server&metrics=code_cache&compact=true",
+            )
+            .await?;
+            let entities: serde_json::Value = serde_json::from_str(&body)?;
+            for e in entities.as_array().into_iter().flatten() {
+                for m in e["metrics"].as_array().into_iter().flatten() {
+                    let v = m["value"].as_f64().unwrap_or(0.0);
+                    match m["name"].as_str() {
+                        Some("code_cache_queries") => q += v,
+                        Some("code_cache_hits") => h += v,
+                        _ => {}
+                    }
+                }
+            }
+        }
+        Ok((q, h))
+    }
+
+    /// Write and Scan RPCs the tablet servers have handled so far.
+    pub async fn rpc_counts(&self) -> Result<RpcCounts> {
+        let mut c = RpcCounts::default();
+        for http in &self.tserver_http {
+            let body = http_get(
+                http,
+                "/metrics?types=server&metrics=handler_latency_kudu_tserver_TabletServerService_Write,handler_latency_kudu_tserver_TabletServerService_Scan&compact=true",
+            )
+            .await?;
+            let entities: serde_json::Value = serde_json::from_str(&body)?;
+            for e in entities.as_array().into_iter().flatten() {
+                for m in e["metrics"].as_array().into_iter().flatten() {
+                    let n = m["total_count"].as_u64().unwrap_or(0);
+                    match m["name"].as_str() {
+                        Some("handler_latency_kudu_tserver_TabletServerService_Write") => {
+                            c.write += n
+                        }
+                        Some("handler_latency_kudu_tserver_TabletServerService_Scan") => {
+                            c.scan += n
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+        Ok(c)
+    }
+
+    /// Flushes `table`'s MemRowSets to disk (as a long-lived table would
+    /// be): lowers `flush_threshold_secs` until every tablet's MemRowSet
+    /// is small, then restores the default. Returns the seconds it took.
+    pub async fn flush_table(&self, table: &str, timeout: Duration) -> Result<f64> {
+        let started = Instant::now();
+        self.set_tserver_flag("flush_threshold_secs", "1").await?;
+        let outcome = async {
+            loop {
+                let mrs = self.table_counters(table, &["memrowset_size"]).await?;
+                let bytes = mrs.get("memrowset_size").copied().unwrap_or(0.0);
+                // An empty MemRowSet still reports a few hundred bytes.
+                if bytes < 256.0 * 1024.0 {
+                    return Ok(());
+                }
+                if started.elapsed() > timeout {
+                    bail!("{table}: MemRowSets still hold {bytes:.0} bytes after {timeout:?}");
+                }
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        }
+        .await;
+        self.set_tserver_flag("flush_threshold_secs", "120").await?;
+        outcome.map(|_| started.elapsed().as_secs_f64())
+    }
+}
+
+/// `user 0.090s` in a glog timing line.
+fn timing_field(line: &str, name: &str) -> f64 {
+    let pat = format!("{name} ");
+    line.find(&pat)
+        .and_then(|i| line[i + pat.len()..].split_whitespace().next())
+        .and_then(|v| v.trim_end_matches('s').parse::<f64>().ok())
+        .unwrap_or(0.0)
+}
+
+/// RPC counters of a cluster's tablet servers.
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct RpcCounts {
+    pub write: u64,
+    pub scan: u64,
+}
+
+impl std::ops::Sub for RpcCounts {
+    type Output = RpcCounts;
+    fn sub(self, o: RpcCounts) -> RpcCounts {
+        RpcCounts {
+            write: self.write.saturating_sub(o.write),
+            scan: self.scan.saturating_sub(o.scan),
+        }
+    }
+}
+
+/// The `kudu` executable and its environment.
+pub fn kudu_program() -> Result<(std::path::PathBuf, Vec<(&'static str, String)>)> {
+    let bins = KuduBinaries::get().map_err(|e| anyhow!("{e}"))?;
+    let env = bins
+        .env()
+        .into_iter()
+        .map(|(k, v)| {
+            let k: &'static str = match k.to_str() {
+                Some("LD_LIBRARY_PATH") => "LD_LIBRARY_PATH",
+                Some("SASL_PATH") => "SASL_PATH",
+                _ => "KUDU_ENV",
+            };
+            (k, v.to_string_lossy().into_owned())
+        })
+        .collect();
+    Ok((bins.kudu(), env))
+}
+
+/// Runs `kudu args` to completion; returns stdout, or an error with stderr.
+pub async fn kudu_ok(args: &[&str]) -> Result<String> {
+    let (program, env) = kudu_program()?;
+    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    let out = tokio::process::Command::new(&program)
+        .args(&args)
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .with_context(|| format!("running kudu {}", args.join(" ")))?;
+    if !out.status.success() {
+        bail!(
+            "kudu {} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The copy-pasteable command line of `kudu args`.
+pub fn kudu_line(args: &[String]) -> Result<String> {
+    let (program, env) = kudu_program()?;
+    Ok(shell_line(&env, program.as_os_str(), args))
+}
+
+/// A measured `kudu` run: its usage, stdout and stderr.
+pub struct KuduRun {
+    pub command: String,
+    pub usage: Usage,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Runs `kudu args` as a measured child (stdout/stderr kept under `dir`).
+pub async fn kudu_measured(
+    args: &[String],
+    dir: &Path,
+    label: &str,
+    monitor: &Monitor,
+    timeout: Duration,
+) -> Result<KuduRun> {
+    let (program, env) = kudu_program()?;
+    let out_path = dir.join(format!("{label}.stdout"));
+    let err_path = dir.join(format!("{label}.stderr"));
+    let proc = Proc::spawn(
+        program.as_os_str(),
+        args,
+        &env,
+        Stdio::from(File::create(&out_path)?),
+        Stdio::from(File::create(&err_path)?),
+        None,
+    )?;
+    monitor.track([proc.pid]);
+    let command = proc.command.clone();
+    let usage = proc.wait_or_kill(timeout).await?;
+    let stdout = std::fs::read_to_string(&out_path).unwrap_or_default();
+    let stderr = std::fs::read_to_string(&err_path).unwrap_or_default();
+    if usage.exit != 0 {
+        bail!(
+            "{command} exited with {} after {:.1} s: {}",
+            usage.exit,
+            usage.wall_s,
+            tail(&stderr, 8)
+        );
+    }
+    Ok(KuduRun {
+        command,
+        usage,
+        stdout,
+        stderr,
+    })
+}
+
+pub fn tail(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// A plain HTTP/1.0 GET (Kudu's embedded web server answers and closes).
+pub async fn http_get(host_port: &str, path: &str) -> Result<String> {
+    let fut = async {
+        let mut s = tokio::net::TcpStream::connect(host_port)
+            .await
+            .with_context(|| format!("connecting to http://{host_port}"))?;
+        s.write_all(
+            format!("GET {path} HTTP/1.0\r\nHost: {host_port}\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
+        )
+        .await?;
+        let mut buf = Vec::new();
+        s.read_to_end(&mut buf).await?;
+        let text = String::from_utf8_lossy(&buf).into_owned();
+        let (head, body) = text
+            .split_once("\r\n\r\n")
+            .ok_or_else(|| anyhow!("http://{host_port}{path}: no HTTP header"))?;
+        let status = head.lines().next().unwrap_or_default();
+        if !status.contains(" 200") {
+            bail!("http://{host_port}{path}: {status}");
+        }
+        Ok(body.to_string())
+    };
+    tokio::time::timeout(Duration::from_secs(10), fut)
+        .await
+        .map_err(|_| anyhow!("http://{host_port}{path}: timed out"))?
+}

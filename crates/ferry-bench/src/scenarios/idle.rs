@@ -1,0 +1,246 @@
+//! `idle-cycle`: what one diff window costs when nothing changed, on
+//! tables of 1 M and 4 M rows. ferry replicates each table (snapshot, then
+//! 1-second windows); once it is steady the bench counts K windows and
+//! reads, per window: ferry's own `took_ms`, the rows the source returned
+//! and walked (tablet counters `scanner_rows_returned` /
+//! `scanner_rows_scanned`), bytes read from disk, and the CPU the source
+//! tablet servers and ferry spent. It shows whether a window costs what
+//! changed or what exists.
+
+use super::{prepare_source, settle, Ctx};
+use crate::data;
+use crate::ferry::Ferry;
+use crate::procs::cpu_seconds_of;
+use crate::report::{f0, f1, f2, percentile, Table};
+use anyhow::{bail, Result};
+use kudu_client::KuduClient;
+use serde::Serialize;
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+const COUNTERS: &[&str] = &[
+    "scanner_rows_returned",
+    "scanner_rows_scanned",
+    "scanner_bytes_returned",
+    "scanner_bytes_scanned_from_disk",
+    "scanner_cells_scanned_from_disk",
+    "scans_started",
+];
+
+#[derive(Debug, Clone, Serialize)]
+pub struct IdleRun {
+    pub rows: u64,
+    pub windows: usize,
+    pub took_ms_p50: f64,
+    pub took_ms_p90: f64,
+    pub took_ms_max: f64,
+    /// Mean time between window completions.
+    pub cadence_s: f64,
+    /// Per window: tablet counters summed over the source's tablets.
+    pub per_window: BTreeMap<String, f64>,
+    pub source_tservers_cpu_ms_per_window: f64,
+    /// Of which LLVM compiles of row projectors (from the tablet servers'
+    /// `--codegen_time_compilation` log lines).
+    pub source_codegen_cpu_ms_per_window: f64,
+    pub source_codegen_compiles_per_window: f64,
+    /// The source tablet servers' CPU with no job running, over the same time.
+    pub source_idle_baseline_cpu_ms_per_window: f64,
+    /// Codegen cache queries and hits on the source, per window.
+    pub source_code_cache_queries_per_window: f64,
+    pub source_code_cache_hits_per_window: f64,
+    pub ferry_cpu_ms_per_window: f64,
+    pub sink_tservers_cpu_ms_per_window: f64,
+    pub snapshot_s: f64,
+    pub ferry_peak_rss_mib: f64,
+}
+
+pub fn label(rows: u64) -> String {
+    if rows.is_multiple_of(1_000_000) {
+        format!("{}m", rows / 1_000_000)
+    } else if rows.is_multiple_of(1_000) {
+        format!("{}k", rows / 1_000)
+    } else {
+        rows.to_string()
+    }
+}
+
+pub async fn run(ctx: &Ctx, sizes: &[u64], windows: usize) -> Result<PathBuf> {
+    let mut report = ctx.report(
+        "idle-cycle",
+        json!({"sizes": sizes, "windows_measured": windows, "discovery_interval_s": 1, "checkpointing_interval_ms": 500,
+               "tablets": data::TABLETS, "tservers_per_cluster": ctx.tservers, "replicas": 1}),
+    )?;
+    let work = report.work_dir.clone();
+    let (src, dst) = ctx.clusters("idle", &mut report).await?;
+    let sc = KuduClient::new(&src.masters.split(',').collect::<Vec<_>>())?;
+    let quiet: Vec<u32> = src.pids().into_iter().chain(dst.pids()).collect();
+    let mut runs = Vec::new();
+    for &rows in sizes {
+        let table = format!("bench_{}", label(rows));
+        let prepared = prepare_source(&src, &sc, &table, rows, &mut report, &quiet).await?;
+        report.command(data::create_table(&dst.masters, &table).await?);
+        // What the source costs with no job at all.
+        let src_pids = src.tserver_pids();
+        let b0 = (cpu_seconds_of(&src_pids), std::time::Instant::now());
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        let baseline_cores = (cpu_seconds_of(&src_pids) - b0.0) / b0.1.elapsed().as_secs_f64();
+        let mut o = ctx.ferry_options(&src, &dst, &table, &work, &format!("idle-{}", label(rows)));
+        o.discovery_s = Some(1);
+        o.checkpointing_ms = Some(500);
+        let ferry = Ferry::start(&o, &ctx.monitor)?;
+        report.command(ferry.command.clone());
+        let snap = ferry
+            .wait_windows(1, Duration::from_secs(120 + rows / 2_000))
+            .await?;
+        println!(
+            "  {table}: snapshot in {:.1} s; letting the clusters settle ...",
+            snap.at_s
+        );
+        // Warm up, and let the sink's post-snapshot work calm down.
+        ferry.wait_windows(4, Duration::from_secs(60)).await?;
+        settle(&dst.pids(), Duration::from_secs(90)).await;
+        let k0 = ferry.windows().len();
+        ferry.wait_windows(k0 + 1, Duration::from_secs(30)).await?;
+        let c0 = src.table_counters(&table, COUNTERS).await?;
+        let cc0 = src.code_cache().await?;
+        let marks = src.log_marks();
+        let cpu0 = (
+            cpu_seconds_of(&src.tserver_pids()),
+            ferry.cpu_s(),
+            cpu_seconds_of(&dst.tserver_pids()),
+        );
+        let k1 = k0 + 1;
+        let last = ferry
+            .wait_windows(k1 + windows, Duration::from_secs(30 + 10 * windows as u64))
+            .await?;
+        let cpu1 = (
+            cpu_seconds_of(&src.tserver_pids()),
+            ferry.cpu_s(),
+            cpu_seconds_of(&dst.tserver_pids()),
+        );
+        let (compiles, gen_cpu) = src.codegen_since(&marks);
+        let c1 = src.table_counters(&table, COUNTERS).await?;
+        let cc1 = src.code_cache().await?;
+        let all = ferry.windows();
+        let measured = &all[k1..k1 + windows];
+        if measured.iter().any(|w| w.snapshot) {
+            bail!("a snapshot window among the idle ones");
+        }
+        let first_at = all[k1 - 1].at_s;
+        let mut took: Vec<f64> = measured.iter().map(|w| w.took_ms as f64).collect();
+        took.sort_by(|a, b| a.total_cmp(b));
+        let n = windows as f64;
+        let per_window: BTreeMap<String, f64> = COUNTERS
+            .iter()
+            .map(|c| {
+                (
+                    c.to_string(),
+                    (c1.get(*c).unwrap_or(&0.0) - c0.get(*c).unwrap_or(&0.0)) / n,
+                )
+            })
+            .collect();
+        let hwm = snap.hwm_mib.unwrap_or(0.0);
+        let usage = ferry.stop().await?;
+        let r = IdleRun {
+            rows,
+            windows,
+            took_ms_p50: percentile(&took, 50.0),
+            took_ms_p90: percentile(&took, 90.0),
+            took_ms_max: took.last().copied().unwrap_or(f64::NAN),
+            cadence_s: (last.at_s - first_at) / n,
+            per_window,
+            source_tservers_cpu_ms_per_window: (cpu1.0 - cpu0.0) * 1000.0 / n,
+            source_codegen_cpu_ms_per_window: gen_cpu * 1000.0 / n,
+            source_codegen_compiles_per_window: compiles as f64 / n,
+            source_idle_baseline_cpu_ms_per_window: baseline_cores
+                * 1000.0
+                * (last.at_s - first_at)
+                / n,
+            source_code_cache_queries_per_window: (cc1.0 - cc0.0) / n,
+            source_code_cache_hits_per_window: (cc1.1 - cc0.1) / n,
+            ferry_cpu_ms_per_window: (cpu1.1 - cpu0.1) * 1000.0 / n,
+            sink_tservers_cpu_ms_per_window: (cpu1.2 - cpu0.2) * 1000.0 / n,
+            snapshot_s: snap.at_s,
+            ferry_peak_rss_mib: hwm.max(usage.peak_rss_mib),
+        };
+        println!(
+            "  {table}: idle window p50 {:.0} ms, source CPU {:.0} ms/window, rows returned {:.0}/window, scanner_rows_scanned {:.0}/window",
+            r.took_ms_p50,
+            r.source_tservers_cpu_ms_per_window,
+            r.per_window["scanner_rows_returned"],
+            r.per_window["scanner_rows_scanned"]
+        );
+        report.result(&format!("source_{}", label(rows)), &prepared);
+        runs.push(r);
+    }
+    let mut t = Table::new(
+        &format!("idle-cycle: diff windows with no changes (job.discoveryIntervalSeconds=1), {windows} windows per size"),
+        &["measure (per window)", &format!("{} rows", f0(sizes[0] as f64))],
+    );
+    t.header = std::iter::once("measure (per window)".to_string())
+        .chain(runs.iter().map(|r| format!("{} rows", f0(r.rows as f64))))
+        .collect();
+    let row = |name: &str, f: &dyn Fn(&IdleRun) -> String| -> Vec<String> {
+        std::iter::once(name.to_string())
+            .chain(runs.iter().map(f))
+            .collect()
+    };
+    t.row(row("window took_ms p50", &|r| f0(r.took_ms_p50)));
+    t.row(row("window took_ms p90 / max", &|r| {
+        format!("{} / {}", f0(r.took_ms_p90), f0(r.took_ms_max))
+    }));
+    t.row(row("time between windows (s)", &|r| f2(r.cadence_s)));
+    t.row(row("rows returned by the diff scans", &|r| {
+        f0(r.per_window["scanner_rows_returned"])
+    }));
+    t.row(row(
+        "rows scanned on the source (scanner_rows_scanned)",
+        &|r| f0(r.per_window["scanner_rows_scanned"]),
+    ));
+    t.row(row("bytes read from disk on the source", &|r| {
+        f0(r.per_window["scanner_bytes_scanned_from_disk"])
+    }));
+    t.row(row("scans started", &|r| f1(r.per_window["scans_started"])));
+    t.row(row("source tablet servers CPU (ms)", &|r| {
+        f1(r.source_tservers_cpu_ms_per_window)
+    }));
+    t.row(row("  of which LLVM compiles of row projectors", &|r| {
+        format!(
+            "{} ({} compiles)",
+            f1(r.source_codegen_cpu_ms_per_window),
+            f1(r.source_codegen_compiles_per_window)
+        )
+    }));
+    t.row(row("  same time with no job running (baseline)", &|r| {
+        f1(r.source_idle_baseline_cpu_ms_per_window)
+    }));
+    t.row(row(
+        "  diff scans without codegen (total − codegen − baseline)",
+        &|r| {
+            f1(r.source_tservers_cpu_ms_per_window
+                - r.source_codegen_cpu_ms_per_window
+                - r.source_idle_baseline_cpu_ms_per_window)
+        },
+    ));
+    t.row(row("codegen cache queries / hits on the source", &|r| {
+        format!(
+            "{} / {}",
+            f1(r.source_code_cache_queries_per_window),
+            f1(r.source_code_cache_hits_per_window)
+        )
+    }));
+    t.row(row("ferry CPU (ms)", &|r| f1(r.ferry_cpu_ms_per_window)));
+    t.row(row("sink tablet servers CPU (ms)", &|r| {
+        f1(r.sink_tservers_cpu_ms_per_window)
+    }));
+    report.tables.push(t);
+    report.result("runs", &runs);
+    report.note("Counters are the source tablet servers' JSON /metrics tablet counters (summed over the table's 6 tablets), read before and after the measured windows and divided by their number. CPU is from /proc/<pid>/stat of the daemons and of ferry.");
+    report.note("Kudu 1.17 tablet servers JIT-compile (LLVM) a row projector for each MemRowSet scan; the code cache key includes the address of the projection's read-default values, and a diff scan's projection always carries the virtual IS_DELETED column with a default, so every diff scan of every tablet misses the cache and compiles again (src/kudu/codegen/row_projector.cc, RowProjectorFunctions::EncodeKey). The compile runs on a compiler_manager thread, off the scan's path (its CPU is read from the tablet servers' --codegen_time_compilation log lines), but costs source CPU per tablet per window. The hidden tablet server flag --mrs_use_codegen=false avoids it (try --source-tserver-flag=--mrs_use_codegen=false).");
+    report.note("Each source table was loaded, then flushed to disk (no MemRowSet data) as a long-lived table would be, before ferry started.");
+    drop(src);
+    drop(dst);
+    report.finish(&ctx.results_dir, &ctx.monitor)
+}

@@ -1,0 +1,227 @@
+//! `memory`: peak RSS of `ferry run` while it snapshots tables of 1 M and
+//! 4 M rows with every ferry setting at its default (batch sizes,
+//! parallelism). A bounded pipeline should not grow with the table. RSS is
+//! sampled every 100 ms; the kernel's peak (VmHWM, and `ru_maxrss` at exit)
+//! is the figure.
+//!
+//! Each size runs twice: with glibc malloc as it comes, and with its mmap
+//! threshold pinned at 1 MiB (`GLIBC_TUNABLES=glibc.malloc.mmap_threshold`)
+//! so that large buffers go back to the kernel when freed. If only the
+//! first grows with the table, the growth is the allocator keeping freed
+//! memory, not ferry holding more.
+
+use super::idle::label;
+use super::{prepare_source, settle, Ctx};
+use crate::data;
+use crate::ferry::Ferry;
+use crate::report::{f0, f1, f2, percentile, Table};
+use anyhow::Result;
+use kudu_client::KuduClient;
+use serde::Serialize;
+use serde_json::json;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// The pinned-threshold variant's environment.
+pub const PINNED_MMAP: (&str, &str) = ("GLIBC_TUNABLES", "glibc.malloc.mmap_threshold=1048576");
+
+#[derive(Debug, Clone, Serialize)]
+pub struct MemoryRun {
+    pub rows: u64,
+    /// "glibc default" or "mmap threshold 1 MiB".
+    pub allocator: String,
+    pub snapshot_s: f64,
+    pub rows_per_s: f64,
+    /// VmHWM when the snapshot window completed (MiB).
+    pub peak_rss_mib: f64,
+    /// `ru_maxrss` at exit (MiB).
+    pub maxrss_at_exit_mib: f64,
+    pub rss_p50_mib: f64,
+    pub rss_at_end_mib: f64,
+    pub ferry_cpu_s: f64,
+    /// (seconds since start, RSS MiB) every 100 ms.
+    pub rss_samples: Vec<(f64, f64)>,
+}
+
+pub async fn run(ctx: &Ctx, sizes: &[u64]) -> Result<PathBuf> {
+    let mut report = ctx.report(
+        "memory",
+        json!({"sizes": sizes, "ferry_settings": "defaults (reader.batchSizeBytes 20 MiB, capped by the tablet servers at 8 MiB; writer.maxBufferSize 1000; -p = cores)",
+               "allocator_variants": ["glibc default", format!("{}={}", PINNED_MMAP.0, PINNED_MMAP.1)],
+               "tablets": data::TABLETS, "tservers_per_cluster": ctx.tservers, "replicas": 1}),
+    )?;
+    let work = report.work_dir.clone();
+    let (src, dst) = ctx.clusters("memory", &mut report).await?;
+    let sc = KuduClient::new(&src.masters.split(',').collect::<Vec<_>>())?;
+    let quiet: Vec<u32> = src.pids().into_iter().chain(dst.pids()).collect();
+    let mut runs = Vec::new();
+    for &rows in sizes {
+        let table = format!("bench_{}", label(rows));
+        let prepared = prepare_source(&src, &sc, &table, rows, &mut report, &quiet).await?;
+        report.result(&format!("source_{}", label(rows)), &prepared);
+        for pinned in [false, true] {
+            let suffix = if pinned { "_mmap1m" } else { "" };
+            report.command(data::create_table(&dst.masters, &format!("{table}{suffix}")).await?);
+            settle(&quiet, Duration::from_secs(90)).await;
+            let mut o = ctx.ferry_options(
+                &src,
+                &dst,
+                &table,
+                &work,
+                &format!("memory-{}{suffix}", label(rows)),
+            );
+            if pinned {
+                o.table_suffix = Some(suffix.into());
+                o.env.push((PINNED_MMAP.0, PINNED_MMAP.1.into()));
+            }
+            let r = snapshot_once(ctx, &o, rows, pinned, &mut report).await?;
+            println!(
+                "  {table} ({}): snapshot {:.1} s ({:.0} rows/s), peak RSS {:.0} MiB (median {:.0})",
+                r.allocator, r.snapshot_s, r.rows_per_s, r.peak_rss_mib, r.rss_p50_mib
+            );
+            runs.push(r);
+        }
+        // Free the sink for the next size.
+        data::drop_table(&dst.masters, &table).await?;
+        data::drop_table(&dst.masters, &format!("{table}_mmap1m")).await?;
+    }
+    let by = |pinned: bool| -> Vec<&MemoryRun> {
+        runs.iter()
+            .filter(|r| {
+                r.allocator
+                    .starts_with(if pinned { "mmap" } else { "glibc" })
+            })
+            .collect()
+    };
+    let (plain, pinned) = (by(false), by(true));
+    let mut t = Table::new(
+        "memory: ferry run snapshot at default settings",
+        &["measure"],
+    );
+    t.header = std::iter::once("measure".to_string())
+        .chain(plain.iter().map(|r| format!("{} rows", f0(r.rows as f64))))
+        .collect();
+    let row = |name: &str, list: &[&MemoryRun], f: &dyn Fn(&MemoryRun) -> String| -> Vec<String> {
+        std::iter::once(name.to_string())
+            .chain(list.iter().map(|r| f(r)))
+            .collect()
+    };
+    t.row(row("peak RSS (MiB), glibc malloc default", &plain, &|r| {
+        f1(r.peak_rss_mib)
+    }));
+    t.row(row(
+        "peak RSS (MiB), mmap threshold pinned at 1 MiB",
+        &pinned,
+        &|r| f1(r.peak_rss_mib),
+    ));
+    t.row(row(
+        "median RSS (MiB), glibc malloc default",
+        &plain,
+        &|r| f1(r.rss_p50_mib),
+    ));
+    t.row(row(
+        "median RSS (MiB), mmap threshold pinned",
+        &pinned,
+        &|r| f1(r.rss_p50_mib),
+    ));
+    t.row(row("snapshot time (s), default / pinned", &plain, &|r| {
+        let p = pinned
+            .iter()
+            .find(|q| q.rows == r.rows)
+            .map_or(f64::NAN, |q| q.snapshot_s);
+        format!("{} / {}", f1(r.snapshot_s), f1(p))
+    }));
+    t.row(row("rows/s, default", &plain, &|r| f0(r.rows_per_s)));
+    t.row(row(
+        "ferry CPU (s), default",
+        &plain,
+        &|r| f1(r.ferry_cpu_s),
+    ));
+    report.tables.push(t);
+    if plain.len() >= 2 {
+        let mut g = Table::new(
+            "growth from the smallest to the largest table",
+            &["ratio", "value"],
+        );
+        let ratio = |l: &[&MemoryRun]| l[l.len() - 1].peak_rss_mib / l[0].peak_rss_mib;
+        g.row(vec![
+            "table size".into(),
+            f2(plain[plain.len() - 1].rows as f64 / plain[0].rows as f64),
+        ]);
+        g.row(vec![
+            "peak RSS, glibc malloc default".into(),
+            f2(ratio(&plain)),
+        ]);
+        g.row(vec![
+            "peak RSS, mmap threshold pinned".into(),
+            f2(ratio(&pinned)),
+        ]);
+        report.tables.push(g);
+        report.result(
+            "peak_rss_ratio_largest_over_smallest",
+            json!({"glibc_default": ratio(&plain), "mmap_threshold_pinned": ratio(&pinned)}),
+        );
+    }
+    report.result("runs", &runs);
+    report.note("Each size is snapshotted twice from the same source table into two empty sink tables: first with glibc malloc as it comes, then with GLIBC_TUNABLES=glibc.malloc.mmap_threshold=1048576 (fixed threshold: buffers of 1 MiB and more are mmapped and unmapped on free).");
+    report.note("ferry's scan batches are up to 8 MiB (reader.batchSizeBytes defaults to 20 MiB; the tablet servers cap a batch at --scanner_max_batch_size_bytes = 8 MiB); each pipeline holds up to READ_AHEAD = 2 batches queued, one being written and one being received.");
+    drop(src);
+    drop(dst);
+    report.finish(&ctx.results_dir, &ctx.monitor)
+}
+
+async fn snapshot_once(
+    ctx: &Ctx,
+    o: &crate::ferry::FerryOptions,
+    rows: u64,
+    pinned: bool,
+    report: &mut crate::report::Report,
+) -> Result<MemoryRun> {
+    let ferry = Ferry::start(o, &ctx.monitor)?;
+    report.command(ferry.command.clone());
+    let samples: Arc<Mutex<Vec<(f64, f64)>>> = Arc::default();
+    let sampler = {
+        let samples = samples.clone();
+        let pid = ferry.pid();
+        let started = std::time::Instant::now();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_millis(100));
+            loop {
+                tick.tick().await;
+                if let Some((rss, _)) = crate::procs::proc_memory(pid) {
+                    if let Ok(mut g) = samples.lock() {
+                        g.push((started.elapsed().as_secs_f64(), rss));
+                    }
+                }
+            }
+        })
+    };
+    let snap = ferry
+        .wait_windows(1, Duration::from_secs(120 + rows / 2_000))
+        .await;
+    sampler.abort();
+    let snap = snap?;
+    let cpu = ferry.cpu_s();
+    let usage = ferry.stop().await?;
+    let samples = samples.lock().map(|g| g.clone()).unwrap_or_default();
+    let mut rss: Vec<f64> = samples.iter().map(|s| s.1).collect();
+    rss.sort_by(|a, b| a.total_cmp(b));
+    Ok(MemoryRun {
+        rows,
+        allocator: if pinned {
+            "mmap threshold 1 MiB"
+        } else {
+            "glibc default"
+        }
+        .into(),
+        snapshot_s: snap.at_s,
+        rows_per_s: rows as f64 / snap.at_s,
+        peak_rss_mib: snap.hwm_mib.unwrap_or(f64::NAN),
+        maxrss_at_exit_mib: usage.peak_rss_mib,
+        rss_p50_mib: percentile(&rss, 50.0),
+        rss_at_end_mib: snap.rss_mib.unwrap_or(f64::NAN),
+        ferry_cpu_s: cpu,
+        rss_samples: samples,
+    })
+}
