@@ -154,11 +154,15 @@ impl Ferry {
         let pid = proc.pid;
         let stdout = proc
             .child
+            .as_mut()
+            .ok_or_else(|| anyhow!("no child"))?
             .stdout
             .take()
             .ok_or_else(|| anyhow!("no stdout"))?;
         let stderr = proc
             .child
+            .as_mut()
+            .ok_or_else(|| anyhow!("no child"))?
             .stderr
             .take()
             .ok_or_else(|| anyhow!("no stderr"))?;

@@ -50,10 +50,12 @@ impl Usage {
     }
 }
 
-/// A running child process.
+/// A running child process; killed (SIGKILL) and reaped if dropped
+/// before it was waited for, e.g. when a scenario fails half-way.
 pub struct Proc {
     pub pid: u32,
-    pub child: Child,
+    /// `None` once the process has been waited for.
+    pub child: Option<Child>,
     pub started: Instant,
     pub command: String,
 }
@@ -85,7 +87,7 @@ impl Proc {
             .with_context(|| format!("starting {command}"))?;
         Ok(Proc {
             pid: child.id(),
-            child,
+            child: Some(child),
             started,
             command,
         })
@@ -101,11 +103,11 @@ impl Proc {
     }
 
     /// Waits for the process (on a blocking thread) and returns its usage.
-    pub async fn wait(self) -> Result<Usage> {
+    pub async fn wait(mut self) -> Result<Usage> {
         let pid = self.pid;
         let started = self.started;
         // The Child handle is never waited on: wait4 reaps the process.
-        let _child = self.child;
+        let _child = self.child.take();
         tokio::task::spawn_blocking(move || wait4(pid, started))
             .await
             .context("waiting for a child")?
@@ -121,6 +123,15 @@ impl Proc {
         let usage = self.wait().await;
         killer.abort();
         usage
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if self.child.take().is_some() {
+            let _ = ferry_testkit::process::signal(self.pid, libc::SIGKILL);
+            let _ = wait4(self.pid, self.started);
+        }
     }
 }
 

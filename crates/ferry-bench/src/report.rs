@@ -189,11 +189,61 @@ impl Report {
         std::fs::create_dir_all(results_dir)?;
         let path = results_dir.join(format!("{}.json", self.scenario));
         let tmp = results_dir.join(format!("{}.json.tmp", self.scenario));
-        std::fs::write(&tmp, serde_json::to_string_pretty(&json)? + "\n")
+        std::fs::write(&tmp, to_json_text(&json) + "\n")
             .with_context(|| format!("writing {}", tmp.display()))?;
         std::fs::rename(&tmp, &path)?;
         println!("\nwrote {}", path.display());
         Ok(path)
+    }
+}
+
+/// Pretty JSON that keeps long series short: an array of scalars, or of
+/// flat objects/arrays, puts each element on one line.
+pub fn to_json_text(v: &Value) -> String {
+    let mut out = String::new();
+    write_value(v, 0, &mut out);
+    out
+}
+
+fn is_flat(v: &Value) -> bool {
+    match v {
+        Value::Array(a) => a.iter().all(|x| !x.is_array() && !x.is_object()),
+        Value::Object(o) => o.values().all(|x| !x.is_array() && !x.is_object()),
+        _ => true,
+    }
+}
+
+fn write_value(v: &Value, depth: usize, out: &mut String) {
+    let pad = |d: usize| "  ".repeat(d);
+    match v {
+        Value::Object(o) if !o.is_empty() => {
+            out.push_str("{\n");
+            for (i, (k, x)) in o.iter().enumerate() {
+                out.push_str(&pad(depth + 1));
+                out.push_str(&Value::String(k.clone()).to_string());
+                out.push_str(": ");
+                write_value(x, depth + 1, out);
+                out.push_str(if i + 1 < o.len() { ",\n" } else { "\n" });
+            }
+            out.push_str(&pad(depth));
+            out.push('}');
+        }
+        Value::Array(a) if !a.is_empty() && !is_flat(v) => {
+            let one_per_line = a.iter().all(is_flat);
+            out.push_str("[\n");
+            for (i, x) in a.iter().enumerate() {
+                out.push_str(&pad(depth + 1));
+                if one_per_line {
+                    out.push_str(&x.to_string());
+                } else {
+                    write_value(x, depth + 1, out);
+                }
+                out.push_str(if i + 1 < a.len() { ",\n" } else { "\n" });
+            }
+            out.push_str(&pad(depth));
+            out.push(']');
+        }
+        other => out.push_str(&other.to_string()),
     }
 }
 
@@ -254,6 +304,15 @@ mod tests {
         assert_eq!(percentile(&v, 50.0), 5.0);
         assert_eq!(percentile(&v, 99.0), 10.0);
         assert_eq!(percentile(&v, 0.0), 1.0);
+    }
+
+    #[test]
+    fn json_text_round_trips_and_keeps_series_short() {
+        let v = serde_json::json!({"a": [1, 2, 3], "s": [{"t": 1, "x": true}, {"t": 2, "x": false}], "n": {"k": "v"}, "e": []});
+        let text = to_json_text(&v);
+        assert_eq!(serde_json::from_str::<Value>(&text).expect("valid"), v);
+        assert!(text.contains("\"a\": [1,2,3]"), "{text}");
+        assert!(text.contains("    {\"t\":1,\"x\":true},\n"), "{text}");
     }
 
     #[test]

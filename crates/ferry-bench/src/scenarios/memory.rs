@@ -95,8 +95,13 @@ pub async fn run(ctx: &Ctx, sizes: &[u64]) -> Result<PathBuf> {
             .collect()
     };
     let (plain, pinned) = (by(false), by(true));
+    let settings = if ctx.ferry_args.is_empty() {
+        "default settings".to_string()
+    } else {
+        format!("default settings except {}", ctx.ferry_args.join(" "))
+    };
     let mut t = Table::new(
-        "memory: ferry run snapshot at default settings",
+        &format!("memory: ferry run snapshot at {settings}"),
         &["measure"],
     );
     t.header = std::iter::once("measure".to_string())
