@@ -197,8 +197,9 @@ impl Report {
     }
 }
 
-/// Pretty JSON that keeps long series short: an array of scalars, or of
-/// flat objects/arrays, puts each element on one line.
+/// Pretty JSON that keeps long series short: an array of numbers is one
+/// line, and an array of flat objects or number arrays puts each element on
+/// one line.
 pub fn to_json_text(v: &Value) -> String {
     let mut out = String::new();
     write_value(v, 0, &mut out);
@@ -207,7 +208,10 @@ pub fn to_json_text(v: &Value) -> String {
 
 fn is_flat(v: &Value) -> bool {
     match v {
-        Value::Array(a) => a.iter().all(|x| !x.is_array() && !x.is_object()),
+        // Numbers on one line; strings (commands, notes) one per line.
+        Value::Array(a) => a
+            .iter()
+            .all(|x| x.is_number() || x.is_boolean() || x.is_null()),
         Value::Object(o) => o.values().all(|x| !x.is_array() && !x.is_object()),
         _ => true,
     }
@@ -308,11 +312,15 @@ mod tests {
 
     #[test]
     fn json_text_round_trips_and_keeps_series_short() {
-        let v = serde_json::json!({"a": [1, 2, 3], "s": [{"t": 1, "x": true}, {"t": 2, "x": false}], "n": {"k": "v"}, "e": []});
+        let v = serde_json::json!({"a": [1, 2, 3], "s": [{"t": 1, "x": true}, {"t": 2, "x": false}], "n": {"k": "v"}, "e": [], "c": ["x", "y"]});
         let text = to_json_text(&v);
         assert_eq!(serde_json::from_str::<Value>(&text).expect("valid"), v);
         assert!(text.contains("\"a\": [1,2,3]"), "{text}");
         assert!(text.contains("    {\"t\":1,\"x\":true},\n"), "{text}");
+        assert!(
+            text.contains("\"c\": [\n    \"x\",\n    \"y\"\n  ]"),
+            "{text}"
+        );
     }
 
     #[test]
