@@ -14,7 +14,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 /// Batches read ahead of the writer, per pipeline.
-const READ_AHEAD: usize = 2;
+const READ_AHEAD: usize = 1;
 
 /// What a pipeline tells the coordinator.
 #[derive(Debug)]

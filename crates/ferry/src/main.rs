@@ -163,7 +163,24 @@ macro_rules! say {
 /// Exit code for usage and configuration errors.
 const EXIT_USAGE: u8 = 2;
 
+/// Hands large buffers (scan frames, write batches) back to the kernel when
+/// freed. glibc's default threshold rises to the largest block ever freed,
+/// after which 8 MiB frames live in heap arenas that keep what they grow
+/// to: peak RSS then crept up with run length (docs/benchmarks.md,
+/// finding 3). An operator's `GLIBC_TUNABLES` setting wins.
+fn pin_mmap_threshold() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    if !std::env::var("GLIBC_TUNABLES").is_ok_and(|t| t.contains("mmap_threshold")) {
+        // SAFETY: mallopt only changes allocator parameters; called before
+        // any thread exists.
+        unsafe {
+            libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
+        }
+    }
+}
+
 fn main() -> ExitCode {
+    pin_mmap_threshold();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

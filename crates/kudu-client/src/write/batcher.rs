@@ -550,6 +550,10 @@ async fn route(client: &KuduClient, ops: Vec<BufferedOp>, deadline: Instant) -> 
 /// Cuts `ops` into runs of at most `cap` encoded bytes (a single larger row
 /// goes alone).
 fn chunks(ops: Vec<BufferedOp>, cap: usize) -> VecDeque<Vec<BufferedOp>> {
+    // The common case, one request: no copy of the operations.
+    if !ops.is_empty() && ops.iter().map(|op| op.size).sum::<usize>() <= cap {
+        return VecDeque::from([ops]);
+    }
     let mut out = VecDeque::new();
     let mut cur = Vec::new();
     let mut bytes = 0usize;
@@ -617,6 +621,7 @@ async fn write_chunk(
 ) -> ChunkEnd {
     let mut outcome = FlushOutcome::default();
     let mut encoder = OpsEncoder::new(table.schema());
+    encoder.reserve(ops.iter().map(|op| op.size).sum());
     let mut sent = Vec::with_capacity(ops.len());
     for op in ops {
         match encoder.push(op.op, &op.row) {

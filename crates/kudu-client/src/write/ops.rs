@@ -166,6 +166,12 @@ impl OpsEncoder {
         }
     }
 
+    /// Makes room for about `bytes` more encoded bytes (growing the row
+    /// buffer step by step copied it several times per request).
+    pub fn reserve(&mut self, bytes: usize) {
+        self.rows.reserve(bytes);
+    }
+
     /// Number of rows added so far.
     pub fn len(&self) -> usize {
         self.count

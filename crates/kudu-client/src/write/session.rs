@@ -11,7 +11,11 @@
 //!   it holds `mutation_buffer_max_ops` operations or
 //!   `mutation_buffer_max_bytes` bytes, or `flush_interval` after its first
 //!   operation, and sends it while it fills the next one (at most
-//!   [`BUFFERS_IN_FLIGHT`] buffers are being sent at once).
+//!   [`BUFFERS_IN_FLIGHT`] buffers are being sent at once). With
+//!   [`SessionOptions::adaptive_batching`], a buffer that is due while
+//!   both sends are still running keeps taking operations (up to a byte
+//!   limit) instead of making `apply` wait: a server that answers slowly
+//!   then gets fewer, larger requests.
 //! - [`FlushMode::ManualFlush`]: `apply` only buffers; a full buffer is an
 //!   error, and nothing is sent before [`Session::flush`].
 //!
@@ -91,6 +95,7 @@ pub struct SessionOptions {
     max_batch_bytes: usize,
     timeout: Option<Duration>,
     consistency: ExternalConsistencyMode,
+    grow_to: Option<usize>,
 }
 
 impl Default for SessionOptions {
@@ -104,6 +109,7 @@ impl Default for SessionOptions {
             max_batch_bytes: 7 * 1024 * 1024,
             timeout: None,
             consistency: ExternalConsistencyMode::ClientPropagated,
+            grow_to: None,
         }
     }
 }
@@ -156,6 +162,19 @@ impl SessionOptions {
     /// operation timeout.
     pub fn operation_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);
+        self
+    }
+
+    /// Background mode: when a buffer reaches `mutation_buffer_max_ops` (or
+    /// its interval) while [`BUFFERS_IN_FLIGHT`] buffers are still being
+    /// sent, keep filling it until it holds `grow_to` encoded bytes (never
+    /// past `mutation_buffer_max_bytes`) rather than stopping `apply`; it is
+    /// sent as soon as a send finishes. The op count then says when a
+    /// buffer *may* go, and the server's speed how large it gets: one
+    /// request per tablet per round trip instead of one per `max_ops`.
+    /// `None` (the default) is the Java client's behaviour.
+    pub fn adaptive_batching(mut self, grow_to: Option<usize>) -> Self {
+        self.grow_to = grow_to;
         self
     }
 
@@ -626,6 +645,7 @@ struct Flusher {
     max_ops: usize,
     max_bytes: usize,
     interval: Duration,
+    grow_to: Option<usize>,
     buffer: Vec<BufferedOp>,
     bytes: usize,
     /// When the current buffer is due (set by its first operation).
@@ -654,6 +674,7 @@ impl Flusher {
             max_ops: o.max_ops,
             max_bytes: o.max_bytes,
             interval: o.flush_interval,
+            grow_to: o.grow_to,
             buffer: Vec::new(),
             bytes: 0,
             due_at: None,
@@ -670,11 +691,12 @@ impl Flusher {
     }
 
     fn due(&self) -> bool {
-        self.buffer.len() >= self.max_ops
-            || self.bytes >= self.max_bytes
-            || self.timer_fired
-            || !self.requested.is_empty()
-            || !self.input_open
+        self.buffer.len() >= self.max_ops || self.timer_fired || self.must_go()
+    }
+
+    /// Due, and may not take more operations even with adaptive batching.
+    fn must_go(&self) -> bool {
+        self.bytes >= self.max_bytes || !self.requested.is_empty() || !self.input_open
     }
 
     async fn run(mut self) -> FlushOutcome {
@@ -687,9 +709,15 @@ impl Flusher {
             if !self.input_open && self.buffer.is_empty() && self.inflight.is_empty() {
                 break;
             }
-            // While a due buffer cannot be started, take nothing more: the
-            // channel fills up and `apply` waits.
-            let accepting = self.input_open && !self.due();
+            // While a due buffer cannot be started, take nothing more (or,
+            // adaptively, nothing past its growth limit): the channel fills
+            // up and `apply` waits.
+            let accepting = self.input_open
+                && !self.must_go()
+                && match self.grow_to {
+                    Some(limit) => self.bytes < limit,
+                    None => !self.due(),
+                };
             let timer = self
                 .due_at
                 .unwrap_or_else(|| tokio::time::Instant::now() + self.interval);
@@ -728,7 +756,9 @@ impl Flusher {
     /// Routes the current buffer and starts sending it; registers pending
     /// flush() calls against it.
     async fn start_flush(&mut self) {
-        let ops = std::mem::take(&mut self.buffer);
+        // The next buffer likely fills as far as this one did.
+        let next = Vec::with_capacity(self.buffer.len());
+        let ops = std::mem::replace(&mut self.buffer, next);
         self.bytes = 0;
         self.due_at = None;
         self.timer_fired = false;
