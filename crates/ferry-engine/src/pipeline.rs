@@ -13,7 +13,9 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
-/// Batches read ahead of the writer, per pipeline.
+/// Batches queued between reader and writer, per pipeline. One keeps both
+/// busy; each more costs a scan batch (up to 8 MiB) of memory and gained
+/// no throughput (docs/benchmarks.md, finding 3).
 const READ_AHEAD: usize = 1;
 
 /// What a pipeline tells the coordinator.

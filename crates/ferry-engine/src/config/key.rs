@@ -362,7 +362,7 @@ const CATALOG: &[KeySpec] = &[
         default: KeyDefault::Value("1000"),
         kind: ValueKind::Count,
         origin: KeyOrigin::Reference,
-        doc: "Operations buffered by the write session before it flushes.",
+        doc: "Operations buffered by the write session before it starts a flush; while earlier flushes are still in flight the buffer keeps filling, up to 1 MiB of rows.",
     },
     KeySpec {
         key: ConfigKey::FlushInterval,
