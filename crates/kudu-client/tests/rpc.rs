@@ -702,7 +702,7 @@ fn pool_shares_one_connect_and_survives_caller_timeouts() {
             .map(|r| r.expect("get"))
             .collect();
         assert!(conns.iter().all(|c| c.ptr_eq(&conns[0])));
-        assert_eq!(accepts.load(Ordering::SeqCst), 1);
+        assert_eq!(settled_count(&accepts, 1).await, 1);
         echo_call(&conns[0], "M", b"x").await.expect("call");
 
         // When the connection dies, the pool forgets it and reconnects.
@@ -721,11 +721,24 @@ fn pool_shares_one_connect_and_survives_caller_timeouts() {
         assert!(!pool.contains(&addr), "closed connection evicted");
         let second = pool.get(&addr).await.expect("reconnect");
         assert!(!second.ptr_eq(&first));
-        assert_eq!(accepts.load(Ordering::SeqCst), 2);
+        assert_eq!(settled_count(&accepts, 2).await, 2);
         echo_call(&second, "M", b"y")
             .await
             .expect("call on new connection");
     });
+}
+
+/// The counter once it reaches `at_least` (or after 2 s). The mock counts a
+/// connection after its side of the handshake returns, which can be just
+/// after the client's side finished.
+async fn settled_count(counter: &AtomicUsize, at_least: usize) -> usize {
+    for _ in 0..200 {
+        if counter.load(Ordering::SeqCst) >= at_least {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    counter.load(Ordering::SeqCst)
 }
 
 /// A server that answers NEGOTIATE with `answer` and then hangs up.
