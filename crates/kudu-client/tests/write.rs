@@ -1108,6 +1108,44 @@ fn background_mode_bounds_its_buffers_and_flushes_on_interval() {
     });
     assert_eq!(cli_count(&c, "bg"), 301);
 
+    // Adaptive batching only extends a buffer that is already due: one
+    // that passes the growth limit before its op count keeps taking
+    // operations (no stall until the 30 s interval).
+    rt.block_on(async {
+        client
+            .create_table(
+                &TableBuilder::new("grow", ops_schema())
+                    .add_hash_partitions(&["id"], 4, 0)
+                    .num_replicas(1),
+            )
+            .await
+            .unwrap();
+        let t = client.open_table("grow").await.unwrap();
+        let mut s = client
+            .new_session_with(
+                SessionOptions::default()
+                    .flush_mode(FlushMode::AutoFlushBackground)
+                    .mutation_buffer_max_ops(100_000)
+                    .adaptive_batching(Some(1024))
+                    .flush_interval(Duration::from_secs(30)),
+            )
+            .unwrap();
+        let applied = async {
+            for i in 0..2000 {
+                s.apply(op(&t, OpType::Upsert, i, Some("grow"), None))
+                    .await
+                    .unwrap();
+            }
+            s.flush().await.unwrap();
+        };
+        tokio::time::timeout(Duration::from_secs(10), applied)
+            .await
+            .expect("applies and flush finish without waiting for the interval");
+        s.close().await.unwrap();
+        assert_eq!(s.metrics().upserts, 2000, "{:?}", s.metrics());
+    });
+    assert_eq!(cli_count(&c, "grow"), 2000);
+
     // Many small buffers in flight, 50 versions of each of 20 keys
     // interleaved: the last version applied must win everywhere. Adaptive
     // batching keeps that order while it merges the buffers that wait for

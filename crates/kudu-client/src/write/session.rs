@@ -714,10 +714,7 @@ impl Flusher {
             // up and `apply` waits.
             let accepting = self.input_open
                 && !self.must_go()
-                && match self.grow_to {
-                    Some(limit) => self.bytes < limit,
-                    None => !self.due(),
-                };
+                && (!self.due() || self.grow_to.is_some_and(|limit| self.bytes < limit));
             let timer = self
                 .due_at
                 .unwrap_or_else(|| tokio::time::Instant::now() + self.interval);
