@@ -1195,8 +1195,11 @@ fn background_mode_bounds_its_buffers_and_flushes_on_interval() {
             s.metrics().batches_written
         });
         if adaptive {
-            // Two 7-op buffers sent before the pause shows, then one.
-            assert!(batches <= 3 * 4, "{table}: {batches} write requests");
+            // Mostly the two 7-op buffers sent into the pause, then one
+            // with the rest (each over up to 4 tablets); a send that gets
+            // through before SIGSTOP lands adds a buffer or two. Without
+            // merging it is one buffer per 7 ops.
+            assert!(batches < 1000 / 7 / 4, "{table}: {batches} write requests");
         } else {
             assert!(batches >= 1000 / 7, "{table}: {batches} write requests");
         }
