@@ -2,6 +2,7 @@
 //! to talk to the REST API and by the poller that reads the Kudu daemons'
 //! web UIs. No TLS: both are loopback or cluster-internal endpoints.
 
+use crate::api::flink::ErrorResponse;
 use anyhow::{anyhow, Context, Result};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
@@ -9,6 +10,8 @@ use hyper::{Method, Request, StatusCode};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
 use std::time::Duration;
 
 /// A JSON-over-HTTP client with a per-request timeout.
@@ -45,22 +48,27 @@ impl Response {
         String::from_utf8_lossy(&self.body).into_owned()
     }
 
+    /// The body as one of the typed REST bodies.
+    pub fn parse<T: DeserializeOwned>(&self) -> Result<T> {
+        serde_json::from_slice(&self.body).with_context(|| {
+            format!(
+                "the server answered {} with a body that is not a {}: {}",
+                self.status,
+                std::any::type_name::<T>()
+                    .rsplit("::")
+                    .next()
+                    .unwrap_or("?"),
+                self.text()
+            )
+        })
+    }
+
     /// Flink's `{"errors": [...]}` joined, or the raw body.
     pub fn error_message(&self) -> String {
-        if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&self.body) {
-            if let Some(errors) = v.get("errors").and_then(|e| e.as_array()) {
-                let msgs: Vec<String> = errors
-                    .iter()
-                    .map(|e| {
-                        e.as_str()
-                            .map(str::to_string)
-                            .unwrap_or_else(|| e.to_string())
-                    })
-                    .collect();
-                return msgs.join("; ");
-            }
+        match serde_json::from_slice::<ErrorResponse>(&self.body) {
+            Ok(e) => e.errors.join("; "),
+            Err(_) => self.text(),
         }
-        self.text()
     }
 }
 
@@ -76,11 +84,11 @@ impl HttpClient {
     }
 
     /// Sends one request; `body` is sent as JSON.
-    pub async fn request(
+    pub async fn request<B: Serialize + ?Sized>(
         &self,
         method: Method,
         url: &str,
-        body: Option<&serde_json::Value>,
+        body: Option<&B>,
     ) -> Result<Response> {
         let mut req = Request::builder()
             .method(method.clone())
@@ -112,7 +120,7 @@ impl HttpClient {
     }
 
     pub async fn get(&self, url: &str) -> Result<Response> {
-        self.request(Method::GET, url, None).await
+        self.request::<()>(Method::GET, url, None).await
     }
 }
 

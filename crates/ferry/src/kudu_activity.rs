@@ -15,14 +15,14 @@
 use crate::http_client::{base_url, HttpClient};
 use crate::process_opts::{KuduMetricsOptions, KUDU_MASTER_WEB_PORT};
 use crate::registry::now_ms;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 /// The four write counters of one table.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TableCounters {
     pub rows_inserted: u64,
     pub rows_upserted: u64,
@@ -71,10 +71,10 @@ impl TableCounters {
 }
 
 /// What is known about one table on one cluster.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct TableActivity {
     /// `source` or `sink`.
-    pub cluster: &'static str,
+    pub cluster: String,
     pub table_name: String,
     /// Latest counters; `None` until a poll succeeded.
     pub counters: Option<TableCounters>,
@@ -134,9 +134,9 @@ impl KuduActivity {
         table: &str,
         sink_table: &str,
     ) -> Self {
-        let state = |cluster, name: &str| {
+        let state = |cluster: &str, name: &str| {
             Arc::new(Mutex::new(TableActivity {
-                cluster,
+                cluster: cluster.to_string(),
                 table_name: name.to_string(),
                 ..Default::default()
             }))
@@ -232,7 +232,7 @@ impl ClusterPoller {
                 st.error = None;
             }
             Err(e) => {
-                tracing::debug!(cluster = st.cluster, error = %e, "tablet server metrics poll failed");
+                tracing::debug!(cluster = %st.cluster, error = %e, "tablet server metrics poll failed");
                 st.error = Some(e);
             }
         }

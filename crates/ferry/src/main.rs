@@ -13,12 +13,15 @@
 //! - `registry`: the jobs of a process and their asynchronous operations.
 //! - `rest`: the Flink-shaped REST API, ferry's `/ferry/*` endpoints, the
 //!   web page (`web/index.html`, embedded).
+//! - `api`: the REST bodies as typed structs, shared by `rest` and `cli`;
+//!   `view`: one job's state, read once per request by `rest` and `prom`.
 //! - `prom`: the Prometheus exposition; `sampler`: lag history and rates;
 //!   `kudu_activity`: tablet-server write counters per table.
 //! - `cli`: the client verbs; `http_client`: their HTTP client.
 //! - `progress`: snapshot progress on the terminal.
 //! - `sink`: sink table preparation; `demo_writer`: the demo's workload.
 
+mod api;
 mod cli;
 mod demo_writer;
 mod http_client;
@@ -34,6 +37,7 @@ mod sampler;
 mod server;
 mod sink;
 mod submit;
+mod view;
 
 use clap::{Parser, Subcommand};
 use ferry_engine::JobStatus;

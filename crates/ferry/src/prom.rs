@@ -10,8 +10,9 @@
 //! `ferry_kudu_table_rows_{inserted,upserted,updated,deleted}` gauges with
 //! `cluster` and `table_name` labels.
 
-use crate::registry::{now_ms, JobEntry, Registry};
+use crate::registry::Registry;
 use crate::sampler::METER_SPAN_MS;
+use crate::view::{JobView, SINK_NAME, SOURCE_NAME};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::gauge::ConstGauge;
@@ -20,11 +21,52 @@ use std::sync::Arc;
 
 type Labels = Vec<(String, String)>;
 
+/// Flink's logical scopes (the name is `flink_<scope>_<metric>`, the help
+/// `<metric> (scope: <scope>)`).
+const SCOPE_JOBMANAGER: &str = "jobmanager";
+const SCOPE_JOB: &str = "jobmanager_job";
+const SCOPE_ENUMERATOR: &str = "jobmanager_job_operator_coordinator_enumerator";
+const SCOPE_OPERATOR: &str = "taskmanager_job_task_operator";
+
 struct Family {
-    name: &'static str,
+    name: String,
     help: String,
     kind: MetricType,
     samples: Vec<(Labels, f64)>,
+}
+
+/// The families of one scrape, in first-seen order.
+#[derive(Default)]
+struct Families(Vec<Family>);
+
+impl Families {
+    fn push(&mut self, name: String, help: String, kind: MetricType, labels: Labels, v: f64) {
+        match self.0.iter_mut().find(|f| f.name == name) {
+            Some(f) => f.samples.push((labels, v)),
+            None => self.0.push(Family {
+                name,
+                help,
+                kind,
+                samples: vec![(labels, v)],
+            }),
+        }
+    }
+
+    /// A gauge named as Flink's Prometheus reporter names `metric` of `scope`.
+    fn flink(&mut self, scope: &str, metric: &str, labels: Labels, v: f64) {
+        self.push(
+            format!("flink_{scope}_{metric}"),
+            format!("{metric} (scope: {scope})"),
+            MetricType::Gauge,
+            labels,
+            v,
+        );
+    }
+
+    /// One of ferry's own families.
+    fn ferry(&mut self, name: &str, help: &str, kind: MetricType, labels: Labels, v: f64) {
+        self.push(format!("ferry_{name}"), help.into(), kind, labels, v);
+    }
 }
 
 /// Collects every job's metrics at scrape time.
@@ -39,10 +81,10 @@ impl std::fmt::Debug for FerryCollector {
     }
 }
 
-fn job_labels(job: &JobEntry) -> Labels {
+fn job_labels(v: &JobView) -> Labels {
     vec![
-        ("job_id".into(), job.id.to_string()),
-        ("job_name".into(), job.name.clone()),
+        ("job_id".into(), v.job.id.to_string()),
+        ("job_name".into(), v.job.name.clone()),
     ]
 }
 
@@ -65,6 +107,166 @@ pub fn flink_label(name: &str) -> String {
         .collect()
 }
 
+/// `flink_jobmanager_job_*`: the job-scope metrics of `GET /jobs/:id/metrics`.
+fn push_job_scope(out: &mut Families, v: &JobView, labels: &Labels) {
+    for (metric, value) in v.job_scope_metrics() {
+        out.flink(SCOPE_JOB, metric, labels.clone(), value);
+    }
+}
+
+/// The split enumerator's gauges, labelled with the source operator.
+fn push_enumerator(out: &mut Families, v: &JobView, labels: &Labels) {
+    let m = &v.metrics;
+    let coord = with(
+        labels.clone(),
+        &[("operator_name", &flink_label(SOURCE_NAME))],
+    );
+    for (metric, value) in [
+        ("lastEndTimestamp", m.last_end_timestamp_ms),
+        ("pendingCount", m.pending_count),
+        ("unassignedCount", m.unassigned_count),
+        ("pendingRemovalCount", m.pending_removal_count),
+    ] {
+        out.flink(SCOPE_ENUMERATOR, metric, coord.clone(), value as f64);
+    }
+}
+
+/// Records out of the source and into the sink, totals and 60 s rates.
+fn push_operators(out: &mut Families, v: &JobView, labels: &Labels) {
+    let rates = v.job.sampler.rates(METER_SPAN_MS);
+    let operator = |name: &str| {
+        let op = flink_label(name);
+        with(
+            labels.clone(),
+            &[
+                ("task_name", &op),
+                ("operator_name", &op),
+                ("subtask_index", "0"),
+            ],
+        )
+    };
+    let (src, snk) = (operator(SOURCE_NAME), operator(SINK_NAME));
+    let m = &v.metrics;
+    out.flink(
+        SCOPE_OPERATOR,
+        "numRecordsOut",
+        src.clone(),
+        m.rows_read as f64,
+    );
+    out.flink(
+        SCOPE_OPERATOR,
+        "numRecordsOutPerSecond",
+        src,
+        rates.records_out_per_second,
+    );
+    out.flink(
+        SCOPE_OPERATOR,
+        "numRecordsIn",
+        snk.clone(),
+        v.rows_written() as f64,
+    );
+    out.flink(
+        SCOPE_OPERATOR,
+        "numRecordsInPerSecond",
+        snk,
+        rates.records_in_per_second,
+    );
+}
+
+/// ferry's own counters (`ferry_*_total`) and gauges.
+fn push_ferry(out: &mut Families, v: &JobView, labels: &Labels) {
+    let m = &v.metrics;
+    for (name, help, value) in [
+        ("rows_read", "Rows read from the source table", m.rows_read),
+        (
+            "rows_upserted",
+            "Rows upserted into the sink table",
+            m.rows_upserted,
+        ),
+        (
+            "rows_deleted",
+            "Rows deleted from the sink table",
+            m.rows_deleted,
+        ),
+        (
+            "bytes_read",
+            "Bytes of row data read from the source",
+            m.bytes_read,
+        ),
+        (
+            "windows_completed",
+            "Windows (snapshot or diff) completed",
+            m.windows_completed,
+        ),
+        (
+            "snapshot_windows_completed",
+            "Full-snapshot windows completed",
+            m.snapshot_windows,
+        ),
+        (
+            "checkpoints_completed",
+            "Checkpoints completed",
+            m.checkpoints_completed,
+        ),
+        (
+            "checkpoints_failed",
+            "Checkpoints failed",
+            m.checkpoints_failed,
+        ),
+        ("restarts", "Transient failures retried", m.restarts),
+    ] {
+        out.ferry(
+            name,
+            help,
+            MetricType::Counter,
+            labels.clone(),
+            value as f64,
+        );
+    }
+    let gauge = MetricType::Gauge;
+    out.ferry(
+        "replication_lag_ms",
+        "now - lastEndTimestamp in ms (-1 until the snapshot completes)",
+        gauge,
+        labels.clone(),
+        v.lag_ms().map_or(-1.0, |l| l as f64),
+    );
+    out.ferry(
+        "last_window_duration_ms",
+        "Duration of the last completed window in ms",
+        gauge,
+        labels.clone(),
+        m.last_window_duration_ms as f64,
+    );
+    out.ferry(
+        "job_running",
+        "1 while the job runs, 0 once it ended",
+        gauge,
+        labels.clone(),
+        if v.is_terminal() { 0.0 } else { 1.0 },
+    );
+}
+
+/// `ferry_kudu_table_rows_*`: the tablet servers' write counters.
+fn push_kudu_tables(out: &mut Families, v: &JobView, labels: &Labels) {
+    for t in v.job.activity.snapshot() {
+        let Some(c) = t.counters else { continue };
+        let l = with(
+            labels.clone(),
+            &[("cluster", &t.cluster), ("table_name", &t.table_name)],
+        );
+        for (suffix, value) in c.named() {
+            out.ferry(
+                &format!("kudu_table_rows_{suffix}"),
+                &format!("Kudu tablet counter rows_{suffix} of the table (each tablet once, highest replica value), from the tablet servers' /metrics"),
+                MetricType::Gauge,
+                l.clone(),
+                value as f64,
+            );
+        }
+    }
+}
+
 impl FerryCollector {
     pub fn new(registry: Arc<Registry>) -> Self {
         FerryCollector { registry }
@@ -72,247 +274,26 @@ impl FerryCollector {
 
     fn families(&self) -> Vec<Family> {
         let jobs = self.registry.jobs();
-        let mut fams: Vec<Family> = Vec::new();
-        let mut push =
-            |name: &'static str, help: String, kind: MetricType, labels: Labels, v: f64| match fams
-                .iter_mut()
-                .find(|f| f.name == name)
-            {
-                Some(f) => f.samples.push((labels, v)),
-                None => fams.push(Family {
-                    name,
-                    help,
-                    kind,
-                    samples: vec![(labels, v)],
-                }),
-            };
-        let gauge = MetricType::Gauge;
-        let running = jobs.iter().filter(|j| !j.status().is_terminal()).count();
-        push(
-            "flink_jobmanager_numRunningJobs",
-            "numRunningJobs (scope: jobmanager)".into(),
-            gauge,
-            vec![],
-            running as f64,
-        );
-        let source_op = flink_label(crate::rest::SOURCE_NAME);
-        let sink_op = flink_label(crate::rest::SINK_NAME);
-        for job in &jobs {
-            let labels = job_labels(job);
-            let m = job.handle.metrics().snapshot();
-            for (name, value) in crate::rest::job_scope_metrics(job) {
-                let Some(full) = jobmanager_job_name(name) else {
-                    continue;
-                };
-                push(
-                    full,
-                    format!("{name} (scope: jobmanager_job)"),
-                    gauge,
-                    labels.clone(),
-                    value,
-                );
-            }
-            let coord = with(labels.clone(), &[("operator_name", &source_op)]);
-            for (name, help, value) in [
-                (
-                    "flink_jobmanager_job_operator_coordinator_enumerator_lastEndTimestamp",
-                    "lastEndTimestamp",
-                    m.last_end_timestamp_ms as f64,
-                ),
-                (
-                    "flink_jobmanager_job_operator_coordinator_enumerator_pendingCount",
-                    "pendingCount",
-                    m.pending_count as f64,
-                ),
-                (
-                    "flink_jobmanager_job_operator_coordinator_enumerator_unassignedCount",
-                    "unassignedCount",
-                    m.unassigned_count as f64,
-                ),
-                (
-                    "flink_jobmanager_job_operator_coordinator_enumerator_pendingRemovalCount",
-                    "pendingRemovalCount",
-                    m.pending_removal_count as f64,
-                ),
-            ] {
-                push(
-                    name,
-                    format!("{help} (scope: jobmanager_job_operator_coordinator_enumerator)"),
-                    gauge,
-                    coord.clone(),
-                    value,
-                );
-            }
-            let rates = job.sampler.rates(METER_SPAN_MS);
-            let src = with(
-                labels.clone(),
-                &[
-                    ("task_name", &source_op),
-                    ("operator_name", &source_op),
-                    ("subtask_index", "0"),
-                ],
-            );
-            let snk = with(
-                labels.clone(),
-                &[
-                    ("task_name", &sink_op),
-                    ("operator_name", &sink_op),
-                    ("subtask_index", "0"),
-                ],
-            );
-            let op_help = |n: &str| format!("{n} (scope: taskmanager_job_task_operator)");
-            push(
-                "flink_taskmanager_job_task_operator_numRecordsOut",
-                op_help("numRecordsOut"),
-                gauge,
-                src.clone(),
-                m.rows_read as f64,
-            );
-            push(
-                "flink_taskmanager_job_task_operator_numRecordsOutPerSecond",
-                op_help("numRecordsOutPerSecond"),
-                gauge,
-                src,
-                rates.records_out_per_second,
-            );
-            let written = (m.rows_upserted + m.rows_deleted) as f64;
-            push(
-                "flink_taskmanager_job_task_operator_numRecordsIn",
-                op_help("numRecordsIn"),
-                gauge,
-                snk.clone(),
-                written,
-            );
-            push(
-                "flink_taskmanager_job_task_operator_numRecordsInPerSecond",
-                op_help("numRecordsInPerSecond"),
-                gauge,
-                snk,
-                rates.records_in_per_second,
-            );
-
-            let counter = MetricType::Counter;
-            for (name, help, value) in [
-                (
-                    "ferry_rows_read",
-                    "Rows read from the source table",
-                    m.rows_read,
-                ),
-                (
-                    "ferry_rows_upserted",
-                    "Rows upserted into the sink table",
-                    m.rows_upserted,
-                ),
-                (
-                    "ferry_rows_deleted",
-                    "Rows deleted from the sink table",
-                    m.rows_deleted,
-                ),
-                (
-                    "ferry_bytes_read",
-                    "Bytes of row data read from the source",
-                    m.bytes_read,
-                ),
-                (
-                    "ferry_windows_completed",
-                    "Windows (snapshot or diff) completed",
-                    m.windows_completed,
-                ),
-                (
-                    "ferry_snapshot_windows_completed",
-                    "Full-snapshot windows completed",
-                    m.snapshot_windows,
-                ),
-                (
-                    "ferry_checkpoints_completed",
-                    "Checkpoints completed",
-                    m.checkpoints_completed,
-                ),
-                (
-                    "ferry_checkpoints_failed",
-                    "Checkpoints failed",
-                    m.checkpoints_failed,
-                ),
-                ("ferry_restarts", "Transient failures retried", m.restarts),
-            ] {
-                push(name, help.into(), counter, labels.clone(), value as f64);
-            }
-            let now = now_ms();
-            let lag = if m.last_end_timestamp_ms > 0 {
-                now.saturating_sub(m.last_end_timestamp_ms) as f64
-            } else {
-                -1.0
-            };
-            push(
-                "ferry_replication_lag_ms",
-                "now - lastEndTimestamp in ms (-1 until the snapshot completes)".into(),
-                gauge,
-                labels.clone(),
-                lag,
-            );
-            push(
-                "ferry_last_window_duration_ms",
-                "Duration of the last completed window in ms".into(),
-                gauge,
-                labels.clone(),
-                m.last_window_duration_ms as f64,
-            );
-            push(
-                "ferry_job_running",
-                "1 while the job runs, 0 once it ended".into(),
-                gauge,
-                labels.clone(),
-                if job.status().is_terminal() { 0.0 } else { 1.0 },
-            );
-            for t in job.activity.snapshot() {
-                let Some(c) = t.counters else { continue };
-                let l = with(
-                    labels.clone(),
-                    &[("cluster", t.cluster), ("table_name", &t.table_name)],
-                );
-                for (suffix, value) in c.named() {
-                    let name = match suffix {
-                        "inserted" => "ferry_kudu_table_rows_inserted",
-                        "upserted" => "ferry_kudu_table_rows_upserted",
-                        "updated" => "ferry_kudu_table_rows_updated",
-                        _ => "ferry_kudu_table_rows_deleted",
-                    };
-                    push(
-                        name,
-                        format!("Kudu tablet counter rows_{suffix} of the table (each tablet once, highest replica value), from the tablet servers' /metrics"),
-                        gauge,
-                        l.clone(),
-                        value as f64,
-                    );
-                }
-            }
+        let views: Vec<JobView> = jobs.iter().map(|j| j.view()).collect();
+        let mut out = Families::default();
+        let running = views.iter().filter(|v| !v.is_terminal()).count();
+        out.flink(SCOPE_JOBMANAGER, "numRunningJobs", vec![], running as f64);
+        for v in &views {
+            let labels = job_labels(v);
+            push_job_scope(&mut out, v, &labels);
+            push_enumerator(&mut out, v, &labels);
+            push_operators(&mut out, v, &labels);
+            push_ferry(&mut out, v, &labels);
+            push_kudu_tables(&mut out, v, &labels);
         }
-        fams
+        out.0
     }
-}
-
-fn jobmanager_job_name(metric: &str) -> Option<&'static str> {
-    Some(match metric {
-        "uptime" => "flink_jobmanager_job_uptime",
-        "downtime" => "flink_jobmanager_job_downtime",
-        "numRestarts" => "flink_jobmanager_job_numRestarts",
-        "fullRestarts" => "flink_jobmanager_job_fullRestarts",
-        "lastCheckpointDuration" => "flink_jobmanager_job_lastCheckpointDuration",
-        "lastCheckpointSize" => "flink_jobmanager_job_lastCheckpointSize",
-        "lastCheckpointFullSize" => "flink_jobmanager_job_lastCheckpointFullSize",
-        "numberOfCompletedCheckpoints" => "flink_jobmanager_job_numberOfCompletedCheckpoints",
-        "numberOfFailedCheckpoints" => "flink_jobmanager_job_numberOfFailedCheckpoints",
-        "numberOfInProgressCheckpoints" => "flink_jobmanager_job_numberOfInProgressCheckpoints",
-        "totalNumberOfCheckpoints" => "flink_jobmanager_job_totalNumberOfCheckpoints",
-        "lastCheckpointRestoreTimestamp" => "flink_jobmanager_job_lastCheckpointRestoreTimestamp",
-        _ => return None,
-    })
 }
 
 impl Collector for FerryCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         for fam in self.families() {
-            let mut metric = encoder.encode_descriptor(fam.name, &fam.help, None, fam.kind)?;
+            let mut metric = encoder.encode_descriptor(&fam.name, &fam.help, None, fam.kind)?;
             for (labels, value) in &fam.samples {
                 let family = metric.encode_family(labels)?;
                 match fam.kind {

@@ -218,15 +218,6 @@ impl JobEntry {
                     .is_some_and(|t| t.elapsed() > std::time::Duration::from_secs(3))
         })
     }
-
-    /// Savepoints written (newest last), from the engine's history.
-    pub fn savepoints(&self) -> Vec<ferry_engine::job::CheckpointRecord> {
-        self.handle
-            .checkpoint_history()
-            .into_iter()
-            .filter(|r| r.savepoint)
-            .collect()
-    }
 }
 
 /// All jobs of this process.
@@ -280,14 +271,5 @@ impl Registry {
     /// The job with this id.
     pub fn get(&self, id: &JobId) -> Option<Arc<JobEntry>> {
         self.jobs().into_iter().find(|j| &j.id == id)
-    }
-
-    /// Counts of jobs per Flink state name.
-    pub fn state_counts(&self) -> HashMap<&'static str, usize> {
-        let mut counts = HashMap::new();
-        for j in self.jobs() {
-            *counts.entry(j.status().flink_name()).or_insert(0) += 1;
-        }
-        counts
     }
 }

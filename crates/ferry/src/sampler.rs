@@ -5,7 +5,7 @@
 
 use crate::registry::now_ms;
 use ferry_engine::metrics::{JobMetrics, MetricsSnapshot};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -48,7 +48,7 @@ impl Sample {
 }
 
 /// Records per second out of the source and into the sink.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Rates {
     pub records_out_per_second: f64,
     pub records_in_per_second: f64,

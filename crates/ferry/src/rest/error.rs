@@ -1,5 +1,6 @@
 //! Errors in Flink's REST shape: a status code and `{"errors": [...]}`.
 
+use crate::api::flink::ErrorResponse;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -40,7 +41,9 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         (
             self.status,
-            Json(serde_json::json!({ "errors": [self.message] })),
+            Json(ErrorResponse {
+                errors: vec![self.message],
+            }),
         )
             .into_response()
     }

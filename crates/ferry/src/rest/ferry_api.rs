@@ -12,24 +12,23 @@
 use super::error::{parse_body, ApiError};
 use super::jobs::find_job;
 use super::AppState;
-use crate::registry::{now_ms, JobEntry, Mode};
+use crate::api::live::{
+    CheckpointEntry, JobLive, KuduTables, ProcessOverview, SnapshotProgress, SplitCounts,
+    SubmitRequestBody, SubmitResponse, Totals,
+};
+use crate::registry::{now_ms, Mode};
 use crate::run_args::RunCommand;
+use crate::view::{JobView, VERSION};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::Json;
-use serde::Deserialize;
-use serde_json::{json, Value};
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SubmitRequestBody {
-    args: Vec<String>,
-}
+use ferry_engine::job::CheckpointRecord;
+use ferry_engine::JobStatus;
 
 pub async fn submit_job(
     State(state): State<AppState>,
     body: Bytes,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<SubmitResponse>, ApiError> {
     if state.registry.mode == Mode::Application {
         return Err(ApiError::bad_request(
             "this process runs a single job (application mode, started by `ferry run`); start `ferry server` to submit jobs",
@@ -49,123 +48,137 @@ pub async fn submit_job(
     let entry = crate::submit::start_job(&state.registry, args)
         .await
         .map_err(|e| ApiError::internal(format!("the job could not be started: {e:#}")))?;
-    Ok(Json(json!({ "jobid": entry.id.to_string() })))
+    Ok(Json(SubmitResponse {
+        jobid: entry.id.to_string(),
+    }))
 }
 
 /// Lag history span sent to the page.
 const HISTORY_SPAN_MS: u64 = 5 * 60 * 1000;
 
-pub fn live_json(job: &JobEntry) -> Value {
-    let now = now_ms();
-    let m = job.handle.metrics().snapshot();
-    let status = job.status();
-    let rates = job.sampler.rates(5_000);
-    let history: Vec<Value> = job
+/// Checkpoints listed on the page.
+const PAGE_CHECKPOINTS: usize = 10;
+
+fn checkpoint_entry(r: &CheckpointRecord) -> CheckpointEntry {
+    CheckpointEntry {
+        id: r.id,
+        path: r.path.clone(),
+        completed_at: r.completed_at_ms,
+        duration_ms: r.duration_ms,
+        size_bytes: r.size_bytes,
+        savepoint: r.savepoint,
+    }
+}
+
+fn totals(v: &JobView) -> Totals {
+    let m = &v.metrics;
+    Totals {
+        rows_read: m.rows_read,
+        rows_upserted: m.rows_upserted,
+        rows_deleted: m.rows_deleted,
+        bytes_read: m.bytes_read,
+        windows_completed: m.windows_completed,
+        snapshot_windows: m.snapshot_windows,
+        last_window_duration_ms: m.last_window_duration_ms,
+        checkpoints_completed: m.checkpoints_completed,
+        checkpoints_failed: m.checkpoints_failed,
+        last_checkpoint_duration_ms: m.last_checkpoint_duration_ms,
+    }
+}
+
+/// The live numbers of one job, from one view plus the job's sampler and
+/// tablet-server poller.
+pub fn job_live(v: &JobView) -> JobLive {
+    let (job, m) = (v.job, &v.metrics);
+    let history = job
         .sampler
         .history(HISTORY_SPAN_MS)
         .iter()
-        .map(|s| json!([s.t, s.lag_ms, s.pending, s.unassigned, s.pending_removal]))
+        .map(|s| (s.t, s.lag_ms, s.pending, s.unassigned, s.pending_removal))
         .collect();
-    let records = |r: &ferry_engine::job::CheckpointRecord| {
-        json!({
-            "id": r.id,
-            "path": r.path,
-            "completed_at": r.completed_at_ms,
-            "duration_ms": r.duration_ms,
-            "size_bytes": r.size_bytes,
-            "savepoint": r.savepoint,
-        })
+    let newest = |savepoint: bool| {
+        v.checkpoints
+            .iter()
+            .rev()
+            .filter(move |r| r.savepoint == savepoint)
     };
-    let all = job.handle.checkpoint_history();
-    let checkpoints: Vec<Value> = all
-        .iter()
-        .rev()
-        .filter(|r| !r.savepoint)
-        .take(10)
-        .map(records)
-        .collect();
-    let savepoints: Vec<Value> = all
-        .iter()
-        .rev()
-        .filter(|r| r.savepoint)
-        .map(records)
-        .collect();
-    let in_snapshot = m.last_end_timestamp_ms == 0 && !status.is_terminal();
-    json!({
-        "jid": job.id.to_string(),
-        "name": job.name,
-        "state": status.flink_name(),
-        "stopping": matches!(status, ferry_engine::JobStatus::Stopping),
-        "error": match &status { ferry_engine::JobStatus::Failed { error } => json!(error), _ => Value::Null },
-        "final_savepoint": match &status { ferry_engine::JobStatus::Finished { savepoint } => json!(savepoint), _ => Value::Null },
-        "table": job.config.table_name,
-        "sink_table": job.sink_table_name(),
-        "parallelism": job.parallelism,
-        "discovery_interval_ms": job.config.discovery_interval.as_millis() as u64,
-        "start_time": job.start_time_ms,
-        "end_time": job.end_time_ms(),
-        "now": now,
-        "uptime_ms": if status.is_terminal() { 0 } else { m.uptime_ms },
-        "restarts": m.restarts,
-        "last_end_timestamp": m.last_end_timestamp_ms,
-        "lag_ms": (m.last_end_timestamp_ms > 0).then(|| now.saturating_sub(m.last_end_timestamp_ms)),
-        "splits": {
-            "pending": m.pending_count,
-            "unassigned": m.unassigned_count,
-            "pending_removal": m.pending_removal_count,
+    JobLive {
+        jid: job.id.to_string(),
+        name: job.name.clone(),
+        state: v.state().into(),
+        stopping: matches!(v.status, JobStatus::Stopping),
+        error: match &v.status {
+            JobStatus::Failed { error } => Some(error.clone()),
+            _ => None,
         },
-        "rates": rates,
-        "totals": {
-            "rows_read": m.rows_read,
-            "rows_upserted": m.rows_upserted,
-            "rows_deleted": m.rows_deleted,
-            "bytes_read": m.bytes_read,
-            "windows_completed": m.windows_completed,
-            "snapshot_windows": m.snapshot_windows,
-            "last_window_duration_ms": m.last_window_duration_ms,
-            "checkpoints_completed": m.checkpoints_completed,
-            "checkpoints_failed": m.checkpoints_failed,
-            "last_checkpoint_duration_ms": m.last_checkpoint_duration_ms,
+        final_savepoint: match &v.status {
+            JobStatus::Finished { savepoint } => Some(savepoint.clone()),
+            _ => None,
         },
-        "snapshot": {
-            "in_progress": in_snapshot,
-            "rows_copied": m.rows_upserted,
-            "rows_estimate": job.source_rows_estimate,
+        table: job.config.table_name.clone(),
+        sink_table: job.sink_table_name(),
+        parallelism: job.parallelism,
+        discovery_interval_ms: job.config.discovery_interval.as_millis() as u64,
+        start_time: job.start_time_ms,
+        end_time: v.end_time_ms,
+        now: v.now_ms,
+        uptime_ms: if v.is_terminal() { 0 } else { m.uptime_ms },
+        restarts: m.restarts,
+        last_end_timestamp: m.last_end_timestamp_ms,
+        lag_ms: v.lag_ms(),
+        splits: SplitCounts {
+            pending: m.pending_count,
+            unassigned: m.unassigned_count,
+            pending_removal: m.pending_removal_count,
         },
-        "lag_history": history,
-        "kudu": {
-            "enabled": job.activity.enabled(),
-            "poll_interval_ms": job.activity.interval().as_millis() as u64,
-            "tables": job.activity.snapshot(),
+        rates: job.sampler.rates(5_000),
+        totals: totals(v),
+        snapshot: SnapshotProgress {
+            in_progress: m.last_end_timestamp_ms == 0 && !v.is_terminal(),
+            rows_copied: m.rows_upserted,
+            rows_estimate: job.source_rows_estimate,
         },
-        "checkpoints": checkpoints,
-        "savepoints": savepoints,
-        "restored_from": job.restored.as_ref().map(|r| r.path.clone()),
-    })
+        lag_history: history,
+        kudu: KuduTables {
+            enabled: job.activity.enabled(),
+            poll_interval_ms: job.activity.interval().as_millis() as u64,
+            tables: job.activity.snapshot(),
+        },
+        checkpoints: newest(false)
+            .take(PAGE_CHECKPOINTS)
+            .map(checkpoint_entry)
+            .collect(),
+        savepoints: newest(true).map(checkpoint_entry).collect(),
+        restored_from: job.restored.as_ref().map(|r| r.path.clone()),
+    }
 }
 
-pub async fn job_live(
+pub async fn job_live_handler(
     State(state): State<AppState>,
     Path(jobid): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<JobLive>, ApiError> {
     let job = find_job(&state, &jobid)?;
-    Ok(Json(live_json(&job)))
+    Ok(Json(job_live(&job.view())))
 }
 
-pub async fn overview(State(state): State<AppState>) -> Json<Value> {
-    let jobs: Vec<Value> = state
+pub async fn overview(State(state): State<AppState>) -> Json<ProcessOverview> {
+    let jobs = state
         .registry
         .jobs()
         .iter()
         .rev()
-        .map(|j| live_json(j))
+        .map(|j| job_live(&j.view()))
         .collect();
-    Json(json!({
-        "version": super::jobs::VERSION,
-        "mode": match state.registry.mode { Mode::Application => "application", Mode::Session => "session" },
-        "started_at": state.registry.started_at_ms,
-        "now": now_ms(),
-        "metrics_url": state.metrics_url,
-        "jobs": jobs,
-    }))
+    Json(ProcessOverview {
+        version: VERSION.into(),
+        mode: match state.registry.mode {
+            Mode::Application => "application",
+            Mode::Session => "session",
+        }
+        .into(),
+        started_at: state.registry.started_at_ms,
+        now: now_ms(),
+        metrics_url: state.metrics_url.clone(),
+        jobs,
+    })
 }

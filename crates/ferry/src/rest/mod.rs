@@ -5,12 +5,14 @@
 //!
 //! Every route is also served under `/v1/`, as Flink does.
 
+mod checkpoints;
 mod error;
 mod ferry_api;
 mod jobs;
+mod overview;
+mod savepoints;
 
 pub use error::ApiError;
-pub use jobs::{job_scope_metrics, SINK_NAME, SOURCE_NAME};
 
 use crate::registry::Registry;
 use axum::http::{header, StatusCode, Uri};
@@ -31,10 +33,10 @@ const INDEX_HTML: &str = include_str!("../../web/index.html");
 
 fn api() -> Router<AppState> {
     Router::new()
-        .route("/overview", get(jobs::cluster_overview))
-        .route("/config", get(jobs::dashboard_config))
-        .route("/jobs", get(jobs::list_jobs))
-        .route("/jobs/overview", get(jobs::jobs_overview))
+        .route("/overview", get(overview::cluster_overview))
+        .route("/config", get(overview::dashboard_config))
+        .route("/jobs", get(overview::list_jobs))
+        .route("/jobs/overview", get(overview::jobs_overview))
         .route(
             "/jobs/{jobid}",
             get(jobs::job_details).patch(jobs::cancel_job),
@@ -43,27 +45,30 @@ fn api() -> Router<AppState> {
         .route("/jobs/{jobid}/config", get(jobs::job_config))
         .route("/jobs/{jobid}/exceptions", get(jobs::job_exceptions))
         .route("/jobs/{jobid}/metrics", get(jobs::job_metrics))
-        .route("/jobs/{jobid}/savepoints", post(jobs::trigger_savepoint))
+        .route(
+            "/jobs/{jobid}/savepoints",
+            post(savepoints::trigger_savepoint),
+        )
         .route(
             "/jobs/{jobid}/savepoints/{triggerid}",
-            get(jobs::savepoint_status),
+            get(savepoints::savepoint_status),
         )
         .route("/jobs/{jobid}/stop", post(jobs::stop_job))
         .route(
             "/jobs/{jobid}/checkpoints",
-            get(jobs::checkpoint_stats).post(jobs::trigger_checkpoint),
+            get(checkpoints::checkpoint_stats).post(checkpoints::trigger_checkpoint),
         )
         .route(
             "/jobs/{jobid}/checkpoints/config",
-            get(jobs::checkpoint_config),
+            get(checkpoints::checkpoint_config),
         )
         .route(
             "/jobs/{jobid}/checkpoints/{triggerid}",
-            get(jobs::checkpoint_status),
+            get(checkpoints::checkpoint_status),
         )
         .route("/ferry/jobs", post(ferry_api::submit_job))
         .route("/ferry/overview", get(ferry_api::overview))
-        .route("/ferry/jobs/{jobid}/live", get(ferry_api::job_live))
+        .route("/ferry/jobs/{jobid}/live", get(ferry_api::job_live_handler))
 }
 
 /// The whole router: API (also under `/v1`), the web page, Flink-shaped

@@ -1,0 +1,258 @@
+//! ferry's own bodies (not in Flink): job submission in session mode and
+//! the live numbers of `GET /ferry/jobs/:jobid/live` and
+//! `GET /ferry/overview`, read by the web page and by
+//! `ferry stop --drain-check`.
+
+use crate::kudu_activity::{TableActivity, TableCounters};
+use crate::sampler::Rates;
+use serde::{Deserialize, Serialize};
+
+/// `POST /ferry/jobs`: the `ferry run` arguments.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SubmitRequestBody {
+    pub args: Vec<String>,
+}
+
+/// The answer to [`SubmitRequestBody`] (like Flink's `/jars/:jarid/run`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SubmitResponse {
+    pub jobid: String,
+}
+
+/// `GET /ferry/overview`: process facts and every job, newest first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProcessOverview {
+    pub version: String,
+    /// `application` or `session`.
+    pub mode: String,
+    pub started_at: u64,
+    pub now: u64,
+    pub metrics_url: Option<String>,
+    pub jobs: Vec<JobLive>,
+}
+
+/// `GET /ferry/jobs/:jobid/live`: one job's live numbers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobLive {
+    pub jid: String,
+    pub name: String,
+    /// Flink's state name.
+    pub state: String,
+    /// A stop with savepoint is under way (`state` stays RUNNING).
+    pub stopping: bool,
+    /// Why the job failed.
+    pub error: Option<String>,
+    /// Where a stopped job's final savepoint is.
+    pub final_savepoint: Option<String>,
+    pub table: String,
+    pub sink_table: String,
+    pub parallelism: usize,
+    pub discovery_interval_ms: u64,
+    pub start_time: u64,
+    /// -1 while the job runs.
+    pub end_time: i64,
+    /// The server's clock when it answered, epoch ms.
+    pub now: u64,
+    /// 0 once the job ended.
+    pub uptime_ms: u64,
+    pub restarts: u64,
+    /// End of the last completed window, epoch ms (0 before the first).
+    pub last_end_timestamp: u64,
+    /// `now - last_end_timestamp`, once a window completed.
+    pub lag_ms: Option<u64>,
+    pub splits: SplitCounts,
+    pub rates: Rates,
+    pub totals: Totals,
+    pub snapshot: SnapshotProgress,
+    pub lag_history: Vec<LagPoint>,
+    pub kudu: KuduTables,
+    /// The ten newest checkpoints, newest first.
+    pub checkpoints: Vec<CheckpointEntry>,
+    /// Every savepoint, newest first.
+    pub savepoints: Vec<CheckpointEntry>,
+    pub restored_from: Option<String>,
+}
+
+/// One sample of the lag history, sent as a JSON array to keep the page's
+/// payload small: `[t, lag_ms, pending, unassigned, pending_removal]`.
+pub type LagPoint = (u64, Option<u64>, u64, u64, u64);
+
+/// The enumerator's split counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SplitCounts {
+    pub pending: u64,
+    pub unassigned: u64,
+    pub pending_removal: u64,
+}
+
+impl SplitCounts {
+    /// No split in flight.
+    pub fn all_zero(&self) -> bool {
+        self.pending == 0 && self.unassigned == 0 && self.pending_removal == 0
+    }
+}
+
+/// The job's counters since it started.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Totals {
+    pub rows_read: u64,
+    pub rows_upserted: u64,
+    pub rows_deleted: u64,
+    pub bytes_read: u64,
+    pub windows_completed: u64,
+    pub snapshot_windows: u64,
+    pub last_window_duration_ms: u64,
+    pub checkpoints_completed: u64,
+    pub checkpoints_failed: u64,
+    pub last_checkpoint_duration_ms: u64,
+}
+
+/// Progress of the initial snapshot.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotProgress {
+    pub in_progress: bool,
+    pub rows_copied: u64,
+    /// The source's live row count at job start, if the master gave one.
+    pub rows_estimate: Option<u64>,
+}
+
+/// The tablet servers' write counters of the source and sink tables.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KuduTables {
+    /// False when polling is off (`metrics.kudu.pollIntervalMillis=0`).
+    pub enabled: bool,
+    pub poll_interval_ms: u64,
+    pub tables: Vec<TableActivity>,
+}
+
+impl KuduTables {
+    /// The table on `cluster` (`source` or `sink`).
+    pub fn table(&self, cluster: &str) -> Option<&TableActivity> {
+        self.tables.iter().find(|t| t.cluster == cluster)
+    }
+
+    /// The latest counters of the table on `cluster`, if polled.
+    pub fn counters(&self, cluster: &str) -> Option<TableCounters> {
+        self.table(cluster).and_then(|t| t.counters)
+    }
+}
+
+/// A completed checkpoint or savepoint.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckpointEntry {
+    pub id: u64,
+    pub path: String,
+    pub completed_at: u64,
+    pub duration_ms: u64,
+    pub size_bytes: u64,
+    pub savepoint: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn job() -> JobLive {
+        JobLive {
+            jid: "0123456789abcdef0123456789abcdef".into(),
+            name: "ferry-replication-t".into(),
+            state: "RUNNING".into(),
+            stopping: false,
+            error: None,
+            final_savepoint: None,
+            table: "t".into(),
+            sink_table: "t_copy".into(),
+            parallelism: 2,
+            discovery_interval_ms: 1000,
+            start_time: 100,
+            end_time: -1,
+            now: 5_000,
+            uptime_ms: 4_900,
+            restarts: 0,
+            last_end_timestamp: 4_000,
+            lag_ms: Some(1_000),
+            splits: SplitCounts {
+                pending: 0,
+                unassigned: 0,
+                pending_removal: 0,
+            },
+            rates: Rates::default(),
+            totals: Totals {
+                rows_read: 10,
+                rows_upserted: 10,
+                rows_deleted: 0,
+                bytes_read: 80,
+                windows_completed: 2,
+                snapshot_windows: 1,
+                last_window_duration_ms: 5,
+                checkpoints_completed: 1,
+                checkpoints_failed: 0,
+                last_checkpoint_duration_ms: 3,
+            },
+            snapshot: SnapshotProgress {
+                in_progress: false,
+                rows_copied: 10,
+                rows_estimate: None,
+            },
+            lag_history: vec![(4_500, Some(500), 0, 1, 0), (4_600, None, 0, 0, 0)],
+            kudu: KuduTables {
+                enabled: true,
+                poll_interval_ms: 500,
+                tables: vec![TableActivity {
+                    cluster: "source".into(),
+                    table_name: "t".into(),
+                    counters: Some(TableCounters {
+                        rows_upserted: 10,
+                        ..Default::default()
+                    }),
+                    unchanged_since_ms: 4_000,
+                    last_poll_ms: 4_900,
+                    polls: 3,
+                    tservers: 1,
+                    error: None,
+                }],
+            },
+            checkpoints: vec![CheckpointEntry {
+                id: 1,
+                path: "file:///chk/chk-1".into(),
+                completed_at: 4_100,
+                duration_ms: 3,
+                size_bytes: 200,
+                savepoint: false,
+            }],
+            savepoints: vec![],
+            restored_from: None,
+        }
+    }
+
+    #[test]
+    fn live_body_has_the_fields_the_page_and_drain_check_read() {
+        let v = serde_json::to_value(job()).expect("serialize");
+        assert_eq!(
+            v["lag_history"],
+            json!([[4500, 500, 0, 1, 0], [4600, null, 0, 0, 0]])
+        );
+        assert_eq!(
+            v["splits"],
+            json!({ "pending": 0, "unassigned": 0, "pending_removal": 0 })
+        );
+        assert_eq!(
+            v["rates"],
+            json!({ "records_out_per_second": 0.0, "records_in_per_second": 0.0 })
+        );
+        assert_eq!(v["kudu"]["tables"][0]["cluster"], "source");
+        assert_eq!(v["kudu"]["tables"][0]["counters"]["rows_upserted"], 10);
+        assert_eq!(v["checkpoints"][0]["completed_at"], 4100);
+        assert_eq!(v["error"], json!(null));
+        assert_eq!(v["lag_ms"], 1000);
+        let back: JobLive = serde_json::from_value(v).expect("deserialize");
+        assert_eq!(back, job());
+        assert_eq!(
+            back.kudu.counters("source").map(|c| c.rows_upserted),
+            Some(10)
+        );
+        assert!(back.kudu.table("sink").is_none());
+    }
+}

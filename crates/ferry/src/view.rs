@@ -1,0 +1,125 @@
+//! One job's state, read once per request: the engine's status, metrics
+//! and checkpoint history together with the registry's facts about the
+//! job. The REST handlers, the Prometheus collector and the web page's JSON
+//! each build one [`JobView`] per job, so the numbers of one answer come
+//! from one instant. Also the names the REST API and the Prometheus
+//! endpoint share (operator names, version, job-scope metrics), kept here
+//! so neither depends on the other.
+
+use crate::registry::{now_ms, JobEntry};
+use ferry_engine::job::CheckpointRecord;
+use ferry_engine::metrics::MetricsSnapshot;
+use ferry_engine::JobStatus;
+
+/// ferry's version, reported where Flink reports its own.
+pub const VERSION: &str = concat!("ferry ", env!("CARGO_PKG_VERSION"));
+
+/// Operator names as Flink shows them for the reference job.
+pub const SOURCE_NAME: &str = "Source: KuduSource";
+pub const SINK_NAME: &str = "Sink: Writer";
+
+/// A job as seen at one instant.
+pub struct JobView<'a> {
+    pub job: &'a JobEntry,
+    pub status: JobStatus,
+    pub metrics: MetricsSnapshot,
+    /// Completed checkpoints and savepoints, oldest first.
+    pub checkpoints: Vec<CheckpointRecord>,
+    /// When the view was taken, epoch ms.
+    pub now_ms: u64,
+    /// Epoch ms, or -1 while the job runs.
+    pub end_time_ms: i64,
+    /// From start to end (or to now while running).
+    pub duration_ms: u64,
+}
+
+impl JobEntry {
+    /// Reads the job's state once. The only place the REST, Prometheus and
+    /// web-page code reads the engine handle, so moving to the engine's own
+    /// status snapshot changes this function alone.
+    pub fn view(&self) -> JobView<'_> {
+        let status = self.handle.status();
+        let metrics = self.handle.metrics().snapshot();
+        let checkpoints = self.handle.checkpoint_history();
+        JobView {
+            job: self,
+            status,
+            metrics,
+            checkpoints,
+            now_ms: now_ms(),
+            end_time_ms: self.end_time_ms(),
+            duration_ms: self.duration_ms(),
+        }
+    }
+}
+
+impl JobView<'_> {
+    /// Flink's state name.
+    pub fn state(&self) -> &'static str {
+        self.status.flink_name()
+    }
+
+    /// Whether the job has ended.
+    pub fn is_terminal(&self) -> bool {
+        self.status.is_terminal()
+    }
+
+    /// now − lastEndTimestamp, once a window completed.
+    pub fn lag_ms(&self) -> Option<u64> {
+        let end = self.metrics.last_end_timestamp_ms;
+        (end > 0).then(|| self.now_ms.saturating_sub(end))
+    }
+
+    /// Rows written to the sink (upserts and deletes).
+    pub fn rows_written(&self) -> u64 {
+        self.metrics.rows_upserted + self.metrics.rows_deleted
+    }
+
+    /// Savepoints written so far.
+    pub fn savepoint_count(&self) -> u64 {
+        self.checkpoints.iter().filter(|r| r.savepoint).count() as u64
+    }
+
+    /// Job-scope metric values by Flink's names: the list of
+    /// `GET /jobs/:id/metrics`, exported to Prometheus as
+    /// `flink_jobmanager_job_<name>`.
+    pub fn job_scope_metrics(&self) -> Vec<(&'static str, f64)> {
+        let m = &self.metrics;
+        let uptime = match self.status {
+            JobStatus::Running | JobStatus::Stopping => m.uptime_ms as f64,
+            _ => -1.0,
+        };
+        let savepoints = self.savepoint_count() as f64;
+        let restored_at = self
+            .job
+            .restored
+            .as_ref()
+            .map_or(-1.0, |r| r.restored_at_ms as f64);
+        vec![
+            ("uptime", uptime),
+            ("downtime", 0.0),
+            ("numRestarts", m.restarts as f64),
+            ("fullRestarts", m.restarts as f64),
+            (
+                "lastCheckpointDuration",
+                m.last_checkpoint_duration_ms as f64,
+            ),
+            ("lastCheckpointSize", m.last_checkpoint_size_bytes as f64),
+            (
+                "lastCheckpointFullSize",
+                m.last_checkpoint_size_bytes as f64,
+            ),
+            (
+                "numberOfCompletedCheckpoints",
+                m.checkpoints_completed as f64 + savepoints,
+            ),
+            ("numberOfFailedCheckpoints", m.checkpoints_failed as f64),
+            ("numberOfInProgressCheckpoints", 0.0),
+            (
+                "totalNumberOfCheckpoints",
+                (m.checkpoints_completed + m.checkpoints_failed) as f64 + savepoints,
+            ),
+            ("lastCheckpointRestoreTimestamp", restored_at),
+        ]
+    }
+}
