@@ -1,14 +1,21 @@
 //! The operations surface against real Kudu (source and sink tables on one
-//! single-tablet-server cluster, told apart by `job.tableSuffix`):
+//! single-tablet-server cluster, told apart by `job.tableSuffix`). Each
+//! test starts its own cluster and `ferry run` process (see [`Fixture`])
+//! and checks one behaviour:
 //!
-//! - `rest_metrics_page_savepoints_stop_resume_cancel`: Flink's REST shapes
-//!   and error codes, the Prometheus names (scraped twice), the web page in
-//!   headless Chromium, the periodic-savepoint script loop (curl + jq),
-//!   `ferry stop --savepointPath` (job process exits 0), `ferry run -s`
-//!   from the script's savepoint, `ferry cancel` keeping checkpoints.
-//! - `drain_check_and_session_mode`: `ferry stop --drain-check` refuses
-//!   while a writer is active and completes once it stopped; a session-mode
-//!   `ferry server` runs two submitted jobs; `ferry list` / `cancel`.
+//! - REST: Flink's shapes for a running job; Flink's error bodies and codes
+//!   for bad input.
+//! - Prometheus: every documented name; the enumerator gauges advance and
+//!   settle between windows; the tablet servers' write counters.
+//! - The web page in headless Chromium.
+//! - Savepoints: the periodic-savepoint script (curl + jq); `ferry stop
+//!   --savepointPath`; `ferry run -s` resuming from the script's savepoint;
+//!   `ferry cancel` keeping checkpoints.
+//! - `ferry stop --drain-check`: refuses while a writer is active, passes
+//!   once writes stopped.
+//! - Session mode: `ferry server` runs submitted jobs (`ferry list` /
+//!   `cancel`), answers a bad submission with a usage error, stops on
+//!   SIGTERM.
 
 use ferry_testkit::MiniCluster;
 use kudu_client::write::session::{FlushMode, Operation, SessionOptions};
@@ -133,7 +140,7 @@ struct Job {
     id: String,
     rest: u16,
     metrics: u16,
-    stdout: std::thread::JoinHandle<String>,
+    stdout: Option<std::thread::JoinHandle<String>>,
 }
 
 fn start_job(masters: &str, table: &str, suffix: &str, chk: &Path, extra: &[&str]) -> Job {
@@ -192,7 +199,7 @@ fn start_job(masters: &str, table: &str, suffix: &str, chk: &Path, extra: &[&str
         id,
         rest,
         metrics,
-        stdout,
+        stdout: Some(stdout),
     }
 }
 
@@ -224,7 +231,8 @@ impl Job {
         let deadline = Instant::now() + timeout;
         loop {
             if let Some(status) = self.child.try_wait().expect("wait") {
-                return (status, self.stdout.join().unwrap_or_default());
+                let out = self.stdout.take().map(|h| h.join().unwrap_or_default());
+                return (status, out.unwrap_or_default());
             }
             if Instant::now() > deadline {
                 let _ = self.child.kill();
@@ -232,6 +240,14 @@ impl Job {
             }
             std::thread::sleep(Duration::from_millis(100));
         }
+    }
+}
+
+/// A test that ends (or fails) with the job still running kills it.
+impl Drop for Job {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
@@ -295,26 +311,137 @@ fn metadata_dir(location: &str) -> PathBuf {
     PathBuf::from(location.trim_start_matches("file://"))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rest_metrics_page_savepoints_stop_resume_cancel() {
-    let cluster = MiniCluster::builder().tservers(1).start().expect("cluster");
-    let masters = cluster.master_addrs_joined();
-    let client = KuduClient::new(&cluster.master_addrs()).expect("client");
-    let table = create_table(&client, "ops").await;
-    upsert_rows(&client, &table, 0..500).await;
-    let dir = tempfile::tempdir().expect("tmp");
-    let chk = dir.path().join("chk");
-    let default_sp = dir.path().join("default-savepoints");
-    let job = start_job(
-        &masters,
-        "ops",
-        "_copy",
-        &chk,
-        &["--savepointPath", &default_sp.to_string_lossy()],
-    );
-    job.wait_replicating();
+/// A cluster with one table of `rows` rows, and where jobs keep their
+/// checkpoints.
+struct Fixture {
+    _cluster: MiniCluster,
+    masters: String,
+    client: KuduClient,
+    table: KuduTable,
+    table_name: &'static str,
+    dir: tempfile::TempDir,
+    chk: PathBuf,
+}
 
-    // Flink shapes.
+impl Fixture {
+    async fn new(table_name: &'static str, rows: i64) -> Fixture {
+        let cluster = MiniCluster::builder().tservers(1).start().expect("cluster");
+        let masters = cluster.master_addrs_joined();
+        let client = KuduClient::new(&cluster.master_addrs()).expect("client");
+        let table = create_table(&client, table_name).await;
+        upsert_rows(&client, &table, 0..rows).await;
+        let dir = tempfile::tempdir().expect("tmp");
+        let chk = dir.path().join("chk");
+        Fixture {
+            _cluster: cluster,
+            masters,
+            client,
+            table,
+            table_name,
+            dir,
+            chk,
+        }
+    }
+
+    /// `ferry run` replicating the table into `<table>_copy`.
+    fn start_job(&self, extra: &[&str]) -> Job {
+        start_job(&self.masters, self.table_name, "_copy", &self.chk, extra)
+    }
+
+    /// A started job that completed its first window.
+    fn replicating_job(&self, extra: &[&str]) -> Job {
+        let job = self.start_job(extra);
+        job.wait_replicating();
+        job
+    }
+}
+
+/// The fixture of most tests: 500 rows in `ops`, a job replicating them
+/// with a default savepoint directory.
+async fn ops_job() -> (Fixture, Job) {
+    let f = Fixture::new("ops", 500).await;
+    let default_sp = f.dir.path().join("default-savepoints");
+    let job = f.replicating_job(&["--savepointPath", &default_sp.to_string_lossy()]);
+    (f, job)
+}
+
+/// A savepoint into `target` through the periodic-savepoint script (curl +
+/// jq), or the same loop in Rust when those tools are missing; returns its
+/// location.
+fn periodic_savepoint(job: &Job, target: &str) -> String {
+    if require_tool("curl") && require_tool("jq") {
+        let script = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../deploy/scripts/savepoint.sh"
+        );
+        let out = Command::new("bash")
+            .args([script, &job.jm(), target])
+            .output()
+            .expect("script");
+        let (o, e) = text(&out);
+        assert!(out.status.success(), "script failed: {o}{e}");
+        return o.trim().to_string();
+    }
+    let id = get_json(job.rest, "/jobs")["jobs"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (s, b) = http(
+        "POST",
+        job.rest,
+        &format!("/jobs/{id}/savepoints"),
+        Some(&format!("{{\"target-directory\":\"{target}\"}}")),
+    );
+    assert_eq!(s, 202, "{b}");
+    let req = serde_json::from_str::<Value>(&b).unwrap()["request-id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    loop {
+        let v = get_json(job.rest, &format!("/jobs/{id}/savepoints/{req}"));
+        if v["status"]["id"] == "COMPLETED" {
+            break v["operation"]["location"]
+                .as_str()
+                .expect("location")
+                .to_string();
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// `ferry stop --savepointPath DIR JOB_ID`; asserts it succeeded and
+/// returns the path it printed.
+fn ferry_stop(job: &Job, stop_dir: &Path) -> String {
+    let out = ferry(&[
+        "stop",
+        "--jobmanager",
+        &job.jm(),
+        "--savepointPath",
+        &stop_dir.to_string_lossy(),
+        &job.id,
+    ]);
+    let (o, e) = text(&out);
+    assert!(out.status.success(), "{o}{e}");
+    o.lines()
+        .find_map(|l| l.strip_prefix("Savepoint completed. Path: "))
+        .expect("path line")
+        .to_string()
+}
+
+/// The first `errors` message of a Flink error body.
+fn first_error(status: u16, body: &str) -> String {
+    let v: Value = serde_json::from_str(body).unwrap_or_else(|_| panic!("{status}: {body}"));
+    v["errors"]
+        .as_array()
+        .unwrap_or_else(|| panic!("errors in {body}"))[0]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rest_reports_a_running_job_in_flink_shapes() {
+    let (_f, job) = ops_job().await;
     let jobs = get_json(job.rest, "/jobs");
     assert_eq!(jobs["jobs"][0]["id"], job.id.as_str());
     assert_eq!(jobs["jobs"][0]["status"], "RUNNING");
@@ -348,17 +475,11 @@ async fn rest_metrics_page_savepoints_stop_resume_cancel() {
         "{cps}"
     );
     assert!(!cps["history"].as_array().unwrap().is_empty());
+}
 
-    // Bad input: 4xx with Flink's error shape and a clear message.
-    let errors = |status: u16, body: &str| -> String {
-        let v: Value = serde_json::from_str(body).unwrap_or_else(|_| panic!("{status}: {body}"));
-        v["errors"]
-            .as_array()
-            .unwrap_or_else(|| panic!("errors in {body}"))[0]
-            .as_str()
-            .unwrap()
-            .to_string()
-    };
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rest_rejects_bad_input_with_flink_error_bodies() {
+    let (_f, job) = ops_job().await;
     let (s, b) = http(
         "GET",
         job.rest,
@@ -366,14 +487,17 @@ async fn rest_metrics_page_savepoints_stop_resume_cancel() {
         None,
     );
     assert_eq!(s, 404);
-    assert!(errors(s, &b).contains("not found"), "{b}");
+    assert!(first_error(s, &b).contains("not found"), "{b}");
     let (s, b) = http("GET", job.rest, "/jobs/not-a-job-id/status", None);
     assert_eq!(s, 400);
-    assert!(errors(s, &b).contains("not-a-job-id"), "{b}");
+    assert!(first_error(s, &b).contains("not-a-job-id"), "{b}");
     let sp_path = format!("/jobs/{}/savepoints", job.id);
     let (s, b) = http("POST", job.rest, &sp_path, Some("{\"target-directory\": "));
     assert_eq!(s, 400, "{b}");
-    assert!(errors(s, &b).contains("SavepointTriggerRequestBody"), "{b}");
+    assert!(
+        first_error(s, &b).contains("SavepointTriggerRequestBody"),
+        "{b}"
+    );
     let (s, b) = http(
         "POST",
         job.rest,
@@ -381,7 +505,7 @@ async fn rest_metrics_page_savepoints_stop_resume_cancel() {
         Some(r#"{"target_directory": "/tmp/x"}"#),
     );
     assert_eq!(s, 400, "{b}");
-    assert!(errors(s, &b).contains("target_directory"), "{b}");
+    assert!(first_error(s, &b).contains("target_directory"), "{b}");
     let (s, b) = http(
         "POST",
         job.rest,
@@ -389,7 +513,7 @@ async fn rest_metrics_page_savepoints_stop_resume_cancel() {
         Some(r#"{"target-directory": "hdfs:///x"}"#),
     );
     assert_eq!(s, 400, "{b}");
-    assert!(errors(s, &b).contains("hdfs"), "{b}");
+    assert!(first_error(s, &b).contains("hdfs"), "{b}");
     let (s, b) = http(
         "PATCH",
         job.rest,
@@ -406,9 +530,11 @@ async fn rest_metrics_page_savepoints_stop_resume_cancel() {
     assert_eq!(s, 404, "{b}");
     let (s, _) = http("GET", job.rest, "/no/such/route", None);
     assert_eq!(s, 404);
+}
 
-    // Prometheus: every name, lastEndTimestamp advances, split counts are 0
-    // between windows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prometheus_exports_every_documented_name() {
+    let (_f, job) = ops_job().await;
     let first = scrape(job.metrics);
     let src = "operator_name=\"Source:_KuduSource\"";
     let sink = "operator_name=\"Sink:_Writer\"";
@@ -444,8 +570,14 @@ async fn rest_metrics_page_savepoints_stop_resume_cancel() {
         "flink_taskmanager_job_task_operator_numRecordsInPerSecond",
         sink,
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prometheus_enumerator_gauges_advance_and_settle_between_windows() {
+    let (_f, job) = ops_job().await;
+    let jl = format!("job_id=\"{}\"", job.id);
     let last_end_1 = metric(
-        &first,
+        &scrape(job.metrics),
         "flink_jobmanager_job_operator_coordinator_enumerator_lastEndTimestamp",
         &jl,
     );
@@ -471,7 +603,12 @@ async fn rest_metrics_page_savepoints_stop_resume_cancel() {
             && c("unassignedCount") == 0.0
             && c("pendingRemovalCount") == 0.0;
     }
-    // Tablet-server write counters (polled every 500 ms).
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prometheus_exports_tablet_server_write_counters() {
+    let (_f, job) = ops_job().await;
+    // Polled every 500 ms.
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let m = scrape(job.metrics);
@@ -503,121 +640,94 @@ async fn rest_metrics_page_savepoints_stop_resume_cancel() {
         );
         std::thread::sleep(Duration::from_millis(300));
     }
+}
 
-    // The web page in headless Chromium: the job and a non-empty lag chart.
-    if require_tool("chromium") {
-        std::thread::sleep(Duration::from_secs(2));
-        let profile = tempfile::tempdir().expect("profile");
-        let out = Command::new("chromium")
-            .args([
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-quic",
-                "--no-first-run",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--disable-dev-shm-usage",
-                &format!("--user-data-dir={}", profile.path().display()),
-                "--virtual-time-budget=3000",
-                "--dump-dom",
-                &format!("http://127.0.0.1:{}/", job.rest),
-            ])
-            .output()
-            .expect("chromium");
-        let dom = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            dom.contains(&job.id),
-            "job id on the page: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(dom.contains("RUNNING"), "state on the page");
-        let points: usize = dom
-            .split("data-points=\"")
-            .nth(1)
-            .and_then(|s| s.split('"').next())
-            .and_then(|n| n.parse().ok())
-            .expect("lag chart element");
-        assert!(points >= 2, "lag chart has {points} points");
-        assert!(dom.contains("<polyline"), "chart drawn");
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn web_page_shows_the_job_and_a_lag_chart() {
+    if !require_tool("chromium") {
+        return;
     }
+    let (_f, job) = ops_job().await;
+    // A few lag samples (one a second) for the chart.
+    std::thread::sleep(Duration::from_secs(2));
+    let profile = tempfile::tempdir().expect("profile");
+    let out = Command::new("chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--disable-dev-shm-usage",
+            &format!("--user-data-dir={}", profile.path().display()),
+            "--virtual-time-budget=3000",
+            "--dump-dom",
+            &format!("http://127.0.0.1:{}/", job.rest),
+        ])
+        .output()
+        .expect("chromium");
+    let dom = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        dom.contains(&job.id),
+        "job id on the page: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(dom.contains("RUNNING"), "state on the page");
+    let points: usize = dom
+        .split("data-points=\"")
+        .nth(1)
+        .and_then(|s| s.split('"').next())
+        .and_then(|n| n.parse().ok())
+        .expect("lag chart element");
+    assert!(points >= 2, "lag chart has {points} points");
+    assert!(dom.contains("<polyline"), "chart drawn");
+}
 
-    // The periodic-savepoint script (curl + jq), or the same loop in Rust.
-    let target = format!("file://{}", dir.path().join("script-savepoints").display());
-    let location = if require_tool("curl") && require_tool("jq") {
-        let script = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../deploy/scripts/savepoint.sh"
-        );
-        let out = Command::new("bash")
-            .args([script, &job.jm(), &target])
-            .output()
-            .expect("script");
-        let (o, e) = text(&out);
-        assert!(out.status.success(), "script failed: {o}{e}");
-        o.trim().to_string()
-    } else {
-        let id = get_json(job.rest, "/jobs")["jobs"][0]["id"]
-            .as_str()
-            .unwrap()
-            .to_string();
-        let (s, b) = http(
-            "POST",
-            job.rest,
-            &format!("/jobs/{id}/savepoints"),
-            Some(&format!("{{\"target-directory\":\"{target}\"}}")),
-        );
-        assert_eq!(s, 202, "{b}");
-        let req = serde_json::from_str::<Value>(&b).unwrap()["request-id"]
-            .as_str()
-            .unwrap()
-            .to_string();
-        loop {
-            let v = get_json(job.rest, &format!("/jobs/{id}/savepoints/{req}"));
-            if v["status"]["id"] == "COMPLETED" {
-                break v["operation"]["location"]
-                    .as_str()
-                    .expect("location")
-                    .to_string();
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
-    };
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn savepoint_script_writes_a_complete_savepoint() {
+    let (f, job) = ops_job().await;
+    let target = format!(
+        "file://{}",
+        f.dir.path().join("script-savepoints").display()
+    );
+    let location = periodic_savepoint(&job, &target);
     assert!(location.starts_with(&target), "{location}");
     assert!(
         metadata_dir(&location).join("_metadata").is_file(),
         "{location}"
     );
+}
 
-    // `ferry stop --savepointPath DIR JOB_ID`: prints the path, the job's
-    // process exits 0.
-    let stop_dir = dir.path().join("stop-savepoints");
-    let out = ferry(&[
-        "stop",
-        "--jobmanager",
-        &job.jm(),
-        "--savepointPath",
-        &stop_dir.to_string_lossy(),
-        &job.id,
-    ]);
-    let (o, e) = text(&out);
-    assert!(out.status.success(), "{o}{e}");
-    let path = o
-        .lines()
-        .find_map(|l| l.strip_prefix("Savepoint completed. Path: "))
-        .expect("path line")
-        .to_string();
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stop_with_savepoint_prints_the_path_and_ends_the_process() {
+    let (f, job) = ops_job().await;
+    let stop_dir = f.dir.path().join("stop-savepoints");
+    let path = ferry_stop(&job, &stop_dir);
     assert!(metadata_dir(&path).starts_with(&stop_dir), "{path}");
     assert!(metadata_dir(&path).join("_metadata").is_file());
     let (status, rest) = job.wait_exit(Duration::from_secs(30));
     assert!(status.success(), "{status:?} {rest}");
+}
 
-    // `ferry run -s <the script's savepoint>` resumes from it.
-    upsert_rows(&client, &table, 500..600).await;
-    let resumed = start_job(&masters, "ops", "_copy", &chk, &["-s", &location]);
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_from_a_savepoint_resumes_without_a_new_snapshot() {
+    let (f, job) = ops_job().await;
+    let target = format!(
+        "file://{}",
+        f.dir.path().join("script-savepoints").display()
+    );
+    let location = periodic_savepoint(&job, &target);
+    ferry_stop(&job, &f.dir.path().join("stop-savepoints"));
+    let (status, rest) = job.wait_exit(Duration::from_secs(30));
+    assert!(status.success(), "{status:?} {rest}");
+
+    upsert_rows(&f.client, &f.table, 500..600).await;
+    let resumed = f.start_job(&["-s", &location]);
     let deadline = Instant::now() + Duration::from_secs(60);
-    while count_rows(&client, "ops_copy").await < 600 {
+    while count_rows(&f.client, "ops_copy").await < 600 {
         assert!(Instant::now() < deadline, "resumed job did not catch up");
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
@@ -635,16 +745,29 @@ async fn rest_metrics_page_savepoints_stop_resume_cancel() {
         live["totals"]["snapshot_windows"], 0,
         "resumed without a new snapshot: {live}"
     );
+}
 
-    // `ferry cancel`: the job ends CANCELED, its retained checkpoints stay.
-    let out = ferry(&["cancel", "-m", &resumed.jm(), &resumed.id]);
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_ends_the_job_and_keeps_its_checkpoints() {
+    let (f, job) = ops_job().await;
+    // At least one checkpoint to keep.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while get_json(job.rest, &format!("/jobs/{}/checkpoints", job.id))["counts"]["completed"]
+        .as_u64()
+        .unwrap_or(0)
+        == 0
+    {
+        assert!(Instant::now() < deadline, "no checkpoint completed");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let out = ferry(&["cancel", "-m", &job.jm(), &job.id]);
     let (o, e) = text(&out);
     assert!(out.status.success(), "{o}{e}");
-    assert!(o.contains(&format!("Cancelled job {}.", resumed.id)), "{o}");
-    let resumed_id = resumed.id.clone();
-    let (status, _) = resumed.wait_exit(Duration::from_secs(30));
+    assert!(o.contains(&format!("Cancelled job {}.", job.id)), "{o}");
+    let job_id = job.id.clone();
+    let (status, _) = job.wait_exit(Duration::from_secs(30));
     assert!(status.success(), "{status:?}");
-    let kept: Vec<_> = std::fs::read_dir(chk.join(&resumed_id))
+    let kept: Vec<_> = std::fs::read_dir(f.chk.join(&job_id))
         .expect("job checkpoint dir")
         .filter_map(Result::ok)
         .filter(|e| {
@@ -655,22 +778,30 @@ async fn rest_metrics_page_savepoints_stop_resume_cancel() {
     assert!(!kept.is_empty(), "retained checkpoints after cancel");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn drain_check_and_session_mode() {
-    let cluster = MiniCluster::builder().tservers(1).start().expect("cluster");
-    let masters = cluster.master_addrs_joined();
-    let client = KuduClient::new(&cluster.master_addrs()).expect("client");
-    let table = create_table(&client, "drain").await;
-    upsert_rows(&client, &table, 0..200).await;
-    let dir = tempfile::tempdir().expect("tmp");
-    let chk = dir.path().join("chk");
-    let job = start_job(&masters, "drain", "_copy", &chk, &[]);
-    job.wait_replicating();
+/// `ferry stop --drain-check` with these timeouts, off the async runtime.
+async fn drain_check_stop(job: &Job, extra: &[&str]) -> Output {
+    let mut args: Vec<String> = ["stop", "-m", &job.jm(), "--drain-check"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    args.extend(extra.iter().map(|s| s.to_string()));
+    args.push(job.id.clone());
+    tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        ferry(&args)
+    })
+    .await
+    .expect("join")
+}
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drain_check_refuses_while_the_source_is_written() {
+    let f = Fixture::new("drain", 200).await;
+    let job = f.replicating_job(&[]);
     // A writer keeps the source busy.
     let running = Arc::new(AtomicBool::new(true));
     let writer = {
-        let (client, table, running) = (client.clone(), table.clone(), running.clone());
+        let (client, table, running) = (f.client.clone(), f.table.clone(), running.clone());
         tokio::spawn(async move {
             let mut s = client
                 .new_session_with(
@@ -690,25 +821,7 @@ async fn drain_check_and_session_mode() {
         })
     };
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let jm = job.jm();
-    let out = tokio::task::spawn_blocking({
-        let (jm, id) = (jm.clone(), job.id.clone());
-        move || {
-            ferry(&[
-                "stop",
-                "-m",
-                &jm,
-                "--drain-check",
-                "--drain-timeout",
-                "6",
-                "--quiet-period",
-                "2",
-                &id,
-            ])
-        }
-    })
-    .await
-    .expect("join");
+    let out = drain_check_stop(&job, &["--drain-timeout", "6", "--quiet-period", "2"]).await;
     let (o, e) = text(&out);
     assert_eq!(out.status.code(), Some(1), "refuses while written: {o}{e}");
     assert!(o.contains("[1/4]"), "{o}");
@@ -720,34 +833,28 @@ async fn drain_check_and_session_mode() {
         get_json(job.rest, &format!("/jobs/{}/status", job.id))["status"],
         "RUNNING"
     );
-
     running.store(false, Ordering::Relaxed);
     writer.await.expect("writer");
-    let sp = dir.path().join("drained");
-    let out = tokio::task::spawn_blocking({
-        let (jm, id, sp) = (
-            jm.clone(),
-            job.id.clone(),
-            sp.to_string_lossy().into_owned(),
-        );
-        move || {
-            ferry(&[
-                "stop",
-                "-m",
-                &jm,
-                "--drain-check",
-                "--drain-timeout",
-                "90",
-                "--quiet-period",
-                "2",
-                "-p",
-                &sp,
-                &id,
-            ])
-        }
-    })
-    .await
-    .expect("join");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drain_check_passes_once_writes_stopped_and_stops_with_savepoint() {
+    let f = Fixture::new("drain", 200).await;
+    let job = f.replicating_job(&[]);
+    upsert_rows(&f.client, &f.table, 1000..1100).await;
+    let sp = f.dir.path().join("drained");
+    let out = drain_check_stop(
+        &job,
+        &[
+            "--drain-timeout",
+            "90",
+            "--quiet-period",
+            "2",
+            "-p",
+            &sp.to_string_lossy(),
+        ],
+    )
+    .await;
     let (o, e) = text(&out);
     assert!(out.status.success(), "{o}{e}");
     for step in [
@@ -762,49 +869,64 @@ async fn drain_check_and_session_mode() {
     let (status, _) = job.wait_exit(Duration::from_secs(30));
     assert!(status.success());
     assert_eq!(
-        count_rows(&client, "drain").await,
-        count_rows(&client, "drain_copy").await,
+        count_rows(&f.client, "drain").await,
+        count_rows(&f.client, "drain_copy").await,
         "drained: sink equals source"
     );
+}
 
-    // Session mode: one server, two submitted jobs.
-    let (rest, metrics) = (free_port(), free_port());
-    let mut server = Command::new(FERRY)
-        .args([
-            "server",
-            "--rest.port",
-            &rest.to_string(),
-            &format!("-Dmetrics.port={metrics}"),
-        ])
-        .env("FERRY_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("server");
-    let jm = format!("127.0.0.1:{rest}");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while TcpStream::connect(("127.0.0.1", rest)).is_err() {
-        assert!(Instant::now() < deadline, "server did not listen");
-        std::thread::sleep(Duration::from_millis(100));
+/// A session-mode `ferry server`, stopped by SIGTERM.
+struct Server {
+    child: Child,
+    jm: String,
+}
+
+impl Server {
+    fn start() -> Server {
+        let (rest, metrics) = (free_port(), free_port());
+        let child = Command::new(FERRY)
+            .args([
+                "server",
+                "--rest.port",
+                &rest.to_string(),
+                &format!("-Dmetrics.port={metrics}"),
+            ])
+            .env("FERRY_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("server");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while TcpStream::connect(("127.0.0.1", rest)).is_err() {
+            assert!(Instant::now() < deadline, "server did not listen");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Server {
+            child,
+            jm: format!("127.0.0.1:{rest}"),
+        }
     }
-    let submit = |suffix: &str| {
+
+    /// `ferry run --jobmanager ... --detached` of `f`'s table into
+    /// `<table><suffix>`; returns the job id.
+    fn submit(&self, f: &Fixture, suffix: &str) -> String {
         let out = ferry(&[
             "run",
             "--jobmanager",
-            &jm,
+            &self.jm,
             "--detached",
             "--job.sourceMasterAddresses",
-            &masters,
+            &f.masters,
             "--job.sinkMasterAddresses",
-            &masters,
+            &f.masters,
             "--job.tableName",
-            "drain",
+            f.table_name,
             "--job.tableSuffix",
             suffix,
             "--job.createTable",
             "true",
             "--job.checkpointsDirectory",
-            &chk.to_string_lossy(),
+            &f.chk.to_string_lossy(),
             "--job.discoveryIntervalSeconds",
             "1",
             "--job.checkpointingIntervalMillis",
@@ -813,40 +935,75 @@ async fn drain_check_and_session_mode() {
         let (o, e) = text(&out);
         assert!(out.status.success(), "{o}{e}");
         o.trim().rsplit(' ').next().unwrap().to_string()
-    };
-    let a = submit("_s1");
-    let b = submit("_s2");
+    }
+
+    /// Sends SIGTERM; returns the exit status.
+    fn terminate(&mut self) -> std::process::ExitStatus {
+        // SAFETY: signalling our own child.
+        unsafe {
+            libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM);
+        }
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(s) = self.child.try_wait().expect("wait") {
+                return s;
+            }
+            assert!(Instant::now() < deadline, "server did not stop");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+/// A test that fails before `terminate` kills the server.
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_server_runs_submitted_jobs_listed_and_cancelled() {
+    let f = Fixture::new("drain", 200).await;
+    let mut server = Server::start();
+    let a = server.submit(&f, "_s1");
+    let b = server.submit(&f, "_s2");
     assert_ne!(a, b);
-    let out = ferry(&["list", "-m", &jm]);
+    let out = ferry(&["list", "-m", &server.jm]);
     let (o, _) = text(&out);
     assert!(
         o.contains(&a) && o.contains(&b) && o.contains("(RUNNING)"),
         "{o}"
     );
-    let out = ferry(&["cancel", "-m", &jm, &a]);
+    let out = ferry(&["cancel", "-m", &server.jm, &a]);
     assert!(out.status.success(), "{:?}", text(&out));
-    let out = ferry(&["list", "-m", &jm, "--all"]);
+    let out = ferry(&["list", "-m", &server.jm, "--all"]);
     let (o, _) = text(&out);
     assert!(
         o.contains(&format!("{a} : ferry-replication-drain (CANCELED)")),
         "{o}"
     );
-    // Submission errors come back as usage errors from the client.
-    let out = ferry(&["run", "-m", &jm, "--job.tableName", "x"]);
+    server.terminate();
+}
+
+#[test]
+fn session_server_answers_a_bad_submission_with_a_usage_error() {
+    let mut server = Server::start();
+    let out = ferry(&["run", "-m", &server.jm, "--job.tableName", "x"]);
     assert_eq!(out.status.code(), Some(2), "{:?}", text(&out));
-    // SIGTERM stops the server (and cancels the job left).
-    // SAFETY: signalling our own child.
-    unsafe {
-        libc::kill(server.id() as libc::pid_t, libc::SIGTERM);
+    server.terminate();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_server_stops_on_sigterm_and_cancels_its_jobs() {
+    let f = Fixture::new("drain", 200).await;
+    let mut server = Server::start();
+    server.submit(&f, "_s2");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while count_rows(&f.client, "drain_s2").await == 0 {
+        assert!(Instant::now() < deadline, "the submitted job wrote nothing");
+        tokio::time::sleep(Duration::from_millis(300)).await;
     }
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let status = loop {
-        if let Some(s) = server.try_wait().expect("wait") {
-            break s;
-        }
-        assert!(Instant::now() < deadline, "server did not stop");
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let status = server.terminate();
     assert!(status.success(), "{status:?}");
-    assert!(count_rows(&client, "drain_s2").await > 0);
 }
