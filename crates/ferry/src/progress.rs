@@ -95,10 +95,11 @@ pub fn spawn(job: Arc<JobEntry>, interactive: bool, stop: CancellationToken) {
                 _ = tick.tick() => {}
                 _ = stop.cancelled() => break,
             }
-            let m = job.handle.metrics().snapshot();
-            if job.status().is_terminal() {
+            let view = job.view();
+            if view.is_terminal() {
                 break;
             }
+            let m = &view.metrics;
             if m.last_end_timestamp_ms > 0 {
                 // The snapshot (or the restored position) is complete.
                 if shown {
