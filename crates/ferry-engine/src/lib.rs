@@ -8,9 +8,9 @@
 //! # Layout
 //!
 //! - [`config`]: the job configuration: a catalog of every `job.*`,
-//!   `reader.*` and `writer.*` key (names, defaults, docs as data), raw
-//!   key/value parsing from the command line and TOML files, and the validated
-//!   [`config::JobConfig`].
+//!   `reader.*` and `writer.*` key (names, defaults, docs as data) and the
+//!   validated [`config::JobConfig`] built from key/value pairs (reading
+//!   argv and files is the binary's job).
 //! - [`connector`]: the small `Source` / `SplitReader` / `Sink` /
 //!   `SinkWriter` traits connectors implement.
 //! - [`kudu_source`], [`kudu_sink`]: the Kudu connectors (ORDERED snapshot
