@@ -14,7 +14,8 @@
 //! - [`connector`]: the small `Source` / `SplitReader` / `Sink` /
 //!   `SinkWriter` traits connectors implement.
 //! - [`kudu_source`], [`kudu_sink`]: the Kudu connectors (ORDERED snapshot
-//!   and diff scans in; UPSERT_IGNORE / key-only DELETE_IGNORE out).
+//!   and diff scans in; UPSERT_IGNORE / key-only DELETE_IGNORE out);
+//!   `prefetch`: `reader.prefetching`.
 //! - [`job`]: the coordinator task and [`JobHandle`] (savepoint, stop,
 //!   cancel); `pipeline` runs splits reader → bounded channel → writer.
 //! - [`metrics`]: the job's counters and gauges.
@@ -40,6 +41,7 @@ pub mod kudu_sink;
 pub mod kudu_source;
 pub mod metrics;
 mod pipeline;
+mod prefetch;
 
 pub use error::EngineError;
 pub use job::{JobHandle, JobSpec, JobStatus};
