@@ -362,6 +362,24 @@ mod tests {
         let defaults = ProcessOptions::from_pairs([]).unwrap();
         assert!(!defaults.server.rest_port.explicit);
         assert_eq!(defaults.server.rest_port.port, DEFAULT_REST_PORT);
+        // The catalog's documented defaults are the ones applied.
+        let documented = |k: ProcessKey| k.spec().default_value().map(str::to_string);
+        assert_eq!(
+            documented(ProcessKey::RestPort),
+            Some(DEFAULT_REST_PORT.to_string())
+        );
+        assert_eq!(
+            documented(ProcessKey::MetricsPort),
+            Some(DEFAULT_METRICS_PORT.to_string())
+        );
+        assert_eq!(
+            documented(ProcessKey::RestAddress).as_deref(),
+            Some(DEFAULT_ADDRESS)
+        );
+        assert_eq!(
+            documented(ProcessKey::KuduPollInterval),
+            Some(defaults.kudu.poll_interval.as_millis().to_string())
+        );
     }
 
     #[test]
