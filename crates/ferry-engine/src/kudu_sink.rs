@@ -39,14 +39,13 @@ impl Sink for KuduSink {
     type Writer = KuduSinkWriter;
 
     async fn writer(&self) -> Result<KuduSinkWriter, EngineError> {
-        // Batches are flushed explicitly before progress is reported, so
-        // AUTO_FLUSH_SYNC would only add round trips; MANUAL_FLUSH would
-        // fail on scan batches larger than the buffer.
+        // Every mode flushes at the end of a batch, before progress is
+        // reported; MANUAL_FLUSH also flushes every maxBufferSize rows
+        // (`write`), since its session refuses rows past a full buffer.
         let mode = match self.writer.flush_mode {
             FlushMode::AutoFlushSync => ClientFlushMode::AutoFlushSync,
-            FlushMode::AutoFlushBackground | FlushMode::ManualFlush => {
-                ClientFlushMode::AutoFlushBackground
-            }
+            FlushMode::AutoFlushBackground => ClientFlushMode::AutoFlushBackground,
+            FlushMode::ManualFlush => ClientFlushMode::ManualFlush,
         };
         let options = SessionOptions::default()
             .flush_mode(mode)
@@ -58,6 +57,13 @@ impl Sink for KuduSink {
             .adaptive_batching(Some(ADAPTIVE_BATCH_BYTES))
             .flush_interval(self.writer.flush_interval)
             .operation_timeout(self.writer.operation_timeout);
+        // MANUAL_FLUSH sends at maxBufferSize rows; a byte limit would
+        // refuse a row first (whatever its size, a request is split by
+        // the session's batch byte limit).
+        let options = match mode {
+            ClientFlushMode::ManualFlush => options.mutation_buffer_max_bytes(usize::MAX),
+            _ => options,
+        };
         let session =
             self.client
                 .new_session_with(options)
@@ -69,6 +75,8 @@ impl Sink for KuduSink {
             session,
             table: self.table.clone(),
             mapping: None,
+            manual_flush_at: (mode == ClientFlushMode::ManualFlush)
+                .then_some(self.writer.max_buffer_size.get()),
         })
     }
 }
@@ -87,9 +95,16 @@ pub struct KuduSinkWriter {
     session: Session,
     table: KuduTable,
     mapping: Option<Mapping>,
+    /// MANUAL_FLUSH: flush when this many rows are buffered.
+    manual_flush_at: Option<usize>,
 }
 
 impl KuduSinkWriter {
+    /// The write session's counters (requests sent, rows written, …).
+    pub fn session_metrics(&self) -> kudu_client::write::session::SessionMetrics {
+        self.session.metrics()
+    }
+
     fn err(&self, source: kudu_client::Error) -> EngineError {
         EngineError::Sink {
             table: self.table.name().to_owned(),
@@ -165,6 +180,12 @@ impl SinkWriter for KuduSinkWriter {
                 stats.upserts += 1;
                 Operation::upsert_ignore(&self.table, row)
             };
+            if self
+                .manual_flush_at
+                .is_some_and(|max| self.session.buffered_ops() >= max)
+            {
+                self.session.flush().await.map_err(|e| self.err(e))?;
+            }
             self.session.apply(op).await.map_err(|e| self.err(e))?;
         }
         self.session.flush().await.map_err(|e| self.err(e))?;

@@ -1,12 +1,14 @@
 //! The Kudu source: plans a window as fault-tolerant (ORDERED) snapshot or
 //! diff scan splits, one per tablet (or per `reader.splitSizeBytes` key
-//! range), and reads a split from its resume key.
+//! range), and reads a split from its resume key (prefetching the next
+//! batch with `reader.prefetching`).
 
 use crate::checkpoint::{SplitState, WindowState};
 use crate::config::{ReaderConfig, ReplicaSelection};
 use crate::connector::{ReadBatch, Source, SplitReader};
 use crate::error::EngineError;
-use kudu_client::scan::scanner::{ReplicaSelection as ClientReplicaSelection, ScanSpec, Scanner};
+use crate::prefetch::ScanBatches;
+use kudu_client::scan::scanner::{ReplicaSelection as ClientReplicaSelection, ScanSpec};
 use kudu_client::scan::split::Split;
 use kudu_client::{HybridTime, KuduClient};
 
@@ -102,7 +104,7 @@ impl Source for KuduSource {
             .await
             .map_err(|e| self.err(e))?;
         Ok(KuduSplitReader {
-            scanner,
+            batches: ScanBatches::new(scanner, self.reader.prefetching),
             table_name: self.table_name.clone(),
         })
     }
@@ -110,23 +112,20 @@ impl Source for KuduSource {
 
 /// Streams one split's batches.
 pub struct KuduSplitReader {
-    scanner: Scanner,
+    batches: ScanBatches,
     table_name: String,
 }
 
 impl SplitReader for KuduSplitReader {
     async fn next(&mut self) -> Result<Option<ReadBatch>, EngineError> {
         let batch = self
-            .scanner
-            .next_batch()
+            .batches
+            .next()
             .await
             .map_err(|source| EngineError::Source {
                 table: self.table_name.clone(),
                 source,
             })?;
-        Ok(batch.map(|rows| ReadBatch {
-            rows,
-            resume_key: self.scanner.last_primary_key().map(<[u8]>::to_vec),
-        }))
+        Ok(batch.map(|(rows, resume_key)| ReadBatch { rows, resume_key }))
     }
 }

@@ -8,13 +8,14 @@
 //! # Layout
 //!
 //! - [`config`]: the job configuration: a catalog of every `job.*`,
-//!   `reader.*` and `writer.*` key (names, defaults, docs as data), raw
-//!   key/value parsing from the command line and TOML files, and the validated
-//!   [`config::JobConfig`].
+//!   `reader.*` and `writer.*` key (names, defaults, docs as data) and the
+//!   validated [`config::JobConfig`] built from key/value pairs (reading
+//!   argv and files is the binary's job).
 //! - [`connector`]: the small `Source` / `SplitReader` / `Sink` /
 //!   `SinkWriter` traits connectors implement.
 //! - [`kudu_source`], [`kudu_sink`]: the Kudu connectors (ORDERED snapshot
-//!   and diff scans in; UPSERT_IGNORE / key-only DELETE_IGNORE out).
+//!   and diff scans in; UPSERT_IGNORE / key-only DELETE_IGNORE out);
+//!   `prefetch`: `reader.prefetching`.
 //! - [`job`]: the coordinator task and [`JobHandle`] (savepoint, stop,
 //!   cancel); `pipeline` runs splits reader → bounded channel → writer.
 //! - [`metrics`]: the job's counters and gauges.
@@ -40,6 +41,7 @@ pub mod kudu_sink;
 pub mod kudu_source;
 pub mod metrics;
 mod pipeline;
+mod prefetch;
 
 pub use error::EngineError;
 pub use job::{JobHandle, JobSpec, JobStatus};

@@ -6,8 +6,10 @@
 //!
 //! # Layout
 //!
-//! - `run_args`, `process_opts`: `ferry run` arguments (job keys, process
-//!   flags such as `--rest.port`).
+//! - `settings`: every key of both catalogs (the engine's job keys,
+//!   `process_opts`' process keys) read once from the command line, `-D`
+//!   and the `--config` file; `run_args`: `ferry run`'s arguments;
+//!   `key_docs`: `--help` and docs/configuration.md from the catalogs.
 //! - `run`: application and session mode processes; `server`: their REST
 //!   and Prometheus listeners; `submit`: starting a job in-process.
 //! - `registry`: the jobs of a process and their asynchronous operations.
@@ -25,6 +27,7 @@ mod api;
 mod cli;
 mod demo_writer;
 mod http_client;
+mod key_docs;
 mod kudu_activity;
 mod process_opts;
 mod progress;
@@ -35,6 +38,7 @@ mod run;
 mod run_args;
 mod sampler;
 mod server;
+mod settings;
 mod sink;
 mod submit;
 mod view;
@@ -312,61 +316,80 @@ fn verb<F: std::future::Future<Output = anyhow::Result<()>>>(f: F) -> ExitCode {
     client(async move { f.await.map(|()| ExitCode::SUCCESS) }).unwrap_or(ExitCode::FAILURE)
 }
 
-/// `ferry server` options; `Ok(None)` for `--help`.
+/// `ferry server` options; `Ok(None)` for `--help`. Read like `ferry
+/// run`'s (one map per source, the command line wins over `--config`), but
+/// only the server's own keys: from a config file shared with `ferry run`
+/// the others are left to the jobs, on the command line they are refused.
 fn server_options(args: &[String]) -> Result<Option<process_opts::ProcessOptions>, String> {
-    let mut opts = process_opts::ProcessOptions::default();
+    use settings::{Key, Settings, SettingsError};
+    let mut cli = Settings::default();
+    let mut file = Settings::default();
     let mut i = 0;
     while i < args.len() {
         let arg = args[i].as_str();
+        let next = args.get(i + 1).map(String::as_str);
+        i += 1;
         let (flag, inline) = match arg.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
+            Some((f, v)) if f.starts_with("--") => (f, Some(v)),
             _ => (arg, None),
         };
-        let value = |i: &mut usize| -> Result<String, String> {
-            if let Some(v) = inline.clone() {
-                return Ok(v);
+        let mut value = || -> Result<&str, SettingsError> {
+            match inline {
+                Some(v) => Ok(v),
+                None => {
+                    i += 1;
+                    next.ok_or_else(|| SettingsError::MissingFlagValue {
+                        flag: flag.to_string(),
+                    })
+                }
             }
-            *i += 1;
-            args.get(*i)
-                .cloned()
-                .ok_or_else(|| format!("{flag} needs a value"))
         };
-        match flag {
+        let step = match flag {
             "-h" | "--help" => return Ok(None),
-            "-D" => {
-                let pair = value(&mut i)?;
-                opts.set_dynamic(&pair).map_err(|e| e.to_string())?;
-            }
-            f if f.starts_with("-D") => opts.set_dynamic(&f[2..]).map_err(|e| e.to_string())?,
-            "--config" => {
-                let path = value(&mut i)?;
-                let text = std::fs::read_to_string(&path)
-                    .map_err(|e| format!("cannot read {path}: {e}"))?;
-                process_opts::take_process_keys_from_toml(&text, &mut opts)?;
-            }
-            f if process_opts::is_process_key(f) && f.starts_with("--") => {
-                let v = value(&mut i)?;
-                opts.set(f, &v).map_err(|e| e.to_string())?;
-            }
+            "-D" => value().and_then(|pair| cli.insert_dynamic(pair)),
+            f if f.starts_with("-D") => cli.insert_dynamic(&arg[2..]),
+            "--config" => value().and_then(|path| {
+                file = Settings::from_toml_file(std::path::Path::new(path))?;
+                Ok(())
+            }),
+            f if f.starts_with("--") && f.len() > 2 => cli
+                .insert_flag(&f[2..], inline, next)
+                .map(|took_next| i += usize::from(took_next)),
             other => return Err(format!("unknown option '{other}' for ferry server")),
-        }
-        i += 1;
+        };
+        step.map_err(|e| e.to_string())?;
     }
-    Ok(Some(opts))
+    let server_key = |k: Key| matches!(k, Key::Process(p) if p.is_server_key());
+    if let Some(key) = cli.keys().find(|k| !server_key(*k)) {
+        return Err(SettingsError::NotHere {
+            key: key.name(),
+            command: "ferry server",
+            reason: "it is a per-job key; give it to `ferry run` (with --jobmanager to submit the job here)",
+        }
+        .to_string());
+    }
+    file.retain(server_key);
+    let settings = file.overridden_by(cli);
+    process_opts::ProcessOptions::from_pairs(settings.process())
+        .map(Some)
+        .map_err(|e| e.to_string())
 }
 
 fn server_help() -> String {
-    let mut s = String::from(
+    let keys = process_opts::ProcessKey::all()
+        .iter()
+        .filter(|k| k.is_server_key())
+        .map(|k| k.spec())
+        .collect::<Vec<_>>();
+    format!(
         "Start a session-mode ferry process: it serves the REST API, the web page and the\n\
          Prometheus endpoint, and runs the jobs submitted with `ferry run --jobmanager HOST:PORT`.\n\
          SIGTERM / Ctrl-C stops every job (with a savepoint where --savepointPath was given).\n\n\
          Usage: ferry server [--rest.port PORT] [--rest.address ADDR] [--metrics.port PORT] [-Dkey=value] [--config FILE]\n\n\
-         Options:\n",
-    );
-    for (key, default, doc) in process_opts::PROCESS_KEYS.iter().take(4) {
-        s.push_str(&format!("  --{key} VALUE  [{default}]\n      {doc}\n"));
-    }
-    s
+         --config FILE reads these keys from a TOML file (command-line values win); its other\n\
+         keys are left to `ferry run`.\n\n{}",
+        key_docs::render_help(&keys)
+    )
 }
 
 fn run_job(run: run_args::RunArgs) -> ExitCode {

@@ -5,11 +5,14 @@
 //! Keys use Flink's names where Flink has one (`rest.address`, `rest.port`,
 //! `rest.bind-address`, `rest.bind-port`, `metrics.reporter.prom.port`) so
 //! `-Drest.port=8082` habits carry over; ferry adds `metrics.port`,
-//! `metrics.address` and the `metrics.kudu.*` keys. They are accepted as
-//! `--key value`, `--key=value`, `-Dkey=value`, `-D key=value`, and in the
-//! `--config` TOML file (`[rest]` / `[metrics]` tables or dotted keys).
+//! `metrics.address` and the `metrics.kudu.*` keys. The keys are a catalog
+//! of [`KeySpec`] rows like the job's; `crate::settings` reads them from
+//! `--key value`, `--key=value`, `-Dkey=value`, `-D key=value` and the
+//! `--config` TOML file, and [`ProcessOptions::from_pairs`] validates them.
 
 use std::time::Duration;
+
+use ferry_engine::config::{KeyDefault, KeyOrigin, KeySpec, ValueKind};
 
 /// Default REST port (Flink's `rest.port`).
 pub const DEFAULT_REST_PORT: u16 = 8081;
@@ -93,61 +96,146 @@ impl Default for KuduMetricsOptions {
     }
 }
 
-/// Every process key, for `--help` and the docs: (name, default, doc).
-pub const PROCESS_KEYS: &[(&str, &str, &str)] = &[
+/// One process option. Its name, aliases, default and doc are a
+/// [`KeySpec`] row of [`ProcessKey::spec`], the same shape as the job's
+/// keys.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ProcessKey {
+    RestAddress,
+    RestPort,
+    MetricsAddress,
+    MetricsPort,
+    SourceMasterHttp,
+    SinkMasterHttp,
+    KuduPollInterval,
+}
+
+// Row i describes ALL[i]; a unit test checks the two line up.
+const CATALOG: &[(ProcessKey, KeySpec)] = &[
     (
-        "rest.address",
-        DEFAULT_ADDRESS,
-        "address the REST API and web page listen on (alias rest.bind-address)",
+        ProcessKey::RestAddress,
+        KeySpec::new(
+            "rest.address",
+            KeyDefault::Value(DEFAULT_ADDRESS),
+            ValueKind::Host,
+            KeyOrigin::Flink,
+            "Address the REST API and web page listen on.",
+        )
+        .with_aliases(&["rest.bind-address"]),
     ),
     (
-        "rest.port",
-        "8081",
-        "REST API and web page port (alias rest.bind-port); 0 picks a free port",
+        ProcessKey::RestPort,
+        KeySpec::new(
+            "rest.port",
+            KeyDefault::Value("8081"),
+            ValueKind::Port,
+            KeyOrigin::Flink,
+            "REST API and web page port; 0 picks a free port.",
+        )
+        .with_aliases(&["rest.bind-port"]),
     ),
     (
-        "metrics.address",
-        "<rest.address>",
-        "address of the Prometheus endpoint",
+        ProcessKey::MetricsAddress,
+        KeySpec::new(
+            "metrics.address",
+            KeyDefault::Derived("<rest.address>"),
+            ValueKind::Host,
+            KeyOrigin::Ferry,
+            "Address of the Prometheus endpoint.",
+        )
+        .with_aliases(&["metrics.reporter.prom.host"]),
     ),
     (
-        "metrics.port",
-        "9250",
-        "Prometheus endpoint port, path /metrics (alias metrics.reporter.prom.port)",
+        ProcessKey::MetricsPort,
+        KeySpec::new(
+            "metrics.port",
+            KeyDefault::Value("9250"),
+            ValueKind::Port,
+            KeyOrigin::Ferry,
+            "Prometheus endpoint port, path /metrics.",
+        )
+        .with_aliases(&["metrics.reporter.prom.port"]),
     ),
     (
-        "metrics.kudu.sourceMasterHttpAddresses",
-        "<master host>:8051",
-        "source masters' web UIs, used to find the tablet servers whose /metrics are polled",
+        ProcessKey::SourceMasterHttp,
+        KeySpec::new(
+            "metrics.kudu.sourceMasterHttpAddresses",
+            KeyDefault::Derived("<master host>:8051"),
+            ValueKind::HttpAddresses,
+            KeyOrigin::Ferry,
+            "Source masters' web UIs, used to find the tablet servers whose /metrics are polled.",
+        ),
     ),
     (
-        "metrics.kudu.sinkMasterHttpAddresses",
-        "<master host>:8051",
-        "sink masters' web UIs",
+        ProcessKey::SinkMasterHttp,
+        KeySpec::new(
+            "metrics.kudu.sinkMasterHttpAddresses",
+            KeyDefault::Derived("<master host>:8051"),
+            ValueKind::HttpAddresses,
+            KeyOrigin::Ferry,
+            "Sink masters' web UIs.",
+        ),
     ),
     (
-        "metrics.kudu.pollIntervalMillis",
-        "2000",
-        "how often tablet server metrics are polled; 0 disables",
+        ProcessKey::KuduPollInterval,
+        KeySpec::new(
+            "metrics.kudu.pollIntervalMillis",
+            KeyDefault::Value("2000"),
+            ValueKind::MillisOrZero,
+            KeyOrigin::Ferry,
+            "How often tablet server metrics are polled; 0 disables.",
+        ),
     ),
 ];
 
-/// Whether `key` is a process key (with or without leading dashes).
-pub fn is_process_key(key: &str) -> bool {
-    canonical(key.trim_start_matches('-')).is_some()
+const ALL: &[ProcessKey] = &[
+    ProcessKey::RestAddress,
+    ProcessKey::RestPort,
+    ProcessKey::MetricsAddress,
+    ProcessKey::MetricsPort,
+    ProcessKey::SourceMasterHttp,
+    ProcessKey::SinkMasterHttp,
+    ProcessKey::KuduPollInterval,
+];
+
+impl ProcessKey {
+    /// Every process key, in catalog order.
+    pub fn all() -> &'static [ProcessKey] {
+        ALL
+    }
+
+    /// The catalog row of this key.
+    pub fn spec(self) -> &'static KeySpec {
+        // No explicit discriminants: `self as usize` is the row (unit test).
+        &CATALOG[self as usize].1
+    }
+
+    /// The key's name (not an alias).
+    pub fn name(self) -> &'static str {
+        self.spec().name
+    }
+
+    /// The key named `name` or one of its aliases.
+    pub fn lookup(name: &str) -> Option<ProcessKey> {
+        ALL.iter().copied().find(|k| k.spec().answers_to(name))
+    }
+
+    /// Whether `ferry server` uses this key (the `metrics.kudu.*` keys are
+    /// per job: `ferry run` and its `--jobmanager` submissions carry them).
+    pub fn is_server_key(self) -> bool {
+        !matches!(
+            self,
+            ProcessKey::SourceMasterHttp
+                | ProcessKey::SinkMasterHttp
+                | ProcessKey::KuduPollInterval
+        )
+    }
 }
 
-fn canonical(key: &str) -> Option<&'static str> {
-    Some(match key {
-        "rest.address" | "rest.bind-address" => "rest.address",
-        "rest.port" | "rest.bind-port" => "rest.port",
-        "metrics.address" | "metrics.reporter.prom.host" => "metrics.address",
-        "metrics.port" | "metrics.reporter.prom.port" => "metrics.port",
-        "metrics.kudu.sourceMasterHttpAddresses" => "metrics.kudu.sourceMasterHttpAddresses",
-        "metrics.kudu.sinkMasterHttpAddresses" => "metrics.kudu.sinkMasterHttpAddresses",
-        "metrics.kudu.pollIntervalMillis" => "metrics.kudu.pollIntervalMillis",
-        _ => return None,
-    })
+impl std::fmt::Display for ProcessKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 /// A bad process option value.
@@ -159,7 +247,7 @@ pub struct OptionError {
     pub reason: String,
 }
 
-/// Process options being collected from flags and files.
+/// The typed process options.
 #[derive(Debug, Clone, Default)]
 pub struct ProcessOptions {
     pub server: ServerOptions,
@@ -167,14 +255,21 @@ pub struct ProcessOptions {
 }
 
 impl ProcessOptions {
-    /// Sets one key (`rest.port`, …). Returns `Ok(false)` if `key` is not a
-    /// process key.
-    pub fn set(&mut self, key: &str, value: &str) -> Result<bool, OptionError> {
-        let Some(name) = canonical(key.trim_start_matches('-')) else {
-            return Ok(false);
-        };
+    /// Validates the given process keys (each at most once; the caller
+    /// merged the command line over the file) on top of the defaults.
+    pub fn from_pairs<'a>(
+        pairs: impl IntoIterator<Item = (ProcessKey, &'a str)>,
+    ) -> Result<Self, OptionError> {
+        let mut opts = ProcessOptions::default();
+        for (key, value) in pairs {
+            opts.set(key, value)?;
+        }
+        Ok(opts)
+    }
+
+    fn set(&mut self, key: ProcessKey, value: &str) -> Result<(), OptionError> {
         let fail = |reason: &str| OptionError {
-            key: name.to_string(),
+            key: key.name().to_string(),
             value: value.to_string(),
             reason: reason.to_string(),
         };
@@ -188,6 +283,12 @@ impl ProcessOptions {
                 explicit: true,
             })
         };
+        let host = || -> Result<String, OptionError> {
+            match value.trim() {
+                "" => Err(fail("must not be empty")),
+                h => Ok(h.to_string()),
+            }
+        };
         let addresses = || -> Result<Vec<String>, OptionError> {
             let list: Vec<String> = value
                 .split(',')
@@ -200,116 +301,22 @@ impl ProcessOptions {
             }
             Ok(list)
         };
-        match name {
-            "rest.address" => {
-                if value.trim().is_empty() {
-                    return Err(fail("must not be empty"));
-                }
-                self.server.rest_address = value.trim().to_string();
-            }
-            "rest.port" => self.server.rest_port = port()?,
-            "metrics.address" => {
-                if value.trim().is_empty() {
-                    return Err(fail("must not be empty"));
-                }
-                self.server.metrics_address = Some(value.trim().to_string());
-            }
-            "metrics.port" => self.server.metrics_port = port()?,
-            "metrics.kudu.sourceMasterHttpAddresses" => {
-                self.kudu.source_master_http = Some(addresses()?)
-            }
-            "metrics.kudu.sinkMasterHttpAddresses" => {
-                self.kudu.sink_master_http = Some(addresses()?)
-            }
-            "metrics.kudu.pollIntervalMillis" => {
+        match key {
+            ProcessKey::RestAddress => self.server.rest_address = host()?,
+            ProcessKey::RestPort => self.server.rest_port = port()?,
+            ProcessKey::MetricsAddress => self.server.metrics_address = Some(host()?),
+            ProcessKey::MetricsPort => self.server.metrics_port = port()?,
+            ProcessKey::SourceMasterHttp => self.kudu.source_master_http = Some(addresses()?),
+            ProcessKey::SinkMasterHttp => self.kudu.sink_master_http = Some(addresses()?),
+            ProcessKey::KuduPollInterval => {
                 let ms = value
                     .trim()
                     .parse::<u64>()
                     .map_err(|_| fail("expected milliseconds (0 disables)"))?;
                 self.kudu.poll_interval = Duration::from_millis(ms);
             }
-            _ => unreachable!("canonical() returned an unknown key"),
         }
-        Ok(true)
-    }
-
-    /// Applies `-D key=value` (the text after `-D`).
-    pub fn set_dynamic(&mut self, pair: &str) -> Result<(), OptionError> {
-        let Some((key, value)) = pair.split_once('=') else {
-            return Err(OptionError {
-                key: "-D".into(),
-                value: pair.into(),
-                reason: "expected -Dkey=value".into(),
-            });
-        };
-        if self.set(key.trim(), value)? {
-            Ok(())
-        } else {
-            Err(OptionError {
-                key: format!("-D{key}"),
-                value: value.into(),
-                reason: format!(
-                    "not a process option; known: {}",
-                    PROCESS_KEYS
-                        .iter()
-                        .map(|k| k.0)
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-            })
-        }
-    }
-}
-
-/// Splits a TOML config into the process keys (applied to `opts`) and the
-/// rest (returned, for the job's own parser). Returns `None` when the text
-/// has no process keys, so the caller can keep its file-based error
-/// messages.
-pub fn take_process_keys_from_toml(
-    text: &str,
-    opts: &mut ProcessOptions,
-) -> Result<Option<String>, String> {
-    let mut table: toml::Table = match text.parse() {
-        Ok(t) => t,
-        // Let the job's parser report the syntax error with the file name.
-        Err(_) => return Ok(None),
-    };
-    let mut found = Vec::new();
-    collect_process_keys(&mut table, "", &mut found);
-    if found.is_empty() {
-        return Ok(None);
-    }
-    for (key, value) in found {
-        opts.set(&key, &value).map_err(|e| e.to_string())?;
-    }
-    toml::to_string(&table).map(Some).map_err(|e| e.to_string())
-}
-
-fn collect_process_keys(table: &mut toml::Table, prefix: &str, out: &mut Vec<(String, String)>) {
-    let names: Vec<String> = table.keys().cloned().collect();
-    for name in names {
-        let full = if prefix.is_empty() {
-            name.clone()
-        } else {
-            format!("{prefix}.{name}")
-        };
-        let is_table = matches!(table.get(&name), Some(toml::Value::Table(_)));
-        if is_table {
-            if let Some(toml::Value::Table(inner)) = table.get_mut(&name) {
-                collect_process_keys(inner, &full, out);
-                if inner.is_empty() {
-                    table.remove(&name);
-                }
-            }
-        } else if canonical(&full).is_some() {
-            if let Some(v) = table.remove(&name) {
-                let text = match v {
-                    toml::Value::String(s) => s,
-                    other => other.to_string(),
-                };
-                out.push((full, text));
-            }
-        }
+        Ok(())
     }
 }
 
@@ -318,11 +325,32 @@ mod tests {
     use super::*;
 
     #[test]
-    fn flink_aliases_and_dynamic_properties() {
-        let mut o = ProcessOptions::default();
-        assert!(o.set("--rest.bind-port", "8082").unwrap());
-        o.set_dynamic("metrics.reporter.prom.port=9999").unwrap();
-        assert!(!o.set("--job.tableName", "x").unwrap());
+    fn catalog_rows_line_up_with_the_enum() {
+        assert_eq!(CATALOG.len(), ALL.len());
+        for (i, key) in ALL.iter().enumerate() {
+            assert_eq!(CATALOG[i].0, *key, "catalog row {i}");
+            assert_eq!(*key as usize, i, "{key:?} position");
+            assert!(["rest", "metrics"].contains(&key.spec().section()));
+            assert_eq!(ProcessKey::lookup(key.name()), Some(*key));
+        }
+    }
+
+    #[test]
+    fn flink_aliases() {
+        assert_eq!(
+            ProcessKey::lookup("rest.bind-port"),
+            Some(ProcessKey::RestPort)
+        );
+        assert_eq!(
+            ProcessKey::lookup("metrics.reporter.prom.port"),
+            Some(ProcessKey::MetricsPort)
+        );
+        assert_eq!(ProcessKey::lookup("job.tableName"), None);
+        let o = ProcessOptions::from_pairs([
+            (ProcessKey::RestPort, "8082"),
+            (ProcessKey::MetricsPort, "9999"),
+        ])
+        .unwrap();
         assert_eq!(
             o.server.rest_port,
             PortChoice {
@@ -331,28 +359,37 @@ mod tests {
             }
         );
         assert_eq!(o.server.metrics_port.port, 9999);
-        assert!(o.set("rest.port", "http").is_err());
-        assert!(o.set_dynamic("job.tableName=x").is_err());
+        let defaults = ProcessOptions::from_pairs([]).unwrap();
+        assert!(!defaults.server.rest_port.explicit);
+        assert_eq!(defaults.server.rest_port.port, DEFAULT_REST_PORT);
+        // The catalog's documented defaults are the ones applied.
+        let documented = |k: ProcessKey| k.spec().default_value().map(str::to_string);
+        assert_eq!(
+            documented(ProcessKey::RestPort),
+            Some(DEFAULT_REST_PORT.to_string())
+        );
+        assert_eq!(
+            documented(ProcessKey::MetricsPort),
+            Some(DEFAULT_METRICS_PORT.to_string())
+        );
+        assert_eq!(
+            documented(ProcessKey::RestAddress).as_deref(),
+            Some(DEFAULT_ADDRESS)
+        );
+        assert_eq!(
+            documented(ProcessKey::KuduPollInterval),
+            Some(defaults.kudu.poll_interval.as_millis().to_string())
+        );
     }
 
     #[test]
-    fn toml_process_keys_are_taken_out() {
-        let mut o = ProcessOptions::default();
-        let rest = take_process_keys_from_toml(
-            "\"metrics.port\" = 9300\n[rest]\nport = 8090\n[job]\ntableName = \"t\"\n",
-            &mut o,
-        )
-        .unwrap()
-        .unwrap();
-        assert_eq!(o.server.rest_port.port, 8090);
-        assert_eq!(o.server.metrics_port.port, 9300);
-        assert!(
-            rest.contains("tableName") && !rest.contains("rest") && !rest.contains("9300"),
-            "{rest}"
-        );
-        assert_eq!(
-            take_process_keys_from_toml("[job]\ntableName = \"t\"\n", &mut o).unwrap(),
-            None
-        );
+    fn bad_values_name_the_key() {
+        let err = ProcessOptions::from_pairs([(ProcessKey::RestPort, "http")]).unwrap_err();
+        assert!(err.to_string().contains("'http' for rest.port"), "{err}");
+        let err = ProcessOptions::from_pairs([(ProcessKey::KuduPollInterval, "-1")]).unwrap_err();
+        assert!(err.to_string().contains("metrics.kudu.pollIntervalMillis"));
+        assert!(ProcessOptions::from_pairs([(ProcessKey::MetricsAddress, " ")]).is_err());
+        let o = ProcessOptions::from_pairs([(ProcessKey::KuduPollInterval, "0")]).unwrap();
+        assert_eq!(o.kudu.poll_interval, Duration::ZERO);
     }
 }

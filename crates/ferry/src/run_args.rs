@@ -1,12 +1,17 @@
 //! Arguments of `ferry run`: the reference job's `--job.* / --reader.* /
-//! --writer.*` pairs verbatim, plus ferry's own process flags.
+//! --writer.*` pairs verbatim, the process keys (`--rest.port`, `-D…`), and
+//! `run`'s own flags (`-p`, `-s`, `--config`, …).
 //!
 //! clap cannot take an open set of dotted keys, so `run` collects its
-//! arguments raw and this module splits them: process flags here, job keys
-//! to the engine's config parser (which names any unknown key).
+//! arguments raw and [`parse`] walks them once: flags here, every key into
+//! one [`Settings`] map (names checked against both catalogs). The
+//! `--config` file is read once into another; the command line's map wins,
+//! and the merged map is validated once into `JobConfig` and
+//! `ProcessOptions`.
 
-use crate::process_opts::{OptionError, ProcessOptions};
-use ferry_engine::config::{ConfigError, JobConfig, RawConfig};
+use crate::process_opts::{OptionError, ProcessKey, ProcessOptions};
+use crate::settings::{all_specs, Settings, SettingsError};
+use ferry_engine::config::{ConfigError, JobConfig};
 use std::path::PathBuf;
 
 /// Parsed `ferry run` arguments.
@@ -65,18 +70,17 @@ impl RunArgs {
         let k = &self.process.kudu;
         if let Some(a) = &k.source_master_http {
             out.push(format!(
-                "--metrics.kudu.sourceMasterHttpAddresses={}",
+                "--{}={}",
+                ProcessKey::SourceMasterHttp,
                 a.join(",")
             ));
         }
         if let Some(a) = &k.sink_master_http {
-            out.push(format!(
-                "--metrics.kudu.sinkMasterHttpAddresses={}",
-                a.join(",")
-            ));
+            out.push(format!("--{}={}", ProcessKey::SinkMasterHttp, a.join(",")));
         }
         out.push(format!(
-            "--metrics.kudu.pollIntervalMillis={}",
+            "--{}={}",
+            ProcessKey::KuduPollInterval,
             k.poll_interval.as_millis()
         ));
         Ok(out)
@@ -97,8 +101,8 @@ pub enum UsageError {
     Config(#[from] ConfigError),
     #[error(transparent)]
     Option(#[from] OptionError),
-    #[error("{flag} needs a value")]
-    MissingValue { flag: String },
+    #[error(transparent)]
+    Settings(#[from] SettingsError),
     #[error("invalid value '{value}' for {flag}: {reason}")]
     InvalidValue {
         flag: String,
@@ -114,153 +118,126 @@ pub fn default_parallelism() -> usize {
         .unwrap_or(1)
 }
 
+/// `run`'s own flags, as given.
+#[derive(Debug, Default)]
+struct RunFlags {
+    from_savepoint: Option<String>,
+    parallelism: Option<String>,
+    config_file: Option<PathBuf>,
+    savepoint_dir: Option<String>,
+    jobmanager: Option<String>,
+    detached: bool,
+}
+
+impl RunFlags {
+    /// Sets `flag` (a name or short form) to `value`; `false` when `flag`
+    /// is not one of `run`'s value-taking flags.
+    fn set(&mut self, flag: &str, value: String) -> bool {
+        match flag {
+            "-s" | "--fromSavepoint" => self.from_savepoint = Some(value),
+            "-p" | "--parallelism" => self.parallelism = Some(value),
+            "--config" => self.config_file = Some(PathBuf::from(value)),
+            "--savepointPath" | "--execution.checkpointing.savepoint-dir" => {
+                self.savepoint_dir = Some(value)
+            }
+            "-m" | "--jobmanager" => self.jobmanager = Some(value),
+            _ => return false,
+        }
+        true
+    }
+
+    fn takes_value(flag: &str) -> bool {
+        RunFlags::default().set(flag, String::new())
+    }
+}
+
 /// Splits and validates `ferry run` arguments (everything after `run`).
 pub fn parse(args: &[String]) -> Result<RunCommand, UsageError> {
-    let mut from_savepoint = None;
-    let mut parallelism = None;
-    let mut config_file: Option<PathBuf> = None;
-    let mut savepoint_dir = None;
-    let mut jobmanager = None;
-    let mut detached = false;
-    let mut process = ProcessOptions::default();
-    let mut job_args = Vec::new();
+    // Help wins over any mistake elsewhere on the line.
+    if args.iter().any(|a| a == "-h" || a == "--help") {
+        return Ok(RunCommand::Help);
+    }
+    let mut flags = RunFlags::default();
+    let mut cli = Settings::default();
     let mut i = 0;
     while i < args.len() {
-        let arg = &args[i];
-        if arg == "-D" {
-            i += 1;
-            let pair = args
-                .get(i)
-                .ok_or_else(|| UsageError::MissingValue { flag: "-D".into() })?;
-            process.set_dynamic(pair)?;
-            i += 1;
-            continue;
-        }
-        if let Some(pair) = arg.strip_prefix("-D") {
-            process.set_dynamic(pair)?;
-            i += 1;
-            continue;
-        }
-        let (flag, inline) = match arg.split_once('=') {
-            Some((f, v)) if f.starts_with('-') => (f, Some(v.to_string())),
-            _ => (arg.as_str(), None),
-        };
-        let value = |i: &mut usize| -> Result<String, UsageError> {
-            if let Some(v) = inline.clone() {
-                return Ok(v);
-            }
-            *i += 1;
-            args.get(*i)
-                .cloned()
-                .ok_or_else(|| UsageError::MissingValue {
-                    flag: flag.to_string(),
-                })
-        };
-        match flag {
-            "-h" | "--help" => return Ok(RunCommand::Help),
-            "-s" | "--fromSavepoint" => from_savepoint = Some(value(&mut i)?),
-            "-p" | "--parallelism" => {
-                let v = value(&mut i)?;
-                let n: usize = v.parse().map_err(|_| UsageError::InvalidValue {
-                    flag: flag.to_string(),
-                    value: v.clone(),
-                    reason: "expected a whole number from 1 to 1024".into(),
-                })?;
-                if !(1..=1024).contains(&n) {
-                    return Err(UsageError::InvalidValue {
-                        flag: flag.to_string(),
-                        value: v,
-                        reason: "expected a whole number from 1 to 1024".into(),
-                    });
-                }
-                parallelism = Some(n);
-            }
-            "--config" => config_file = Some(PathBuf::from(value(&mut i)?)),
-            "--savepointPath" | "--execution.checkpointing.savepoint-dir" => {
-                savepoint_dir = Some(value(&mut i)?)
-            }
-            "-m" | "--jobmanager" => jobmanager = Some(value(&mut i)?),
-            "-d" | "--detached" => detached = true,
-            f if crate::process_opts::is_process_key(f) && f.starts_with("--") => {
-                let v = value(&mut i)?;
-                process.set(f, &v)?;
-            }
-            _ => job_args.push(arg.clone()),
-        }
+        let arg = args[i].as_str();
+        let next = args.get(i + 1).map(String::as_str);
         i += 1;
+        match arg {
+            "-d" | "--detached" => flags.detached = true,
+            "-D" => {
+                let pair =
+                    next.ok_or_else(|| SettingsError::MissingFlagValue { flag: "-D".into() })?;
+                cli.insert_dynamic(pair)?;
+                i += 1;
+            }
+            _ if arg.starts_with("-D") => cli.insert_dynamic(&arg[2..])?,
+            _ => {
+                let (flag, inline) = match arg.split_once('=') {
+                    Some((f, v)) if f.starts_with('-') => (f, Some(v)),
+                    _ => (arg, None),
+                };
+                if RunFlags::takes_value(flag) {
+                    let value = match inline {
+                        Some(v) => v,
+                        None => {
+                            i += 1;
+                            next.ok_or_else(|| SettingsError::MissingFlagValue {
+                                flag: flag.to_string(),
+                            })?
+                        }
+                    };
+                    flags.set(flag, value.to_string());
+                    continue;
+                }
+                let Some(body) = arg.strip_prefix("--").filter(|b| !b.is_empty()) else {
+                    return Err(SettingsError::UnexpectedArgument {
+                        arg: arg.to_string(),
+                    }
+                    .into());
+                };
+                let (name, inline) = match body.split_once('=') {
+                    Some((name, value)) => (name, Some(value)),
+                    None => (body, None),
+                };
+                if cli.insert_flag(name, inline, next)? {
+                    i += 1;
+                }
+            }
+        }
     }
-    let file = match config_file {
-        None => None,
-        Some(p) => Some(read_config_file(&p, &mut process)?),
+    let file = match &flags.config_file {
+        Some(path) => Settings::from_toml_file(path)?,
+        None => Settings::default(),
     };
-    // Command-line process keys win over the file's: apply them again.
-    reapply_cli_process_keys(args, &mut process)?;
-    let config = JobConfig::from_sources(file, job_args)?;
+    let settings = file.overridden_by(cli);
+    let process = ProcessOptions::from_pairs(settings.process())?;
+    let config = JobConfig::from_raw(&settings.job())?;
     Ok(RunCommand::Run(Box::new(RunArgs {
         config,
-        from_savepoint,
-        parallelism: parallelism.unwrap_or_else(default_parallelism),
-        savepoint_dir,
-        jobmanager,
-        detached,
+        from_savepoint: flags.from_savepoint,
+        parallelism: match flags.parallelism {
+            Some(v) => parse_parallelism(&v)?,
+            None => default_parallelism(),
+        },
+        savepoint_dir: flags.savepoint_dir,
+        jobmanager: flags.jobmanager,
+        detached: flags.detached,
         process,
     })))
 }
 
-/// Reads a `--config` TOML file: `rest.*` / `metrics.*` keys go to
-/// `process`, the rest to the job's parser (which names the file in its
-/// errors).
-pub fn read_config_file(
-    path: &std::path::Path,
-    process: &mut ProcessOptions,
-) -> Result<RawConfig, UsageError> {
-    let Ok(text) = std::fs::read_to_string(path) else {
-        return Ok(RawConfig::from_toml_file(path)?);
-    };
-    match crate::process_opts::take_process_keys_from_toml(&text, process) {
-        Ok(Some(rest)) => Ok(RawConfig::from_toml_str(&rest)?),
-        Ok(None) => Ok(RawConfig::from_toml_file(path)?),
-        Err(reason) => Err(UsageError::InvalidValue {
-            flag: "--config".into(),
-            value: path.display().to_string(),
-            reason,
-        }),
-    }
-}
-
-fn reapply_cli_process_keys(
-    args: &[String],
-    process: &mut ProcessOptions,
-) -> Result<(), UsageError> {
-    let mut i = 0;
-    while i < args.len() {
-        let arg = &args[i];
-        if arg == "-D" {
-            if let Some(pair) = args.get(i + 1) {
-                process.set_dynamic(pair)?;
-            }
-            i += 2;
-            continue;
-        }
-        if let Some(pair) = arg.strip_prefix("-D") {
-            process.set_dynamic(pair)?;
-        } else if arg.starts_with("--") {
-            match arg.split_once('=') {
-                Some((k, v)) => {
-                    process.set(k, v)?;
-                }
-                None if crate::process_opts::is_process_key(arg) => {
-                    if let Some(v) = args.get(i + 1) {
-                        process.set(arg, v)?;
-                        i += 1;
-                    }
-                }
-                None => {}
-            }
-        }
-        i += 1;
-    }
-    Ok(())
+fn parse_parallelism(value: &str) -> Result<usize, UsageError> {
+    value
+        .parse::<usize>()
+        .ok()
+        .filter(|n| (1..=1024).contains(n))
+        .ok_or_else(|| UsageError::InvalidValue {
+            flag: "--parallelism".to_string(),
+            value: value.to_string(),
+            reason: "expected a whole number from 1 to 1024".into(),
+        })
 }
 
 /// `ferry run --help`.
@@ -279,19 +256,14 @@ Options:
   -m, --jobmanager HOST:PORT submit to a running `ferry server` (session mode) instead of
                              running the job in this process (application mode)
   -d, --detached             with --jobmanager: return once the job is submitted
-  -D KEY=VALUE               set a process option (Flink style, e.g. -Drest.port=8082)
+  -D KEY=VALUE               set a process key (rest.*, metrics.*), Flink style: -Drest.port=8082
   -h, --help                 print this help
 
-Keys (also accepted as --key=value):
+Keys (also accepted as --key=value; rest.* and metrics.* also as -Dkey=value; all of them
+in the --config file, flat, dotted or as [job] / [reader] / [writer] / [rest] / [metrics] tables):
 ";
-    let mut process = String::from(
-        "\nProcess options (also --key=value, -Dkey=value, or [rest] / [metrics] in --config):\n",
-    );
-    for (key, default, doc) in crate::process_opts::PROCESS_KEYS {
-        process.push_str(&format!("  --{key} VALUE  [{default}]\n      {doc}\n"));
-    }
     format!(
-        "{usage}{}{process}\nExit codes: 0 stopped cleanly, 1 the job failed, 2 usage or configuration error.\n",
-        ferry_engine::config::render_help()
+        "{usage}{}\nExit codes: 0 stopped cleanly, 1 the job failed, 2 usage or configuration error.\n",
+        crate::key_docs::render_help(&all_specs().collect::<Vec<_>>())
     )
 }

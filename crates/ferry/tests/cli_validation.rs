@@ -156,3 +156,34 @@ fn help_lists_every_key_with_its_default() {
         "defaults shown"
     );
 }
+
+#[test]
+fn ignore_keys_are_refused_with_the_reason() {
+    for (key, op) in [
+        ("writer.ignoreNotFound", "DELETE_IGNORE"),
+        ("writer.ignoreDuplicate", "UPSERT_IGNORE"),
+    ] {
+        let (code, err) = run_with(&[&format!("--{key}"), "true"], None);
+        assert_eq!(code, 2, "{key}: {err}");
+        assert!(
+            err.contains(&format!("'{key}=true' is not supported")) && err.contains(op),
+            "{key}: {err}"
+        );
+    }
+}
+
+#[test]
+fn process_keys_are_checked_like_job_keys() {
+    let (code, err) = run_with(&["--rest.port", "http"], None);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("'http' for rest.port"), "{err}");
+    let (code, err) = run_with(&["--rest.port=1", "-Drest.bind-port=2"], None);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("'rest.port' is given more than once"), "{err}");
+    let (code, err) = ferry(&["server", "--metrics.kudu.pollIntervalMillis", "5"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("metrics.kudu.pollIntervalMillis") && err.contains("per-job key"),
+        "{err}"
+    );
+}

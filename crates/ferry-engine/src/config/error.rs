@@ -3,8 +3,6 @@
 //! All of them are the user's to fix, so every message names the offending
 //! key and value and says what would be accepted.
 
-use std::path::PathBuf;
-
 use super::key::ConfigKey;
 
 /// Why a job configuration was rejected.
@@ -14,9 +12,7 @@ pub enum ConfigError {
     /// A required key was not given. The message keeps the reference job's
     /// wording ("No data for required key '…'") so scripts that grep for it
     /// keep working.
-    #[error(
-        "No data for required key '{key}' (give --{key} <value> or set {key} in the config file)"
-    )]
+    #[error("No data for required key '{key}' (it has no default)")]
     MissingRequired {
         /// The missing key.
         key: ConfigKey,
@@ -100,58 +96,26 @@ pub enum ConfigError {
         discovery_ms: u128,
     },
 
-    /// The same key appears twice in one source (command line or file).
+    /// The same key appears twice in one source (command line, file, or
+    /// list of pairs).
     #[error("key '{key}' is given more than once in {place}")]
     DuplicateKey {
         /// The repeated key.
         key: ConfigKey,
-        /// "the command line" or the file's path.
+        /// Where: "the command line", a file's path, …
         place: String,
     },
 
-    /// `--key` at the end of the command line with no value (non-boolean key).
-    #[error("missing value for --{key} (expected {})", .key.kind().hint())]
-    MissingValue {
+    /// A key the catalog knows whose given value ferry refuses on purpose
+    /// (the reason says why, and what to do instead).
+    #[error("'{key}={value}' is not supported: {reason}")]
+    Unsupported {
         /// The key.
         key: ConfigKey,
-    },
-
-    /// A command-line argument that is not `--key value` or `--key=value`.
-    #[error(
-        "unexpected argument '{arg}': configuration is given as --<key> <value> or --<key>=<value>"
-    )]
-    UnexpectedArgument {
-        /// The argument.
-        arg: String,
-    },
-
-    /// The config file could not be read.
-    #[error("cannot read config file {}: {source}", .path.display())]
-    ReadFile {
-        /// The file.
-        path: PathBuf,
-        /// The I/O error.
-        source: std::io::Error,
-    },
-
-    /// The config file is not valid TOML.
-    #[error("{} is not valid TOML: {message}", display_file(.path))]
-    InvalidToml {
-        /// The file, when parsing a file.
-        path: Option<PathBuf>,
-        /// The parser's message (with line and column).
-        message: String,
-    },
-
-    /// A TOML value that is not a string, integer or boolean.
-    #[error("key '{key}' in {} has a TOML {found}; use a string, integer or boolean", display_file(.path))]
-    UnsupportedTomlValue {
-        /// The key.
-        key: String,
-        /// The file, when parsing a file.
-        path: Option<PathBuf>,
-        /// The TOML type found (array, float, datetime…).
-        found: &'static str,
+        /// The value as given.
+        value: String,
+        /// Why, and what to give instead.
+        reason: &'static str,
     },
 }
 
@@ -166,16 +130,11 @@ impl ConfigError {
             | ConfigError::InvalidEnum { key, .. }
             | ConfigError::InvalidValue { key, .. }
             | ConfigError::DuplicateKey { key, .. }
-            | ConfigError::MissingValue { key } => Some(key.name()),
+            | ConfigError::Unsupported { key, .. } => Some(key.name()),
             ConfigError::CheckpointIntervalTooLong { .. } => {
                 Some(ConfigKey::CheckpointingIntervalMillis.name())
             }
-            ConfigError::UnknownKey { key, .. } | ConfigError::UnsupportedTomlValue { key, .. } => {
-                Some(key)
-            }
-            ConfigError::UnexpectedArgument { .. }
-            | ConfigError::ReadFile { .. }
-            | ConfigError::InvalidToml { .. } => None,
+            ConfigError::UnknownKey { key, .. } => Some(key),
         }
     }
 }
@@ -183,13 +142,6 @@ impl ConfigError {
 fn suggestion_text(suggestion: &Option<ConfigKey>) -> String {
     match suggestion {
         Some(key) => format!(" (did you mean '{key}'?)"),
-        None => " (keys start with job., reader. or writer.; see --help for the list)".to_string(),
-    }
-}
-
-fn display_file(path: &Option<PathBuf>) -> String {
-    match path {
-        Some(path) => format!("config file {}", path.display()),
-        None => "the config text".to_string(),
+        None => " (job keys start with job., reader. or writer.)".to_string(),
     }
 }

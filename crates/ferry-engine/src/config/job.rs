@@ -68,7 +68,8 @@ pub enum FlushMode {
     AutoFlushBackground,
     /// `AUTO_FLUSH_SYNC`: every operation is sent and awaited on its own.
     AutoFlushSync,
-    /// `MANUAL_FLUSH`: buffer until the session is flushed explicitly.
+    /// `MANUAL_FLUSH`: buffer until the sink flushes explicitly (every
+    /// `writer.maxBufferSize` rows and at the end of each scan batch).
     ManualFlush,
 }
 
@@ -121,7 +122,8 @@ pub struct ReaderConfig {
     pub split_size_bytes: Option<NonZeroU64>,
     /// `reader.scanRequestTimeout`.
     pub scan_request_timeout: Duration,
-    /// `reader.prefetching`.
+    /// `reader.prefetching`: keep the next scan request in flight while a
+    /// batch is handed on.
     pub prefetching: bool,
     /// `reader.keepAlivePeriodMs`.
     pub keep_alive_period: Duration,
@@ -141,9 +143,10 @@ pub struct WriterConfig {
     pub max_buffer_size: NonZeroUsize,
     /// `writer.flushInterval`.
     pub flush_interval: Duration,
-    /// `writer.ignoreNotFound`.
+    /// `writer.ignoreNotFound`: always `false` (`true` is refused, see
+    /// docs/semantics.md); kept for the reference job's command lines.
     pub ignore_not_found: bool,
-    /// `writer.ignoreDuplicate`.
+    /// `writer.ignoreDuplicate`: always `false`, like `ignore_not_found`.
     pub ignore_duplicate: bool,
 }
 
@@ -236,19 +239,17 @@ impl JobConfig {
                 discovery_ms: config.discovery_interval.as_millis(),
             });
         }
+        refuse_ignore_keys(&config.writer)?;
         Ok(config)
     }
 
-    /// Convenience: file values (if any) overridden by command-line
-    /// arguments, then validated.
-    pub fn from_sources<I, S>(file: Option<RawConfig>, args: I) -> Result<Self, ConfigError>
-    where
-        I: IntoIterator<Item = S>,
-        S: AsRef<str>,
-    {
-        let cli = RawConfig::from_args(args)?;
-        let raw = file.unwrap_or_default().overridden_by(cli);
-        Self::from_raw(&raw)
+    /// Convenience: [`RawConfig::from_named_pairs`] then
+    /// [`JobConfig::from_raw`], e.g.
+    /// `JobConfig::from_named_pairs([("job.tableName", "orders"), …])`.
+    pub fn from_named_pairs<'a>(
+        pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Result<Self, ConfigError> {
+        Self::from_raw(&RawConfig::from_named_pairs(pairs)?)
     }
 
     /// The sink table: `job.tableName` + `job.tableSuffix`.
@@ -298,6 +299,38 @@ impl JobConfig {
                 (key, value)
             })
             .collect()
+    }
+}
+
+/// The reference job's session flags `writer.ignoreNotFound` and
+/// `writer.ignoreDuplicate` would make a write session drop "row not found"
+/// and "row already present" errors. ferry's operations cannot raise either
+/// (deletes are DELETE_IGNORE, writes UPSERT_IGNORE, so that replaying a
+/// batch after a restart is harmless), and turning the ignore ops off would
+/// break those replays. `true` would promise a choice that does not exist,
+/// so only the default is accepted.
+fn refuse_ignore_keys(writer: &WriterConfig) -> Result<(), ConfigError> {
+    let refusals = [
+        (
+            ConfigKey::IgnoreNotFound,
+            writer.ignore_not_found,
+            "ferry writes every delete as DELETE_IGNORE, which never reports a missing row \
+             (replayed deletes must not fail the job); remove the key or set it to false",
+        ),
+        (
+            ConfigKey::IgnoreDuplicate,
+            writer.ignore_duplicate,
+            "ferry writes every row as UPSERT_IGNORE, which never reports a present row \
+             (replayed writes must not fail the job); remove the key or set it to false",
+        ),
+    ];
+    match refusals.into_iter().find(|(_, on, _)| *on) {
+        Some((key, _, reason)) => Err(ConfigError::Unsupported {
+            key,
+            value: "true".to_string(),
+            reason,
+        }),
+        None => Ok(()),
     }
 }
 

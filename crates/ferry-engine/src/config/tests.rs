@@ -1,5 +1,5 @@
-//! Tests of step two ([`JobConfig::from_raw`]) and of the whole pipeline.
-//! Modelled on the reference job's parser tests (each required key missing,
+//! Tests of step two ([`JobConfig::from_raw`]); reading the command line
+//! and TOML files is tested in the `ferry` binary. Modelled on the reference job's parser tests (each required key missing,
 //! defaults, checkpoint vs discovery interval, every reader and writer key,
 //! bad and empty enum values) plus ferry's extra rules.
 
@@ -117,33 +117,33 @@ fn each_required_key_missing() {
 
 #[test]
 fn every_key_set_explicitly() {
-    let args = [
-        "--job.sourceMasterAddresses=s1:7051, s2:7051",
-        "--job.sinkMasterAddresses=k1:7051",
-        "--job.tableName=t",
-        "--job.checkpointsDirectory=file:///tmp/ferry-ckpt",
-        "--job.discoveryIntervalSeconds=20",
-        "--job.checkpointingIntervalMillis=5000",
-        "--job.createTable=true",
-        "--job.tableSuffix=_copy",
-        "--job.restoreOwner=TRUE",
-        "--job.checkpointsRetained=5",
-        "--job.name=my-job",
-        "--reader.batchSizeBytes=65536",
-        "--reader.splitSizeBytes=1024",
-        "--reader.scanRequestTimeout=1234",
-        "--reader.prefetching=true",
-        "--reader.keepAlivePeriodMs=777",
-        "--reader.replicaSelection=LEADER_ONLY",
-        "--writer.flushMode=MANUAL_FLUSH",
-        "--writer.operationTimeout=4321",
-        "--writer.maxBufferSize=64",
-        "--writer.flushInterval=250",
-        "--writer.ignoreNotFound=true",
-        "--writer.ignoreDuplicate=true",
+    let pairs = [
+        ("job.sourceMasterAddresses", "s1:7051, s2:7051"),
+        ("job.sinkMasterAddresses", "k1:7051"),
+        ("job.tableName", "t"),
+        ("job.checkpointsDirectory", "file:///tmp/ferry-ckpt"),
+        ("job.discoveryIntervalSeconds", "20"),
+        ("job.checkpointingIntervalMillis", "5000"),
+        ("job.createTable", "true"),
+        ("job.tableSuffix", "_copy"),
+        ("job.restoreOwner", "TRUE"),
+        ("job.checkpointsRetained", "5"),
+        ("job.name", "my-job"),
+        ("reader.batchSizeBytes", "65536"),
+        ("reader.splitSizeBytes", "1024"),
+        ("reader.scanRequestTimeout", "1234"),
+        ("reader.prefetching", "true"),
+        ("reader.keepAlivePeriodMs", "777"),
+        ("reader.replicaSelection", "LEADER_ONLY"),
+        ("writer.flushMode", "MANUAL_FLUSH"),
+        ("writer.operationTimeout", "4321"),
+        ("writer.maxBufferSize", "64"),
+        ("writer.flushInterval", "250"),
+        ("writer.ignoreNotFound", "false"),
+        ("writer.ignoreDuplicate", "false"),
     ];
-    assert_eq!(args.len(), ConfigKey::all().len());
-    let c = JobConfig::from_sources(None, args).expect("valid");
+    assert_eq!(pairs.len(), ConfigKey::all().len());
+    let c = JobConfig::from_named_pairs(pairs).expect("valid");
     assert_eq!(c.source_master_addresses, ["s1:7051", "s2:7051"]);
     assert_eq!(
         c.checkpoints_directory.as_local_path(),
@@ -165,7 +165,25 @@ fn every_key_set_explicitly() {
     assert_eq!(c.writer.operation_timeout, Duration::from_millis(4321));
     assert_eq!(c.writer.max_buffer_size.get(), 64);
     assert_eq!(c.writer.flush_interval, Duration::from_millis(250));
-    assert!(c.writer.ignore_not_found && c.writer.ignore_duplicate);
+    // The only accepted value of the ignore keys (`true` is refused, below).
+    assert!(!c.writer.ignore_not_found && !c.writer.ignore_duplicate);
+}
+
+#[test]
+fn ignore_keys_refuse_true_and_say_why() {
+    for (key, op) in [
+        (ConfigKey::IgnoreNotFound, "DELETE_IGNORE"),
+        (ConfigKey::IgnoreDuplicate, "UPSERT_IGNORE"),
+    ] {
+        let err = reject(&with(key, "true"));
+        assert!(matches!(err, ConfigError::Unsupported { .. }), "{err:?}");
+        assert_eq!(err.key(), Some(key.name()));
+        let msg = err.to_string();
+        assert!(msg.contains(&format!("'{key}=true'")), "{msg}");
+        assert!(msg.contains(op) && msg.contains("set it to false"), "{msg}");
+        let c = parse(&with(key, "false"));
+        assert!(!c.writer.ignore_not_found && !c.writer.ignore_duplicate);
+    }
 }
 
 #[test]
@@ -446,101 +464,6 @@ fn checkpoints_retained_and_job_name() {
     assert_eq!(
         parse(&with(ConfigKey::JobName, "dr-orders")).job_name,
         "dr-orders"
-    );
-}
-
-#[test]
-fn command_line_wins_over_file() {
-    let file = RawConfig::from_toml_str(
-        r#"
-        [job]
-        sourceMasterAddresses = "file-src:7051"
-        sinkMasterAddresses = "file-sink:7051"
-        tableName = "from_file"
-        checkpointsDirectory = "/tmp/file-ckpt"
-        discoveryIntervalSeconds = 30
-
-        [writer]
-        flushMode = "AUTO_FLUSH_SYNC"
-        "#,
-    )
-    .expect("valid TOML");
-    let c = JobConfig::from_sources(
-        Some(file),
-        [
-            "--job.tableName",
-            "from_cli",
-            "--writer.flushMode=MANUAL_FLUSH",
-            "--job.checkpointingIntervalMillis",
-            "1000",
-        ],
-    )
-    .expect("valid");
-    assert_eq!(c.table_name, "from_cli");
-    assert_eq!(c.writer.flush_mode, FlushMode::ManualFlush);
-    // Untouched file values survive.
-    assert_eq!(c.source_master_addresses, ["file-src:7051"]);
-    assert_eq!(c.discovery_interval, Duration::from_secs(30));
-    assert_eq!(c.checkpointing_interval, Duration::from_millis(1000));
-    assert_eq!(c.job_name, "ferry-replication-from_cli");
-}
-
-#[test]
-fn both_toml_shapes_give_the_same_config() {
-    let flat = r#"
-        "job.sourceMasterAddresses" = "s:7051"
-        "job.sinkMasterAddresses" = "k:7051"
-        "job.tableName" = "t"
-        "job.checkpointsDirectory" = "file:///tmp/ckpt"
-        "job.discoveryIntervalSeconds" = 20
-        "job.checkpointingIntervalMillis" = 2000
-        "job.createTable" = true
-        "reader.splitSizeBytes" = -1
-        "reader.replicaSelection" = "LEADER_ONLY"
-        "writer.maxBufferSize" = 10
-    "#;
-    let nested = r#"
-        [job]
-        sourceMasterAddresses = "s:7051"
-        sinkMasterAddresses = "k:7051"
-        tableName = "t"
-        checkpointsDirectory = "file:///tmp/ckpt"
-        discoveryIntervalSeconds = 20
-        checkpointingIntervalMillis = 2000
-        createTable = true
-
-        [reader]
-        splitSizeBytes = -1
-        replicaSelection = "LEADER_ONLY"
-
-        [writer]
-        maxBufferSize = 10
-    "#;
-    let a = parse(&RawConfig::from_toml_str(flat).expect("flat"));
-    let b = parse(&RawConfig::from_toml_str(nested).expect("nested"));
-    assert_eq!(a, b);
-    assert!(a.create_table);
-    assert_eq!(a.writer.max_buffer_size.get(), 10);
-    assert_eq!(a.reader.replica_selection, ReplicaSelection::LeaderOnly);
-}
-
-#[test]
-fn toml_file_end_to_end() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("job.toml");
-    std::fs::write(
-        &path,
-        "[job]\nsourceMasterAddresses = \"s:7051\"\nsinkMasterAddresses = \"k:7051\"\n\
-         tableName = \"t\"\ncheckpointsDirectory = \"/tmp/c\"\ncheckpointingIntervalMillis = 0\n",
-    )
-    .expect("write");
-    let raw = RawConfig::from_toml_file(&path).expect("valid TOML");
-    let err = reject(&raw);
-    assert_names(
-        &err,
-        ConfigKey::CheckpointingIntervalMillis,
-        "0",
-        "must be greater than 0",
     );
 }
 

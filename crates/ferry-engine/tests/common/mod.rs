@@ -5,7 +5,7 @@
 #![allow(dead_code)]
 
 use ferry_engine::checkpoint::{CheckpointStore, JobId, JobState};
-use ferry_engine::config::{JobConfig, RawConfig};
+use ferry_engine::config::JobConfig;
 use ferry_engine::kudu_sink::KuduSink;
 use ferry_engine::kudu_source::KuduSource;
 use ferry_engine::{JobHandle, JobSpec};
@@ -280,7 +280,11 @@ pub fn job_config(
         "500".into(),
     ];
     args.extend(extra.iter().map(|s| s.to_string()));
-    JobConfig::from_sources(None::<RawConfig>, args).expect("valid config")
+    // `--key value` pairs, as `ferry run` takes them.
+    let pairs = args
+        .chunks(2)
+        .map(|kv| (kv[0].trim_start_matches("--"), kv[1].as_str()));
+    JobConfig::from_named_pairs(pairs).expect("valid config")
 }
 
 /// Starts the job in-process.

@@ -1,0 +1,461 @@
+//! Tests of reading the command line, `-D` and TOML files (moved here from
+//! the engine with the parsing) and of `ferry run`'s argument handling.
+
+use std::time::Duration;
+
+use ferry_engine::config::{ConfigError, ConfigKey, FlushMode, JobConfig, ReplicaSelection};
+
+use super::*;
+use crate::run_args::{parse, RunArgs, RunCommand, UsageError};
+
+const JOB: Key = Key::Job(ConfigKey::TableName);
+
+/// Parses command-line style `--key value` / `--key=value` arguments
+/// (no `run` flags) into a map.
+fn from_args(args: &[&str]) -> Result<Settings, SettingsError> {
+    let mut cli = Settings::default();
+    let mut i = 0;
+    while i < args.len() {
+        let arg = args[i];
+        let next = args.get(i + 1).copied();
+        i += 1;
+        let Some(body) = arg.strip_prefix("--").filter(|b| !b.is_empty()) else {
+            return Err(SettingsError::UnexpectedArgument {
+                arg: arg.to_string(),
+            });
+        };
+        let (name, inline) = match body.split_once('=') {
+            Some((n, v)) => (n, Some(v)),
+            None => (body, None),
+        };
+        if cli.insert_flag(name, inline, next)? {
+            i += 1;
+        }
+    }
+    Ok(cli)
+}
+
+fn job(key: ConfigKey) -> Key {
+    Key::Job(key)
+}
+
+fn run(args: &[&str]) -> Result<RunArgs, UsageError> {
+    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    match parse(&args)? {
+        RunCommand::Run(run) => Ok(*run),
+        RunCommand::Help => panic!("not help"),
+    }
+}
+
+const REQUIRED: [&str; 8] = [
+    "--job.sourceMasterAddresses",
+    "s:7051",
+    "--job.sinkMasterAddresses",
+    "k:7051",
+    "--job.tableName",
+    "t",
+    "--job.checkpointsDirectory",
+    "/tmp/c",
+];
+
+fn run_with(extra: &[&str]) -> Result<RunArgs, UsageError> {
+    let mut args = REQUIRED.to_vec();
+    args.extend_from_slice(extra);
+    run(&args)
+}
+
+#[test]
+fn cli_space_and_equals_forms() {
+    let raw = from_args(&[
+        "--job.tableName",
+        "t1",
+        "--job.sourceMasterAddresses=a:7051,b:7051",
+        "--reader.splitSizeBytes",
+        "-1",
+        "--job.tableSuffix=",
+        "--writer.flushMode=MANUAL_FLUSH",
+    ])
+    .expect("valid args");
+    assert_eq!(raw.get(JOB), Some("t1"));
+    assert_eq!(
+        raw.get(job(ConfigKey::SourceMasterAddresses)),
+        Some("a:7051,b:7051")
+    );
+    // A negative number is a value, not a key.
+    assert_eq!(raw.get(job(ConfigKey::SplitSizeBytes)), Some("-1"));
+    assert_eq!(raw.get(job(ConfigKey::TableSuffix)), Some(""));
+    assert_eq!(raw.get(job(ConfigKey::FlushMode)), Some("MANUAL_FLUSH"));
+    // `=` inside the value is kept.
+    let raw = from_args(&["--job.name=a=b"]).expect("valid");
+    assert_eq!(raw.get(job(ConfigKey::JobName)), Some("a=b"));
+}
+
+#[test]
+fn bare_boolean_flag_means_true() {
+    let raw = from_args(&["--job.createTable", "--reader.prefetching"]).expect("valid args");
+    assert_eq!(raw.get(job(ConfigKey::CreateTable)), Some("true"));
+    assert_eq!(raw.get(job(ConfigKey::Prefetching)), Some("true"));
+}
+
+#[test]
+fn missing_value_for_non_boolean() {
+    let err = from_args(&["--job.tableName"]).unwrap_err();
+    assert!(matches!(
+        err,
+        SettingsError::MissingValue {
+            key: "job.tableName",
+            ..
+        }
+    ));
+    assert!(err.to_string().contains("--job.tableName"), "{err}");
+    let err = from_args(&["--job.tableName", "--job.createTable"]).unwrap_err();
+    assert!(matches!(err, SettingsError::MissingValue { .. }), "{err}");
+    let err = from_args(&["--rest.port"]).unwrap_err();
+    assert!(
+        err.to_string().contains("--rest.port (expected <port>)"),
+        "{err}"
+    );
+}
+
+#[test]
+fn unknown_key_suggests_nearest() {
+    let err = from_args(&["--job.tablename", "t"]).unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        matches!(
+            &err,
+            SettingsError::UnknownKey { key, suggestion: Some("job.tableName") } if key == "job.tablename"
+        ),
+        "{err:?}"
+    );
+    assert!(msg.contains("'job.tablename'"), "{msg}");
+    assert!(msg.contains("did you mean 'job.tableName'?"), "{msg}");
+    let err = from_args(&["--zzz=1"]).unwrap_err();
+    assert!(err.to_string().contains("see --help"), "{err}");
+    // Process keys and their aliases are suggested too.
+    let err = from_args(&["--rest.prot=1"]).unwrap_err();
+    assert!(err.to_string().contains("'rest.port'"), "{err}");
+}
+
+#[test]
+fn positional_and_single_dash_arguments_are_rejected() {
+    for bad in ["t1", "-job.tableName", "--", "--=x"] {
+        let err = from_args(&[bad]).unwrap_err();
+        match bad {
+            "--=x" => assert!(matches!(err, SettingsError::UnknownKey { .. }), "{err}"),
+            _ => assert!(
+                matches!(err, SettingsError::UnexpectedArgument { .. }),
+                "{bad}: {err}"
+            ),
+        }
+    }
+    for bad in ["t1", "-job.tableName", "--"] {
+        let err = run_with(&[bad]).unwrap_err();
+        assert!(
+            err.to_string().contains("unexpected argument"),
+            "{bad}: {err}"
+        );
+    }
+}
+
+#[test]
+fn duplicate_on_command_line_is_rejected() {
+    let err = from_args(&["--job.tableName=a", "--job.tableName", "b"]).unwrap_err();
+    assert!(matches!(
+        err,
+        SettingsError::DuplicateKey {
+            key: "job.tableName",
+            ..
+        }
+    ));
+    assert!(err.to_string().contains("'job.tableName'"), "{err}");
+    // An alias is the same key.
+    let err = run_with(&["--rest.port=1", "-Drest.bind-port=2"]).unwrap_err();
+    assert!(err.to_string().contains("'rest.port'"), "{err}");
+}
+
+#[test]
+fn toml_flat_and_nested_shapes_agree() {
+    let flat = Settings::from_toml_str(
+        r#"
+        "job.tableName" = "t"
+        "job.discoveryIntervalSeconds" = 30
+        "job.createTable" = true
+        "reader.replicaSelection" = "LEADER_ONLY"
+        "metrics.port" = 9300
+        "#,
+    )
+    .expect("flat TOML");
+    let nested = Settings::from_toml_str(
+        r#"
+        [job]
+        tableName = "t"
+        discoveryIntervalSeconds = 30
+        createTable = true
+
+        [reader]
+        replicaSelection = "LEADER_ONLY"
+
+        [metrics]
+        port = 9300
+        "#,
+    )
+    .expect("nested TOML");
+    let dotted = Settings::from_toml_str(
+        r#"
+        job.tableName = "t"
+        job.discoveryIntervalSeconds = 30
+        job.createTable = true
+        reader.replicaSelection = "LEADER_ONLY"
+        metrics.port = 9300
+        "#,
+    )
+    .expect("dotted TOML");
+    assert_eq!(flat, nested);
+    assert_eq!(flat, dotted);
+    assert_eq!(
+        flat.get(job(ConfigKey::DiscoveryIntervalSeconds)),
+        Some("30")
+    );
+    assert_eq!(flat.get(job(ConfigKey::CreateTable)), Some("true"));
+    assert_eq!(
+        flat.get(Key::Process(ProcessKey::MetricsPort)),
+        Some("9300")
+    );
+}
+
+#[test]
+fn toml_process_keys_and_aliases() {
+    let s = Settings::from_toml_str(
+        "\"metrics.port\" = 9300\n[rest]\nbind-port = 8090\n[job]\ntableName = \"t\"\n",
+    )
+    .expect("toml");
+    let opts = crate::process_opts::ProcessOptions::from_pairs(s.process()).expect("valid");
+    assert_eq!(opts.server.rest_port.port, 8090);
+    assert_eq!(opts.server.metrics_port.port, 9300);
+    assert_eq!(s.job().get(ConfigKey::TableName), Some("t"));
+    assert_eq!(s.job().iter().count(), 1);
+}
+
+#[test]
+fn toml_errors() {
+    let err = Settings::from_toml_str("[job]\ntableNam = \"t\"").unwrap_err();
+    assert!(
+        err.to_string().contains("did you mean 'job.tableName'?"),
+        "{err}"
+    );
+    let err =
+        Settings::from_toml_str("\"job.tableName\" = \"a\"\n[job]\ntableName = \"b\"").unwrap_err();
+    assert!(
+        matches!(
+            err,
+            SettingsError::DuplicateKey {
+                key: "job.tableName",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let err = Settings::from_toml_str("[job]\ntableName = [\"a\"]").unwrap_err();
+    assert!(
+        matches!(&err, SettingsError::UnsupportedTomlValue { key, found: "array", .. } if key == "job.tableName"),
+        "{err}"
+    );
+    let err = Settings::from_toml_str("job.tableName = ").unwrap_err();
+    assert!(matches!(err, SettingsError::InvalidToml { .. }), "{err}");
+    assert!(err.to_string().contains("not valid TOML"), "{err}");
+}
+
+#[test]
+fn toml_file_read_errors_name_the_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let missing = dir.path().join("nope.toml");
+    let err = Settings::from_toml_file(&missing).unwrap_err();
+    assert!(matches!(err, SettingsError::ReadFile { .. }));
+    assert!(err.to_string().contains("nope.toml"), "{err}");
+
+    let file = dir.path().join("job.toml");
+    std::fs::write(&file, "[job]\ntableName = 5.5\n").expect("write");
+    let err = Settings::from_toml_file(&file).unwrap_err();
+    assert!(err.to_string().contains("job.toml"), "{err}");
+    assert!(err.to_string().contains("float"), "{err}");
+}
+
+#[test]
+fn command_line_overrides_file() {
+    let file = Settings::from_toml_str("[job]\ntableName = \"from_file\"\ntableSuffix = \"_f\"")
+        .expect("toml");
+    let cli = from_args(&["--job.tableName", "from_cli"]).expect("args");
+    let merged = file.overridden_by(cli);
+    assert_eq!(merged.get(JOB), Some("from_cli"));
+    assert_eq!(merged.get(job(ConfigKey::TableSuffix)), Some("_f"));
+}
+
+#[test]
+fn command_line_wins_over_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("job.toml");
+    std::fs::write(
+        &path,
+        r#"
+        [job]
+        sourceMasterAddresses = "file-src:7051"
+        sinkMasterAddresses = "file-sink:7051"
+        tableName = "from_file"
+        checkpointsDirectory = "/tmp/file-ckpt"
+        discoveryIntervalSeconds = 30
+
+        [writer]
+        flushMode = "AUTO_FLUSH_SYNC"
+
+        [rest]
+        port = 8090
+        "#,
+    )
+    .expect("write");
+    let c = run(&[
+        "--config",
+        path.to_str().expect("utf-8 path"),
+        "--job.tableName",
+        "from_cli",
+        "--writer.flushMode=MANUAL_FLUSH",
+        "--job.checkpointingIntervalMillis",
+        "1000",
+        "-Drest.port=8091",
+    ])
+    .expect("valid");
+    assert_eq!(c.process.server.rest_port.port, 8091);
+    let c = c.config;
+    assert_eq!(c.table_name, "from_cli");
+    assert_eq!(c.writer.flush_mode, FlushMode::ManualFlush);
+    // Untouched file values survive.
+    assert_eq!(c.source_master_addresses, ["file-src:7051"]);
+    assert_eq!(c.discovery_interval, Duration::from_secs(30));
+    assert_eq!(c.checkpointing_interval, Duration::from_millis(1000));
+    assert_eq!(c.job_name, "ferry-replication-from_cli");
+}
+
+#[test]
+fn both_toml_shapes_give_the_same_config() {
+    let flat = r#"
+        "job.sourceMasterAddresses" = "s:7051"
+        "job.sinkMasterAddresses" = "k:7051"
+        "job.tableName" = "t"
+        "job.checkpointsDirectory" = "file:///tmp/ckpt"
+        "job.discoveryIntervalSeconds" = 20
+        "job.checkpointingIntervalMillis" = 2000
+        "job.createTable" = true
+        "reader.splitSizeBytes" = -1
+        "reader.replicaSelection" = "LEADER_ONLY"
+        "writer.maxBufferSize" = 10
+    "#;
+    let nested = r#"
+        [job]
+        sourceMasterAddresses = "s:7051"
+        sinkMasterAddresses = "k:7051"
+        tableName = "t"
+        checkpointsDirectory = "file:///tmp/ckpt"
+        discoveryIntervalSeconds = 20
+        checkpointingIntervalMillis = 2000
+        createTable = true
+
+        [reader]
+        splitSizeBytes = -1
+        replicaSelection = "LEADER_ONLY"
+
+        [writer]
+        maxBufferSize = 10
+    "#;
+    let parse = |text: &str| {
+        let settings = Settings::from_toml_str(text).expect("toml");
+        JobConfig::from_raw(&settings.job()).expect("valid")
+    };
+    let (a, b) = (parse(flat), parse(nested));
+    assert_eq!(a, b);
+    assert!(a.create_table);
+    assert_eq!(a.writer.max_buffer_size.get(), 10);
+    assert_eq!(a.reader.replica_selection, ReplicaSelection::LeaderOnly);
+}
+
+#[test]
+fn toml_file_end_to_end() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("job.toml");
+    std::fs::write(
+        &path,
+        "[job]\nsourceMasterAddresses = \"s:7051\"\nsinkMasterAddresses = \"k:7051\"\n\
+         tableName = \"t\"\ncheckpointsDirectory = \"/tmp/c\"\ncheckpointingIntervalMillis = 0\n",
+    )
+    .expect("write");
+    let err = run(&["--config", path.to_str().expect("utf-8")]).unwrap_err();
+    let UsageError::Config(err) = err else {
+        panic!("{err:?}")
+    };
+    assert!(matches!(err, ConfigError::OutOfRange { .. }), "{err:?}");
+    assert_eq!(err.key(), Some("job.checkpointingIntervalMillis"));
+    assert!(err.to_string().contains("must be greater than 0"), "{err}");
+}
+
+#[test]
+fn dynamic_properties_are_process_keys_only() {
+    let r = run_with(&[
+        "-D",
+        "metrics.reporter.prom.port=9999",
+        "--rest.bind-port",
+        "8082",
+    ])
+    .expect("valid");
+    assert_eq!(r.process.server.metrics_port.port, 9999);
+    assert_eq!(r.process.server.rest_port.port, 8082);
+    assert!(r.process.server.rest_port.explicit);
+    let err = run_with(&["-Djob.tableName=x"]).unwrap_err();
+    assert!(err.to_string().contains("not a process option"), "{err}");
+    let err = run_with(&["-Drest.port"]).unwrap_err();
+    assert!(err.to_string().contains("expected -Dkey=value"), "{err}");
+    let err = run_with(&["--rest.port", "http"]).unwrap_err();
+    assert!(err.to_string().contains("'http' for rest.port"), "{err}");
+}
+
+#[test]
+fn run_flags() {
+    let r = run_with(&[
+        "-p=3",
+        "-s",
+        "/tmp/sp",
+        "--savepointPath",
+        "/tmp/sps",
+        "-m",
+        "h:1",
+        "-d",
+    ])
+    .expect("valid");
+    assert_eq!(r.parallelism, 3);
+    assert_eq!(r.from_savepoint.as_deref(), Some("/tmp/sp"));
+    assert_eq!(r.savepoint_dir.as_deref(), Some("/tmp/sps"));
+    assert_eq!(r.jobmanager.as_deref(), Some("h:1"));
+    assert!(r.detached);
+    for bad in ["0", "1025", "x"] {
+        let err = run_with(&["--parallelism", bad]).unwrap_err();
+        assert!(err.to_string().contains(&format!("'{bad}'")), "{err}");
+    }
+    let err = run_with(&["--config"]).unwrap_err();
+    assert!(err.to_string().contains("--config needs a value"), "{err}");
+    let args = vec!["--job.tableName".to_string(), "--help".to_string()];
+    assert!(matches!(parse(&args), Ok(RunCommand::Help)));
+}
+
+#[test]
+fn submission_args_reproduce_the_job() {
+    let r = run_with(&[
+        "--reader.prefetching",
+        "--metrics.kudu.pollIntervalMillis=0",
+        "-p",
+        "2",
+    ])
+    .expect("valid");
+    let args = r.to_submission_args().expect("args");
+    let again = run(&args.iter().map(String::as_str).collect::<Vec<_>>()).expect("valid");
+    assert_eq!(again.config, r.config);
+    assert_eq!(again.parallelism, 2);
+    assert_eq!(again.process.kudu, r.process.kudu);
+}
