@@ -3,7 +3,7 @@
 //! sink table (here on the same cluster, told apart by `job.tableSuffix`).
 
 use ferry_testkit::MiniCluster;
-use kudu_client::{ColumnSchema, DataType, KuduClient, Schema, TableBuilder};
+use kudu_client::{KuduClient, TableBuilder};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -52,17 +52,7 @@ async fn fatal_errors_and_create_table() {
     assert!(err.contains("no_such_table"), "{err}");
 
     let client = KuduClient::new(&c.master_addrs()).expect("client");
-    let schema = Schema::new(vec![
-        ColumnSchema::builder("id", DataType::Int64)
-            .key(true)
-            .build()
-            .expect("id"),
-        ColumnSchema::builder("v", DataType::String)
-            .nullable(true)
-            .build()
-            .expect("v"),
-    ])
-    .expect("schema");
+    let schema = ferry_fixtures::small_schema();
     client
         .create_table(
             &TableBuilder::new("src", schema)
