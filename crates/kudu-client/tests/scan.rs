@@ -11,6 +11,9 @@
 //! - a diff scan older than the history window fails with SnapshotTooOld;
 //! - splits: serialize → deserialize → execute equals one full scan, and a
 //!   resumed split continues without repeats.
+//!
+//! The loadgen tests and the read-mode tests each share one cluster while
+//! they run (`ferry_fixtures::Shared`); every test uses its own tables.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -243,19 +246,29 @@ fn assert_unique_and_complete(keys: &[i64], expected: &BTreeSet<i64>) {
 // ---------------------------------------------------------------------------
 // Rows from the Kudu CLI.
 
-#[tokio::test(flavor = "multi_thread")]
-async fn loadgen_rows_read_back() {
-    let c = MiniCluster::builder().tservers(3).start().expect("cluster");
+/// The cluster with the table `kudu perf loadgen` wrote (2 000 rows), which
+/// the loadgen tests share while they run.
+static LOADGEN: Shared<MiniCluster> = Shared::new();
+
+/// The loadgen cluster, a client, the loadgen table, and its keys as the
+/// CLI's own scan returns them.
+async fn loadgen_table() -> (Arc<MiniCluster>, KuduClient, KuduTable, BTreeSet<i64>) {
+    let c = blocking(|| {
+        LOADGEN.get(|| {
+            let c = MiniCluster::builder().tservers(3).start().expect("cluster");
+            c.kudu_ok(&[
+                "perf",
+                "loadgen",
+                &c.master_addrs_joined(),
+                "--num_rows_per_thread=1000",
+                "--num_threads=2",
+                "--keep_auto_table",
+            ])
+            .expect("loadgen");
+            c
+        })
+    });
     let masters = c.master_addrs_joined();
-    c.kudu_ok(&[
-        "perf",
-        "loadgen",
-        &masters,
-        "--num_rows_per_thread=1000",
-        "--num_threads=2",
-        "--keep_auto_table",
-    ])
-    .expect("loadgen");
     let client = KuduClient::new(&c.master_addrs()).expect("client");
     let tables = client.list_tables("loadgen_auto").await.expect("list");
     assert_eq!(tables.len(), 1, "{tables:?}");
@@ -277,7 +290,27 @@ async fn loadgen_rows_read_back() {
         .collect();
     assert!(out.contains("Total count 2000"), "{out}");
     assert_eq!(cli_keys.len(), 2000);
+    (c, client, table, cli_keys)
+}
 
+/// Every column of every row, row-wise, by key.
+async fn rowwise_values(client: &KuduClient, table: &KuduTable) -> BTreeMap<i64, Vec<Value>> {
+    let batches = collect(client.scan_builder(table).build().expect("build")).await;
+    let mut rowwise = BTreeMap::new();
+    for b in &batches {
+        for r in b.rows() {
+            rowwise.insert(
+                r.get_i64("key").expect("key"),
+                r.to_values().expect("values"),
+            );
+        }
+    }
+    rowwise
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_row_wise_scan_reads_what_loadgen_wrote_and_the_cli_sees() {
+    let (_c, client, table, cli_keys) = loadgen_table().await;
     // Row-wise, every column.
     let batches = collect(client.scan_builder(&table).build().expect("build")).await;
     assert_eq!(total_rows(&batches), 2000);
@@ -298,7 +331,13 @@ async fn loadgen_rows_read_back() {
     assert!(rowwise
         .values()
         .all(|v| matches!(v[2], Value::String(ref s) if s.contains('.'))));
+}
 
+#[tokio::test(flavor = "multi_thread")]
+async fn a_columnar_scan_gives_the_row_wise_values() {
+    let (_c, client, table, _) = loadgen_table().await;
+    let rowwise = rowwise_values(&client, &table).await;
+    assert_eq!(rowwise.len(), 2000);
     // Columnar layout gives the same values.
     let columnar = collect(
         client
@@ -318,8 +357,12 @@ async fn loadgen_rows_read_back() {
         }
     }
     assert_eq!(col_values, rowwise);
+}
 
-    // Count only (empty projection), fault tolerant, closest replica.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_empty_projection_counts_every_row_in_every_tablet() {
+    let (_c, client, table, _) = loadgen_table().await;
+    // Count only (empty projection).
     let count = collect(
         client
             .scan_builder(&table)
@@ -330,6 +373,11 @@ async fn loadgen_rows_read_back() {
     .await;
     assert_eq!(total_rows(&count), 2000);
     assert!(count.iter().all(|b| b.schema().is_empty()));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fault_tolerant_closest_replica_scan_is_complete_and_ordered_per_tablet() {
+    let (_c, client, table, cli_keys) = loadgen_table().await;
     let ft = scan_keys(
         client
             .scan_builder(&table)
