@@ -4,12 +4,14 @@
 //! tables; owner restored or not; existing sinks accepted or refused; the
 //! refusals a user acts on.
 //!
-//! Scenarios share one pair of clusters (cluster start-up dominates the
-//! run time), so they all live in one test function.
+//! Each test states one behaviour; the tests share one pair of clusters
+//! while they run (cluster start-up dominates the run time), so each uses
+//! its own table names.
 
 use ferry_engine::sink_table::{
     prepare_sink_table, range_partitions, Side, SinkTableAction, SinkTableError, SinkTableOptions,
 };
+use ferry_fixtures::{key, nullable, small_schema_with, Shared};
 use ferry_testkit::MiniCluster;
 use kudu_client::schema::{ColumnSchemaBuilder, Compression, Encoding};
 use kudu_client::write::ops::OpType;
@@ -17,6 +19,7 @@ use kudu_client::{
     AlterTableBuilder, ColumnSchema, DataType, KuduClient, KuduTable, Row, Schema, TableBuilder,
     Value,
 };
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn opts(name: &str, create_table: bool, restore_owner: bool) -> SinkTableOptions {
@@ -27,22 +30,55 @@ fn opts(name: &str, create_table: bool, restore_owner: bool) -> SinkTableOptions
     }
 }
 
-fn key(name: &str, t: DataType) -> ColumnSchema {
-    ColumnSchema::builder(name, t)
-        .key(true)
-        .build()
-        .expect("key column")
+/// The source and sink clusters the tests share. The sink master lets one
+/// CreateTable make at most 15 × 3 = 45 tablet replicas, so bigger copies
+/// must add their ranges after creation.
+struct Clusters {
+    src: MiniCluster,
+    dst: MiniCluster,
 }
 
-fn nullable(name: &str, t: DataType) -> ColumnSchema {
-    ColumnSchema::builder(name, t)
-        .nullable(true)
-        .build()
-        .expect("column")
+static CLUSTERS: Shared<Clusters> = Shared::new();
+
+/// The shared clusters (started by the first test that needs them) and a
+/// client for each.
+fn clusters() -> (Arc<Clusters>, KuduClient, KuduClient) {
+    let c = CLUSTERS.get(|| {
+        let src = std::thread::spawn(|| {
+            MiniCluster::builder()
+                .tservers(3)
+                .start()
+                .expect("source cluster starts")
+        });
+        let dst = MiniCluster::builder()
+            .tservers(3)
+            .master_flag("--max_create_tablets_per_ts=15")
+            .start()
+            .expect("sink cluster starts");
+        Clusters {
+            src: src.join().expect("source cluster"),
+            dst,
+        }
+    });
+    let src = KuduClient::new(&c.src.master_addrs()).expect("source client");
+    let dst = KuduClient::new(&c.dst.master_addrs()).expect("sink client");
+    (c, src, dst)
 }
 
-/// Every type, with defaults, comments and storage hints.
-fn all_types_schema() -> Schema {
+/// Creates the small source table `name` (`id`, `v`, and a NOT NULL `n`)
+/// with 3 replicas.
+async fn create_small(src: &KuduClient, name: &str) {
+    let small = small_schema_with(vec![ColumnSchema::builder("n", DataType::Int32)
+        .build()
+        .expect("n")]);
+    src.create_table(&TableBuilder::new(name, small).num_replicas(3))
+        .await
+        .expect("create small");
+}
+
+/// Every type, with defaults, comments and storage hints (unlike the shared
+/// every-type fixture, which has none of them).
+fn decorated_all_types_schema() -> Schema {
     Schema::new(vec![
         key("id", DataType::Int64),
         ColumnSchema::builder("b", DataType::Bool)
@@ -215,25 +251,10 @@ fn assert_cli_describes_the_same(
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn sink_tables_on_real_clusters() {
-    let src_cluster = MiniCluster::builder()
-        .tservers(3)
-        .start()
-        .expect("source cluster starts");
-    // The sink master lets one CreateTable make at most 15 × 3 = 45 tablet
-    // replicas, so bigger copies must add their ranges after creation.
-    let dst_cluster = MiniCluster::builder()
-        .tservers(3)
-        .master_flag("--max_create_tablets_per_ts=15")
-        .start()
-        .expect("sink cluster starts");
-    let src = KuduClient::new(&src_cluster.master_addrs()).expect("source client");
-    let dst = KuduClient::new(&dst_cluster.master_addrs()).expect("sink client");
-
-    // --- smoke: every column type, owner not restored -------------------
-    let schema = all_types_schema();
+async fn every_column_type_is_copied_with_its_attributes_but_not_the_owner() {
+    let (c, src, dst) = clusters();
     src.create_table(
-        &TableBuilder::new("all_types", schema)
+        &TableBuilder::new("all_types", decorated_all_types_schema())
             .add_hash_partitions(&["id"], 3, 0)
             .set_range_partition_columns::<&str>(&[])
             .num_replicas(3)
@@ -266,17 +287,36 @@ async fn sink_tables_on_real_clusters() {
         Some("alice"),
         "owner is not restored without restoreOwner"
     );
-    assert_cli_describes_the_same(&src_cluster, "all_types", &dst_cluster, "all_types");
+    assert_cli_describes_the_same(&c.src, "all_types", &c.dst, "all_types");
+}
 
-    // Running again finds the copy and accepts it.
-    let again = prepare_sink_table(&src, &dst, "all_types", &opts("all_types", true, false))
+#[tokio::test(flavor = "multi_thread")]
+async fn a_created_copy_is_found_and_accepted_on_the_next_run() {
+    let (_c, src, dst) = clusters();
+    src.create_table(
+        &TableBuilder::new("rerun", decorated_all_types_schema())
+            .add_hash_partitions(&["id"], 3, 0)
+            .set_range_partition_columns::<&str>(&[])
+            .num_replicas(3),
+    )
+    .await
+    .expect("create rerun");
+    let first = prepare_sink_table(&src, &dst, "rerun", &opts("rerun", true, false))
+        .await
+        .expect("first run");
+    assert_eq!(first.action, SinkTableAction::Created);
+    let again = prepare_sink_table(&src, &dst, "rerun", &opts("rerun", true, false))
         .await
         .expect("second run");
     assert_eq!(again.action, SinkTableAction::Existing);
-    assert_eq!(again.table.id(), d.id());
+    assert_eq!(again.table.id(), first.table.id());
+}
 
-    // --- two hash dimensions, ranges with mixed bound types, a custom-hash
-    // range, gaps; tableSuffix-style name; owner restored ---------------
+/// Two hash dimensions, ranges with mixed bound types, a custom-hash range
+/// and gaps, copied under another name with the owner restored.
+#[tokio::test(flavor = "multi_thread")]
+async fn hash_range_custom_hash_and_gaps_are_copied_past_the_creation_cap() {
+    let (c, src, dst) = clusters();
     let schema = Schema::new(vec![
         key("id", DataType::Int64),
         key("code", DataType::String),
@@ -365,9 +405,12 @@ async fn sink_tables_on_real_clusters() {
         vec![(k(50), k(100)), (k(300), k(301)), (k(401), k(500))],
         "non-covered ranges stay non-covered"
     );
-    assert_cli_describes_the_same(&src_cluster, "parted", &dst_cluster, "parted_copy");
+    assert_cli_describes_the_same(&c.src, "parted", &c.dst, "parted_copy");
+}
 
-    // --- composite range key over STRING and DATE, partial bounds -------
+#[tokio::test(flavor = "multi_thread")]
+async fn composite_string_and_date_range_keys_with_partial_bounds_are_copied() {
+    let (c, src, dst) = clusters();
     let schema = Schema::new(vec![
         key("region", DataType::String),
         key("day", DataType::Date),
@@ -411,9 +454,12 @@ async fn sink_tables_on_real_clusters() {
     assert_same_columns(&s, &d);
     assert_same_partitioning(&src, &s, &dst, &d).await;
     assert_eq!(tablet_count(&dst, &d).await, 2 + 2 + 3 + 2);
-    assert_cli_describes_the_same(&src_cluster, "strings", &dst_cluster, "strings");
+    assert_cli_describes_the_same(&c.src, "strings", &c.dst, "strings");
+}
 
-    // --- range partitioning by split rows --------------------------------
+#[tokio::test(flavor = "multi_thread")]
+async fn ranges_made_by_split_rows_are_copied() {
+    let (_c, src, dst) = clusters();
     let schema = Schema::new(vec![
         key("k", DataType::Int32),
         nullable("v", DataType::Int64),
@@ -440,8 +486,12 @@ async fn sink_tables_on_real_clusters() {
     let s = src.open_table("splits").await.expect("open splits");
     assert_same_partitioning(&src, &s, &dst, &d).await;
     assert_eq!(tablet_count(&dst, &d).await, 3);
+}
 
-    // --- hash only (two dimensions, range over no columns) ---------------
+/// Two hash dimensions, range over no columns.
+#[tokio::test(flavor = "multi_thread")]
+async fn hash_only_tables_are_copied() {
+    let (c, src, dst) = clusters();
     let schema =
         Schema::new(vec![key("a", DataType::Int32), key("b", DataType::String)]).expect("schema");
     src.create_table(
@@ -460,9 +510,12 @@ async fn sink_tables_on_real_clusters() {
     let s = src.open_table("hash_only").await.expect("open hash_only");
     assert_same_partitioning(&src, &s, &dst, &d).await;
     assert_eq!(tablet_count(&dst, &d).await, 6);
-    assert_cli_describes_the_same(&src_cluster, "hash_only", &dst_cluster, "hash_only");
+    assert_cli_describes_the_same(&c.src, "hash_only", &c.dst, "hash_only");
+}
 
-    // --- unpartitioned, one replica ---------------------------------------
+#[tokio::test(flavor = "multi_thread")]
+async fn unpartitioned_single_replica_tables_are_copied() {
+    let (_c, src, dst) = clusters();
     let schema = Schema::new(vec![
         key("k", DataType::Int32),
         nullable("v", DataType::String),
@@ -492,21 +545,14 @@ async fn sink_tables_on_real_clusters() {
     assert_eq!(tablet_count(&dst, &d).await, 1);
     assert_eq!(d.num_replicas(), 1);
     assert!(d.partition_schema().range_columns().is_empty());
+}
 
-    // --- existing sinks ----------------------------------------------------
-    let small = Schema::new(vec![
-        key("id", DataType::Int64),
-        nullable("v", DataType::String),
-        ColumnSchema::builder("n", DataType::Int32)
-            .build()
-            .expect("n"),
-    ])
-    .expect("schema");
-    src.create_table(&TableBuilder::new("small", small).num_replicas(3))
-        .await
-        .expect("create small");
-    // Compatible: other column order and partitioning, a NOT NULL source
-    // column nullable here, sink-only columns nullable or defaulted.
+/// Other column order and partitioning, a NOT NULL source column nullable
+/// in the sink, sink-only columns nullable or defaulted.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_compatible_existing_sink_is_used_as_it_is() {
+    let (_c, src, dst) = clusters();
+    create_small(&src, "small_for_ok").await;
     let compatible = Schema::new(vec![
         key("id", DataType::Int64),
         nullable("n", DataType::Int32),
@@ -525,7 +571,7 @@ async fn sink_tables_on_real_clusters() {
     )
     .await
     .expect("create small_ok");
-    let plan = prepare_sink_table(&src, &dst, "small", &opts("small_ok", false, false))
+    let plan = prepare_sink_table(&src, &dst, "small_for_ok", &opts("small_ok", false, false))
         .await
         .expect("compatible sink accepted");
     assert_eq!(plan.action, SinkTableAction::Existing);
@@ -535,8 +581,12 @@ async fn sink_tables_on_real_clusters() {
         1,
         "an existing sink is left as it is"
     );
+}
 
-    // Incompatible: every problem named.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_incompatible_existing_sink_is_refused_naming_every_problem() {
+    let (_c, src, dst) = clusters();
+    create_small(&src, "small_for_bad").await;
     let bad = Schema::new(vec![
         key("id", DataType::Int32),
         ColumnSchema::builder("v", DataType::String)
@@ -550,7 +600,7 @@ async fn sink_tables_on_real_clusters() {
     dst.create_table(&TableBuilder::new("small_bad", bad).num_replicas(1))
         .await
         .expect("create small_bad");
-    let err = prepare_sink_table(&src, &dst, "small", &opts("small_bad", true, false))
+    let err = prepare_sink_table(&src, &dst, "small_for_bad", &opts("small_bad", true, false))
         .await
         .expect_err("incompatible sink refused");
     let msg = err.to_string();
@@ -578,11 +628,20 @@ async fn sink_tables_on_real_clusters() {
         assert!(msg.contains(needle), "{needle:?} in {msg}");
     }
     assert!(!err.is_retryable());
+}
 
-    // Missing sink without createTable: refused, nothing created.
-    let err = prepare_sink_table(&src, &dst, "small", &opts("small_copy", false, false))
-        .await
-        .expect_err("missing sink refused");
+#[tokio::test(flavor = "multi_thread")]
+async fn a_missing_sink_is_refused_and_not_created_without_create_table() {
+    let (_c, src, dst) = clusters();
+    create_small(&src, "small_for_missing").await;
+    let err = prepare_sink_table(
+        &src,
+        &dst,
+        "small_for_missing",
+        &opts("small_copy", false, false),
+    )
+    .await
+    .expect_err("missing sink refused");
     assert!(
         matches!(err, SinkTableError::SinkNotFound { .. }),
         "{err:?}"
@@ -593,9 +652,14 @@ async fn sink_tables_on_real_clusters() {
         "{msg}"
     );
     assert!(!dst.table_exists("small_copy").await.expect("exists"));
+}
 
-    // Source and sink on one cluster: a suffix makes a separate table, no
-    // suffix would write into the source itself.
+/// A suffix makes a separate table; no suffix would write into the source
+/// itself.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sink_on_the_source_cluster_needs_another_name() {
+    let (_c, src, _dst) = clusters();
+    create_small(&src, "small").await;
     let plan = prepare_sink_table(&src, &src, "small", &opts("small_copy", true, false))
         .await
         .expect("copy on the same cluster");
@@ -605,8 +669,11 @@ async fn sink_tables_on_real_clusters() {
         .expect_err("sink = source refused");
     assert!(matches!(err, SinkTableError::SameTable { .. }), "{err:?}");
     assert!(err.to_string().contains("--job.tableSuffix"), "{err}");
+}
 
-    // Missing source.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_missing_source_is_refused() {
+    let (_c, src, dst) = clusters();
     let err = prepare_sink_table(&src, &dst, "nope", &opts("nope", true, false))
         .await
         .expect_err("missing source");
@@ -614,9 +681,12 @@ async fn sink_tables_on_real_clusters() {
         matches!(err, SinkTableError::SourceNotFound { .. }),
         "{err:?}"
     );
+}
 
-    // A source whose every range was dropped cannot be copied by
-    // CreateTable (it would get one unbounded range instead).
+/// CreateTable would give such a copy one unbounded range instead.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_source_whose_every_range_was_dropped_is_refused() {
+    let (_c, src, dst) = clusters();
     let schema = Schema::new(vec![key("k", DataType::Int32)]).expect("schema");
     let mut lo = Row::new(&schema);
     lo.set_i32("k", 0).expect("lo");
@@ -645,8 +715,11 @@ async fn sink_tables_on_real_clusters() {
         "{err:?}"
     );
     assert!(!dst.table_exists("emptied").await.expect("exists"));
+}
 
-    // One range with more tablets than the sink lets one CreateTable make.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_range_with_more_tablets_than_one_create_may_make_is_refused() {
+    let (_c, src, dst) = clusters();
     let schema = Schema::new(vec![key("k", DataType::Int32)]).expect("schema");
     src.create_table(
         &TableBuilder::new("wide", schema)
@@ -668,16 +741,25 @@ async fn sink_tables_on_real_clusters() {
         err.to_string().contains("--max_create_tablets_per_ts"),
         "{err}"
     );
+}
 
-    // A sink cluster too small for the source's replication factor.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sink_cluster_smaller_than_the_replication_factor_is_refused() {
+    let (_c, src, _dst) = clusters();
+    create_small(&src, "small_for_tiny").await;
     let tiny = MiniCluster::builder()
         .tservers(1)
         .start()
         .expect("tiny cluster starts");
     let tiny_client = KuduClient::new(&tiny.master_addrs()).expect("tiny client");
-    let err = prepare_sink_table(&src, &tiny_client, "small", &opts("small", true, false))
-        .await
-        .expect_err("replication factor 3 on one tablet server");
+    let err = prepare_sink_table(
+        &src,
+        &tiny_client,
+        "small_for_tiny",
+        &opts("small", true, false),
+    )
+    .await
+    .expect_err("replication factor 3 on one tablet server");
     eprintln!("{err}");
     assert!(
         matches!(err, SinkTableError::ReplicationFactor { replicas: 3, .. }),

@@ -4,12 +4,10 @@
 //! At the end the sink equals the source row by row.
 
 use ferry_engine::checkpoint::{CheckpointStore, JobId, StorageLocation};
-use ferry_testkit::MiniCluster;
 use kudu_client::write::session::{FlushMode, Operation, SessionOptions};
-use kudu_client::{ColumnSchema, DataType, KuduClient, KuduTable, Schema, TableBuilder, Value};
+use kudu_client::{ColumnSchema, DataType, KuduClient, KuduTable, Schema, TableBuilder};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::num::NonZeroUsize;
 use std::process::{Child, Command, Stdio};
@@ -58,22 +56,6 @@ fn row(table: &KuduTable, id: i64, v: Option<i64>) -> kudu_client::Row {
         }
     }
     r
-}
-
-async fn read_all(client: &KuduClient) -> BTreeMap<i64, Vec<Value>> {
-    let table = client.open_table(TABLE).await.expect("open");
-    let mut scanner = client.scan_builder(&table).build().expect("scanner");
-    let mut out = BTreeMap::new();
-    while let Some(batch) = scanner.next_batch().await.expect("scan") {
-        for v in batch.rows() {
-            let values = v.to_values().expect("values");
-            let Value::Int64(id) = values[0] else {
-                panic!("key")
-            };
-            out.insert(id, values);
-        }
-    }
-    out
 }
 
 struct Ferry {
@@ -136,11 +118,7 @@ fn kill9(f: &mut Ferry) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn ten_kill_9_restarts_lose_nothing() {
-    let (src, dst) = {
-        let a = std::thread::spawn(|| MiniCluster::builder().tservers(3).start().expect("source"));
-        let b = std::thread::spawn(|| MiniCluster::builder().tservers(3).start().expect("sink"));
-        (a.join().expect("a"), b.join().expect("b"))
-    };
+    let (src, dst) = ferry_fixtures::two_clusters();
     let source = KuduClient::new(&src.master_addrs()).expect("client");
     let sink = KuduClient::new(&dst.master_addrs()).expect("client");
     let table = create(&source).await;
@@ -254,8 +232,8 @@ async fn ten_kill_9_restarts_lose_nothing() {
         }
     }
     kill9(&mut f);
-    let a = read_all(&source).await;
-    let b = read_all(&sink).await;
+    let a = ferry_fixtures::read_all(&source, TABLE).await;
+    let b = ferry_fixtures::read_all(&sink, TABLE).await;
     assert_eq!(a.len(), b.len(), "row counts");
     assert!(a == b, "sink differs from source");
     eprintln!("crash loop: {ops} changes, resumed mid-snapshot: {restored_mid_snapshot}, mid-diff: {restored_mid_diff}");

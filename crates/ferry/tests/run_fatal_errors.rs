@@ -1,10 +1,13 @@
 //! `ferry run` against a real cluster: fatal problems stop the job with exit
 //! code 1 and a message that says what to do; `job.createTable` creates the
-//! sink table (here on the same cluster, told apart by `job.tableSuffix`).
+//! sink table (here on the same cluster, told apart by `job.tableSuffix`);
+//! SIGTERM cancels, or stops with a savepoint when there is a savepoint path.
 
+use ferry_fixtures::Shared;
 use ferry_testkit::MiniCluster;
-use kudu_client::{ColumnSchema, DataType, KuduClient, Schema, TableBuilder};
+use kudu_client::{KuduClient, TableBuilder};
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 use std::time::Duration;
 
 fn ferry(masters: &str, table: &str, chk: &std::path::Path, extra: &[&str]) -> std::process::Child {
@@ -40,9 +43,29 @@ fn finish(child: std::process::Child) -> (i32, String) {
     )
 }
 
+/// The 1-tablet-server cluster these tests share while they run; each test
+/// uses its own tables and checkpoint directory.
+static CLUSTER: Shared<MiniCluster> = Shared::new();
+
+fn cluster() -> Arc<MiniCluster> {
+    CLUSTER.get(|| MiniCluster::builder().tservers(1).start().expect("cluster"))
+}
+
+/// Creates the small table `name` (2 hash buckets, 1 replica).
+async fn create_small(client: &KuduClient, name: &str) {
+    client
+        .create_table(
+            &TableBuilder::new(name, ferry_fixtures::small_schema())
+                .add_hash_partitions(&["id"], 2, 0)
+                .num_replicas(1),
+        )
+        .await
+        .expect("create");
+}
+
 #[tokio::test(flavor = "multi_thread")]
-async fn fatal_errors_and_create_table() {
-    let c = MiniCluster::builder().tservers(1).start().expect("cluster");
+async fn a_missing_source_table_is_fatal_and_named() {
+    let c = cluster();
     let masters = c.master_addrs_joined();
     let dir = tempfile::tempdir().expect("tmp");
     let chk = dir.path().join("chk");
@@ -50,40 +73,39 @@ async fn fatal_errors_and_create_table() {
     let (code, err) = finish(ferry(&masters, "no_such_table", &chk, &[]));
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("no_such_table"), "{err}");
+}
 
+#[tokio::test(flavor = "multi_thread")]
+async fn a_missing_sink_without_create_table_is_fatal_and_says_how_to_fix_it() {
+    let c = cluster();
+    let masters = c.master_addrs_joined();
+    let dir = tempfile::tempdir().expect("tmp");
+    let chk = dir.path().join("chk");
     let client = KuduClient::new(&c.master_addrs()).expect("client");
-    let schema = Schema::new(vec![
-        ColumnSchema::builder("id", DataType::Int64)
-            .key(true)
-            .build()
-            .expect("id"),
-        ColumnSchema::builder("v", DataType::String)
-            .nullable(true)
-            .build()
-            .expect("v"),
-    ])
-    .expect("schema");
-    client
-        .create_table(
-            &TableBuilder::new("src", schema)
-                .add_hash_partitions(&["id"], 2, 0)
-                .num_replicas(1),
-        )
-        .await
-        .expect("create");
+    create_small(&client, "nosink").await;
 
-    // The sink table (src_copy) does not exist and createTable is off.
+    // The sink table (nosink_copy) does not exist and createTable is off.
     let (code, err) = finish(ferry(
         &masters,
-        "src",
+        "nosink",
         &chk,
         &["--job.tableSuffix", "_copy"],
     ));
     assert_eq!(code, 1, "{err}");
     assert!(
-        err.contains("src_copy") && err.contains("--job.createTable true"),
+        err.contains("nosink_copy") && err.contains("--job.createTable true"),
         "{err}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn create_table_makes_the_sink_and_sigterm_cancels_cleanly() {
+    let c = cluster();
+    let masters = c.master_addrs_joined();
+    let dir = tempfile::tempdir().expect("tmp");
+    let chk = dir.path().join("chk");
+    let client = KuduClient::new(&c.master_addrs()).expect("client");
+    create_small(&client, "src").await;
 
     // With createTable the job creates it and keeps running until stopped.
     let mut child = ferry(
@@ -111,12 +133,24 @@ async fn fatal_errors_and_create_table() {
     );
     let copy = client.open_table("src_copy").await.expect("open copy");
     assert_eq!(copy.partition_schema().hash_schema()[0].num_buckets(), 2);
+}
+
+/// Like `flink stop`.
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_with_a_savepoint_path_stops_with_a_savepoint() {
+    let c = cluster();
+    let masters = c.master_addrs_joined();
+    let dir = tempfile::tempdir().expect("tmp");
+    let chk = dir.path().join("chk");
+    let client = KuduClient::new(&c.master_addrs()).expect("client");
+    create_small(&client, "sp").await;
+    create_small(&client, "sp_copy").await;
 
     // With --savepointPath, SIGTERM stops with a savepoint like `flink stop`.
     let sp = dir.path().join("savepoints");
     let child = ferry(
         &masters,
-        "src",
+        "sp",
         &chk,
         &[
             "--job.tableSuffix",

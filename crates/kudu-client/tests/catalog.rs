@@ -2,77 +2,45 @@
 //! hash + range + custom-hash ranges), open, list, alter, rename, delete,
 //! server clock, and the typed errors a caller acts on.
 
+use ferry_fixtures::Shared;
 use ferry_testkit::MiniCluster;
-use kudu_client::schema::ColumnSchemaBuilder;
 use kudu_client::write::ops::OpType;
 use kudu_client::{
     AlterTableBuilder, ColumnSchema, DataType, Error, KuduClient, Schema, TableBuilder, Value,
 };
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// The shared every-type schema with a second key column `part` (the range
+/// column) and a defaulted, commented column.
 fn all_types_schema() -> Schema {
-    let col = |n: &str, t: DataType| {
-        ColumnSchema::builder(n, t)
-            .nullable(true)
-            .build()
-            .expect("column")
-    };
-    Schema::new(vec![
-        ColumnSchema::builder("id", DataType::Int64)
-            .key(true)
-            .build()
-            .expect("id"),
-        ColumnSchema::builder("part", DataType::Int32)
-            .key(true)
-            .build()
-            .expect("part"),
-        col("b", DataType::Bool),
-        col("i8", DataType::Int8),
-        col("i16", DataType::Int16),
-        col("i32", DataType::Int32),
-        col("i64", DataType::Int64),
-        col("f", DataType::Float),
-        col("d", DataType::Double),
-        ColumnSchemaBuilder::decimal("dec9", 9, 2)
-            .nullable(true)
-            .build()
-            .expect("dec9"),
-        ColumnSchemaBuilder::decimal("dec18", 18, 4)
-            .nullable(true)
-            .build()
-            .expect("dec18"),
-        ColumnSchemaBuilder::decimal("dec38", 38, 10)
-            .nullable(true)
-            .build()
-            .expect("dec38"),
-        col("s", DataType::String),
-        col("bin", DataType::Binary),
-        ColumnSchemaBuilder::varchar("vc", 10)
-            .nullable(true)
-            .build()
-            .expect("vc"),
-        col("ts", DataType::UnixtimeMicros),
-        col("dt", DataType::Date),
-        ColumnSchema::builder("with_default", DataType::Int32)
+    ferry_fixtures::all_types_schema_with(
+        vec![ferry_fixtures::key("part", DataType::Int32)],
+        vec![ColumnSchema::builder("with_default", DataType::Int32)
             .default_value(Value::Int32(7))
             .comment("has a default")
             .build()
-            .expect("default col"),
-    ])
-    .expect("schema")
+            .expect("default col")],
+    )
 }
 
-fn cluster() -> MiniCluster {
-    MiniCluster::builder()
-        .tservers(3)
-        .start()
-        .expect("cluster starts")
+/// The cluster the catalog tests share while they run.
+static CLUSTER: Shared<MiniCluster> = Shared::new();
+
+fn cluster() -> Arc<MiniCluster> {
+    CLUSTER.get(|| {
+        MiniCluster::builder()
+            .tservers(3)
+            .start()
+            .expect("cluster starts")
+    })
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn create_open_alter_rename_delete() {
-    let c = cluster();
-    let client = KuduClient::new(&c.master_addrs()).expect("client");
+/// The every-type table `name`: HASH(id) 3 buckets seed 42 × RANGE(part)
+/// [0, 100) and [200, 300) (a gap between), plus [300, 400) with its own
+/// hash schema (5 buckets, seed 123); 3 replicas, owner, comment and an
+/// extra config.
+fn all_types_builder(name: &str) -> TableBuilder {
     let schema = all_types_schema();
     let bound = |v: Option<i32>| {
         let mut r = kudu_client::Row::new(&schema);
@@ -81,7 +49,7 @@ async fn create_open_alter_rename_delete() {
         }
         r
     };
-    let builder = TableBuilder::new("all_types", schema.clone())
+    TableBuilder::new(name, schema.clone())
         .add_hash_partitions(&["id"], 3, 42)
         .set_range_partition_columns(&["part"])
         .add_range_partition(bound(Some(0)), bound(Some(100)))
@@ -95,7 +63,15 @@ async fn create_open_alter_rename_delete() {
         .num_replicas(3)
         .owner("alice")
         .comment("every type")
-        .extra_config("kudu.table.history_max_age_sec", "3600");
+        .extra_config("kudu.table.history_max_age_sec", "3600")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_created_table_opens_with_its_schema_partitioning_and_options() {
+    let c = cluster();
+    let client = KuduClient::new(&c.master_addrs()).expect("client");
+    let schema = all_types_schema();
+    let builder = all_types_builder("all_types");
     let id = client.create_table(&builder).await.expect("create");
     assert_eq!(id.len(), 32, "table id {id}");
 
@@ -152,7 +128,17 @@ async fn create_open_alter_rename_delete() {
         listed.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(),
         vec!["all_types"]
     );
+}
 
+#[tokio::test(flavor = "multi_thread")]
+async fn alter_adds_a_column_renames_one_and_adds_ranges() {
+    let c = cluster();
+    let client = KuduClient::new(&c.master_addrs()).expect("client");
+    client
+        .create_table(&all_types_builder("altered"))
+        .await
+        .expect("create");
+    let t = client.open_table("altered").await.expect("open");
     // Bounds of an alteration use the opened table's schema.
     let tbound = |v: i32| {
         let mut r = t.new_row();
@@ -179,7 +165,7 @@ async fn create_open_alter_rename_delete() {
         )
         .await
         .expect("alter");
-    let t = client.open_table("all_types").await.expect("reopen");
+    let t = client.open_table("altered").await.expect("reopen");
     assert!(t.schema().column_by_name("added").is_some());
     assert!(t.schema().column_by_name("s_renamed").is_some());
     let tablets = client
@@ -198,7 +184,21 @@ async fn create_open_alter_rename_delete() {
         .map(|r| (r.hash_schema()[0].num_buckets(), r.hash_schema()[0].seed()))
         .collect();
     assert!(custom.contains(&(4, 7)), "{custom:?}");
+}
 
+#[tokio::test(flavor = "multi_thread")]
+async fn a_renamed_table_is_listed_under_its_new_name_until_deleted() {
+    // Its own cluster: at the end the master must list no table at all.
+    let c = MiniCluster::builder()
+        .tservers(1)
+        .start()
+        .expect("cluster starts");
+    let client = KuduClient::new(&c.master_addrs()).expect("client");
+    client
+        .create_table(&TableBuilder::new("all_types", all_types_schema()).num_replicas(1))
+        .await
+        .expect("create");
+    let t = client.open_table("all_types").await.expect("open");
     client.rename_table(&t, "renamed").await.expect("rename");
     assert!(client.table_exists("renamed").await.expect("exists"));
     assert!(!client.table_exists("all_types").await.expect("exists"));
@@ -213,7 +213,7 @@ async fn create_open_alter_rename_delete() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn server_clock_is_the_cluster_time() {
-    let c = MiniCluster::builder().tservers(1).start().expect("cluster");
+    let c = cluster();
     let client = KuduClient::new(&c.master_addrs()).expect("client");
     let a = client.server_clock().await.expect("clock");
     let b = client.server_clock().await.expect("clock");
@@ -231,7 +231,7 @@ async fn server_clock_is_the_cluster_time() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn typed_errors() {
-    let c = MiniCluster::builder().tservers(1).start().expect("cluster");
+    let c = cluster();
     let client = KuduClient::new(&c.master_addrs()).expect("client");
     let err = client
         .open_table("no_such_table")

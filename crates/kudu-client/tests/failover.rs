@@ -4,7 +4,7 @@
 
 use ferry_testkit::{DaemonKind, MiniCluster};
 use kudu_client::write::session::{FlushMode, Operation, SessionOptions};
-use kudu_client::{ColumnSchema, DataType, KuduClient, Schema, TableBuilder};
+use kudu_client::{KuduClient, TableBuilder};
 use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -18,17 +18,7 @@ async fn writes_survive_master_failover_and_tserver_crash() {
         .operation_timeout(Duration::from_secs(60))
         .build()
         .expect("client");
-    let schema = Schema::new(vec![
-        ColumnSchema::builder("id", DataType::Int64)
-            .key(true)
-            .build()
-            .expect("id"),
-        ColumnSchema::builder("v", DataType::String)
-            .nullable(true)
-            .build()
-            .expect("v"),
-    ])
-    .expect("schema");
+    let schema = ferry_fixtures::small_schema();
     client
         .create_table(
             &TableBuilder::new("failover", schema)

@@ -4,52 +4,12 @@
 //! empty and 1 MiB strings).
 
 use ferry_testkit::MiniCluster;
-use kudu_client::schema::ColumnSchemaBuilder;
 use kudu_client::write::session::{FlushMode, Operation, SessionOptions};
-use kudu_client::{ColumnSchema, DataType, KuduClient, Schema, TableBuilder, Value};
+use kudu_client::{KuduClient, Schema, TableBuilder, Value};
 use std::collections::BTreeMap;
 
 fn schema() -> Schema {
-    let col = |n: &str, t: DataType| {
-        ColumnSchema::builder(n, t)
-            .nullable(true)
-            .build()
-            .expect("column")
-    };
-    Schema::new(vec![
-        ColumnSchema::builder("id", DataType::Int32)
-            .key(true)
-            .build()
-            .expect("id"),
-        col("b", DataType::Bool),
-        col("i8", DataType::Int8),
-        col("i16", DataType::Int16),
-        col("i32", DataType::Int32),
-        col("i64", DataType::Int64),
-        col("f", DataType::Float),
-        col("d", DataType::Double),
-        ColumnSchemaBuilder::decimal("dec9", 9, 0)
-            .nullable(true)
-            .build()
-            .expect("dec9"),
-        ColumnSchemaBuilder::decimal("dec18", 18, 18)
-            .nullable(true)
-            .build()
-            .expect("dec18"),
-        ColumnSchemaBuilder::decimal("dec38", 38, 5)
-            .nullable(true)
-            .build()
-            .expect("dec38"),
-        col("s", DataType::String),
-        col("bin", DataType::Binary),
-        ColumnSchemaBuilder::varchar("vc", 5)
-            .nullable(true)
-            .build()
-            .expect("vc"),
-        col("ts", DataType::UnixtimeMicros),
-        col("dt", DataType::Date),
-    ])
-    .expect("schema")
+    ferry_fixtures::all_types_schema()
 }
 
 fn rows() -> Vec<Vec<Value>> {
@@ -58,7 +18,7 @@ fn rows() -> Vec<Vec<Value>> {
     vec![
         // Minimums.
         vec![
-            Value::Int32(0),
+            Value::Int64(0),
             Value::Bool(false),
             Value::Int8(i8::MIN),
             Value::Int16(i16::MIN),
@@ -77,7 +37,7 @@ fn rows() -> Vec<Vec<Value>> {
         ],
         // Maximums, a 1 MiB string and multi-byte VARCHAR.
         vec![
-            Value::Int32(1),
+            Value::Int64(1),
             Value::Bool(true),
             Value::Int8(i8::MAX),
             Value::Int16(i16::MAX),
@@ -95,12 +55,12 @@ fn rows() -> Vec<Vec<Value>> {
             Value::Date(2_932_896), // 9999-12-31
         ],
         // Every nullable column NULL.
-        std::iter::once(Value::Int32(2))
+        std::iter::once(Value::Int64(2))
             .chain(std::iter::repeat_n(Value::Null, 15))
             .collect(),
         // Ordinary values.
         vec![
-            Value::Int32(3),
+            Value::Int64(3),
             Value::Bool(true),
             Value::Int8(-7),
             Value::Int16(1234),
@@ -162,7 +122,7 @@ async fn every_type_round_trips() {
     while let Some(batch) = scanner.next_batch().await.expect("scan") {
         for view in batch.rows() {
             let values = view.to_values().expect("values");
-            let Value::Int32(id) = values[0] else {
+            let Value::Int64(id) = values[0] else {
                 panic!("key")
             };
             got.insert(id, values);
@@ -170,7 +130,7 @@ async fn every_type_round_trips() {
     }
     assert_eq!(got.len(), expected.len());
     for want in &expected {
-        let Value::Int32(id) = want[0] else {
+        let Value::Int64(id) = want[0] else {
             panic!("key")
         };
         let have = &got[&id];
@@ -210,7 +170,7 @@ async fn writes_and_scans_work_when_the_cluster_requires_tls() {
         .expect("session");
     for id in 0..500 {
         let mut row = table.new_row();
-        row.set_i32("id", id).expect("id");
+        row.set_i64("id", id).expect("id");
         row.set_str("s", "over tls").expect("s");
         session
             .apply(Operation::insert(&table, row))

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
+use ferry_fixtures::runtime;
 use kudu_client::pb::master::master_service::{ConnectToMaster, Ping};
 use kudu_client::pb::master::{ConnectToMasterRequestPb, PingRequestPb};
 use kudu_client::pb::rpc::authentication_type_pb::{self, Type as AuthnType};
@@ -34,14 +35,6 @@ use kudu_client::{error::RpcErrorCode, Error};
 use prost::Message;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime")
-}
 
 fn opts(tls: TlsPolicy) -> ConnectOptions {
     ConnectOptions {

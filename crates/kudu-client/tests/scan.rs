@@ -11,10 +11,15 @@
 //! - a diff scan older than the history window fails with SnapshotTooOld;
 //! - splits: serialize → deserialize → execute equals one full scan, and a
 //!   resumed split continues without repeats.
+//!
+//! The loadgen tests and the read-mode tests each share one cluster while
+//! they run (`ferry_fixtures::Shared`); every test uses its own tables.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use ferry_fixtures::Shared;
 use ferry_testkit::{DaemonKind, MiniCluster};
 use futures::TryStreamExt;
 use kudu_client::scan::{ComparisonOp, Predicate, ReplicaSelection, RowBatch, Scanner, Split};
@@ -241,19 +246,29 @@ fn assert_unique_and_complete(keys: &[i64], expected: &BTreeSet<i64>) {
 // ---------------------------------------------------------------------------
 // Rows from the Kudu CLI.
 
-#[tokio::test(flavor = "multi_thread")]
-async fn loadgen_rows_read_back() {
-    let c = MiniCluster::builder().tservers(3).start().expect("cluster");
+/// The cluster with the table `kudu perf loadgen` wrote (2 000 rows), which
+/// the loadgen tests share while they run.
+static LOADGEN: Shared<MiniCluster> = Shared::new();
+
+/// The loadgen cluster, a client, the loadgen table, and its keys as the
+/// CLI's own scan returns them.
+async fn loadgen_table() -> (Arc<MiniCluster>, KuduClient, KuduTable, BTreeSet<i64>) {
+    let c = blocking(|| {
+        LOADGEN.get(|| {
+            let c = MiniCluster::builder().tservers(3).start().expect("cluster");
+            c.kudu_ok(&[
+                "perf",
+                "loadgen",
+                &c.master_addrs_joined(),
+                "--num_rows_per_thread=1000",
+                "--num_threads=2",
+                "--keep_auto_table",
+            ])
+            .expect("loadgen");
+            c
+        })
+    });
     let masters = c.master_addrs_joined();
-    c.kudu_ok(&[
-        "perf",
-        "loadgen",
-        &masters,
-        "--num_rows_per_thread=1000",
-        "--num_threads=2",
-        "--keep_auto_table",
-    ])
-    .expect("loadgen");
     let client = KuduClient::new(&c.master_addrs()).expect("client");
     let tables = client.list_tables("loadgen_auto").await.expect("list");
     assert_eq!(tables.len(), 1, "{tables:?}");
@@ -275,7 +290,27 @@ async fn loadgen_rows_read_back() {
         .collect();
     assert!(out.contains("Total count 2000"), "{out}");
     assert_eq!(cli_keys.len(), 2000);
+    (c, client, table, cli_keys)
+}
 
+/// Every column of every row, row-wise, by key.
+async fn rowwise_values(client: &KuduClient, table: &KuduTable) -> BTreeMap<i64, Vec<Value>> {
+    let batches = collect(client.scan_builder(table).build().expect("build")).await;
+    let mut rowwise = BTreeMap::new();
+    for b in &batches {
+        for r in b.rows() {
+            rowwise.insert(
+                r.get_i64("key").expect("key"),
+                r.to_values().expect("values"),
+            );
+        }
+    }
+    rowwise
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_row_wise_scan_reads_what_loadgen_wrote_and_the_cli_sees() {
+    let (_c, client, table, cli_keys) = loadgen_table().await;
     // Row-wise, every column.
     let batches = collect(client.scan_builder(&table).build().expect("build")).await;
     assert_eq!(total_rows(&batches), 2000);
@@ -296,7 +331,13 @@ async fn loadgen_rows_read_back() {
     assert!(rowwise
         .values()
         .all(|v| matches!(v[2], Value::String(ref s) if s.contains('.'))));
+}
 
+#[tokio::test(flavor = "multi_thread")]
+async fn a_columnar_scan_gives_the_row_wise_values() {
+    let (_c, client, table, _) = loadgen_table().await;
+    let rowwise = rowwise_values(&client, &table).await;
+    assert_eq!(rowwise.len(), 2000);
     // Columnar layout gives the same values.
     let columnar = collect(
         client
@@ -316,8 +357,12 @@ async fn loadgen_rows_read_back() {
         }
     }
     assert_eq!(col_values, rowwise);
+}
 
-    // Count only (empty projection), fault tolerant, closest replica.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_empty_projection_counts_every_row_in_every_tablet() {
+    let (_c, client, table, _) = loadgen_table().await;
+    // Count only (empty projection).
     let count = collect(
         client
             .scan_builder(&table)
@@ -328,6 +373,11 @@ async fn loadgen_rows_read_back() {
     .await;
     assert_eq!(total_rows(&count), 2000);
     assert!(count.iter().all(|b| b.schema().is_empty()));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fault_tolerant_closest_replica_scan_is_complete_and_ordered_per_tablet() {
+    let (_c, client, table, cli_keys) = loadgen_table().await;
     let ft = scan_keys(
         client
             .scan_builder(&table)
@@ -352,27 +402,62 @@ async fn loadgen_rows_read_back() {
 // ---------------------------------------------------------------------------
 // Read modes, projections, predicates, limits, bounds.
 
-#[tokio::test(flavor = "multi_thread")]
-async fn snapshot_projection_predicates_limits() {
-    let c = MiniCluster::builder().tservers(3).start().expect("cluster");
-    let client = KuduClient::new(&c.master_addrs()).expect("client");
-    let table = create_kv(&client, "kv", 3).await;
+/// The cluster the reading tests below share while they run.
+static READ_CLUSTER: Shared<MiniCluster> = Shared::new();
+
+/// A kv table on the shared cluster, loaded the same way for every reading
+/// test: 1000 rows in the first range and 200 in the second (across the
+/// gap); then, after `t`, 500 more rows, 100 updates and 50 deletes.
+struct Loaded {
+    _cluster: Arc<MiniCluster>,
+    client: KuduClient,
+    table: KuduTable,
+    t: HybridTime,
+    /// The rows as of `t`.
+    at_t: Model,
+    /// The rows now.
+    model: Model,
+}
+
+async fn loaded_kv(name: &str) -> Loaded {
+    let cluster = blocking(|| {
+        READ_CLUSTER.get(|| MiniCluster::builder().tservers(3).start().expect("cluster"))
+    });
+    let client = KuduClient::new(&cluster.master_addrs()).expect("client");
+    let table = create_kv(&client, name, 3).await;
     let mut rng = StdRng::seed_from_u64(7);
     let mut model = Model::new();
 
-    // 1000 rows in the first range, 200 in the second (across the gap).
     let mut ops = inserts(&mut rng, 0, 1000);
     ops.extend(inserts(&mut rng, 200_000, 200));
     apply(&client, &table, &mut model, &ops).await;
     let t = now(&client).await;
     let at_t = model.clone();
 
-    // After t: 500 more rows, 100 updates, 50 deletes.
     let mut later = inserts(&mut rng, 1000, 500);
     later.extend((0..100).map(|k| Op::Update(k, vals(&mut rng))));
     later.extend((100..150).map(Op::Delete));
     apply(&client, &table, &mut model, &later).await;
+    Loaded {
+        _cluster: cluster,
+        client,
+        table,
+        t,
+        at_t,
+        model,
+    }
+}
 
+#[tokio::test(flavor = "multi_thread")]
+async fn a_snapshot_sees_exactly_the_rows_committed_before_it() {
+    let Loaded {
+        _cluster,
+        client,
+        table,
+        t,
+        at_t,
+        ..
+    } = loaded_kv("a_snapshot_sees_exactly_the_rows_committed_before_it").await;
     // A snapshot at t sees exactly the rows committed before it.
     let snap = scan_model(
         client
@@ -397,6 +482,18 @@ async fn snapshot_projection_predicates_limits() {
         m.extend(b.rows().map(|r| row_vals(&r)));
     }
     assert_eq!(m, at_t);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn latest_reads_and_a_snapshot_at_now_see_every_row() {
+    let Loaded {
+        _cluster,
+        client,
+        table,
+        t,
+        model,
+        ..
+    } = loaded_kv("latest_reads_and_a_snapshot_at_now_see_every_row").await;
     // READ_LATEST and a snapshot at "now" see everything.
     assert_eq!(
         scan_model(client.scan_builder(&table).build().expect("b")).await,
@@ -417,7 +514,17 @@ async fn snapshot_projection_predicates_limits() {
         .snapshot_timestamp()
         .expect("snapshot picked by the server");
     assert!(chosen > t, "{chosen} vs {t}");
+}
 
+#[tokio::test(flavor = "multi_thread")]
+async fn a_projection_returns_the_chosen_columns_in_its_order() {
+    let Loaded {
+        _cluster,
+        client,
+        table,
+        model,
+        ..
+    } = loaded_kv("a_projection_returns_the_chosen_columns_in_its_order").await;
     // Projection: chosen columns, in the given order.
     let batches = collect(
         client
@@ -441,6 +548,17 @@ async fn snapshot_projection_predicates_limits() {
             assert_eq!(s, model[&k].s);
         }
     }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_empty_projection_counts_rows() {
+    let Loaded {
+        _cluster,
+        client,
+        table,
+        model,
+        ..
+    } = loaded_kv("an_empty_projection_counts_rows").await;
     // Empty projection counts rows.
     let count = collect(
         client
@@ -451,7 +569,17 @@ async fn snapshot_projection_predicates_limits() {
     )
     .await;
     assert_eq!(total_rows(&count), model.len());
+}
 
+#[tokio::test(flavor = "multi_thread")]
+async fn every_predicate_kind_selects_what_the_model_selects() {
+    let Loaded {
+        _cluster,
+        client,
+        table,
+        model,
+        ..
+    } = loaded_kv("every_predicate_kind_selects_what_the_model_selects").await;
     // Every predicate kind, checked against the model.
     use ComparisonOp::*;
     type Check = Box<dyn Fn(i64, &Vals) -> bool>;
@@ -549,7 +677,17 @@ async fn snapshot_projection_predicates_limits() {
         let desc: Vec<String> = preds.iter().map(ToString::to_string).collect();
         assert_eq!(got, want, "predicates {desc:?}");
     }
+}
 
+#[tokio::test(flavor = "multi_thread")]
+async fn limits_hold_across_batches_and_tablets() {
+    let Loaded {
+        _cluster,
+        client,
+        table,
+        model,
+        ..
+    } = loaded_kv("limits_hold_across_batches_and_tablets").await;
     // Limits, across batches and tablets.
     for limit in [1u64, 17, 250, 5000] {
         let batches = collect(
@@ -569,7 +707,17 @@ async fn snapshot_projection_predicates_limits() {
     }
     let none = collect(client.scan_builder(&table).limit(0).build().expect("b")).await;
     assert_eq!(total_rows(&none), 0);
+}
 
+#[tokio::test(flavor = "multi_thread")]
+async fn primary_key_bounds_work_as_rows_and_as_encoded_keys() {
+    let Loaded {
+        _cluster,
+        client,
+        table,
+        model,
+        ..
+    } = loaded_kv("primary_key_bounds_work_as_rows_and_as_encoded_keys").await;
     // Primary-key bounds, as rows and as encoded keys.
     let lo = key_row(table.schema(), 300);
     let hi = key_row(table.schema(), 1200);
@@ -598,7 +746,17 @@ async fn snapshot_projection_predicates_limits() {
     )
     .await;
     assert_unique_and_complete(&got, &model.range(300..).map(|(k, _)| *k).collect());
+}
 
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_scans_are_refused_before_anything_is_sent() {
+    let Loaded {
+        _cluster,
+        client,
+        table,
+        ..
+    } = loaded_kv("bad_scans_are_refused_before_anything_is_sent").await;
+    use ComparisonOp::*;
     // Clear errors for bad scans, before anything is sent.
     let err = client
         .scan_builder(&table)

@@ -20,6 +20,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use ferry_fixtures::{runtime, Shared};
 use ferry_testkit::{DaemonKind, MiniCluster};
 use kudu_client::error::{RowError, StatusCode};
 use kudu_client::meta::Lookup;
@@ -32,14 +33,6 @@ use rand::{Rng, SeedableRng};
 
 // ---------------------------------------------------------------------------
 // Helpers.
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime")
-}
 
 fn cluster(tservers: usize, tserver_flags: &[&str]) -> MiniCluster {
     cluster_with(tservers, &[], tserver_flags)
@@ -291,41 +284,6 @@ fn every_op_type_in_every_flush_mode() {
 // ---------------------------------------------------------------------------
 // Every column type, read back by the CLI.
 
-fn types_schema() -> Schema {
-    let n = |name: &str, t: DataType| col(name, t).nullable(true).build().unwrap();
-    Schema::new(vec![
-        col("id", DataType::Int64).key(true).build().unwrap(),
-        n("b", DataType::Bool),
-        n("i8", DataType::Int8),
-        n("i16", DataType::Int16),
-        n("i32", DataType::Int32),
-        n("i64", DataType::Int64),
-        n("f", DataType::Float),
-        n("d", DataType::Double),
-        ColumnSchemaBuilder::decimal("d32", 9, 2)
-            .nullable(true)
-            .build()
-            .unwrap(),
-        ColumnSchemaBuilder::decimal("d64", 18, 4)
-            .nullable(true)
-            .build()
-            .unwrap(),
-        ColumnSchemaBuilder::decimal("d128", 38, 10)
-            .nullable(true)
-            .build()
-            .unwrap(),
-        n("s", DataType::String),
-        n("bin", DataType::Binary),
-        ColumnSchemaBuilder::varchar("vc", 5)
-            .nullable(true)
-            .build()
-            .unwrap(),
-        n("ts", DataType::UnixtimeMicros),
-        n("dt", DataType::Date),
-    ])
-    .unwrap()
-}
-
 const MAX_38: i128 = 99_999_999_999_999_999_999_999_999_999_999_999_999;
 
 #[test]
@@ -338,7 +296,7 @@ fn every_column_type_reads_back_through_the_cli() {
     rt.block_on(async {
         client
             .create_table(
-                &TableBuilder::new("types", types_schema())
+                &TableBuilder::new("types", ferry_fixtures::all_types_schema())
                     .add_hash_partitions(&["id"], 2, 0)
                     .num_replicas(1),
             )
@@ -367,11 +325,11 @@ fn every_column_type_reads_back_through_the_cli() {
             .unwrap()
             .set_f64("d", 1234.5625)
             .unwrap()
-            .set_decimal("d32", 999_999_999, 2)
+            .set_decimal("dec9", 999_999_999, 2)
             .unwrap()
-            .set_decimal("d64", 999_999_999_999_999_999, 4)
+            .set_decimal("dec18", 999_999_999_999_999_999, 4)
             .unwrap()
-            .set_decimal("d128", MAX_38, 10)
+            .set_decimal("dec38", MAX_38, 10)
             .unwrap()
             .set_str("s", "héllo \u{1F980}")
             .unwrap()
@@ -403,11 +361,11 @@ fn every_column_type_reads_back_through_the_cli() {
             .unwrap()
             .set_f64("d", -2.5e-3)
             .unwrap()
-            .set_decimal("d32", -999_999_999, 2)
+            .set_decimal("dec9", -999_999_999, 2)
             .unwrap()
-            .set_decimal("d64", -999_999_999_999_999_999, 4)
+            .set_decimal("dec18", -999_999_999_999_999_999, 4)
             .unwrap()
-            .set_decimal("d128", -MAX_38, 10)
+            .set_decimal("dec38", -MAX_38, 10)
             .unwrap()
             .set_str("s", "")
             .unwrap()
@@ -425,8 +383,8 @@ fn every_column_type_reads_back_through_the_cli() {
         let mut r = t.new_row();
         r.set_i64("id", 0).unwrap();
         for name in [
-            "b", "i8", "i16", "i32", "i64", "f", "d", "d32", "d64", "d128", "s", "bin", "vc", "ts",
-            "dt",
+            "b", "i8", "i16", "i32", "i64", "f", "d", "dec9", "dec18", "dec38", "s", "bin", "vc",
+            "ts", "dt",
         ] {
             r.set_null(name).unwrap();
         }
@@ -438,11 +396,11 @@ fn every_column_type_reads_back_through_the_cli() {
             .unwrap()
             .set_str("s", &big)
             .unwrap()
-            .set_decimal("d32", 12_345, 2)
+            .set_decimal("dec9", 12_345, 2)
             .unwrap()
-            .set_decimal("d64", -5, 4)
+            .set_decimal("dec18", -5, 4)
             .unwrap()
-            .set_decimal("d128", 1, 10)
+            .set_decimal("dec38", 1, 10)
             .unwrap()
             .set_timestamp_micros("ts", 1_700_000_000_123_456)
             .unwrap()
@@ -459,12 +417,12 @@ fn every_column_type_reads_back_through_the_cli() {
     // is "1-01-01"), FLOAT/DOUBLE shortest round-trip, NULL as NULL.
     let rows = cli_rows(&c, "types");
     let expected_big = format!(
-        "(int64 id=1, bool b=NULL, int8 i8=NULL, int16 i16=NULL, int32 i32=NULL, int64 i64=NULL, float f=NULL, double d=NULL, decimal d32=12345_D32, decimal d64=-5_D64, decimal d128=1_D128, string s=\"{big}\", binary bin=NULL, varchar vc=NULL, unixtime_micros ts=2023-11-14T22:13:20.123456Z, date dt=1970-01-01)"
+        "(int64 id=1, bool b=NULL, int8 i8=NULL, int16 i16=NULL, int32 i32=NULL, int64 i64=NULL, float f=NULL, double d=NULL, decimal dec9=12345_D32, decimal dec18=-5_D64, decimal dec38=1_D128, string s=\"{big}\", binary bin=NULL, varchar vc=NULL, unixtime_micros ts=2023-11-14T22:13:20.123456Z, date dt=1970-01-01)"
     );
     let mut expected = vec![
-        "(int64 id=-9223372036854775808, bool b=true, int8 i8=127, int16 i16=32767, int32 i32=2147483647, int64 i64=9223372036854775807, float f=3.5, double d=1234.5625, decimal d32=999999999_D32, decimal d64=999999999999999999_D64, decimal d128=99999999999999999999999999999999999999_D128, string s=\"héllo \u{1F980}\", binary bin=\"\\x00\\xff\\x41\\x7f\", varchar vc=\"ab€dé\", unixtime_micros ts=9999-12-31T23:59:59.999999Z, date dt=9999-12-31)".to_owned(),
-        "(int64 id=9223372036854775807, bool b=false, int8 i8=-128, int16 i16=-32768, int32 i32=-2147483648, int64 i64=-9223372036854775808, float f=-0.125, double d=-0.0025, decimal d32=-999999999_D32, decimal d64=-999999999999999999_D64, decimal d128=-99999999999999999999999999999999999999_D128, string s=\"\", binary bin=\"\", varchar vc=\"\", unixtime_micros ts=1969-12-31T23:59:59.999999Z, date dt=1-01-01)".to_owned(),
-        "(int64 id=0, bool b=NULL, int8 i8=NULL, int16 i16=NULL, int32 i32=NULL, int64 i64=NULL, float f=NULL, double d=NULL, decimal d32=NULL, decimal d64=NULL, decimal d128=NULL, string s=NULL, binary bin=NULL, varchar vc=NULL, unixtime_micros ts=NULL, date dt=NULL)".to_owned(),
+        "(int64 id=-9223372036854775808, bool b=true, int8 i8=127, int16 i16=32767, int32 i32=2147483647, int64 i64=9223372036854775807, float f=3.5, double d=1234.5625, decimal dec9=999999999_D32, decimal dec18=999999999999999999_D64, decimal dec38=99999999999999999999999999999999999999_D128, string s=\"héllo \u{1F980}\", binary bin=\"\\x00\\xff\\x41\\x7f\", varchar vc=\"ab€dé\", unixtime_micros ts=9999-12-31T23:59:59.999999Z, date dt=9999-12-31)".to_owned(),
+        "(int64 id=9223372036854775807, bool b=false, int8 i8=-128, int16 i16=-32768, int32 i32=-2147483648, int64 i64=-9223372036854775808, float f=-0.125, double d=-0.0025, decimal dec9=-999999999_D32, decimal dec18=-999999999999999999_D64, decimal dec38=-99999999999999999999999999999999999999_D128, string s=\"\", binary bin=\"\", varchar vc=\"\", unixtime_micros ts=1969-12-31T23:59:59.999999Z, date dt=1-01-01)".to_owned(),
+        "(int64 id=0, bool b=NULL, int8 i8=NULL, int16 i16=NULL, int32 i32=NULL, int64 i64=NULL, float f=NULL, double d=NULL, decimal dec9=NULL, decimal dec18=NULL, decimal dec38=NULL, string s=NULL, binary bin=NULL, varchar vc=NULL, unixtime_micros ts=NULL, date dt=NULL)".to_owned(),
         expected_big,
     ];
     expected.sort();
@@ -816,17 +774,22 @@ fn writes_survive_a_tserver_restart_exactly_once() {
 // ---------------------------------------------------------------------------
 // Errors.
 
-#[test]
-fn mistakes_and_schema_mismatches_are_typed_errors() {
-    let mut c = cluster(1, &[]);
-    let rt = runtime();
-    let client = client(&c);
-    let schema = Schema::new(vec![
+/// The 1-tablet-server cluster the typed-error tests share while they run.
+static ERRS_CLUSTER: Shared<MiniCluster> = Shared::new();
+
+fn errs_schema() -> Schema {
+    Schema::new(vec![
         col("k", DataType::Int32).key(true).build().unwrap(),
         col("x", DataType::Int32).nullable(true).build().unwrap(),
         col("y", DataType::String).nullable(true).build().unwrap(),
     ])
-    .unwrap();
+    .unwrap()
+}
+
+/// Creates table `name` (key `k`, INT32 `x`, STRING `y`; ranges [0, 100)
+/// and [200, 300), so [100, 200) is not covered) and opens it.
+async fn create_errs(client: &KuduClient, name: &str) -> KuduTable {
+    let schema = errs_schema();
     let lo_hi = |lo: i32, hi: i32| {
         let mut l = kudu_client::Row::new(&schema);
         l.set_i32("k", lo).unwrap();
@@ -836,17 +799,26 @@ fn mistakes_and_schema_mismatches_are_typed_errors() {
     };
     let (l, h) = lo_hi(0, 100);
     let (l2, h2) = lo_hi(200, 300);
-    let stale = rt.block_on(async {
-        client
-            .create_table(
-                &TableBuilder::new("errs", schema.clone())
-                    .set_range_partition_columns(&["k"])
-                    .add_range_partition(l, h)
-                    .add_range_partition(l2, h2)
-                    .num_replicas(1),
-            )
-            .await
-            .expect("create");
+    client
+        .create_table(
+            &TableBuilder::new(name, schema.clone())
+                .set_range_partition_columns(&["k"])
+                .add_range_partition(l, h)
+                .add_range_partition(l2, h2)
+                .num_replicas(1),
+        )
+        .await
+        .expect("create");
+    client.open_table(name).await.unwrap()
+}
+
+#[test]
+fn rows_with_mistakes_are_refused_with_typed_errors() {
+    let c = ERRS_CLUSTER.get(|| cluster(1, &[]));
+    let rt = runtime();
+    let client = client(&c);
+    rt.block_on(async {
+        let t = create_errs(&client, "errs").await;
         client
             .create_table(
                 &TableBuilder::new("other", ops_schema())
@@ -855,7 +827,6 @@ fn mistakes_and_schema_mismatches_are_typed_errors() {
             )
             .await
             .expect("create other");
-        let t = client.open_table("errs").await.unwrap();
         let other = client.open_table("other").await.unwrap();
         let mut session = client.new_session();
 
@@ -885,13 +856,24 @@ fn mistakes_and_schema_mismatches_are_typed_errors() {
         r.set_i32("id", 1).unwrap();
         let err = session.apply(Operation::insert(&t, r)).await.unwrap_err();
         assert!(err.to_string().contains("applied to table 'errs'"), "{err}");
+    });
+}
+
+#[test]
+fn a_row_in_a_non_covered_range_fails_alone() {
+    let c = ERRS_CLUSTER.get(|| cluster(1, &[]));
+    let rt = runtime();
+    let client = client(&c);
+    rt.block_on(async {
+        let t = create_errs(&client, "errs_gap").await;
+        let mut session = client.new_session();
 
         // Non-covered range: sync mode answers with the typed error ...
         let mut r = t.new_row();
         r.set_i32("k", 150).unwrap();
         let err = session.apply(Operation::insert(&t, r)).await.unwrap_err();
         assert!(
-            matches!(err, Error::NonCoveredRange { ref table, .. } if table == "errs"),
+            matches!(err, Error::NonCoveredRange { ref table, .. } if table == "errs_gap"),
             "{err:?}"
         );
 
@@ -935,20 +917,27 @@ fn mistakes_and_schema_mismatches_are_typed_errors() {
             .await
             .unwrap_err();
         assert!(err.to_string().contains("closed"), "{err}");
-        t
     });
-    assert_eq!(cli_count(&c, "errs"), 3);
+    assert_eq!(cli_count(&c, "errs_gap"), 3);
+}
+
+#[test]
+fn a_write_through_a_stale_schema_is_refused_and_a_fresh_handle_works() {
+    let c = ERRS_CLUSTER.get(|| cluster(1, &[]));
+    let rt = runtime();
+    let client = client(&c);
+    let stale = rt.block_on(create_errs(&client, "errs_stale"));
 
     // The server's schema changes under an open table: swap the names of
     // x (INT32) and y (STRING), so the stale handle sends a STRING where
     // the server has x as ... an INT32 named y. The server refuses; the
     // caller gets a typed error naming the problem, no panic.
     let m = c.master_addrs_joined();
-    c.kudu_ok(&["table", "rename_column", &m, "errs", "x", "tmp"])
+    c.kudu_ok(&["table", "rename_column", &m, "errs_stale", "x", "tmp"])
         .unwrap();
-    c.kudu_ok(&["table", "rename_column", &m, "errs", "y", "x"])
+    c.kudu_ok(&["table", "rename_column", &m, "errs_stale", "y", "x"])
         .unwrap();
-    c.kudu_ok(&["table", "rename_column", &m, "errs", "tmp", "y"])
+    c.kudu_ok(&["table", "rename_column", &m, "errs_stale", "tmp", "y"])
         .unwrap();
     rt.block_on(async {
         let mut session = client.new_session();
@@ -962,12 +951,20 @@ fn mistakes_and_schema_mismatches_are_typed_errors() {
             "{err:?}"
         );
         // With a fresh handle the same write works.
-        let fresh = client.open_table("errs").await.unwrap();
+        let fresh = client.open_table("errs_stale").await.unwrap();
         let mut r = fresh.new_row();
         r.set_i32("k", 7).unwrap().set_str("x", "seven").unwrap();
         session.apply(Operation::insert(&fresh, r)).await.unwrap();
     });
-    assert_eq!(cli_count(&c, "errs"), 4);
+    assert_eq!(cli_count(&c, "errs_stale"), 1);
+}
+
+#[test]
+fn writes_to_a_dead_tablet_server_time_out_naming_the_cause() {
+    let mut c = cluster(1, &[]);
+    let rt = runtime();
+    let client = client(&c);
+    rt.block_on(create_errs(&client, "errs"));
 
     // The only tablet server is gone: retries end at the deadline with a
     // TimedOut naming the attempts and the last cause; in a buffered mode

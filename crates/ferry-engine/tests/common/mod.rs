@@ -1,6 +1,6 @@
-//! Shared helpers for the replication tests: an every-type schema, a
-//! random change generator, full-table reads for comparison, and a job
-//! started in-process between two real clusters.
+//! Shared helpers for the replication tests: the every-type table (schema
+//! from `ferry-fixtures`), a random change generator, full-table
+//! comparison, and a job started in-process between two real clusters.
 
 #![allow(dead_code)]
 
@@ -10,77 +10,15 @@ use ferry_engine::kudu_sink::KuduSink;
 use ferry_engine::kudu_source::KuduSource;
 use ferry_engine::{JobHandle, JobSpec};
 use ferry_testkit::MiniCluster;
-use kudu_client::schema::ColumnSchemaBuilder;
 use kudu_client::write::session::{FlushMode, Operation, Session, SessionOptions};
-use kudu_client::{
-    ColumnSchema, DataType, KuduClient, KuduTable, Row, Schema, TableBuilder, Value,
-};
+use kudu_client::{KuduClient, KuduTable, Row, TableBuilder, Value};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 pub const TABLE: &str = "repl";
 
-/// Two independent clusters (1 master + 3 tablet servers each).
-pub fn two_clusters() -> (MiniCluster, MiniCluster) {
-    let a = std::thread::spawn(|| {
-        MiniCluster::builder()
-            .tservers(3)
-            .start()
-            .expect("source cluster")
-    });
-    let b = std::thread::spawn(|| {
-        MiniCluster::builder()
-            .tservers(3)
-            .start()
-            .expect("sink cluster")
-    });
-    (a.join().expect("source"), b.join().expect("sink"))
-}
-
-pub fn all_types_schema() -> Schema {
-    let col = |n: &str, t: DataType| {
-        ColumnSchema::builder(n, t)
-            .nullable(true)
-            .build()
-            .expect("column")
-    };
-    Schema::new(vec![
-        ColumnSchema::builder("id", DataType::Int64)
-            .key(true)
-            .build()
-            .expect("id"),
-        col("b", DataType::Bool),
-        col("i8", DataType::Int8),
-        col("i16", DataType::Int16),
-        col("i32", DataType::Int32),
-        col("i64", DataType::Int64),
-        col("f", DataType::Float),
-        col("d", DataType::Double),
-        ColumnSchemaBuilder::decimal("dec9", 9, 2)
-            .nullable(true)
-            .build()
-            .expect("dec9"),
-        ColumnSchemaBuilder::decimal("dec18", 18, 4)
-            .nullable(true)
-            .build()
-            .expect("dec18"),
-        ColumnSchemaBuilder::decimal("dec38", 38, 10)
-            .nullable(true)
-            .build()
-            .expect("dec38"),
-        col("s", DataType::String),
-        col("bin", DataType::Binary),
-        ColumnSchemaBuilder::varchar("vc", 8)
-            .nullable(true)
-            .build()
-            .expect("vc"),
-        col("ts", DataType::UnixtimeMicros),
-        col("dt", DataType::Date),
-    ])
-    .expect("schema")
-}
+pub use ferry_fixtures::{all_types_schema, read_all, two_clusters};
 
 /// Creates the every-type table (4 hash buckets, RF 3) on `client`.
 pub async fn create_table(client: &KuduClient, name: &str) -> KuduTable {
@@ -129,7 +67,7 @@ pub fn random_row(rng: &mut StdRng, table: &KuduTable, id: i64) -> Row {
             ),
             "bin" => Value::Binary((0..rng.gen_range(0..40)).map(|_| rng.gen()).collect()),
             "vc" => Value::String(
-                (0..rng.gen_range(0..=8))
+                (0..rng.gen_range(0..=ferry_fixtures::VARCHAR_LEN))
                     .map(|_| rng.gen_range('a'..='z'))
                     .collect(),
             ),
@@ -209,23 +147,6 @@ pub async fn churn(
     }
     session.flush().await.expect("flush");
     session.close().await.expect("close");
-}
-
-/// Every row of `table`, keyed by id, as values.
-pub async fn read_all(client: &KuduClient, name: &str) -> BTreeMap<i64, Vec<Value>> {
-    let table = client.open_table(name).await.expect("open");
-    let mut scanner = client.scan_builder(&table).build().expect("scanner");
-    let mut rows = BTreeMap::new();
-    while let Some(batch) = scanner.next_batch().await.expect("scan") {
-        for view in batch.rows() {
-            let values = view.to_values().expect("values");
-            let Value::Int64(id) = values[0] else {
-                panic!("key is not INT64")
-            };
-            rows.insert(id, values);
-        }
-    }
-    rows
 }
 
 /// Asserts the two tables hold the same rows, naming the first difference.
