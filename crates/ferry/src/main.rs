@@ -32,7 +32,6 @@ mod run;
 mod run_args;
 mod sampler;
 mod server;
-mod sink;
 mod submit;
 
 use clap::{Parser, Subcommand};
