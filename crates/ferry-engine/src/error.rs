@@ -123,6 +123,10 @@ pub enum ControlError {
     /// A stop was requested already; the first one is under way.
     #[error("the job is already stopping")]
     AlreadyStopping,
+    /// A stop without drain was requested while draining; the job stops
+    /// now, with that request's savepoint.
+    #[error("drain: a stop without drain was requested meanwhile")]
+    DrainOverridden,
     /// Stop with drain gave up: the open window did not finish in time.
     /// The job keeps running.
     #[error("drain: the open window did not finish within {}s", .0.as_secs())]

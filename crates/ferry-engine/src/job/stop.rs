@@ -74,13 +74,22 @@ impl Mode {
         has_dir: bool,
         workers: &Workers,
     ) {
-        if !matches!(self, Mode::Running) {
-            let _ = reply.send(Err(ControlError::AlreadyStopping));
-            return;
-        }
         if !has_dir {
             let _ = reply.send(Err(ControlError::NoSavepointDirectory));
             return;
+        }
+        match std::mem::take(self) {
+            Mode::Running => {}
+            // A plain stop overrides a drain (that waits too long for
+            // the operator); the drain's requester learns why it ended.
+            Mode::Draining { request, .. } if !mode.drain => {
+                let _ = request.reply.send(Err(ControlError::DrainOverridden));
+            }
+            busy => {
+                *self = busy;
+                let _ = reply.send(Err(ControlError::AlreadyStopping));
+                return;
+            }
         }
         let request = StopRequest {
             dir: mode.savepoint_dir,
