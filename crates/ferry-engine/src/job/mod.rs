@@ -166,3 +166,70 @@ impl Job {
         ))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checkpoint::{SnapshotKind, SplitState, WindowState};
+    use crate::config::RawConfig;
+
+    fn config(table: &str) -> JobConfig {
+        let args = [
+            "--job.sourceMasterAddresses",
+            "a:7051",
+            "--job.sinkMasterAddresses",
+            "b:7051",
+            "--job.tableName",
+            table,
+            "--job.checkpointsDirectory",
+            "/tmp/chk",
+        ];
+        JobConfig::from_sources(None::<RawConfig>, args).expect("config")
+    }
+
+    fn point(table: &str, with_split: bool) -> RestorePoint {
+        let mut state = JobState::new(
+            JobId::random(),
+            SnapshotKind::Savepoint,
+            3,
+            table,
+            vec![],
+            vec![],
+        );
+        state.last_end_timestamp = Some(10);
+        if with_split {
+            state.window = Some(WindowState {
+                start_timestamp: Some(10),
+                end_timestamp: 20,
+            });
+            state.pending = vec![SplitState {
+                split_id: "s".into(),
+                descriptor: vec![1],
+                resume_key: None,
+            }];
+        }
+        RestorePoint {
+            location: "/sp/savepoint-1".into(),
+            state,
+        }
+    }
+
+    #[test]
+    fn splits_of_another_table_are_refused() {
+        let err = point("old", true)
+            .check(&config("new"))
+            .expect_err("refused");
+        assert_eq!(
+            err.to_string(),
+            "the savepoint at '/sp/savepoint-1' was taken from table 'old' with splits in progress; it cannot resume table 'new'"
+        );
+    }
+
+    #[test]
+    fn a_state_between_windows_seeds_a_renamed_table() {
+        let state = point("old", false).check(&config("new")).expect("accepted");
+        assert_eq!(state.last_end_timestamp, Some(10));
+        let state = point("t", true).check(&config("t")).expect("same table");
+        assert_eq!(state.pending.len(), 1);
+    }
+}
