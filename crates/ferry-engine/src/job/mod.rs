@@ -45,6 +45,8 @@ mod checkpointing;
 mod coordinator;
 mod handle;
 mod stop;
+#[cfg(test)]
+mod tests;
 
 pub use handle::{CheckpointRecord, JobHandle, JobStatus, StopMode, DEFAULT_DRAIN_TIMEOUT};
 
@@ -168,7 +170,7 @@ impl Job {
 }
 
 #[cfg(test)]
-mod tests {
+mod restore_tests {
     use super::*;
     use crate::checkpoint::{SnapshotKind, SplitState, WindowState};
     use crate::config::RawConfig;
