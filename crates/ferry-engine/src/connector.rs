@@ -3,19 +3,38 @@
 //!
 //! A [`Source`] plans the splits of a window and opens a [`SplitReader`]
 //! for one split; the reader yields batches with the resume key of their
-//! last row. A [`Sink`] makes [`SinkWriter`]s that apply a batch and return
+//! last row. A [`Sink`] is prepared once before the job starts (created or
+//! checked) and then makes [`SinkWriter`]s that apply a batch and return
 //! only when it is durably written, so "progress" can follow the flush.
+//!
+//! The batch type is the source's choice ([`Source::Batch`]); a job pairs a
+//! source with a sink that accepts that type (`K: Sink<S::Batch>`), so
+//! batches pass from reader to writer as they are, with no conversion, and
+//! no trait here names a Kudu type.
 
 use crate::checkpoint::{SplitState, WindowState};
 use crate::error::EngineError;
-use kudu_client::scan::decode::RowBatch;
 use std::future::Future;
 
-/// A batch read from a split: rows (with IS_DELETED for diff windows) and
-/// the encoded primary key of the last row, where the split resumes.
+/// What the engine needs to know of a batch, for its metrics.
+pub trait Batch: Send + Sync + 'static {
+    /// Rows in the batch.
+    fn len(&self) -> usize;
+
+    /// Whether the batch has no rows.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes the batch carried from the source.
+    fn byte_size(&self) -> usize;
+}
+
+/// A batch read from a split: rows (for the Kudu source, with IS_DELETED in
+/// diff windows) and the resume key of the last row, where the split resumes.
 #[derive(Debug)]
-pub struct ReadBatch {
-    pub rows: RowBatch,
+pub struct ReadBatch<B> {
+    pub rows: B,
     pub resume_key: Option<Vec<u8>>,
 }
 
@@ -29,11 +48,13 @@ pub struct WriteStats {
 
 /// Where changes come from.
 pub trait Source: Send + Sync + 'static {
+    /// The batches its readers yield.
+    type Batch: Batch;
     /// Reader of one split.
-    type Reader: SplitReader;
+    type Reader: SplitReader<Batch = Self::Batch>;
 
-    /// The source cluster's clock now (hybrid time): window ends come from
-    /// here, never from the local clock.
+    /// The source's clock now (for Kudu, hybrid time): window ends come
+    /// from here, never from the local clock.
     fn now(&self) -> impl Future<Output = Result<u64, EngineError>> + Send;
 
     /// The splits covering `window` (snapshot or diff).
@@ -51,25 +72,34 @@ pub trait Source: Send + Sync + 'static {
 
 /// Streams the batches of one split.
 pub trait SplitReader: Send + 'static {
+    /// The batches it yields.
+    type Batch: Batch;
+
     /// The next batch, or `None` when the split is done.
-    fn next(&mut self) -> impl Future<Output = Result<Option<ReadBatch>, EngineError>> + Send;
+    fn next(
+        &mut self,
+    ) -> impl Future<Output = Result<Option<ReadBatch<Self::Batch>>, EngineError>> + Send;
 }
 
-/// Where changes go.
-pub trait Sink: Send + Sync + 'static {
+/// Where changes go: a sink that accepts batches of type `B`.
+pub trait Sink<B: Batch>: Send + Sync + 'static {
     /// One pipeline's writer.
-    type Writer: SinkWriter;
+    type Writer: SinkWriter<B>;
+
+    /// Makes the sink ready before the job starts (create what is missing,
+    /// check that what exists can take the source's rows). The job does not
+    /// start when this fails. Sinks with nothing to prepare keep the default.
+    fn prepare(&mut self) -> impl Future<Output = Result<(), EngineError>> + Send {
+        async { Ok(()) }
+    }
 
     /// A new writer.
     fn writer(&self) -> impl Future<Output = Result<Self::Writer, EngineError>> + Send;
 }
 
-/// Applies batches to the sink.
-pub trait SinkWriter: Send + 'static {
+/// Applies batches of type `B` to the sink.
+pub trait SinkWriter<B>: Send + 'static {
     /// Applies every row of `batch` (upsert live rows, delete deleted ones)
     /// and returns once all of them are durably written.
-    fn write(
-        &mut self,
-        batch: &RowBatch,
-    ) -> impl Future<Output = Result<WriteStats, EngineError>> + Send;
+    fn write(&mut self, batch: &B) -> impl Future<Output = Result<WriteStats, EngineError>> + Send;
 }

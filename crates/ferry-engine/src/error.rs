@@ -3,6 +3,7 @@
 
 use crate::checkpoint::CheckpointError;
 use crate::enumerator::EnumeratorError;
+use std::time::Duration;
 
 /// Everything that can stop or disturb a job.
 #[derive(Debug, thiserror::Error)]
@@ -29,8 +30,8 @@ pub enum EngineError {
     #[error("{0}")]
     SinkTable(String),
     /// A restored state does not fit this job.
-    #[error("cannot restore: {0}")]
-    Restore(String),
+    #[error(transparent)]
+    Restore(#[from] RestoreError),
     /// An internal protocol error (a bug).
     #[error("internal error: {0}")]
     Internal(#[from] EnumeratorError),
@@ -73,6 +74,66 @@ impl EngineError {
             _ => None,
         }
     }
+}
+
+/// Why a checkpoint or savepoint cannot restore a job.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RestoreError {
+    /// Its splits in progress belong to another table; re-reading them
+    /// would copy that table's rows.
+    #[error("the savepoint at '{location}' was taken from table '{saved_table}' with splits in progress; it cannot resume table '{table}'")]
+    OtherTable {
+        location: String,
+        saved_table: String,
+        table: String,
+    },
+}
+
+/// Why a job did not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StartError {
+    /// The restore point does not fit this job.
+    #[error(transparent)]
+    Restore(#[from] RestoreError),
+    /// The sink could not be prepared (missing, incompatible, unreachable).
+    #[error(transparent)]
+    Sink(EngineError),
+}
+
+/// Why a request to a job (savepoint, checkpoint, stop) was not done.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ControlError {
+    /// The job has ended; nothing answers requests any more.
+    #[error("the job is not running")]
+    NotRunning,
+    /// The job ended while the request was queued.
+    #[error("the job ended before answering")]
+    EndedBeforeAnswering,
+    /// The job ended (failed or was cancelled) before a requested stop
+    /// could write its savepoint.
+    #[error("the job ended ({status}) while {}", if *.drain { "draining" } else { "stopping" })]
+    EndedWhileStopping { status: &'static str, drain: bool },
+    /// A savepoint needs a directory: the request named none and the job
+    /// has no default.
+    #[error("no savepoint directory given and none configured")]
+    NoSavepointDirectory,
+    /// A stop was requested already; the first one is under way.
+    #[error("the job is already stopping")]
+    AlreadyStopping,
+    /// A stop without drain was requested while draining; the job stops
+    /// now, with that request's savepoint.
+    #[error("drain: a stop without drain was requested meanwhile")]
+    DrainOverridden,
+    /// Stop with drain gave up: the open window did not finish in time.
+    /// The job keeps running.
+    #[error("drain: the open window did not finish within {}s", .0.as_secs())]
+    DrainTimeout(Duration),
+    /// Writing the checkpoint or savepoint failed.
+    #[error(transparent)]
+    Failed(#[from] EngineError),
 }
 
 fn transient(e: &kudu_client::Error) -> bool {

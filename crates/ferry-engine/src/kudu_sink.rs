@@ -1,10 +1,13 @@
 //! The Kudu sink: live rows become UPSERT_IGNORE with every column, rows a
 //! diff scan reports deleted become key-only DELETE_IGNORE, so replaying a
-//! batch (after a crash or a retried split) is harmless.
+//! batch (after a crash or a retried split) is harmless. Before the job
+//! starts, [`Sink::prepare`] creates the sink table as a copy of the source
+//! (`job.createTable`) or checks that the existing one can take its rows.
 
-use crate::config::{FlushMode, WriterConfig};
+use crate::config::{FlushMode, JobConfig, WriterConfig};
 use crate::connector::{Sink, SinkWriter, WriteStats};
 use crate::error::EngineError;
+use crate::sink_table::{prepare_sink_table, SinkTableAction, SinkTableOptions};
 use kudu_client::scan::decode::RowBatch;
 use kudu_client::write::session::{
     FlushMode as ClientFlushMode, Operation, Session, SessionOptions,
@@ -15,17 +18,61 @@ use kudu_client::{KuduClient, KuduTable, Schema};
 #[derive(Debug, Clone)]
 pub struct KuduSink {
     client: KuduClient,
-    table: KuduTable,
+    /// The source cluster and table the sink copies (for `prepare`).
+    source: KuduClient,
+    source_table: String,
+    options: SinkTableOptions,
+    /// Set by `prepare`.
+    table: Option<KuduTable>,
     writer: WriterConfig,
 }
 
 impl KuduSink {
-    /// A sink writing `table` (already opened on the sink cluster).
-    pub fn new(client: KuduClient, table: KuduTable, writer: WriterConfig) -> Self {
+    /// A sink for the copy of `source_table` (on the cluster of `source`)
+    /// on the cluster of `client`, named and created as `options` say.
+    pub fn new(
+        client: KuduClient,
+        source: KuduClient,
+        source_table: impl Into<String>,
+        options: SinkTableOptions,
+        writer: WriterConfig,
+    ) -> Self {
         KuduSink {
             client,
-            table,
+            source,
+            source_table: source_table.into(),
+            options,
+            table: None,
             writer,
+        }
+    }
+
+    /// The sink of a job configured by `config`: table `job.tableName` +
+    /// `job.tableSuffix`, created when `job.createTable` is set.
+    pub fn from_config(client: KuduClient, source: KuduClient, config: &JobConfig) -> Self {
+        let options = SinkTableOptions {
+            sink_table_name: config.sink_table_name(),
+            create_table: config.create_table,
+            restore_owner: config.restore_owner,
+        };
+        Self::new(
+            client,
+            source,
+            config.table_name.clone(),
+            options,
+            config.writer.clone(),
+        )
+    }
+
+    /// The sink table, once prepared.
+    pub fn table(&self) -> Option<&KuduTable> {
+        self.table.as_ref()
+    }
+
+    fn err(&self, source: kudu_client::Error) -> EngineError {
+        EngineError::Sink {
+            table: self.options.sink_table_name.clone(),
+            source,
         }
     }
 }
@@ -35,8 +82,28 @@ impl KuduSink {
 /// encoded size in memory.
 const ADAPTIVE_BATCH_BYTES: usize = 1 << 20;
 
-impl Sink for KuduSink {
+impl Sink<RowBatch> for KuduSink {
     type Writer = KuduSinkWriter;
+
+    async fn prepare(&mut self) -> Result<(), EngineError> {
+        let name = &self.options.sink_table_name;
+        let plan = prepare_sink_table(
+            &self.source,
+            &self.client,
+            &self.source_table,
+            &self.options,
+        )
+        .await
+        .map_err(|e| EngineError::SinkTable(e.to_string()))?;
+        match plan.action {
+            SinkTableAction::Created => {
+                tracing::info!(table = %name, "created the sink table as a copy of the source")
+            }
+            _ => tracing::info!(table = %name, "sink table found and compatible"),
+        }
+        self.table = Some(plan.table);
+        Ok(())
+    }
 
     async fn writer(&self) -> Result<KuduSinkWriter, EngineError> {
         // Every mode flushes at the end of a batch, before progress is
@@ -64,16 +131,22 @@ impl Sink for KuduSink {
             ClientFlushMode::ManualFlush => options.mutation_buffer_max_bytes(usize::MAX),
             _ => options,
         };
-        let session =
-            self.client
-                .new_session_with(options)
-                .map_err(|source| EngineError::Sink {
-                    table: self.table.name().to_owned(),
-                    source,
-                })?;
+        let session = self
+            .client
+            .new_session_with(options)
+            .map_err(|e| self.err(e))?;
+        let table = match &self.table {
+            Some(t) => t.clone(),
+            // Not prepared: write to the table as it is.
+            None => self
+                .client
+                .open_table(&self.options.sink_table_name)
+                .await
+                .map_err(|e| self.err(e))?,
+        };
         Ok(KuduSinkWriter {
             session,
-            table: self.table.clone(),
+            table,
             mapping: None,
             manual_flush_at: (mode == ClientFlushMode::ManualFlush)
                 .then_some(self.writer.max_buffer_size.get()),
@@ -155,7 +228,7 @@ impl KuduSinkWriter {
     }
 }
 
-impl SinkWriter for KuduSinkWriter {
+impl SinkWriter<RowBatch> for KuduSinkWriter {
     async fn write(&mut self, batch: &RowBatch) -> Result<WriteStats, EngineError> {
         if batch.is_empty() {
             return Ok(WriteStats::default());

@@ -5,9 +5,10 @@
 
 use crate::checkpoint::{SplitState, WindowState};
 use crate::config::{ReaderConfig, ReplicaSelection};
-use crate::connector::{ReadBatch, Source, SplitReader};
+use crate::connector::{Batch, ReadBatch, Source, SplitReader};
 use crate::error::EngineError;
 use crate::prefetch::ScanBatches;
+use kudu_client::scan::decode::RowBatch;
 use kudu_client::scan::scanner::{ReplicaSelection as ClientReplicaSelection, ScanSpec};
 use kudu_client::scan::split::Split;
 use kudu_client::{HybridTime, KuduClient};
@@ -58,7 +59,20 @@ impl KuduSource {
     }
 }
 
+/// Scan batches go to the sink as they are: a projection's rows in Kudu's
+/// row-wise wire layout.
+impl Batch for RowBatch {
+    fn len(&self) -> usize {
+        RowBatch::len(self)
+    }
+
+    fn byte_size(&self) -> usize {
+        RowBatch::byte_size(self)
+    }
+}
+
 impl Source for KuduSource {
+    type Batch = RowBatch;
     type Reader = KuduSplitReader;
 
     async fn now(&self) -> Result<u64, EngineError> {
@@ -117,7 +131,9 @@ pub struct KuduSplitReader {
 }
 
 impl SplitReader for KuduSplitReader {
-    async fn next(&mut self) -> Result<Option<ReadBatch>, EngineError> {
+    type Batch = RowBatch;
+
+    async fn next(&mut self) -> Result<Option<ReadBatch<RowBatch>>, EngineError> {
         let batch = self
             .batches
             .next()

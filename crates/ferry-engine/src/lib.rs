@@ -16,10 +16,15 @@
 //! - [`kudu_source`], [`kudu_sink`]: the Kudu connectors (ORDERED snapshot
 //!   and diff scans in; UPSERT_IGNORE / key-only DELETE_IGNORE out);
 //!   `prefetch`: `reader.prefetching`.
-//! - [`job`]: the coordinator task and [`JobHandle`] (savepoint, stop,
-//!   cancel); `pipeline` runs splits reader → bounded channel → writer.
+//! - [`job`]: the front door [`Job::start`] (restore check, sink
+//!   preparation, then the coordinator task) and [`JobHandle`] (checkpoint,
+//!   savepoint, stop with or without drain, cancel); `pipeline` runs splits
+//!   reader → bounded channel → writer.
 //! - [`metrics`]: the job's counters and gauges.
-//! - [`error`]: [`EngineError`], transient or fatal.
+//! - [`status`]: [`status::JobSnapshot`], one serde view of a job (status,
+//!   metrics, checkpoint history).
+//! - [`error`]: [`EngineError`] (transient or fatal), and the typed errors of
+//!   the API: [`StartError`], [`RestoreError`], [`ControlError`].
 //! - [`enumerator`]: the window chain and split queues (unassigned,
 //!   pending, pending-removal) as a pure state machine.
 //! - [`checkpoint`]: durable checkpoints and savepoints in Flink's on-disk
@@ -42,7 +47,8 @@ pub mod kudu_source;
 pub mod metrics;
 mod pipeline;
 mod prefetch;
+pub mod status;
 
-pub use error::EngineError;
-pub use job::{JobHandle, JobSpec, JobStatus};
+pub use error::{ControlError, EngineError, RestoreError, StartError};
+pub use job::{Job, JobHandle, JobOptions, JobStatus, RestorePoint, StopMode};
 pub mod sink_table;

@@ -3,6 +3,7 @@
 //! reference job where one exists (`lastEndTimestamp`, `pendingCount`,
 //! `unassignedCount`, `pendingRemovalCount`).
 
+use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
@@ -54,7 +55,8 @@ impl Default for JobMetrics {
 }
 
 /// A consistent-enough copy of every metric.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct MetricsSnapshot {
     pub uptime_ms: u64,
     pub last_end_timestamp_ms: u64,

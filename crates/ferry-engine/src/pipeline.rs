@@ -6,7 +6,7 @@
 //! resume key, so recorded progress never runs ahead of the sink.
 
 use crate::checkpoint::SplitState;
-use crate::connector::{ReadBatch, Sink, SinkWriter, Source, SplitReader};
+use crate::connector::{Batch, ReadBatch, Sink, SinkWriter, Source, SplitReader};
 use crate::error::EngineError;
 use crate::metrics::JobMetrics;
 use std::sync::Arc;
@@ -45,7 +45,7 @@ pub(crate) struct Worker {
 }
 
 /// Starts pipeline `worker`: it waits for splits on its channel.
-pub(crate) fn spawn_worker<S: Source, K: Sink>(
+pub(crate) fn spawn_worker<S: Source, K: Sink<S::Batch>>(
     worker: usize,
     source: Arc<S>,
     sink: Arc<K>,
@@ -95,7 +95,7 @@ pub(crate) fn spawn_worker<S: Source, K: Sink>(
 }
 
 /// Runs one split; `Ok(true)` when done, `Ok(false)` when stopped early.
-async fn run_split<S: Source, W: SinkWriter>(
+async fn run_split<S: Source, W: SinkWriter<S::Batch>>(
     source: &S,
     writer: &mut W,
     split: SplitState,
@@ -104,7 +104,7 @@ async fn run_split<S: Source, W: SinkWriter>(
     metrics: &JobMetrics,
 ) -> Result<bool, EngineError> {
     let reader = source.open(&split).await?;
-    let (tx, mut rx) = mpsc::channel::<Result<ReadBatch, EngineError>>(READ_AHEAD);
+    let (tx, mut rx) = mpsc::channel::<Result<ReadBatch<S::Batch>, EngineError>>(READ_AHEAD);
     let read_task = tokio::spawn(read_all(reader, tx));
     let _abort_reader = AbortOnDrop(read_task);
     loop {
@@ -134,7 +134,10 @@ async fn run_split<S: Source, W: SinkWriter>(
     }
 }
 
-async fn read_all<R: SplitReader>(mut reader: R, tx: mpsc::Sender<Result<ReadBatch, EngineError>>) {
+async fn read_all<R: SplitReader>(
+    mut reader: R,
+    tx: mpsc::Sender<Result<ReadBatch<R::Batch>, EngineError>>,
+) {
     loop {
         let (item, last) = match reader.next().await {
             Ok(Some(batch)) => (Ok(batch), false),

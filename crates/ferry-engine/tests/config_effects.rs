@@ -10,6 +10,7 @@ use ferry_engine::config::JobConfig;
 use ferry_engine::connector::{Sink, SinkWriter, Source, SplitReader};
 use ferry_engine::kudu_sink::KuduSink;
 use ferry_engine::kudu_source::KuduSource;
+use ferry_engine::sink_table::SinkTableOptions;
 use ferry_testkit::{DaemonKind, MiniCluster};
 use kudu_client::write::session::{FlushMode, Operation, SessionOptions};
 use kudu_client::{ColumnSchema, DataType, KuduClient, KuduTable, Schema, TableBuilder};
@@ -145,7 +146,7 @@ async fn manual_flush_sends_max_buffer_size_rows_per_request() {
     let client = KuduClient::new(&cluster.master_addrs()).expect("client");
     let src = create_table(&client, "src").await;
     fill(&client, &src).await;
-    let dst = create_table(&client, "dst").await;
+    create_table(&client, "dst").await;
 
     let cfg = config(
         &masters,
@@ -157,7 +158,19 @@ async fn manual_flush_sends_max_buffer_size_rows_per_request() {
     );
     let source = KuduSource::new(client.clone(), "src", cfg.reader.clone());
     let mut reader = open_split(&source).await;
-    let sink = KuduSink::new(client.clone(), dst, cfg.writer.clone());
+    // Not prepared: the writer opens the existing sink table by name.
+    let options = SinkTableOptions {
+        sink_table_name: "dst".into(),
+        create_table: false,
+        restore_owner: false,
+    };
+    let sink = KuduSink::new(
+        client.clone(),
+        client.clone(),
+        "src",
+        options,
+        cfg.writer.clone(),
+    );
     let mut writer = sink.writer().await.expect("writer");
     let (mut expected_requests, mut rows) = (0, 0);
     while let Some(batch) = reader.next().await.expect("read") {

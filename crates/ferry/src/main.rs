@@ -39,7 +39,6 @@ mod run_args;
 mod sampler;
 mod server;
 mod settings;
-mod sink;
 mod submit;
 mod view;
 

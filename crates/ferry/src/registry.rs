@@ -187,8 +187,9 @@ impl JobEntry {
         (id, true)
     }
 
-    /// Records an operation's result.
-    pub fn finish_operation(&self, id: &str, result: Result<OpValue, String>) {
+    /// Records an operation's result (an error as its message).
+    pub fn finish_operation<E: std::fmt::Display>(&self, id: &str, result: Result<OpValue, E>) {
+        let result = result.map_err(|e| e.to_string());
         let mut ops = self.operations.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(op) = ops.get_mut(id) {
             op.state = OpState::Done(result);

@@ -4,11 +4,11 @@
 
 #![allow(dead_code)]
 
-use ferry_engine::checkpoint::{CheckpointStore, JobId, JobState};
+use ferry_engine::checkpoint::{CheckpointStore, JobState};
 use ferry_engine::config::JobConfig;
 use ferry_engine::kudu_sink::KuduSink;
 use ferry_engine::kudu_source::KuduSource;
-use ferry_engine::{JobHandle, JobSpec};
+use ferry_engine::{Job, JobHandle, JobOptions, RestorePoint};
 use ferry_testkit::MiniCluster;
 use kudu_client::write::session::{FlushMode, Operation, Session, SessionOptions};
 use kudu_client::{KuduClient, KuduTable, Row, TableBuilder, Value};
@@ -217,30 +217,24 @@ pub async fn start_job(
 ) -> JobHandle {
     let source = KuduClient::new(&cfg.source_master_addresses).expect("source client");
     let sink = KuduClient::new(&cfg.sink_master_addresses).expect("sink client");
-    let sink_table = sink
-        .open_table(&cfg.sink_table_name())
-        .await
-        .expect("sink table");
     let store = CheckpointStore::open_local(&cfg.checkpoints_directory, cfg.checkpoints_retained);
-    let spec = JobSpec {
-        job_id: JobId::random(),
-        job_name: cfg.job_name.clone(),
-        table_name: cfg.table_name.clone(),
-        source_masters: cfg.source_master_addresses.clone(),
-        sink_masters: cfg.sink_master_addresses.clone(),
-        parallelism,
-        discovery_interval: cfg.discovery_interval,
-        checkpointing_interval: cfg.checkpointing_interval,
-        default_savepoint_dir: savepoints
-            .map(|p| ferry_engine::checkpoint::StorageLocation::local(p).expect("location")),
+    let options = JobOptions::new(parallelism).default_savepoint_dir(
+        savepoints.map(|p| ferry_engine::checkpoint::StorageLocation::local(p).expect("location")),
+    );
+    let restore = restore.map(|state| RestorePoint {
+        location: "(test)".into(),
+        state,
+    });
+    Job::start(
+        cfg,
         restore,
-    };
-    ferry_engine::job::spawn(
-        KuduSource::new(source, cfg.table_name.clone(), cfg.reader.clone()),
-        KuduSink::new(sink, sink_table, cfg.writer.clone()),
+        KuduSource::new(source.clone(), cfg.table_name.clone(), cfg.reader.clone()),
+        KuduSink::from_config(sink, source, cfg),
         store,
-        spec,
+        options,
     )
+    .await
+    .expect("job starts")
 }
 
 /// Waits until `windows_completed` reaches `n` (or panics after `timeout`).

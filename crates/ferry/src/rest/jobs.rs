@@ -9,7 +9,7 @@ use super::AppState;
 use crate::api::flink::{
     Acknowledged, ExceptionHistory, ExceptionInfo, ExecutionConfig, FormatType, JobConfigInfo,
     JobDetails, JobExceptionsInfo, JobPlan, JobStatusBody, JobVertex, Metric, PlanInput, PlanNode,
-    StateCounts, StopWithSavepointRequestBody, VertexMetrics,
+    StateCounts, StopWithSavepointRequestBody, TriggerResponse, VertexMetrics,
 };
 use crate::registry::{JobEntry, OpKind, OpValue};
 use crate::view::{JobView, SINK_NAME, SOURCE_NAME};
@@ -18,9 +18,8 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::Json;
 use ferry_engine::checkpoint::JobId;
-use ferry_engine::JobStatus;
+use ferry_engine::{JobStatus, StopMode};
 use serde::Deserialize;
-use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -357,13 +356,13 @@ pub async fn cancel_job(
 }
 
 /// How long `drain: true` waits for the open window to finish.
-const DRAIN_TIMEOUT: Duration = Duration::from_secs(600);
+const DRAIN_TIMEOUT: Duration = ferry_engine::job::DEFAULT_DRAIN_TIMEOUT;
 
 pub async fn stop_job(
     State(state): State<AppState>,
     Path(jobid): Path<String>,
     body: Bytes,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<TriggerResponse>), ApiError> {
     let job = find_job(&state, &jobid)?;
     let req: StopWithSavepointRequestBody = parse_body(&body, "StopWithSavepointRequestBody")?;
     let _ = req
@@ -375,46 +374,20 @@ pub async fn stop_job(
     if new {
         let job = job.clone();
         let tid = tid.clone();
-        let drain = req.drain;
+        // ferry has no watermarks; "drain" finishes the open window first,
+        // so the savepoint holds no splits in progress.
+        let mode = if req.drain {
+            StopMode::drain(dir, DRAIN_TIMEOUT)
+        } else {
+            StopMode::savepoint(dir)
+        };
         tokio::spawn(async move {
-            if drain {
-                // ferry has no watermarks; "drain" finishes the open window
-                // first, so the savepoint holds no splits in progress.
-                if let Err(e) = wait_between_windows(&job, DRAIN_TIMEOUT).await {
-                    job.finish_operation(&tid, Err(e));
-                    return;
-                }
-            }
-            let result = job.handle.stop_with_savepoint(dir).await;
+            let result = job.handle.stop(mode).await;
             job.finish_operation(&tid, result.map(OpValue::Location));
         });
     }
-    Ok((StatusCode::ACCEPTED, Json(json!({ "request-id": tid }))))
-}
-
-async fn wait_between_windows(job: &JobEntry, timeout: Duration) -> Result<(), String> {
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        let m = job.handle.metrics().snapshot();
-        if m.pending_count == 0
-            && m.unassigned_count == 0
-            && m.pending_removal_count == 0
-            && m.last_end_timestamp_ms > 0
-        {
-            return Ok(());
-        }
-        if job.status().is_terminal() {
-            return Err(format!(
-                "the job ended ({}) while draining",
-                job.status().flink_name()
-            ));
-        }
-        if tokio::time::Instant::now() > deadline {
-            return Err(format!(
-                "drain: the open window did not finish within {}s",
-                timeout.as_secs()
-            ));
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(TriggerResponse { request_id: tid }),
+    ))
 }

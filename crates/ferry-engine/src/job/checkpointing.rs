@@ -1,0 +1,111 @@
+//! Checkpoints and savepoints: capture the enumerator's state, write it,
+//! record it in the history and the metrics, and complete the window when
+//! the checkpoint covers its last split.
+
+use super::coordinator::Coordinator;
+use super::handle::CheckpointRecord;
+use crate::checkpoint::{JobState, SnapshotKind, StorageLocation};
+use crate::connector::{Sink, Source};
+use crate::enumerator::{AfterCheckpoint, CheckpointCapture};
+use crate::error::{ControlError, EngineError};
+use tokio::time::Instant;
+
+/// How many checkpoints the history keeps.
+const HISTORY_LEN: usize = 100;
+
+impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
+    fn state(&self, capture: &CheckpointCapture, kind: SnapshotKind, id: u64) -> JobState {
+        let mut state = JobState::new(
+            self.options.job_id,
+            kind,
+            id,
+            self.config.table_name.clone(),
+            self.config.source_master_addresses.clone(),
+            self.config.sink_master_addresses.clone(),
+        );
+        state.last_end_timestamp = capture.last_end_timestamp;
+        state.window = capture.window;
+        state.unassigned = capture.unassigned.clone();
+        state.pending = capture.pending.clone();
+        state
+    }
+
+    /// Writes a checkpoint; returns its id.
+    pub(super) async fn checkpoint(&mut self) -> Result<u64, EngineError> {
+        let started = Instant::now();
+        let capture = self.enumerator.capture();
+        let id = self.next_checkpoint_id;
+        let state = self.state(&capture, SnapshotKind::Checkpoint, id);
+        let written = self
+            .store
+            .write_checkpoint(&self.options.job_id, id, &state)
+            .await?;
+        self.next_checkpoint_id += 1;
+        let duration = started.elapsed().as_millis() as u64;
+        let size = crate::checkpoint::encode_metadata(&state)
+            .map(|b| b.len() as u64)
+            .unwrap_or(0);
+        self.metrics.checkpoint_completed(duration, size);
+        self.record(id, written.location.to_string(), duration, size, false);
+        if let AfterCheckpoint::WindowCompleted { end, was_snapshot } =
+            self.enumerator.checkpoint_completed(&capture)
+        {
+            self.metrics.set_last_end(end);
+            let took = self
+                .window_opened
+                .take()
+                .map_or(0, |t| t.elapsed().as_millis() as u64);
+            self.metrics.window_completed(took, was_snapshot);
+            tracing::info!(
+                end,
+                snapshot = was_snapshot,
+                took_ms = took,
+                checkpoint = id,
+                "window completed"
+            );
+        }
+        Ok(id)
+    }
+
+    /// Writes a savepoint into `dir` (or the default directory); returns
+    /// its path.
+    pub(super) async fn savepoint(
+        &mut self,
+        dir: Option<StorageLocation>,
+    ) -> Result<String, ControlError> {
+        let started = Instant::now();
+        let dir = dir
+            .or_else(|| self.options.default_savepoint_dir.clone())
+            .ok_or(ControlError::NoSavepointDirectory)?;
+        let capture = self.enumerator.capture();
+        let state = self.state(&capture, SnapshotKind::Savepoint, self.next_checkpoint_id);
+        let location = self
+            .store
+            .write_savepoint(&dir, &state)
+            .await
+            .map_err(EngineError::from)?;
+        let duration = started.elapsed().as_millis() as u64;
+        let size = crate::checkpoint::encode_metadata(&state)
+            .map(|b| b.len() as u64)
+            .unwrap_or(0);
+        let path = location.to_uri();
+        self.record(self.next_checkpoint_id, path.clone(), duration, size, true);
+        tracing::info!(%path, "savepoint written");
+        Ok(path)
+    }
+
+    fn record(&self, id: u64, path: String, duration_ms: u64, size_bytes: u64, savepoint: bool) {
+        if let Ok(mut h) = self.history.lock() {
+            h.push(CheckpointRecord {
+                id,
+                path,
+                completed_at_ms: crate::checkpoint::state_now_ms(),
+                duration_ms,
+                size_bytes,
+                savepoint,
+            });
+            let excess = h.len().saturating_sub(HISTORY_LEN);
+            h.drain(..excess);
+        }
+    }
+}

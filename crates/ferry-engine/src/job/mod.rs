@@ -1,0 +1,240 @@
+//! The job: the engine's front door ([`Job::start`]) and the coordinator
+//! task behind a [`JobHandle`].
+//!
+//! [`Job::start`] takes the validated [`JobConfig`], an optional
+//! [`RestorePoint`], a source and a sink. It refuses a restore point that
+//! does not fit the job ([`RestoreError`]), prepares the sink
+//! ([`Sink::prepare`]: for Kudu, create or check the sink table), then
+//! spawns the coordinator, one task that owns the [`Enumerator`], opens
+//! windows on the source clock, hands splits to pipelines, takes periodic
+//! checkpoints, and serves requests (checkpoint, savepoint, stop, cancel).
+//!
+//! Window chain: the snapshot at t0, then [t_i, t_i+1) diff windows, each
+//! opened `job.discoveryIntervalSeconds` after the previous one opened and
+//! only once the previous one completed (all splits flushed and a
+//! checkpoint recording that completed). When the last split of a window
+//! finishes, a checkpoint is taken at once instead of waiting for the next
+//! periodic one, so the window's end becomes durable (and visible as
+//! `lastEndTimestamp`) as early as possible.
+//!
+//! A window's boundaries are made durable before any of its rows is
+//! written: opening a window (or resuming one) takes a checkpoint first,
+//! and splits are handed out only after it completed. So the sink never
+//! holds changes from beyond the window recorded in the newest complete
+//! checkpoint. Without this, a restore from an older checkpoint would
+//! replay a wider window, and a row inserted (and already copied) then
+//! deleted inside it would not come back from the diff scan — the sink
+//! would keep it.
+//!
+//! Stopping is a mode of the coordinator (`stop`): a plain stop makes the
+//! pipelines stop after their current batch and then writes the savepoint;
+//! a stop with drain first lets the open window complete and opens no new
+//! one, so its savepoint holds no split in progress. Both are decided in
+//! the coordinator's loop, between events, so no window can open between
+//! "the window is done" and "stop".
+//!
+//! # Layout
+//!
+//! - this file: [`Job::start`], [`JobOptions`], [`RestorePoint`];
+//! - `handle`: [`JobHandle`], [`JobStatus`], [`StopMode`], the requests;
+//! - `coordinator`: the coordinator's loop, windows and pipeline events;
+//! - `stop`: the stop / drain modes;
+//! - `checkpointing`: checkpoints, savepoints and their history.
+
+mod checkpointing;
+mod coordinator;
+mod handle;
+mod stop;
+#[cfg(test)]
+mod tests;
+
+pub use handle::{CheckpointRecord, JobHandle, JobStatus, StopMode, DEFAULT_DRAIN_TIMEOUT};
+
+use crate::checkpoint::{CheckpointStore, JobId, JobState, LoadedState, StorageLocation};
+use crate::config::JobConfig;
+use crate::connector::{Sink, Source};
+#[cfg(doc)]
+use crate::enumerator::Enumerator;
+use crate::error::{RestoreError, StartError};
+
+/// What a job needs besides its configuration and connectors.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct JobOptions {
+    /// The job's id (new jobs get a random one).
+    pub job_id: JobId,
+    /// Pipelines run in parallel (at least 1).
+    pub parallelism: usize,
+    /// Where savepoints go when a request names no directory.
+    pub default_savepoint_dir: Option<StorageLocation>,
+}
+
+impl JobOptions {
+    /// A new job id, `parallelism` pipelines, no default savepoint directory.
+    pub fn new(parallelism: usize) -> Self {
+        JobOptions {
+            job_id: JobId::random(),
+            parallelism,
+            default_savepoint_dir: None,
+        }
+    }
+
+    /// With this job id.
+    pub fn job_id(mut self, job_id: JobId) -> Self {
+        self.job_id = job_id;
+        self
+    }
+
+    /// With a default savepoint directory.
+    pub fn default_savepoint_dir(mut self, dir: Option<StorageLocation>) -> Self {
+        self.default_savepoint_dir = dir;
+        self
+    }
+}
+
+/// A checkpoint or savepoint to continue from.
+#[derive(Debug, Clone)]
+pub struct RestorePoint {
+    /// Where it was loaded from, as the user named it (for messages).
+    pub location: String,
+    /// The stored state.
+    pub state: JobState,
+}
+
+impl From<LoadedState> for RestorePoint {
+    fn from(loaded: LoadedState) -> Self {
+        RestorePoint {
+            location: loaded.location.to_uri(),
+            state: loaded.state,
+        }
+    }
+}
+
+impl RestorePoint {
+    /// Refuses a state whose splits in progress belong to another table. A
+    /// state between windows carries no table data, so it may seed a job on
+    /// a renamed table.
+    fn check(self, config: &JobConfig) -> Result<JobState, RestoreError> {
+        let state = self.state;
+        let has_splits = !state.unassigned.is_empty() || !state.pending.is_empty();
+        if state.table_name != config.table_name && has_splits {
+            return Err(RestoreError::OtherTable {
+                location: self.location,
+                saved_table: state.table_name,
+                table: config.table_name.clone(),
+            });
+        }
+        tracing::info!(
+            path = %self.location,
+            last_end = ?state.last_end_timestamp,
+            window = ?state.window,
+            pending = state.pending.len(),
+            unassigned = state.unassigned.len(),
+            "resuming"
+        );
+        Ok(state)
+    }
+}
+
+/// The engine's front door.
+#[derive(Debug)]
+pub struct Job;
+
+impl Job {
+    /// Checks `restore` against the job, prepares `sink`, and starts the
+    /// job; it runs until stopped, cancelled or failed. Checkpoints go to
+    /// `store`.
+    pub async fn start<S, K>(
+        config: &JobConfig,
+        restore: Option<RestorePoint>,
+        source: S,
+        mut sink: K,
+        store: CheckpointStore,
+        options: JobOptions,
+    ) -> Result<JobHandle, StartError>
+    where
+        S: Source,
+        K: Sink<S::Batch>,
+    {
+        let restore = restore.map(|r| r.check(config)).transpose()?;
+        sink.prepare().await.map_err(StartError::Sink)?;
+        Ok(handle::spawn(
+            source,
+            sink,
+            store,
+            config.clone(),
+            options,
+            restore,
+        ))
+    }
+}
+
+#[cfg(test)]
+mod restore_tests {
+    use super::*;
+    use crate::checkpoint::{SnapshotKind, SplitState, WindowState};
+
+    fn config(table: &str) -> JobConfig {
+        let args = [
+            "--job.sourceMasterAddresses",
+            "a:7051",
+            "--job.sinkMasterAddresses",
+            "b:7051",
+            "--job.tableName",
+            table,
+            "--job.checkpointsDirectory",
+            "/tmp/chk",
+        ];
+        JobConfig::from_named_pairs(
+            args.chunks(2)
+                .map(|kv| (kv[0].trim_start_matches("--"), kv[1])),
+        )
+        .expect("config")
+    }
+
+    fn point(table: &str, with_split: bool) -> RestorePoint {
+        let mut state = JobState::new(
+            JobId::random(),
+            SnapshotKind::Savepoint,
+            3,
+            table,
+            vec![],
+            vec![],
+        );
+        state.last_end_timestamp = Some(10);
+        if with_split {
+            state.window = Some(WindowState {
+                start_timestamp: Some(10),
+                end_timestamp: 20,
+            });
+            state.pending = vec![SplitState {
+                split_id: "s".into(),
+                descriptor: vec![1],
+                resume_key: None,
+            }];
+        }
+        RestorePoint {
+            location: "/sp/savepoint-1".into(),
+            state,
+        }
+    }
+
+    #[test]
+    fn splits_of_another_table_are_refused() {
+        let err = point("old", true)
+            .check(&config("new"))
+            .expect_err("refused");
+        assert_eq!(
+            err.to_string(),
+            "the savepoint at '/sp/savepoint-1' was taken from table 'old' with splits in progress; it cannot resume table 'new'"
+        );
+    }
+
+    #[test]
+    fn a_state_between_windows_seeds_a_renamed_table() {
+        let state = point("old", false).check(&config("new")).expect("accepted");
+        assert_eq!(state.last_end_timestamp, Some(10));
+        let state = point("t", true).check(&config("t")).expect("same table");
+        assert_eq!(state.pending.len(), 1);
+    }
+}

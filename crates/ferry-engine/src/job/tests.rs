@@ -1,0 +1,265 @@
+//! The coordinator's stop modes with in-memory connectors and checkpoint
+//! storage (no Kudu): a connector whose batch type is not Kudu's, readers
+//! held at a gate so a window stays open exactly as long as a test wants.
+
+use super::*;
+use crate::checkpoint::{MemoryStateStore, SplitState, WindowState};
+use crate::connector::{Batch, ReadBatch, SinkWriter, SplitReader, WriteStats};
+use crate::error::{ControlError, EngineError};
+use std::num::NonZeroUsize;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// A batch of plain numbers.
+struct Numbers(Vec<u32>);
+
+impl Batch for Numbers {
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    fn byte_size(&self) -> usize {
+        self.0.len() * 4
+    }
+}
+
+/// Two splits per window; each split yields one batch of three numbers
+/// once the gate is open.
+struct GatedSource {
+    clock: AtomicU64,
+    gate: watch::Receiver<bool>,
+}
+
+impl Source for GatedSource {
+    type Batch = Numbers;
+    type Reader = GatedReader;
+
+    async fn now(&self) -> Result<u64, EngineError> {
+        Ok(self.clock.fetch_add(10, Ordering::SeqCst) + 10)
+    }
+
+    async fn plan(&self, window: WindowState) -> Result<Vec<SplitState>, EngineError> {
+        Ok((0..2u8)
+            .map(|i| SplitState {
+                split_id: format!("{}-{i}", window.end_timestamp),
+                descriptor: vec![i],
+                resume_key: None,
+            })
+            .collect())
+    }
+
+    async fn open(&self, _split: &SplitState) -> Result<GatedReader, EngineError> {
+        Ok(GatedReader {
+            gate: self.gate.clone(),
+            done: false,
+        })
+    }
+}
+
+struct GatedReader {
+    gate: watch::Receiver<bool>,
+    done: bool,
+}
+
+impl SplitReader for GatedReader {
+    type Batch = Numbers;
+
+    async fn next(&mut self) -> Result<Option<ReadBatch<Numbers>>, EngineError> {
+        if self.done {
+            return Ok(None);
+        }
+        let _ = self.gate.wait_for(|open| *open).await;
+        self.done = true;
+        Ok(Some(ReadBatch {
+            rows: Numbers(vec![1, 2, 3]),
+            resume_key: Some(vec![9]),
+        }))
+    }
+}
+
+/// Counts the numbers written.
+#[derive(Default)]
+struct CountingSink {
+    written: Arc<AtomicU64>,
+}
+
+struct CountingWriter(Arc<AtomicU64>);
+
+impl Sink<Numbers> for CountingSink {
+    type Writer = CountingWriter;
+
+    async fn writer(&self) -> Result<CountingWriter, EngineError> {
+        Ok(CountingWriter(self.written.clone()))
+    }
+}
+
+impl SinkWriter<Numbers> for CountingWriter {
+    async fn write(&mut self, batch: &Numbers) -> Result<WriteStats, EngineError> {
+        self.0.fetch_add(batch.0.len() as u64, Ordering::SeqCst);
+        Ok(WriteStats {
+            upserts: batch.0.len() as u64,
+            ..WriteStats::default()
+        })
+    }
+}
+
+struct Fixture {
+    job: JobHandle,
+    store: CheckpointStore,
+    gate: watch::Sender<bool>,
+    written: Arc<AtomicU64>,
+}
+
+/// A job whose snapshot window is open with both splits assigned.
+async fn started() -> Fixture {
+    let args = [
+        "--job.sourceMasterAddresses",
+        "a:7051",
+        "--job.sinkMasterAddresses",
+        "b:7051",
+        "--job.tableName",
+        "t",
+        "--job.checkpointsDirectory",
+        "/mem/chk",
+        "--job.discoveryIntervalSeconds",
+        "1",
+        "--job.checkpointingIntervalMillis",
+        "100",
+    ];
+    let config = JobConfig::from_named_pairs(
+        args.chunks(2)
+            .map(|kv| (kv[0].trim_start_matches("--"), kv[1])),
+    )
+    .expect("config");
+    let memory = Arc::new(MemoryStateStore::new());
+    let store = || {
+        CheckpointStore::new(
+            memory.clone(),
+            &config.checkpoints_directory,
+            NonZeroUsize::MIN,
+        )
+    };
+    let (gate, gate_rx) = watch::channel(false);
+    let sink = CountingSink::default();
+    let written = sink.written.clone();
+    let source = GatedSource {
+        clock: AtomicU64::new(100),
+        gate: gate_rx,
+    };
+    let job = Job::start(&config, None, source, sink, store(), JobOptions::new(2))
+        .await
+        .expect("starts");
+    for _ in 0..500 {
+        if job.metrics().snapshot().pending_count == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(job.metrics().snapshot().pending_count, 2);
+    Fixture {
+        job,
+        store: store(),
+        gate,
+        written,
+    }
+}
+
+fn dir() -> Option<StorageLocation> {
+    Some(StorageLocation::parse("/mem/sp").expect("location"))
+}
+
+#[tokio::test]
+async fn a_drain_lets_the_open_window_finish_and_opens_no_other() {
+    let f = started().await;
+    let drain = {
+        let job = f.job.clone();
+        tokio::spawn(async move {
+            job.stop(StopMode::drain(dir(), Duration::from_secs(60)))
+                .await
+        })
+    };
+    // Past the discovery interval: the next window is due once this one
+    // completes, and must not open.
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    assert!(!drain.is_finished(), "the window is still open");
+    assert_eq!(f.job.status(), JobStatus::Running);
+    let again = f
+        .job
+        .stop(StopMode::drain(dir(), Duration::from_secs(60)))
+        .await;
+    assert!(
+        matches!(again, Err(ControlError::AlreadyStopping)),
+        "{again:?}"
+    );
+
+    f.gate.send_replace(true);
+    let path = drain.await.expect("join").expect("drained");
+    assert_eq!(
+        f.job.wait().await,
+        JobStatus::Finished {
+            savepoint: path.clone()
+        }
+    );
+    let state = f.store.load(&path).await.expect("load").state;
+    assert!(state.window.is_none() && state.pending.is_empty() && state.unassigned.is_empty());
+    assert!(state.last_end_timestamp.is_some());
+    // Both splits of the one window, nothing of a next one.
+    assert_eq!(f.written.load(Ordering::SeqCst), 6);
+}
+
+#[tokio::test]
+async fn a_plain_stop_overrides_a_drain() {
+    let f = started().await;
+    let drain = {
+        let job = f.job.clone();
+        tokio::spawn(async move {
+            job.stop(StopMode::drain(dir(), Duration::from_secs(60)))
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let path = f
+        .job
+        .stop(StopMode::savepoint(dir()))
+        .await
+        .expect("stopped");
+    let drained = drain.await.expect("join");
+    assert!(
+        matches!(drained, Err(ControlError::DrainOverridden)),
+        "{drained:?}"
+    );
+    assert_eq!(
+        f.job.wait().await,
+        JobStatus::Finished {
+            savepoint: path.clone()
+        }
+    );
+    // Stopped inside the window: its splits are in the savepoint.
+    let state = f.store.load(&path).await.expect("load").state;
+    assert!(state.window.is_some());
+    assert_eq!(state.pending.len() + state.unassigned.len(), 2);
+    assert_eq!(f.written.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn a_drain_that_times_out_leaves_the_job_running() {
+    let f = started().await;
+    let err = f
+        .job
+        .stop(StopMode::drain(dir(), Duration::from_millis(50)))
+        .await
+        .expect_err("times out");
+    assert!(matches!(err, ControlError::DrainTimeout(_)), "{err:?}");
+    assert_eq!(f.job.status(), JobStatus::Running);
+    let none = f.job.stop(StopMode::savepoint(None)).await;
+    assert!(
+        matches!(none, Err(ControlError::NoSavepointDirectory)),
+        "{none:?}"
+    );
+    f.job.cancel().await;
+    assert_eq!(f.job.wait().await, JobStatus::Canceled);
+    let late = f.job.checkpoint().await;
+    assert!(matches!(late, Err(ControlError::NotRunning)), "{late:?}");
+}

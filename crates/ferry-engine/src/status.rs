@@ -1,0 +1,147 @@
+//! One view of a job for every reader (REST, Prometheus, the CLI, the web
+//! page): [`JobSnapshot`], from [`JobHandle::snapshot`](crate::JobHandle::snapshot).
+//! It serializes with serde, so a client can read back what a server wrote.
+
+use crate::checkpoint::JobId;
+use crate::job::{CheckpointRecord, JobStatus};
+use crate::metrics::MetricsSnapshot;
+use serde::{Deserialize, Serialize};
+
+/// A job's state, with Flink's names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+#[non_exhaustive]
+pub enum FlinkState {
+    Running,
+    Finished,
+    Canceled,
+    Failed,
+}
+
+impl FlinkState {
+    /// The name Flink uses (`RUNNING` …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FlinkState::Running => "RUNNING",
+            FlinkState::Finished => "FINISHED",
+            FlinkState::Canceled => "CANCELED",
+            FlinkState::Failed => "FAILED",
+        }
+    }
+}
+
+impl From<&JobStatus> for FlinkState {
+    fn from(status: &JobStatus) -> Self {
+        match status {
+            JobStatus::Running | JobStatus::Stopping => FlinkState::Running,
+            JobStatus::Finished { .. } => FlinkState::Finished,
+            JobStatus::Canceled => FlinkState::Canceled,
+            JobStatus::Failed { .. } => FlinkState::Failed,
+        }
+    }
+}
+
+/// Status, metrics and checkpoint history of one job, read together.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobSnapshot {
+    pub job_id: JobId,
+    /// The state, as Flink names it.
+    pub state: FlinkState,
+    /// Why the job failed (only when FAILED).
+    pub failure: Option<String>,
+    /// The final savepoint (only when FINISHED).
+    pub final_savepoint: Option<String>,
+    /// Counters and gauges (split counts, `lastEndTimestamp`, rows, bytes,
+    /// windows, checkpoints).
+    pub metrics: MetricsSnapshot,
+    /// Completed checkpoints and savepoints, oldest first (last 100).
+    pub checkpoints: Vec<CheckpointRecord>,
+}
+
+impl JobSnapshot {
+    /// Puts the parts together.
+    pub fn new(
+        job_id: JobId,
+        status: &JobStatus,
+        metrics: MetricsSnapshot,
+        checkpoints: Vec<CheckpointRecord>,
+    ) -> Self {
+        JobSnapshot {
+            job_id,
+            state: status.into(),
+            failure: match status {
+                JobStatus::Failed { error } => Some(error.clone()),
+                _ => None,
+            },
+            final_savepoint: match status {
+                JobStatus::Finished { savepoint } => Some(savepoint.clone()),
+                _ => None,
+            },
+            metrics,
+            checkpoints,
+        }
+    }
+
+    /// The status these parts describe.
+    pub fn status(&self) -> JobStatus {
+        match self.state {
+            FlinkState::Running => JobStatus::Running,
+            FlinkState::Finished => JobStatus::Finished {
+                savepoint: self.final_savepoint.clone().unwrap_or_default(),
+            },
+            FlinkState::Canceled => JobStatus::Canceled,
+            FlinkState::Failed => JobStatus::Failed {
+                error: self.failure.clone().unwrap_or_default(),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_snapshot_reads_back_as_written() {
+        let status = JobStatus::Failed {
+            error: "boom".into(),
+        };
+        let metrics = MetricsSnapshot {
+            last_end_timestamp_ms: 42,
+            pending_count: 3,
+            ..MetricsSnapshot::default()
+        };
+        let record = CheckpointRecord {
+            id: 7,
+            path: "file:///tmp/chk-7".into(),
+            completed_at_ms: 1,
+            duration_ms: 2,
+            size_bytes: 3,
+            savepoint: false,
+        };
+        let snap = JobSnapshot::new(JobId::random(), &status, metrics, vec![record]);
+        let json = serde_json::to_value(&snap).expect("serialize");
+        assert_eq!(json["state"], "FAILED");
+        assert_eq!(json["failure"], "boom");
+        assert_eq!(json["metrics"]["lastEndTimestampMs"], 42);
+        assert_eq!(json["checkpoints"][0]["id"], 7);
+        let back: JobSnapshot = serde_json::from_value(json).expect("deserialize");
+        assert_eq!(back, snap);
+        assert_eq!(back.status(), status);
+    }
+
+    #[test]
+    fn flink_names_agree_with_the_status() {
+        for status in [
+            JobStatus::Running,
+            JobStatus::Stopping,
+            JobStatus::Finished {
+                savepoint: "p".into(),
+            },
+            JobStatus::Canceled,
+        ] {
+            assert_eq!(FlinkState::from(&status).as_str(), status.flink_name());
+        }
+    }
+}

@@ -1,0 +1,192 @@
+//! `ferry stop --drain` through the CLI and the REST API against real Kudu:
+//! while a writer keeps changing the source, the job process ends with a
+//! savepoint that holds no split in progress, and the sink equals the
+//! source as of the savepoint's last window end.
+
+use ferry_engine::checkpoint::{CheckpointStore, StorageLocation};
+use ferry_testkit::MiniCluster;
+use kudu_client::write::session::{FlushMode, Operation, SessionOptions};
+use kudu_client::{ColumnSchema, DataType, HybridTime, KuduClient, Schema, TableBuilder, Value};
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::num::NonZeroUsize;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port()
+}
+
+/// Rows of `name` (as of `ts` if given), keyed by id.
+async fn rows(client: &KuduClient, name: &str, ts: Option<u64>) -> BTreeMap<i64, Vec<Value>> {
+    let table = client.open_table(name).await.expect("open");
+    let mut builder = client.scan_builder(&table);
+    if let Some(ts) = ts {
+        builder = builder.snapshot(HybridTime(ts));
+    }
+    let mut scanner = builder.build().expect("scanner");
+    let mut out = BTreeMap::new();
+    while let Some(batch) = scanner.next_batch().await.expect("scan") {
+        for view in batch.rows() {
+            let values = view.to_values().expect("values");
+            let Value::Int64(id) = values[0] else {
+                panic!("key is not INT64")
+            };
+            out.insert(id, values);
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stop_with_drain_ends_between_windows() {
+    let cluster = MiniCluster::builder().tservers(1).start().expect("cluster");
+    let masters = cluster.master_addrs_joined();
+    let client = KuduClient::new(&cluster.master_addrs()).expect("client");
+    let schema = Schema::new(vec![
+        ColumnSchema::builder("id", DataType::Int64)
+            .key(true)
+            .build()
+            .expect("id"),
+        ColumnSchema::builder("v", DataType::String)
+            .nullable(true)
+            .build()
+            .expect("v"),
+    ])
+    .expect("schema");
+    let b = TableBuilder::new("d", schema)
+        .add_hash_partitions(&["id"], 2, 0)
+        .num_replicas(1);
+    client.create_table(&b).await.expect("create");
+    let table = client.open_table("d").await.expect("open");
+
+    // A writer keeps changing rows for the whole test.
+    let running = Arc::new(AtomicBool::new(true));
+    let writer = {
+        let (client, table, running) = (client.clone(), table.clone(), running.clone());
+        tokio::spawn(async move {
+            let mut s = client
+                .new_session_with(
+                    SessionOptions::default().flush_mode(FlushMode::AutoFlushBackground),
+                )
+                .expect("session");
+            let mut n: i64 = 0;
+            while running.load(Ordering::Relaxed) {
+                for _ in 0..10 {
+                    let mut r = table.new_row();
+                    r.set_i64("id", n % 700).expect("id");
+                    r.set_str("v", &format!("value {n}")).expect("v");
+                    s.apply(Operation::upsert(&table, r)).await.expect("apply");
+                    n += 1;
+                }
+                s.flush().await.expect("flush");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            n
+        })
+    };
+
+    let dir = tempfile::tempdir().expect("tmp");
+    let chk = dir.path().join("chk");
+    let rest = free_port();
+    let mut child = Command::new(FERRY)
+        .args([
+            "run",
+            "--job.sourceMasterAddresses",
+            &masters,
+            "--job.sinkMasterAddresses",
+            &masters,
+            "--job.tableName",
+            "d",
+            "--job.tableSuffix",
+            "_copy",
+            "--job.createTable",
+            "true",
+            "--job.checkpointsDirectory",
+            &chk.to_string_lossy(),
+            "--job.discoveryIntervalSeconds",
+            "1",
+            "--job.checkpointingIntervalMillis",
+            "300",
+            "--rest.port",
+            &rest.to_string(),
+            "--metrics.port",
+            &free_port().to_string(),
+        ])
+        .env("FERRY_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn ferry");
+    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    out.read_line(&mut line).expect("job id line");
+    let id = line
+        .trim()
+        .rsplit(' ')
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    assert_eq!(id.len(), 32, "job id in {line:?}");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+
+    let sp = dir.path().join("sp").to_string_lossy().into_owned();
+    let jm = format!("127.0.0.1:{rest}");
+    let stopped = tokio::task::spawn_blocking(move || {
+        Command::new(FERRY)
+            .args(["stop", "-m", &jm, "--drain", "-p", &sp, &id])
+            .env("FERRY_LOG", "warn")
+            .output()
+            .expect("ferry stop")
+    })
+    .await
+    .expect("join");
+    let o = String::from_utf8_lossy(&stopped.stdout).into_owned();
+    let e = String::from_utf8_lossy(&stopped.stderr).into_owned();
+    assert!(stopped.status.success(), "{o}{e}");
+    let path = o
+        .lines()
+        .find_map(|l| l.strip_prefix("Savepoint completed. Path: "))
+        .unwrap_or_else(|| panic!("no path in {o}"))
+        .to_string();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "the job process still runs");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(status.success(), "{status:?}");
+
+    let store = CheckpointStore::open_local(
+        &StorageLocation::local(&chk).expect("location"),
+        NonZeroUsize::MIN,
+    );
+    let state = store.load(&path).await.expect("load savepoint").state;
+    assert!(
+        state.window.is_none() && state.unassigned.is_empty() && state.pending.is_empty(),
+        "the savepoint holds a window in progress: {state:?}"
+    );
+    let end = state.last_end_timestamp.expect("a completed window");
+    let expected = rows(&client, "d", Some(end)).await;
+    let copied = rows(&client, "d_copy", None).await;
+    assert!(!expected.is_empty());
+    assert!(
+        expected == copied,
+        "sink ({} rows) != source as of the last window end ({} rows)",
+        copied.len(),
+        expected.len()
+    );
+    running.store(false, Ordering::Relaxed);
+    let written = writer.await.expect("writer");
+    assert!(written > 100, "the writer kept writing ({written} rows)");
+}
