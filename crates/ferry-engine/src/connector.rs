@@ -8,7 +8,7 @@
 
 use crate::checkpoint::{SplitState, WindowState};
 use crate::error::EngineError;
-use kudu_client::scan::decode::RowBatch;
+use kudu_client::scan::RowBatch;
 use std::future::Future;
 
 /// A batch read from a split: rows (with IS_DELETED for diff windows) and

@@ -6,8 +6,8 @@ use crate::checkpoint::{SplitState, WindowState};
 use crate::config::{ReaderConfig, ReplicaSelection};
 use crate::connector::{ReadBatch, Source, SplitReader};
 use crate::error::EngineError;
-use kudu_client::scan::scanner::{ReplicaSelection as ClientReplicaSelection, ScanSpec, Scanner};
-use kudu_client::scan::split::Split;
+use kudu_client::scan::Split;
+use kudu_client::scan::{ReplicaSelection as ClientReplicaSelection, ScanSpec, Scanner};
 use kudu_client::{HybridTime, KuduClient};
 
 /// Reads the source table.
@@ -46,8 +46,11 @@ impl KuduSource {
                 ReplicaSelection::LeaderOnly => ClientReplicaSelection::LeaderOnly,
             });
         spec = match window.start_timestamp {
-            None => spec.snapshot(HybridTime(window.end_timestamp)),
-            Some(start) => spec.diff(HybridTime(start), HybridTime(window.end_timestamp)),
+            None => spec.snapshot(HybridTime::from_raw(window.end_timestamp)),
+            Some(start) => spec.diff(
+                HybridTime::from_raw(start),
+                HybridTime::from_raw(window.end_timestamp),
+            ),
         };
         if let Some(size) = self.reader.split_size_bytes {
             spec = spec.split_size_bytes(size.get());

@@ -5,7 +5,7 @@
 
 use ferry_engine::checkpoint::{CheckpointStore, JobId, StorageLocation};
 use ferry_testkit::MiniCluster;
-use kudu_client::write::session::{FlushMode, Operation, SessionOptions};
+use kudu_client::write::{FlushMode, Operation, SessionOptions};
 use kudu_client::{ColumnSchema, DataType, KuduClient, KuduTable, Schema, TableBuilder, Value};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};

@@ -11,7 +11,7 @@
 //!   `ferry server` runs two submitted jobs; `ferry list` / `cancel`.
 
 use ferry_testkit::MiniCluster;
-use kudu_client::write::session::{FlushMode, Operation, SessionOptions};
+use kudu_client::write::{FlushMode, Operation, SessionOptions};
 use kudu_client::{ColumnSchema, DataType, KuduClient, KuduTable, Schema, TableBuilder};
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};

@@ -5,7 +5,7 @@
 
 use ferry_testkit::MiniCluster;
 use kudu_client::schema::ColumnSchemaBuilder;
-use kudu_client::write::session::{FlushMode, Operation, SessionOptions};
+use kudu_client::write::{FlushMode, Operation, SessionOptions};
 use kudu_client::{ColumnSchema, DataType, KuduClient, Schema, TableBuilder, Value};
 use std::collections::BTreeMap;
 

@@ -11,7 +11,7 @@ use ferry_engine::kudu_source::KuduSource;
 use ferry_engine::{JobHandle, JobSpec};
 use ferry_testkit::MiniCluster;
 use kudu_client::schema::ColumnSchemaBuilder;
-use kudu_client::write::session::{FlushMode, Operation, Session, SessionOptions};
+use kudu_client::write::{FlushMode, Operation, Session, SessionOptions};
 use kudu_client::{
     ColumnSchema, DataType, KuduClient, KuduTable, Row, Schema, TableBuilder, Value,
 };
