@@ -4,8 +4,8 @@
 //! order-independent fingerprint to prove two tables hold the same rows.
 
 use anyhow::{bail, Context, Result};
-use kudu_client::scan::scanner::ScanSpec;
-use kudu_client::write::session::{FlushMode, Operation, Session, SessionOptions};
+use kudu_client::scan::ScanSpec;
+use kudu_client::write::{FlushMode, Operation, Session, SessionOptions};
 use kudu_client::{HybridTime, KuduClient, KuduTable, Row};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -230,7 +230,7 @@ pub async fn churn(
     session.close().await?;
     let seconds = started.elapsed().as_secs_f64();
     let last_write_ht = match client.last_propagated_timestamp() {
-        Some(ts) => ts,
+        Some(ts) => ts.raw(),
         None => client.server_clock().await?.raw(),
     };
     Ok(ChurnStats {
@@ -312,8 +312,8 @@ pub async fn fingerprint(
     Ok(total)
 }
 
-fn cell_hash(v: kudu_client::schema::value::ValueRef<'_>) -> u64 {
-    use kudu_client::schema::value::ValueRef as V;
+fn cell_hash(v: kudu_client::schema::ValueRef<'_>) -> u64 {
+    use kudu_client::schema::ValueRef as V;
     let bytes = |b: &[u8]| {
         let mut h = 0xCBF2_9CE4_8422_2325u64;
         for chunk in b.chunks(8) {

@@ -3,6 +3,7 @@
 
 use crate::checkpoint::CheckpointError;
 use crate::enumerator::EnumeratorError;
+use crate::sink_table::SinkTableError;
 use std::time::Duration;
 
 /// Everything that can stop or disturb a job.
@@ -27,8 +28,8 @@ pub enum EngineError {
     #[error(transparent)]
     Checkpoint(#[from] CheckpointError),
     /// The sink table is missing or cannot receive the source rows.
-    #[error("{0}")]
-    SinkTable(String),
+    #[error(transparent)]
+    SinkTable(Box<SinkTableError>),
     /// A restored state does not fit this job.
     #[error(transparent)]
     Restore(#[from] RestoreError),
@@ -40,13 +41,19 @@ pub enum EngineError {
     Cancelled,
 }
 
+impl From<SinkTableError> for EngineError {
+    fn from(e: SinkTableError) -> Self {
+        EngineError::SinkTable(Box::new(e))
+    }
+}
+
 impl EngineError {
     /// Whether retrying (re-reading the split from its resume key) may
     /// succeed. Fatal errors stop the job with a message saying what to do.
     pub fn is_transient(&self) -> bool {
         match self {
             EngineError::Source { source, .. } | EngineError::Sink { source, .. } => {
-                transient(source)
+                source.is_transient()
             }
             EngineError::Checkpoint(e) => e.is_retryable(),
             _ => false,
@@ -134,16 +141,4 @@ pub enum ControlError {
     /// Writing the checkpoint or savepoint failed.
     #[error(transparent)]
     Failed(#[from] EngineError),
-}
-
-fn transient(e: &kudu_client::Error) -> bool {
-    use kudu_client::Error as E;
-    match e {
-        E::TimedOut { .. } => true,
-        E::SnapshotTooOld { .. }
-        | E::TableNotFound(_)
-        | E::InvalidArgument(_)
-        | E::RowErrors(_) => false,
-        other => other.is_retryable(),
-    }
 }

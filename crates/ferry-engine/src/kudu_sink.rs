@@ -7,11 +7,9 @@
 use crate::config::{FlushMode, JobConfig, WriterConfig};
 use crate::connector::{Sink, SinkWriter, WriteStats};
 use crate::error::EngineError;
-use crate::sink_table::{prepare_sink_table, SinkTableAction, SinkTableOptions};
-use kudu_client::scan::decode::RowBatch;
-use kudu_client::write::session::{
-    FlushMode as ClientFlushMode, Operation, Session, SessionOptions,
-};
+use crate::sink_table::{prepare_sink_table, SinkTableAction, SinkTableError, SinkTableOptions};
+use kudu_client::scan::RowBatch;
+use kudu_client::write::{FlushMode as ClientFlushMode, Operation, Session, SessionOptions};
 use kudu_client::{KuduClient, KuduTable, Schema};
 
 /// Writes the sink table.
@@ -94,7 +92,7 @@ impl Sink<RowBatch> for KuduSink {
             &self.options,
         )
         .await
-        .map_err(|e| EngineError::SinkTable(e.to_string()))?;
+        .map_err(EngineError::from)?;
         match plan.action {
             SinkTableAction::Created => {
                 tracing::info!(table = %name, "created the sink table as a copy of the source")
@@ -199,11 +197,10 @@ impl KuduSinkWriter {
                     continue;
                 }
                 let si = sink.index_of(col.name()).ok_or_else(|| {
-                    EngineError::SinkTable(format!(
-                        "sink table '{}' has no column '{}' that the source sends; add it to the sink or recreate the sink table",
-                        self.table.name(),
-                        col.name()
-                    ))
+                    EngineError::from(SinkTableError::ColumnNotInSink {
+                        sink: self.table.name().to_owned(),
+                        column: col.name().to_owned(),
+                    })
                 })?;
                 columns.push((pi, si));
                 if si < sink.num_key_columns() {
@@ -211,10 +208,10 @@ impl KuduSinkWriter {
                 }
             }
             if keys.len() != sink.num_key_columns() {
-                return Err(EngineError::SinkTable(format!(
-                    "the source rows do not carry every key column of sink table '{}'",
-                    self.table.name()
-                )));
+                return Err(SinkTableError::KeyColumnsNotSent {
+                    sink: self.table.name().to_owned(),
+                }
+                .into());
             }
             self.mapping = Some(Mapping {
                 projection: projection.clone(),
@@ -224,7 +221,7 @@ impl KuduSinkWriter {
         }
         self.mapping
             .as_ref()
-            .ok_or_else(|| EngineError::SinkTable("no column mapping".into()))
+            .ok_or_else(|| SinkTableError::NoColumnMapping.into())
     }
 }
 

@@ -8,9 +8,9 @@ use crate::config::{ReaderConfig, ReplicaSelection};
 use crate::connector::{Batch, ReadBatch, Source, SplitReader};
 use crate::error::EngineError;
 use crate::prefetch::ScanBatches;
-use kudu_client::scan::decode::RowBatch;
-use kudu_client::scan::scanner::{ReplicaSelection as ClientReplicaSelection, ScanSpec};
-use kudu_client::scan::split::Split;
+use kudu_client::scan::RowBatch;
+use kudu_client::scan::Split;
+use kudu_client::scan::{ReplicaSelection as ClientReplicaSelection, ScanSpec};
 use kudu_client::{HybridTime, KuduClient};
 
 /// Reads the source table.
@@ -49,8 +49,11 @@ impl KuduSource {
                 ReplicaSelection::LeaderOnly => ClientReplicaSelection::LeaderOnly,
             });
         spec = match window.start_timestamp {
-            None => spec.snapshot(HybridTime(window.end_timestamp)),
-            Some(start) => spec.diff(HybridTime(start), HybridTime(window.end_timestamp)),
+            None => spec.snapshot(HybridTime::from_raw(window.end_timestamp)),
+            Some(start) => spec.diff(
+                HybridTime::from_raw(start),
+                HybridTime::from_raw(window.end_timestamp),
+            ),
         };
         if let Some(size) = self.reader.split_size_bytes {
             spec = spec.split_size_bytes(size.get());

@@ -115,7 +115,7 @@ impl JobMetrics {
     }
 
     pub(crate) fn set_last_end(&self, hybrid_time: u64) {
-        let ms = kudu_client::HybridTime(hybrid_time).epoch_millis();
+        let ms = kudu_client::HybridTime::from_raw(hybrid_time).epoch_millis();
         self.last_end_timestamp_ms.store(ms, Ordering::Relaxed);
     }
 

@@ -23,7 +23,7 @@ async fn read_at(client: &KuduClient, name: &str, ts: u64) -> BTreeMap<i64, Vec<
     let table = client.open_table(name).await.expect("open");
     let mut scanner = client
         .scan_builder(&table)
-        .snapshot(HybridTime(ts))
+        .snapshot(HybridTime::from_raw(ts))
         .build()
         .expect("scanner");
     let mut rows = BTreeMap::new();

@@ -73,7 +73,7 @@ async fn continuous_changes_converge_and_windows_chain() {
         let mut s = background_session(&source);
         for id in 1_000_000..1_000_200 {
             let mut rng = rand::SeedableRng::seed_from_u64(id as u64);
-            s.apply(kudu_client::write::session::Operation::insert(
+            s.apply(kudu_client::write::Operation::insert(
                 &table,
                 random_row(&mut rng, &table, id),
             ))
@@ -83,7 +83,7 @@ async fn continuous_changes_converge_and_windows_chain() {
         for id in 1_000_000..1_000_200 {
             let mut k = table.new_row();
             k.set_i64("id", id).expect("id");
-            s.apply(kudu_client::write::session::Operation::delete(&table, k))
+            s.apply(kudu_client::write::Operation::delete(&table, k))
                 .await
                 .expect("delete");
         }

@@ -14,7 +14,7 @@ use ferry_engine::sink_table::{
 use ferry_fixtures::{key, nullable, small_schema_with, Shared};
 use ferry_testkit::MiniCluster;
 use kudu_client::schema::{ColumnSchemaBuilder, Compression, Encoding};
-use kudu_client::write::ops::OpType;
+use kudu_client::write::OpType;
 use kudu_client::{
     AlterTableBuilder, ColumnSchema, DataType, KuduClient, KuduTable, Row, Schema, TableBuilder,
     Value,

@@ -6,7 +6,7 @@
 //! operation fails.
 
 use anyhow::{Context, Result};
-use kudu_client::write::session::{FlushMode, Operation, SessionOptions};
+use kudu_client::write::{FlushMode, Operation, SessionOptions};
 use kudu_client::{ColumnSchema, DataType, KuduClient, KuduTable, Schema, TableBuilder};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};

@@ -4,7 +4,7 @@
 //! At the end the sink equals the source row by row.
 
 use ferry_engine::checkpoint::{CheckpointStore, JobId, StorageLocation};
-use kudu_client::write::session::{FlushMode, Operation, SessionOptions};
+use kudu_client::write::{FlushMode, Operation, SessionOptions};
 use kudu_client::{ColumnSchema, DataType, KuduClient, KuduTable, Schema, TableBuilder};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};

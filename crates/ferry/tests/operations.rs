@@ -18,7 +18,7 @@
 //!   SIGTERM.
 
 use ferry_testkit::MiniCluster;
-use kudu_client::write::session::{FlushMode, Operation, SessionOptions};
+use kudu_client::write::{FlushMode, Operation, SessionOptions};
 use kudu_client::{ColumnSchema, DataType, KuduClient, KuduTable, Schema, TableBuilder};
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};

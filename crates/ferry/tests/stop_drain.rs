@@ -30,7 +30,7 @@ async fn rows(client: &KuduClient, name: &str, ts: Option<u64>) -> BTreeMap<i64,
     let table = client.open_table(name).await.expect("open");
     let mut builder = client.scan_builder(&table);
     if let Some(ts) = ts {
-        builder = builder.snapshot(HybridTime(ts));
+        builder = builder.snapshot(HybridTime::from_raw(ts));
     }
     let mut scanner = builder.build().expect("scanner");
     let mut out = BTreeMap::new();

@@ -30,7 +30,7 @@ fn parse_time(arg: &str, now: HybridTime) -> HybridTime {
         },
         None => arg
             .parse::<u64>()
-            .map(HybridTime)
+            .map(HybridTime::from_raw)
             .unwrap_or_else(|_| usage()),
     }
 }

@@ -12,6 +12,8 @@ use crate::hybrid_time::HybridTime;
 use crate::master::catalog::{self, TableSummary};
 use crate::master::{status_from_pb, MasterProxy};
 use crate::meta::{Lookup, RemoteTablet, Replica, Role, TableLocations};
+use crate::partition::ranges::derive_range_partitions;
+use crate::partition::RangePartition;
 use crate::pb;
 use crate::pb::master::master_service as ms;
 use crate::pb::tserver::tablet_server_error_pb::Code as TsCode;
@@ -219,8 +221,15 @@ impl KuduClient {
         catalog::supports_feature(&self.inner.masters, feature, self.inner.admin_timeout).await
     }
 
-    /// The largest hybrid timestamp this client has seen (0 = none).
-    pub fn last_propagated_timestamp(&self) -> Option<u64> {
+    /// The largest hybrid timestamp this client has seen in server answers,
+    /// if any: a read at or after it sees this client's writes.
+    pub fn last_propagated_timestamp(&self) -> Option<HybridTime> {
+        self.last_propagated_raw().map(HybridTime::from_raw)
+    }
+
+    /// [`last_propagated_timestamp`](Self::last_propagated_timestamp) in
+    /// wire form, for requests.
+    pub(crate) fn last_propagated_raw(&self) -> Option<u64> {
         match self.inner.last_propagated.load(Ordering::Relaxed) {
             0 => None,
             ts => Some(ts),
@@ -228,7 +237,7 @@ impl KuduClient {
     }
 
     /// Folds a timestamp from a server answer into the last propagated one.
-    pub fn observe_timestamp(&self, ts: u64) {
+    pub(crate) fn observe_timestamp(&self, ts: u64) {
         self.inner.last_propagated.fetch_max(ts, Ordering::Relaxed);
     }
 
@@ -319,6 +328,33 @@ impl KuduClient {
             Lookup::Miss => None,
             hit => Some(hit),
         }
+    }
+
+    /// The range partitions of `table`, in key order, derived from its
+    /// tablets (the master does not list them); gaps between them are
+    /// non-covered ranges. A table without range columns has one unbounded
+    /// range. Bounded by the admin timeout.
+    pub async fn range_partitions(&self, table: &KuduTable) -> Result<Vec<RangePartition>> {
+        let deadline = Instant::now() + self.admin_timeout();
+        let tablets = self.tablets_in_range(table, &[], &[], deadline).await?;
+        let keys: Vec<(&[u8], &[u8])> = tablets
+            .iter()
+            .map(|t| {
+                (
+                    t.partition_key_start.as_slice(),
+                    t.partition_key_end.as_slice(),
+                )
+            })
+            .collect();
+        derive_range_partitions(table.partition_schema(), &keys).map_err(|e| table.partitioning(e))
+    }
+
+    /// `table` described as the [`TableBuilder`] that creates a copy of it
+    /// named `name`, with all its range partitions: see
+    /// [`KuduTable::to_builder`].
+    pub async fn table_builder_like(&self, table: &KuduTable, name: &str) -> Result<TableBuilder> {
+        let ranges = self.range_partitions(table).await?;
+        table.to_builder(name, &ranges)
     }
 
     /// Every tablet of `table` whose range intersects

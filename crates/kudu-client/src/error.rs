@@ -13,60 +13,117 @@ pub enum Error {
     /// A socket error while talking to `addr`.
     #[error("I/O error talking to {addr}: {source}")]
     Io {
+        /// The server address.
         addr: String,
+        /// The socket error.
         #[source]
         source: std::io::Error,
     },
     /// The connection to `addr` closed while a call was in flight.
     #[error("connection to {addr} closed: {reason}")]
-    ConnectionClosed { addr: String, reason: String },
+    ConnectionClosed {
+        /// The server address.
+        addr: String,
+        /// Why it closed, as far as known.
+        reason: String,
+    },
     /// Connection negotiation (SASL / TLS) with `addr` failed.
     #[error("negotiation with {addr} failed: {message}")]
-    Negotiation { addr: String, message: String },
+    Negotiation {
+        /// The server address.
+        addr: String,
+        /// What went wrong.
+        message: String,
+    },
     /// The peer sent bytes that do not decode as the protocol says.
     #[error("malformed message from {addr}: {message}")]
-    Protocol { addr: String, message: String },
+    Protocol {
+        /// The server address.
+        addr: String,
+        /// What did not decode.
+        message: String,
+    },
     /// An RPC-level error (`ErrorStatusPB`) from `addr` for `method`.
     #[error("RPC {method} to {addr} failed with {code}: {message}")]
     Rpc {
+        /// The server address.
         addr: String,
+        /// The method called, `Service.Method`.
         method: String,
+        /// The RPC error code.
         code: RpcErrorCode,
+        /// The server's message.
         message: String,
     },
     /// An application-level error status returned by a master or tserver.
     #[error("{context}: {status}")]
-    Status { context: String, status: KuduStatus },
+    Status {
+        /// What the client was doing.
+        context: String,
+        /// The server's status.
+        status: KuduStatus,
+    },
     /// A master that is not the leader answered a leader-only call.
     #[error("master {addr} is not the leader")]
-    NotLeaderMaster { addr: String },
+    NotLeaderMaster {
+        /// The master's address.
+        addr: String,
+    },
     /// A tablet replica that is not the leader answered a leader-only call.
     #[error("replica of tablet {tablet_id} on {addr} is not the leader")]
-    NotLeaderReplica { tablet_id: String, addr: String },
+    NotLeaderReplica {
+        /// The tablet.
+        tablet_id: String,
+        /// The tablet server's address.
+        addr: String,
+    },
     /// The tablet is not (or no longer) hosted at `addr`.
     #[error("tablet {tablet_id} not found on {addr}")]
-    TabletNotFound { tablet_id: String, addr: String },
+    TabletNotFound {
+        /// The tablet.
+        tablet_id: String,
+        /// Where it was looked for.
+        addr: String,
+    },
     /// The server-side scanner expired or was closed.
     #[error("scanner expired on {addr}")]
-    ScannerExpired { addr: String },
+    ScannerExpired {
+        /// The tablet server's address.
+        addr: String,
+    },
     /// No master answered as leader (an election may be running).
     #[error("no leader master among {masters}: {details}")]
-    NoLeaderMaster { masters: String, details: String },
+    NoLeaderMaster {
+        /// The masters asked.
+        masters: String,
+        /// What each answered.
+        details: String,
+    },
     /// The server is overloaded and asked us to back off.
     #[error("server {addr} is busy: {message}")]
-    ServiceUnavailable { addr: String, message: String },
+    ServiceUnavailable {
+        /// The server address.
+        addr: String,
+        /// The server's message.
+        message: String,
+    },
     /// No table with this name (or id) exists.
     #[error("table '{0}' not found")]
     TableNotFound(String),
     /// A row's partition key falls in a range no tablet covers.
     #[error("no tablet covers partition key {partition_key:?} of table '{table}'")]
     NonCoveredRange {
+        /// The table.
         table: String,
+        /// The row's encoded partition key.
         partition_key: Vec<u8>,
     },
     /// A snapshot/diff scan asked for history the tablets no longer keep.
     #[error("snapshot too old: {message} (raise --tablet_history_max_age_sec on the tablet servers or start from a newer timestamp)")]
-    SnapshotTooOld { message: String },
+    SnapshotTooOld {
+        /// The server's message.
+        message: String,
+    },
     /// Some rows of a write flush failed; each carries its key and status.
     #[error("{} row(s) failed to apply; first: {}", .0.len(), .0.first().map(|e| e.to_string()).unwrap_or_default())]
     RowErrors(Vec<RowError>),
@@ -75,9 +132,13 @@ pub enum Error {
         "{operation} timed out after {attempts} attempt(s) in {elapsed:?}; last error: {last}"
     )]
     TimedOut {
+        /// The operation that ran out of time.
         operation: String,
+        /// How many attempts were made.
         attempts: u32,
+        /// Time spent.
         elapsed: Duration,
+        /// The last cause, as text.
         last: String,
     },
     /// Invalid argument supplied by the caller (bad schema, wrong type, ...).
@@ -86,25 +147,98 @@ pub enum Error {
     /// A server does not support a feature this call needs.
     #[error("unsupported by the server: {0}")]
     Unsupported(String),
+    /// A table's partitioning cannot be described as a create request: its
+    /// tablets do not match its partition schema, or a range bound cannot be
+    /// written as a row.
+    #[error("cannot describe the partitioning of table '{table}': {reason}")]
+    Partitioning {
+        /// The table.
+        table: String,
+        /// What does not fit.
+        reason: String,
+    },
     /// TLS configuration or handshake failure.
     #[error("TLS error with {addr}: {message}")]
-    Tls { addr: String, message: String },
+    Tls {
+        /// The server address.
+        addr: String,
+        /// What went wrong.
+        message: String,
+    },
+}
+
+/// What to do about a failed attempt of a call, within that call's
+/// deadline: the client's one retry rule, given by [`Error::retry_action`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RetryAction {
+    /// The routing was stale (not the leader, tablet moved, scanner gone):
+    /// look up the tablet location or the leader master again and retry at
+    /// once.
+    RefreshAndRetry,
+    /// The server is busy or could not be reached: back off, then retry.
+    BackoffAndRetry,
+    /// Retrying within the same deadline cannot help.
+    Fail,
 }
 
 impl Error {
-    /// Whether retrying the same call (after refreshing locations or
-    /// backing off) may succeed.
-    pub fn is_retryable(&self) -> bool {
+    /// How the client's retry loops treat this error while the call's
+    /// deadline lasts. A [`TimedOut`](Error::TimedOut) is `Fail`: the
+    /// deadline is spent (see [`is_transient`](Error::is_transient) for a
+    /// caller with a fresh deadline).
+    pub fn retry_action(&self) -> RetryAction {
         match self {
-            Error::Io { .. }
-            | Error::ConnectionClosed { .. }
-            | Error::NotLeaderMaster { .. }
+            Error::NotLeaderMaster { .. }
             | Error::NotLeaderReplica { .. }
             | Error::TabletNotFound { .. }
+            | Error::ScannerExpired { .. } => RetryAction::RefreshAndRetry,
+            Error::Io { .. }
+            | Error::ConnectionClosed { .. }
             | Error::NoLeaderMaster { .. }
-            | Error::ServiceUnavailable { .. } => true,
-            Error::Rpc { code, .. } => code.is_retryable(),
-            Error::Status { status, .. } => status.code == StatusCode::ServiceUnavailable,
+            | Error::ServiceUnavailable { .. } => RetryAction::BackoffAndRetry,
+            Error::Rpc { code, .. } if code.is_retryable() => RetryAction::BackoffAndRetry,
+            Error::Status { status, .. } if status.code == StatusCode::ServiceUnavailable => {
+                RetryAction::BackoffAndRetry
+            }
+            Error::Rpc { .. }
+            | Error::Status { .. }
+            | Error::Negotiation { .. }
+            | Error::Protocol { .. }
+            | Error::TableNotFound(_)
+            | Error::NonCoveredRange { .. }
+            | Error::SnapshotTooOld { .. }
+            | Error::RowErrors(_)
+            | Error::TimedOut { .. }
+            | Error::InvalidArgument(_)
+            | Error::Unsupported(_)
+            | Error::Partitioning { .. }
+            | Error::Tls { .. } => RetryAction::Fail,
+        }
+    }
+
+    /// Whether a whole new attempt, with a fresh deadline, may succeed: for
+    /// callers above the client's own retries (a job re-reading a split, a
+    /// scan reopening a tablet). A timeout is transient; a snapshot older
+    /// than the history kept, a missing table, a bad argument or refused
+    /// rows are not.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Error::TimedOut { .. } => true,
+            other => other.retry_action() != RetryAction::Fail,
+        }
+    }
+
+    /// Whether the server that returned this error should not be asked
+    /// again for the same tablet or as leader: it does not host the
+    /// tablet, did not answer in time, or dropped the connection.
+    pub fn server_unusable(&self) -> bool {
+        match self {
+            Error::TabletNotFound { .. }
+            | Error::Io { .. }
+            | Error::ConnectionClosed { .. }
+            | Error::TimedOut { .. } => true,
+            Error::Rpc { code, .. } => code.is_fatal(),
             _ => false,
         }
     }
@@ -114,22 +248,39 @@ impl Error {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum RpcErrorCode {
+    /// An application error (the body carries the details).
     Application,
+    /// The service has no such method.
     NoSuchMethod,
+    /// The server has no such service.
     NoSuchService,
+    /// The server's queue is full.
     ServerTooBusy,
+    /// The request could not be parsed.
     InvalidRequest,
+    /// The request expired before it was handled.
     RequestStale,
+    /// The server cannot serve the call now.
     Unavailable,
+    /// Unknown fatal error (the connection closes).
     FatalUnknown,
+    /// The server is shutting down.
     FatalServerShuttingDown,
+    /// The request header was malformed.
     FatalInvalidRpcHeader,
+    /// The request could not be deserialized.
     FatalDeserializingRequest,
+    /// The protocol versions do not match.
     FatalVersionMismatch,
+    /// The caller is not authorized.
     FatalUnauthorized,
+    /// The authentication token was refused.
     FatalInvalidAuthenticationToken,
+    /// The authorization token was refused (expired or unknown).
     InvalidAuthorizationToken,
+    /// The JSON web token was refused.
     FatalInvalidJwt,
+    /// A code this client does not know.
     Other(i32),
 }
 
@@ -194,28 +345,51 @@ impl std::fmt::Display for RpcErrorCode {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum StatusCode {
+    /// Success.
     Ok,
+    /// Something does not exist.
     NotFound,
+    /// Data is corrupt.
     Corruption,
+    /// Not supported.
     NotSupported,
+    /// An argument is invalid.
     InvalidArgument,
+    /// An I/O error.
     IoError,
+    /// Something already exists.
     AlreadyPresent,
+    /// A runtime error.
     RuntimeError,
+    /// A network error.
     NetworkError,
+    /// The operation does not fit the current state.
     IllegalState,
+    /// Not authorized.
     NotAuthorized,
+    /// The operation was aborted.
     Aborted,
+    /// An error on a remote server.
     RemoteError,
+    /// The service is unavailable (busy or starting).
     ServiceUnavailable,
+    /// The operation timed out.
     TimedOut,
+    /// Not initialized.
     Uninitialized,
+    /// A configuration error.
     ConfigurationError,
+    /// Incomplete.
     Incomplete,
+    /// End of file.
     EndOfFile,
+    /// Cancelled.
     Cancelled,
+    /// The value is immutable.
     Immutable,
+    /// An unknown error.
     UnknownError,
+    /// A code this client does not know.
     Other(i32),
 }
 
@@ -253,8 +427,11 @@ impl StatusCode {
 /// An application-level status: code, message and optional POSIX errno.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KuduStatus {
+    /// The status code.
     pub code: StatusCode,
+    /// The server's message.
     pub message: String,
+    /// The POSIX errno behind it, if any.
     pub posix_code: Option<i32>,
 }
 
@@ -275,11 +452,191 @@ pub struct RowError {
     pub operation: String,
     /// The row's primary key, rendered for humans (`(col=value, ...)`).
     pub key: String,
+    /// Why the server refused it.
     pub status: KuduStatus,
 }
 
 impl std::fmt::Display for RowError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{} {}: {}", self.operation, self.key, self.status)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(code: StatusCode) -> Error {
+        Error::Status {
+            context: "call".into(),
+            status: KuduStatus {
+                code,
+                message: "m".into(),
+                posix_code: None,
+            },
+        }
+    }
+
+    fn rpc(code: RpcErrorCode) -> Error {
+        Error::Rpc {
+            addr: "a".into(),
+            method: "M".into(),
+            code,
+            message: "m".into(),
+        }
+    }
+
+    /// Every variant (and the codes that decide within one) with its action
+    /// in a retry loop, whether a fresh attempt may succeed, and whether the
+    /// server that said so should be avoided.
+    #[test]
+    fn each_error_maps_to_one_action() {
+        use RetryAction::{BackoffAndRetry as Backoff, Fail, RefreshAndRetry as Refresh};
+        let a = || "ts:7050".to_owned();
+        let cases: Vec<(Error, RetryAction, bool, bool)> = vec![
+            (
+                Error::Io {
+                    addr: a(),
+                    source: std::io::ErrorKind::ConnectionRefused.into(),
+                },
+                Backoff,
+                true,
+                true,
+            ),
+            (
+                Error::ConnectionClosed {
+                    addr: a(),
+                    reason: "reset".into(),
+                },
+                Backoff,
+                true,
+                true,
+            ),
+            (
+                Error::Negotiation {
+                    addr: a(),
+                    message: "m".into(),
+                },
+                Fail,
+                false,
+                false,
+            ),
+            (
+                Error::Protocol {
+                    addr: a(),
+                    message: "m".into(),
+                },
+                Fail,
+                false,
+                false,
+            ),
+            (rpc(RpcErrorCode::ServerTooBusy), Backoff, true, false),
+            (rpc(RpcErrorCode::Unavailable), Backoff, true, false),
+            (
+                rpc(RpcErrorCode::FatalServerShuttingDown),
+                Backoff,
+                true,
+                true,
+            ),
+            (rpc(RpcErrorCode::FatalUnauthorized), Fail, false, true),
+            (rpc(RpcErrorCode::NoSuchMethod), Fail, false, false),
+            (rpc(RpcErrorCode::Application), Fail, false, false),
+            (status(StatusCode::ServiceUnavailable), Backoff, true, false),
+            (status(StatusCode::NotFound), Fail, false, false),
+            (status(StatusCode::TimedOut), Fail, false, false),
+            (Error::NotLeaderMaster { addr: a() }, Refresh, true, false),
+            (
+                Error::NotLeaderReplica {
+                    tablet_id: "t".into(),
+                    addr: a(),
+                },
+                Refresh,
+                true,
+                false,
+            ),
+            (
+                Error::TabletNotFound {
+                    tablet_id: "t".into(),
+                    addr: a(),
+                },
+                Refresh,
+                true,
+                true,
+            ),
+            (Error::ScannerExpired { addr: a() }, Refresh, true, false),
+            (
+                Error::NoLeaderMaster {
+                    masters: "m".into(),
+                    details: "d".into(),
+                },
+                Backoff,
+                true,
+                false,
+            ),
+            (
+                Error::ServiceUnavailable {
+                    addr: a(),
+                    message: "busy".into(),
+                },
+                Backoff,
+                true,
+                false,
+            ),
+            (Error::TableNotFound("t".into()), Fail, false, false),
+            (
+                Error::NonCoveredRange {
+                    table: "t".into(),
+                    partition_key: vec![],
+                },
+                Fail,
+                false,
+                false,
+            ),
+            (
+                Error::SnapshotTooOld {
+                    message: "m".into(),
+                },
+                Fail,
+                false,
+                false,
+            ),
+            (Error::RowErrors(Vec::new()), Fail, false, false),
+            (
+                Error::TimedOut {
+                    operation: "o".into(),
+                    attempts: 1,
+                    elapsed: Duration::ZERO,
+                    last: "l".into(),
+                },
+                Fail,
+                true,
+                true,
+            ),
+            (Error::InvalidArgument("x".into()), Fail, false, false),
+            (Error::Unsupported("x".into()), Fail, false, false),
+            (
+                Error::Partitioning {
+                    table: "t".into(),
+                    reason: "r".into(),
+                },
+                Fail,
+                false,
+                false,
+            ),
+            (
+                Error::Tls {
+                    addr: a(),
+                    message: "m".into(),
+                },
+                Fail,
+                false,
+                false,
+            ),
+        ];
+        for (err, action, transient, unusable) in cases {
+            assert_eq!(err.retry_action(), action, "{err:?}");
+            assert_eq!(err.is_transient(), transient, "{err:?}");
+            assert_eq!(err.server_unusable(), unusable, "{err:?}");
+        }
     }
 }

@@ -12,9 +12,15 @@ const LOGICAL_BITS: u32 = 12;
 
 /// A Kudu hybrid timestamp.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct HybridTime(pub u64);
+pub struct HybridTime(u64);
 
 impl HybridTime {
+    /// The timestamp with this wire value (as stored in a checkpoint or
+    /// sent by a server).
+    pub const fn from_raw(raw: u64) -> Self {
+        HybridTime(raw)
+    }
+
     /// The timestamp for wall-clock `micros` since the epoch, logical 0.
     pub fn from_micros(micros: u64) -> Self {
         HybridTime(micros << LOGICAL_BITS)

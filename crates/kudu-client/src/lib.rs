@@ -96,7 +96,7 @@ pub mod table;
 pub mod write;
 
 pub use client::{KuduClient, KuduClientBuilder};
-pub use error::{Error, Result};
+pub use error::{Error, Result, RetryAction};
 pub use hybrid_time::HybridTime;
 pub use schema::{ColumnSchema, DataType, Row, Schema, Value};
 pub use table::{AlterTableBuilder, KuduTable, TableBuilder};

@@ -2,11 +2,13 @@
 //! builders for creating ([`TableBuilder`]) and altering
 //! ([`AlterTableBuilder`]) tables.
 
+use crate::partition::ranges::{column_names, dims_ref, range_spec};
 use crate::partition::schema::PartitionSchemaBuilder;
-use crate::partition::PartitionSchema;
+use crate::partition::{PartitionSchema, RangePartition};
 use crate::pb;
 use crate::schema::{ColumnSchema, Row, Schema};
 use crate::write::ops::OpType;
+use crate::{Error, Result};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -104,6 +106,54 @@ impl KuduTable {
 
     pub(crate) fn authz_token(&self) -> Option<&pb::security::SignedTokenPb> {
         self.inner.authz_token.as_ref()
+    }
+
+    /// This table described as the [`TableBuilder`] that creates a copy of
+    /// it named `name`, with the range partitions `ranges` (all of them, from
+    /// [`KuduClient::range_partitions`](crate::KuduClient::range_partitions),
+    /// or some): every column with its attributes, the table-wide hash
+    /// dimensions, the range columns, each range with its own hash schema if
+    /// it has one, the replication factor, comment and extra configs. The
+    /// owner is left for the caller to set.
+    pub fn to_builder(&self, name: &str, ranges: &[RangePartition]) -> Result<TableBuilder> {
+        let schema = self.schema();
+        let ps = self.partition_schema();
+        let mut b = TableBuilder::new(name, schema.clone())
+            .set_range_partition_columns(&column_names(schema, ps.range_columns()));
+        for d in ps.hash_schema() {
+            b = b.add_hash_partitions(
+                &column_names(schema, d.columns()),
+                d.num_buckets(),
+                d.seed(),
+            );
+        }
+        if !ps.range_columns().is_empty() {
+            for r in ranges {
+                b = match range_spec(schema, ps, r).map_err(|e| self.partitioning(e))? {
+                    (lower, upper, None) => b.add_range_partition_with_bounds(lower, upper),
+                    (lower, upper, Some(dims)) => {
+                        b.add_range_with_hash_schema(lower, upper, &dims_ref(&dims))
+                    }
+                };
+            }
+        }
+        if self.num_replicas() > 0 {
+            b = b.num_replicas(self.num_replicas());
+        }
+        if let Some(c) = self.comment() {
+            b = b.comment(c);
+        }
+        for (k, v) in self.extra_configs() {
+            b = b.extra_config(k, v);
+        }
+        Ok(b)
+    }
+
+    pub(crate) fn partitioning(&self, reason: String) -> Error {
+        Error::Partitioning {
+            table: self.name().to_owned(),
+            reason,
+        }
     }
 }
 
@@ -323,6 +373,20 @@ impl AlterTableBuilder {
         self.steps
             .push(AlterStep::AddRange((lower, upper), Some(hash)));
         self
+    }
+
+    /// Adds `range` (of a table partitioned like `table`, e.g. one it was
+    /// created as a copy of) to `table`, with its own hash schema if it has
+    /// one.
+    pub fn add_range_like(self, table: &KuduTable, range: &RangePartition) -> Result<Self> {
+        let spec = range_spec(table.schema(), table.partition_schema(), range)
+            .map_err(|e| table.partitioning(e))?;
+        Ok(match spec {
+            (lower, upper, None) => self.add_range_partition_with_bounds(lower, upper),
+            (lower, upper, Some(dims)) => {
+                self.add_range_with_hash_schema(lower, upper, &dims_ref(&dims))
+            }
+        })
     }
 
     /// Drops the range partition [lower, upper).

@@ -4,7 +4,7 @@
 
 use ferry_fixtures::Shared;
 use ferry_testkit::MiniCluster;
-use kudu_client::write::ops::OpType;
+use kudu_client::write::OpType;
 use kudu_client::{
     AlterTableBuilder, ColumnSchema, DataType, Error, KuduClient, Schema, TableBuilder, Value,
 };
@@ -282,4 +282,135 @@ async fn unreachable_master_fails_in_bounded_time() {
     let text = err.to_string();
     assert!(matches!(err, Error::TimedOut { .. }), "{err:?}");
     assert!(text.contains("127.0.0.1:1"), "names the master: {text}");
+}
+
+/// A table described as a builder (`range_partitions` + `to_builder`)
+/// creates a copy with the same columns, hash dimensions, ranges (gaps,
+/// exclusive / inclusive bounds, a range with its own hash schema),
+/// replication factor, comment and extra configs; ranges left out can be
+/// added later with `add_range_like`.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_table_described_as_a_builder_creates_a_copy() {
+    let c = MiniCluster::builder()
+        .tservers(1)
+        .start()
+        .expect("cluster starts");
+    let client = KuduClient::new(&c.master_addrs()).expect("client");
+    let schema = all_types_schema();
+    let bound = |v: i32| {
+        let mut r = kudu_client::Row::new(&schema);
+        r.set_i32("part", v).expect("bound");
+        r
+    };
+    let unbounded = || kudu_client::Row::new(&schema);
+    let builder = TableBuilder::new("original", schema.clone())
+        .add_hash_partitions(&["id"], 2, 9)
+        .set_range_partition_columns(&["part"])
+        .add_range_partition(unbounded(), bound(0))
+        // Stored as [1, 101): exclusive lower, inclusive upper.
+        .add_range_partition_with_bounds(
+            (OpType::ExclusiveRangeLowerBound, bound(0)),
+            (OpType::InclusiveRangeUpperBound, bound(100)),
+        )
+        // A gap [101, 200): a non-covered range.
+        .add_range_with_hash_schema(
+            (OpType::RangeLowerBound, bound(200)),
+            (OpType::RangeUpperBound, bound(300)),
+            &[(&["id"][..], 3, 5)],
+        )
+        .add_range_partition(bound(300), bound(400))
+        .num_replicas(1)
+        .owner("alice")
+        .comment("the original")
+        .extra_config("kudu.table.history_max_age_sec", "7200");
+    client.create_table(&builder).await.expect("create");
+    let original = client.open_table("original").await.expect("open");
+    let ranges = client.range_partitions(&original).await.expect("ranges");
+    assert_eq!(
+        ranges.iter().map(|r| r.tablets).collect::<Vec<_>>(),
+        vec![2, 2, 3, 2],
+        "{ranges:#?}"
+    );
+    let key = |v: i32| ((v as u32) ^ (1 << 31)).to_be_bytes().to_vec();
+    assert_eq!(ranges[1].lower_key, key(1), "bounds come out normalized");
+    assert_eq!(ranges[1].upper_key, key(101));
+
+    let same = |copy: &kudu_client::KuduTable| {
+        assert_eq!(copy.schema().len(), original.schema().len());
+        for (got, want) in copy
+            .schema()
+            .columns()
+            .iter()
+            .zip(original.schema().columns())
+        {
+            assert_eq!(got.name(), want.name());
+            assert_eq!(got.data_type(), want.data_type(), "{}", want.name());
+            assert_eq!(got.is_key(), want.is_key(), "{}", want.name());
+            assert_eq!(got.is_nullable(), want.is_nullable(), "{}", want.name());
+            assert_eq!(
+                got.type_attributes(),
+                want.type_attributes(),
+                "{}",
+                want.name()
+            );
+            assert_eq!(got.default_value(), want.default_value(), "{}", want.name());
+        }
+        let (a, b) = (original.partition_schema(), copy.partition_schema());
+        assert_eq!(a.hash_schema(), b.hash_schema());
+        assert_eq!(a.range_columns(), b.range_columns());
+        assert_eq!(copy.num_replicas(), 1);
+        assert_eq!(copy.comment(), Some("the original"));
+        assert_eq!(copy.extra_configs(), original.extra_configs());
+        assert_ne!(
+            copy.owner(),
+            Some("alice"),
+            "the owner is the caller's to set"
+        );
+    };
+
+    // All at once.
+    let whole = client
+        .table_builder_like(&original, "copy")
+        .await
+        .expect("describe");
+    client.create_table(&whole).await.expect("create the copy");
+    let copy = client.open_table("copy").await.expect("open the copy");
+    same(&copy);
+    assert_eq!(
+        client.range_partitions(&copy).await.expect("copy ranges"),
+        ranges
+    );
+
+    // The first range and the one with its own hash schema first, the
+    // others added afterwards.
+    let (first, later): (Vec<_>, Vec<_>) =
+        ranges.iter().cloned().enumerate().partition(|(i, r)| {
+            *i == 0 || r.hash_schema != original.partition_schema().hash_schema()
+        });
+    let first: Vec<_> = first.into_iter().map(|(_, r)| r).collect();
+    let later: Vec<_> = later.into_iter().map(|(_, r)| r).collect();
+    assert_eq!((first.len(), later.len()), (2, 2));
+    let part = original.to_builder("stepwise", &first).expect("describe");
+    client.create_table(&part).await.expect("create stepwise");
+    let stepwise = client.open_table("stepwise").await.expect("open stepwise");
+    let mut alter = AlterTableBuilder::new();
+    for r in &later {
+        alter = alter.add_range_like(&stepwise, r).expect("range");
+    }
+    client
+        .alter_table(&stepwise, &alter)
+        .await
+        .expect("add ranges");
+    let stepwise = client
+        .open_table("stepwise")
+        .await
+        .expect("reopen stepwise");
+    same(&stepwise);
+    assert_eq!(
+        client
+            .range_partitions(&stepwise)
+            .await
+            .expect("stepwise ranges"),
+        ranges
+    );
 }

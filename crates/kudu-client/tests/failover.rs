@@ -3,7 +3,7 @@
 //! every row applied exactly once.
 
 use ferry_testkit::{DaemonKind, MiniCluster};
-use kudu_client::write::session::{FlushMode, Operation, SessionOptions};
+use kudu_client::write::{FlushMode, Operation, SessionOptions};
 use kudu_client::{KuduClient, TableBuilder};
 use std::time::Duration;
 

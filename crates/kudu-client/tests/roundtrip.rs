@@ -4,7 +4,7 @@
 //! empty and 1 MiB strings).
 
 use ferry_testkit::MiniCluster;
-use kudu_client::write::session::{FlushMode, Operation, SessionOptions};
+use kudu_client::write::{FlushMode, Operation, SessionOptions};
 use kudu_client::{KuduClient, Schema, TableBuilder, Value};
 use std::collections::BTreeMap;
 

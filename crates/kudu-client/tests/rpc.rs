@@ -31,7 +31,7 @@ use kudu_client::rpc::frame::{self, Frame, RequestFrame};
 use kudu_client::rpc::{
     CallOptions, ConnectOptions, Connection, ConnectionPool, NegotiateOptions, TlsPolicy,
 };
-use kudu_client::{error::RpcErrorCode, Error};
+use kudu_client::{error::RpcErrorCode, Error, RetryAction};
 use prost::Message;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -288,7 +288,7 @@ fn bad_addresses_fail_fast_and_name_the_address() {
         assert!(started.elapsed() < Duration::from_secs(2));
         assert!(matches!(err, Error::Io { .. }), "{err:?}");
         assert!(err.to_string().contains(&closed_port), "{err}");
-        assert!(err.is_retryable());
+        assert_eq!(err.retry_action(), RetryAction::BackoffAndRetry);
 
         // Something listens but never negotiates: bounded by the timeout.
         let silent = TcpListener::bind("127.0.0.1:0").await.expect("bind");
@@ -559,7 +559,7 @@ fn error_status_becomes_rpc_error_and_connection_survives() {
             }
             other => panic!("unexpected {other:?}"),
         }
-        assert!(err.is_retryable());
+        assert_eq!(err.retry_action(), RetryAction::BackoffAndRetry);
         echo_call(&conn, "Ok", b"y").await.expect("second call");
     });
 }
@@ -599,7 +599,7 @@ fn in_flight_calls_all_fail_with_the_same_error_when_the_server_goes_away() {
         // Later calls fail at once.
         let err = echo_call(&conn, "M", b"").await.expect_err("closed");
         assert!(matches!(err, Error::ConnectionClosed { .. }), "{err:?}");
-        assert!(err.is_retryable());
+        assert_eq!(err.retry_action(), RetryAction::BackoffAndRetry);
     });
 }
 

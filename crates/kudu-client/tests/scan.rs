@@ -171,8 +171,10 @@ fn inserts(rng: &mut StdRng, from: i64, n: i64) -> Vec<Op> {
 /// clock: writes acknowledged before it are in a snapshot at it.
 async fn now(client: &KuduClient) -> HybridTime {
     let clock = client.server_clock().await.expect("server clock");
-    let seen = client.last_propagated_timestamp().unwrap_or(0);
-    clock.max(HybridTime(seen + 1))
+    let seen = client
+        .last_propagated_timestamp()
+        .map_or(0, HybridTime::raw);
+    clock.max(HybridTime::from_raw(seen + 1))
 }
 
 /// Reads a kv-table row (any projection containing key/val/s).

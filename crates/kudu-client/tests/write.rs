@@ -1085,7 +1085,7 @@ fn background_mode_bounds_its_buffers_and_flushes_on_interval() {
                     .external_consistency_mode(ExternalConsistencyMode::CommitWait),
             )
             .unwrap();
-        let bound = (max_ops * (2 + kudu_client::write::session::BUFFERS_IN_FLIGHT) + 1) as u64;
+        let bound = (max_ops * (2 + kudu_client::write::BUFFERS_IN_FLIGHT) + 1) as u64;
         let mut peak = 0;
         for i in 0..300 {
             s.apply(op(&t, OpType::Upsert, i, Some("bp"), Some(i64::from(i))))

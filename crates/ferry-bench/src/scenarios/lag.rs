@@ -188,8 +188,13 @@ pub async fn run(
 
     // Prove it: the sink now equals the source as of the last write.
     let verify_started = Instant::now();
-    let expected =
-        data::fingerprint(&sc, TABLE, Some(HybridTime(churn.last_write_ht + 1)), false).await?;
+    let expected = data::fingerprint(
+        &sc,
+        TABLE,
+        Some(HybridTime::from_raw(churn.last_write_ht + 1)),
+        false,
+    )
+    .await?;
     let mut attempts = 0;
     let (equal, sink_fp) = loop {
         attempts += 1;

@@ -19,7 +19,7 @@ use crate::kudu::{kudu_measured, Cluster, RpcCounts};
 use crate::procs::cpu_seconds_of;
 use crate::report::{f0, f1, f2, Report, Table};
 use anyhow::{bail, Result};
-use kudu_client::{HybridTime, KuduClient};
+use kudu_client::KuduClient;
 use serde::Serialize;
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -124,7 +124,7 @@ pub async fn run(ctx: &Ctx, rows: u64, threads: usize, repeat: usize) -> Result<
     let quiet: Vec<u32> = src.pids().into_iter().chain(dst.pids()).collect();
     let prepared = prepare_source(&src, &sc, TABLE, rows, &mut report, &quiet).await?;
     report.result("source", &prepared);
-    let snapshot_ts = HybridTime(sc.server_clock().await?.raw());
+    let snapshot_ts = sc.server_clock().await?;
     let source_fp = data::fingerprint(&sc, TABLE, Some(snapshot_ts), false).await?;
     if source_fp.rows != rows {
         bail!("source holds {} rows, expected {rows}", source_fp.rows);

@@ -10,7 +10,7 @@ use ferry_engine::kudu_sink::KuduSink;
 use ferry_engine::kudu_source::KuduSource;
 use ferry_engine::{Job, JobHandle, JobOptions, RestorePoint};
 use ferry_testkit::MiniCluster;
-use kudu_client::write::session::{FlushMode, Operation, Session, SessionOptions};
+use kudu_client::write::{FlushMode, Operation, Session, SessionOptions};
 use kudu_client::{KuduClient, KuduTable, Row, TableBuilder, Value};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};

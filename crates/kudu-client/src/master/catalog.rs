@@ -392,7 +392,7 @@ pub async fn server_clock(m: &MasterProxy, timeout: Duration) -> Result<HybridTi
         .call::<pb::server::generic_service::ServerClock>("ServerClock", &req, timeout, &[])
         .await?;
     resp.timestamp
-        .map(HybridTime)
+        .map(HybridTime::from_raw)
         .ok_or_else(|| Error::Protocol {
             addr: "leader master".into(),
             message: "ServerClock answer has no timestamp".into(),

@@ -8,7 +8,7 @@
 
 pub mod catalog;
 
-use crate::error::{Error, KuduStatus, Result, StatusCode};
+use crate::error::{Error, KuduStatus, Result, RetryAction, StatusCode};
 use crate::pb;
 use crate::pb::master::master_error_pb::Code as MasterCode;
 use crate::pb::master::MasterErrorPb;
@@ -248,11 +248,7 @@ impl MasterProxy {
         let resp = match self.pool.call::<M>(&leader, request, &opts).await {
             Ok(r) => r.body,
             Err(e) => {
-                if matches!(
-                    e,
-                    Error::Io { .. } | Error::ConnectionClosed { .. } | Error::TimedOut { .. }
-                ) || e.is_retryable()
-                {
+                if e.retry_action() != RetryAction::Fail || e.server_unusable() {
                     self.forget_leader(&leader);
                 }
                 return Err(e);

@@ -9,8 +9,10 @@
 
 pub mod key;
 pub mod murmur;
+pub mod ranges;
 pub mod schema;
 
+pub use ranges::RangePartition;
 pub use schema::{
     BoundaryConvention, HashDimension, Partition, PartitionSchema, RangeWithHashSchema,
 };

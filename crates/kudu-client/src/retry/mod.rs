@@ -1,12 +1,12 @@
-//! Deadlines, exponential backoff with jitter, and the classification of
-//! errors into "refresh and retry", "back off and retry" or "fail".
+//! Deadlines and exponential backoff with jitter, acting on the one
+//! classification of errors, [`Error::retry_action`].
 //!
 //! Retry state lives here, outside the RPC messages: a call is an immutable
 //! request plus a [`Retrier`] that counts attempts against one deadline. The
 //! final error names the operation, the attempts, the elapsed time and the
 //! last cause, so nothing retries silently or forever.
 
-use crate::error::Error;
+use crate::error::{Error, RetryAction};
 use rand::Rng;
 use std::time::{Duration, Instant};
 
@@ -49,31 +49,6 @@ impl Backoff {
     }
 }
 
-/// What to do with a failed attempt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Action {
-    /// Routing was stale (not leader, tablet moved): refresh and retry soon.
-    Refresh,
-    /// The server is busy or unreachable: back off, then retry.
-    Backoff,
-    /// Retrying cannot help.
-    Fail,
-}
-
-/// Classifies an error per the client retry rules.
-pub fn classify(err: &Error) -> Action {
-    match err {
-        Error::NotLeaderMaster { .. }
-        | Error::NotLeaderReplica { .. }
-        | Error::TabletNotFound { .. } => Action::Refresh,
-        Error::Io { .. } | Error::ConnectionClosed { .. } | Error::ServiceUnavailable { .. } => {
-            Action::Backoff
-        }
-        e if e.is_retryable() => Action::Backoff,
-        _ => Action::Fail,
-    }
-}
-
 /// Counts attempts of one operation against one deadline.
 #[derive(Debug)]
 pub struct Retrier {
@@ -82,6 +57,8 @@ pub struct Retrier {
     deadline: Instant,
     attempts: u32,
     backoff: Backoff,
+    /// Why the last retried attempt failed, named if a later one times out.
+    last_cause: Option<String>,
 }
 
 impl Retrier {
@@ -94,6 +71,7 @@ impl Retrier {
             deadline: start + timeout,
             attempts: 0,
             backoff: Backoff::default(),
+            last_cause: None,
         }
     }
 
@@ -119,22 +97,32 @@ impl Retrier {
 
     /// Decides about a failed attempt: `Ok(())` after sleeping as the error
     /// deserves (the caller then retries), or the error to return — the
-    /// original one if it is not retryable, else a `TimedOut` naming it.
+    /// original one if retrying cannot help, else a `TimedOut` naming it. An
+    /// attempt that timed out ran into this operation's deadline: the
+    /// `TimedOut` then names the operation and the previous attempt's cause.
     pub async fn on_error(&mut self, err: Error) -> Result<(), Error> {
-        let action = classify(&err);
-        if action == Action::Fail {
+        let action = err.retry_action();
+        if action == RetryAction::Fail {
+            if let Error::TimedOut { .. } = err {
+                let this = err.to_string();
+                return Err(self.timed_out(match &self.last_cause {
+                    Some(before) => format!("{this} (previous attempt: {before})"),
+                    None => this,
+                }));
+            }
             return Err(err);
         }
         let delay = match action {
             // Stale routing usually resolves at once; a short pause avoids
             // hammering a master that is mid-election.
-            Action::Refresh if self.attempts <= 1 => Duration::ZERO,
+            RetryAction::RefreshAndRetry if self.attempts <= 1 => Duration::ZERO,
             _ => self.backoff.next_delay(),
         };
         if Instant::now() + delay >= self.deadline {
             return Err(self.timed_out(err.to_string()));
         }
         tracing::debug!(operation = %self.operation, attempt = self.attempts, ?delay, error = %err, "retrying");
+        self.last_cause = Some(err.to_string());
         tokio::time::sleep(delay).await;
         Ok(())
     }
@@ -164,18 +152,6 @@ mod tests {
         }
         let late = b.next_delay();
         assert!(late >= Duration::from_millis(50), "{late:?}");
-    }
-
-    #[test]
-    fn classification_follows_the_rules() {
-        let not_leader = Error::NotLeaderMaster { addr: "m".into() };
-        assert_eq!(classify(&not_leader), Action::Refresh);
-        let busy = Error::ServiceUnavailable {
-            addr: "t".into(),
-            message: "throttled".into(),
-        };
-        assert_eq!(classify(&busy), Action::Backoff);
-        assert_eq!(classify(&Error::TableNotFound("x".into())), Action::Fail);
     }
 
     #[tokio::test]
@@ -209,5 +185,37 @@ mod tests {
             .await
             .expect_err("no retry");
         assert!(matches!(err, Error::InvalidArgument(_)));
+    }
+
+    #[tokio::test]
+    async fn a_timed_out_attempt_names_the_operation_and_the_cause_before() {
+        let mut r = Retrier::new("write to tablet t", Duration::from_secs(5));
+        r.begin_attempt();
+        r.on_error(Error::ConnectionClosed {
+            addr: "ts:1".into(),
+            reason: "reset".into(),
+        })
+        .await
+        .expect("retried");
+        r.begin_attempt();
+        let err = r
+            .on_error(Error::TimedOut {
+                operation: "Write on ts:2".into(),
+                attempts: 1,
+                elapsed: Duration::from_secs(5),
+                last: "no answer".into(),
+            })
+            .await
+            .expect_err("out of time");
+        let text = err.to_string();
+        assert!(
+            text.starts_with("write to tablet t timed out after 2 attempt(s)"),
+            "{text}"
+        );
+        assert!(text.contains("Write on ts:2 timed out"), "{text}");
+        assert!(
+            text.contains("previous attempt: connection to ts:1 closed: reset"),
+            "{text}"
+        );
     }
 }

@@ -37,7 +37,8 @@
 //!   column, read with [`RowView::is_deleted`](super::decode::RowView::is_deleted).
 //!
 //! Opening a tablet is retried (refreshing locations, backing off) until
-//! the scan's timeout, as [`crate::retry`] classifies the errors.
+//! the scan's timeout, as [`Error::retry_action`](crate::Error::retry_action)
+//! classifies the errors.
 //!
 //! Dropping a scanner while a server-side scanner is open spawns a
 //! best-effort close on the current tokio runtime.
@@ -56,7 +57,7 @@ use rand::seq::SliceRandom;
 use super::decode::RowBatch;
 use super::predicate::{Encoded, Predicate};
 use crate::client::{tserver_error, KuduClient};
-use crate::error::{KuduStatus, StatusCode};
+use crate::error::{KuduStatus, RetryAction, StatusCode};
 use crate::hybrid_time::HybridTime;
 use crate::meta::{Lookup, RemoteTablet, Replica};
 use crate::partition::key::encode_range_bound;
@@ -796,7 +797,7 @@ impl Scanner {
         match result {
             Err(e) if core.plan.ordered && resumable(&e, None) => {
                 tracing::debug!(tablet = %tablet.tablet_id, %addr, error = %e, "keep-alive failed; the scan will reopen");
-                if server_is_bad(&e) {
+                if e.server_unusable() {
                     core.bad_servers.insert(addr);
                 }
                 core.phase = Phase::Open { tablet };
@@ -974,35 +975,13 @@ async fn close_scanner(client: KuduClient, addr: String, scanner_id: Vec<u8>) {
 }
 
 /// Whether a failed continue (or keep-alive) of an ORDERED scan should be
-/// answered by reopening the tablet elsewhere (§8.4).
+/// answered by reopening the tablet elsewhere (§8.4): a new attempt may
+/// succeed, or another replica may serve it. A call-sequence mismatch (an
+/// answer lost in transit) also means "reopen".
 fn resumable(err: &Error, code: Option<TsCode>) -> bool {
-    if matches!(code, Some(TsCode::InvalidScanCallSeqId)) {
-        return true;
-    }
-    match err {
-        Error::TabletNotFound { .. }
-        | Error::NotLeaderReplica { .. }
-        | Error::ScannerExpired { .. }
-        | Error::ServiceUnavailable { .. }
-        | Error::Io { .. }
-        | Error::ConnectionClosed { .. }
-        | Error::TimedOut { .. } => true,
-        Error::Rpc { code, .. } => code.is_retryable() || code.is_fatal(),
-        _ => false,
-    }
-}
-
-/// Whether `err` means the server should not be asked again for this
-/// tablet (it is gone, lost the tablet, or is not answering).
-fn server_is_bad(err: &Error) -> bool {
-    match err {
-        Error::TabletNotFound { .. }
-        | Error::Io { .. }
-        | Error::ConnectionClosed { .. }
-        | Error::TimedOut { .. } => true,
-        Error::Rpc { code, .. } => code.is_fatal(),
-        _ => false,
-    }
+    matches!(code, Some(TsCode::InvalidScanCallSeqId))
+        || err.is_transient()
+        || err.server_unusable()
 }
 
 /// Whether `host` (from `host:port`) is this machine, for CLOSEST_REPLICA.
@@ -1166,7 +1145,7 @@ impl Core {
                 pb::ReadMode::ReadLatest as i32
             }),
             snap_timestamp: self.snapshot.map(HybridTime::raw),
-            propagated_timestamp: self.client.last_propagated_timestamp(),
+            propagated_timestamp: self.client.last_propagated_raw(),
             // Never both a start key and a resume key (§8.1).
             start_primary_key: if resume.is_none() {
                 plan.lower_bound.clone()
@@ -1308,7 +1287,7 @@ impl Core {
                         self.snapshot = resp
                             .snap_timestamp
                             .or(resp.propagated_timestamp)
-                            .map(HybridTime);
+                            .map(HybridTime::from_raw);
                     }
                     let scanner_id = resp
                         .scanner_id
@@ -1329,21 +1308,12 @@ impl Core {
                 }
                 CallOutcome::Failed(err, _) => {
                     tracing::debug!(tablet = %tablet.tablet_id, addr = %replica.addr, error = %err, "scan open failed");
-                    // A timed-out attempt is retried elsewhere like a
-                    // network error while time remains.
-                    let retry_as = match err {
-                        Error::TimedOut { .. } => Error::ConnectionClosed {
-                            addr: replica.addr.clone(),
-                            reason: err.to_string(),
-                        },
-                        e => e,
-                    };
-                    let refresh = server_is_bad(&retry_as)
-                        || matches!(retry_as, Error::NotLeaderReplica { .. });
-                    if server_is_bad(&retry_as) {
+                    let refresh =
+                        err.server_unusable() || err.retry_action() == RetryAction::RefreshAndRetry;
+                    if err.server_unusable() {
                         self.bad_servers.insert(replica.addr.clone());
                     }
-                    retrier.on_error(retry_as).await?;
+                    retrier.on_error(err).await?;
                     if refresh {
                         tablet = self.relocate(&tablet).await?;
                         self.phase = Phase::Open {
@@ -1404,11 +1374,11 @@ impl Core {
                         },
                     ) {
                         // If the server is still there, free its scanner.
-                        if !server_is_bad(&err) {
+                        if !err.server_unusable() {
                             spawn_close(&self.client, addr, scanner_id);
                         }
                     }
-                    if server_is_bad(&err) || matches!(err, Error::NotLeaderReplica { .. }) {
+                    if err.server_unusable() || matches!(err, Error::NotLeaderReplica { .. }) {
                         self.bad_servers.insert(addr);
                         self.client
                             .invalidate_tablet(self.table.id(), &tablet.tablet_id);
@@ -1593,7 +1563,7 @@ mod tests {
         assert_eq!(spec.upper_bound, None);
         assert!(spec.invalid.is_none());
         assert!(ScanSpec::new()
-            .diff(HybridTime(1), HybridTime(2))
+            .diff(HybridTime::from_raw(1), HybridTime::from_raw(2))
             .is_fault_tolerant());
     }
 }

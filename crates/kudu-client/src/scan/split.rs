@@ -295,8 +295,8 @@ impl Split {
             projection: msg.projection,
             predicates: msg.predicates,
             snapshot_read: msg.snapshot_read.unwrap_or(msg.snapshot.is_some()),
-            snapshot: msg.snapshot.map(HybridTime),
-            diff_start: msg.diff_start.map(HybridTime),
+            snapshot: msg.snapshot.map(HybridTime::from_raw),
+            diff_start: msg.diff_start.map(HybridTime::from_raw),
             fault_tolerant: msg.fault_tolerant.unwrap_or(false),
             batch_size_bytes: msg.batch_size_bytes,
             limit: msg.limit,
@@ -345,11 +345,11 @@ impl KuduClient {
             Some(None) => {
                 // After everything this client has seen (a write acknowledged
                 // at `seen` is only in snapshots later than `seen`).
-                let seen = self.last_propagated_timestamp().unwrap_or(0);
+                let seen = self.last_propagated_raw().unwrap_or(0);
                 let now = self
                     .server_clock()
                     .await?
-                    .max(HybridTime(seen.saturating_add(1)));
+                    .max(HybridTime::from_raw(seen.saturating_add(1)));
                 self.observe_timestamp(now.raw());
                 Some(now)
             }
@@ -549,9 +549,9 @@ mod tests {
                     pb::column_predicate_pb::IsNotNull {},
                 )),
             }],
-            snapshot: Some(HybridTime(77 << 12)),
+            snapshot: Some(HybridTime::from_raw(77 << 12)),
             snapshot_read: true,
-            diff_start: Some(HybridTime(70 << 12)),
+            diff_start: Some(HybridTime::from_raw(70 << 12)),
             fault_tolerant: true,
             batch_size_bytes: Some(1024),
             limit: None,
@@ -588,7 +588,10 @@ mod tests {
         let spec = s.scan_spec();
         assert_eq!(
             spec.diff,
-            Some((HybridTime(70 << 12), HybridTime(77 << 12)))
+            Some((
+                HybridTime::from_raw(70 << 12),
+                HybridTime::from_raw(77 << 12)
+            ))
         );
         assert_eq!(spec.partition_key_start, vec![0, 0, 0, 1]);
         assert_eq!(spec.raw_predicates.len(), 1);

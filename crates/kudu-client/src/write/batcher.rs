@@ -26,8 +26,8 @@
 //! kept across all its attempts; only `attempt_no` grows, so a tablet server
 //! (or the next leader) answers a retry of an applied write from its result
 //! cache instead of applying it twice. Failed attempts are classified by
-//! [`crate::retry::classify`]: stale routing (not the leader, tablet not
-//! found) and network errors drop the tablet from the location cache and
+//! [`Error::retry_action`]: stale routing (not the leader, tablet not
+//! found) and an unusable server ([`Error::server_unusable`]) drop the tablet from the location cache and
 //! look it up again by its start key; a busy server is retried after a
 //! backoff; anything else, or running out of time, fails the request, and
 //! every row in it becomes a row error carrying that cause. A refused authz
@@ -44,12 +44,12 @@ use std::time::{Duration, Instant};
 use tokio::sync::{oneshot, Semaphore};
 
 use crate::client::{tserver_error, KuduClient};
-use crate::error::{Error, KuduStatus, Result, RowError, RpcErrorCode, StatusCode};
+use crate::error::{Error, KuduStatus, Result, RetryAction, RowError, RpcErrorCode, StatusCode};
 use crate::master::status_from_pb;
 use crate::meta::{Lookup, RemoteTablet};
 use crate::pb;
 use crate::pb::tserver::tablet_server_service::Write;
-use crate::retry::{classify, Action, Retrier};
+use crate::retry::Retrier;
 use crate::rpc::CallOptions;
 use crate::schema::cell::bit;
 use crate::schema::{Row, SchemaPbOptions};
@@ -661,11 +661,10 @@ async fn write_chunk(
         ctx.cfg.timeout,
     );
     let mut token_refreshed = false;
-    let mut last_cause: Option<String> = None;
     loop {
         retrier.begin_attempt();
         add(&ctx.metrics.write_attempts, 1);
-        req.propagated_timestamp = ctx.client.last_propagated_timestamp();
+        req.propagated_timestamp = ctx.client.last_propagated_raw();
         let err = match attempt(
             ctx,
             &tablet,
@@ -697,35 +696,15 @@ async fn write_chunk(
                 }
             }
         }
-        let relocate = classify(&err) == Action::Refresh
-            || matches!(
-                err,
-                Error::Io { .. }
-                    | Error::ConnectionClosed { .. }
-                    | Error::Rpc {
-                        code: RpcErrorCode::FatalServerShuttingDown,
-                        ..
-                    }
-            );
+        let relocate = err.retry_action() == RetryAction::RefreshAndRetry || err.server_unusable();
         tracing::debug!(tablet = %tablet.tablet_id, attempt = retrier.attempts(), error = %err, "write attempt failed");
-        let this_cause = err.to_string();
-        let verdict = if matches!(err, Error::TimedOut { .. }) {
-            // The call ran into the request's deadline: report the whole
-            // request (attempts, time) and what failed before.
-            Err(retrier.timed_out(match &last_cause {
-                Some(before) => format!("{this_cause} (previous attempt: {before})"),
-                None => this_cause.clone(),
-            }))
-        } else {
-            retrier.on_error(err).await
-        };
+        let verdict = retrier.on_error(err).await;
         if let Err(fatal) = verdict {
             add(&ctx.metrics.batches_failed, 1);
             tracing::warn!(table = table.name(), tablet = %tablet.tablet_id, rows = sent.len(), error = %fatal, "write batch failed");
             outcome.fail_all(&sent, fatal);
             return ChunkEnd::Done(tablet, outcome);
         }
-        last_cause = Some(this_cause);
         if relocate {
             ctx.client.invalidate_tablet(table.id(), &tablet.tablet_id);
             match ctx

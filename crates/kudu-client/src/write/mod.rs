@@ -31,5 +31,5 @@ pub mod session;
 pub use ops::OpType;
 pub use session::{
     ExternalConsistencyMode, FlushMode, Operation, ServerWriteMetrics, Session, SessionMetrics,
-    SessionOptions,
+    SessionOptions, BUFFERS_IN_FLIGHT,
 };

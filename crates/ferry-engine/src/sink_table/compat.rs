@@ -1,0 +1,223 @@
+//! Whether an existing sink table can receive the source's rows: every
+//! problem ([`ColumnProblem`]) listed at once, key first.
+
+use std::fmt;
+
+use kudu_client::{ColumnSchema, Schema};
+
+/// One reason an existing sink table cannot receive the source's rows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ColumnProblem {
+    /// The primary keys differ (names, types or order); both listed as
+    /// `name TYPE`.
+    KeyMismatch {
+        source: Vec<String>,
+        sink: Vec<String>,
+    },
+    /// A source column the sink does not have.
+    Missing { column: String, source_type: String },
+    /// A source column whose sink column has another type or attributes.
+    TypeMismatch {
+        column: String,
+        source_type: String,
+        sink_type: String,
+    },
+    /// A nullable source column whose sink column is NOT NULL.
+    NotNullable { column: String },
+    /// A sink-only column that is NOT NULL without a default.
+    SinkOnlyRequired { column: String, sink_type: String },
+}
+
+impl ColumnProblem {
+    /// The column concerned (`None` for a key mismatch).
+    pub fn column(&self) -> Option<&str> {
+        match self {
+            ColumnProblem::KeyMismatch { .. } => None,
+            ColumnProblem::Missing { column, .. }
+            | ColumnProblem::TypeMismatch { column, .. }
+            | ColumnProblem::NotNullable { column }
+            | ColumnProblem::SinkOnlyRequired { column, .. } => Some(column),
+        }
+    }
+}
+
+impl fmt::Display for ColumnProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ColumnProblem::KeyMismatch { source, sink } => write!(
+                f,
+                "primary key: the source's is ({}) but the sink's is ({}); names, types and order must match",
+                source.join(", "),
+                sink.join(", ")
+            ),
+            ColumnProblem::Missing { column, source_type } => {
+                write!(f, "column '{column}' ({source_type}) is missing in the sink")
+            }
+            ColumnProblem::TypeMismatch {
+                column,
+                source_type,
+                sink_type,
+            } => write!(
+                f,
+                "column '{column}' is {source_type} in the source but {sink_type} in the sink"
+            ),
+            ColumnProblem::NotNullable { column } => write!(
+                f,
+                "column '{column}' is nullable in the source but NOT NULL in the sink"
+            ),
+            ColumnProblem::SinkOnlyRequired { column, sink_type } => write!(
+                f,
+                "column '{column}' ({sink_type} NOT NULL) exists only in the sink and has no default, so no source row can fill it"
+            ),
+        }
+    }
+}
+
+fn typed(c: &ColumnSchema) -> String {
+    format!("{} {}", c.name(), c.type_display())
+}
+
+fn same_type(a: &ColumnSchema, b: &ColumnSchema) -> bool {
+    a.data_type() == b.data_type() && a.type_attributes() == b.type_attributes()
+}
+
+/// Every reason rows of `source` cannot be written to `sink`, key first,
+/// then source columns in order, then sink-only columns. Empty = compatible.
+pub fn check_compatible(source: &Schema, sink: &Schema) -> Vec<ColumnProblem> {
+    let mut problems = Vec::new();
+    let (src_keys, sink_keys) = (source.key_columns(), sink.key_columns());
+    let keys_match = src_keys.len() == sink_keys.len()
+        && src_keys
+            .iter()
+            .zip(sink_keys)
+            .all(|(a, b)| a.name() == b.name() && same_type(a, b));
+    if !keys_match {
+        problems.push(ColumnProblem::KeyMismatch {
+            source: src_keys.iter().map(typed).collect(),
+            sink: sink_keys.iter().map(typed).collect(),
+        });
+    }
+    for col in source.columns() {
+        let Some(dst) = sink.column_by_name(col.name()) else {
+            problems.push(ColumnProblem::Missing {
+                column: col.name().to_owned(),
+                source_type: col.type_display(),
+            });
+            continue;
+        };
+        // A key column's type is already part of a reported key mismatch.
+        let in_key_problem = col.is_key() && dst.is_key() && !keys_match;
+        let differs = !same_type(col, dst);
+        if differs && !in_key_problem {
+            problems.push(ColumnProblem::TypeMismatch {
+                column: col.name().to_owned(),
+                source_type: col.type_display(),
+                sink_type: dst.type_display(),
+            });
+        }
+        if col.is_nullable() && !dst.is_nullable() {
+            problems.push(ColumnProblem::NotNullable {
+                column: col.name().to_owned(),
+            });
+        }
+    }
+    for dst in sink.columns() {
+        let required = !dst.is_nullable()
+            && dst.default_value().is_none_or(|v| v.is_null())
+            && !dst.is_auto_incrementing();
+        if source.column_by_name(dst.name()).is_none() && required && !dst.is_key() {
+            problems.push(ColumnProblem::SinkOnlyRequired {
+                column: dst.name().to_owned(),
+                sink_type: dst.type_display(),
+            });
+        }
+    }
+    problems
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sink_table::SinkTableError;
+    use kudu_client::schema::ColumnSchemaBuilder;
+    use kudu_client::{DataType, Value};
+
+    fn col(name: &str, t: DataType) -> ColumnSchemaBuilder {
+        ColumnSchema::builder(name, t)
+    }
+
+    fn schema(cols: Vec<ColumnSchemaBuilder>) -> Schema {
+        Schema::new(cols.into_iter().map(|c| c.build().unwrap()).collect()).unwrap()
+    }
+
+    fn source_schema() -> Schema {
+        schema(vec![
+            col("id", DataType::Int64).key(true),
+            col("name", DataType::String).nullable(true),
+            ColumnSchemaBuilder::decimal("price", 10, 2),
+            col("n", DataType::Int32),
+        ])
+    }
+
+    #[test]
+    fn compatible_schemas_pass() {
+        let sink = schema(vec![
+            col("id", DataType::Int64).key(true),
+            // Columns in another order, a NOT NULL source column nullable in
+            // the sink, sink-only columns that are nullable or defaulted.
+            col("n", DataType::Int32).nullable(true),
+            ColumnSchemaBuilder::decimal("price", 10, 2),
+            col("name", DataType::String).nullable(true),
+            col("extra", DataType::Bool).nullable(true),
+            col("flag", DataType::Int8).default_value(Value::Int8(1)),
+        ]);
+        assert_eq!(check_compatible(&source_schema(), &sink), vec![]);
+        assert_eq!(check_compatible(&source_schema(), &source_schema()), vec![]);
+    }
+
+    #[test]
+    fn every_problem_is_listed() {
+        let sink = schema(vec![
+            col("id", DataType::Int32).key(true),
+            col("name", DataType::String),
+            ColumnSchemaBuilder::decimal("price", 12, 2),
+            col("required", DataType::Int64),
+        ]);
+        let problems = check_compatible(&source_schema(), &sink);
+        let text: Vec<String> = problems.iter().map(ToString::to_string).collect();
+        assert_eq!(problems.len(), 5, "{text:#?}");
+        assert!(
+            matches!(problems[0], ColumnProblem::KeyMismatch { .. }),
+            "{text:#?}"
+        );
+        assert!(
+            text[0].contains("(id INT64)") && text[0].contains("(id INT32)"),
+            "{}",
+            text[0]
+        );
+        assert_eq!(
+            problems[1],
+            ColumnProblem::NotNullable {
+                column: "name".into()
+            }
+        );
+        assert_eq!(
+            text[2],
+            "column 'price' is DECIMAL(10, 2) in the source but DECIMAL(12, 2) in the sink"
+        );
+        assert_eq!(problems[3].column(), Some("n"));
+        assert!(text[3].contains("missing"), "{}", text[3]);
+        assert_eq!(problems[4].column(), Some("required"));
+        let err = SinkTableError::Incompatible {
+            sink: "t_copy".into(),
+            source_table: "t".into(),
+            problems,
+        };
+        let msg = err.to_string();
+        for c in ["'name'", "'price'", "'n'", "'required'", "primary key"] {
+            assert!(msg.contains(c), "{c} in {msg}");
+        }
+        assert!(!err.is_retryable());
+    }
+}

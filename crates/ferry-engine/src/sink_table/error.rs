@@ -1,0 +1,125 @@
+//! [`SinkTableError`]: why a sink table cannot be used or created, each
+//! message saying what to do.
+
+use kudu_client::Error as KuduError;
+
+use super::compat::ColumnProblem;
+use super::Side;
+
+/// Why a sink table cannot be used or created. Each message says what to do.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SinkTableError {
+    /// The source table does not exist.
+    #[error("source table '{table}' does not exist on the source cluster; check job.tableName and job.sourceMasterAddresses")]
+    SourceNotFound { table: String },
+
+    /// The sink table does not exist and creating it was not asked for.
+    #[error("sink table '{sink}' does not exist on the sink cluster; create it, or pass --job.createTable true to create it as a copy of source table '{source_table}'")]
+    SinkNotFound { sink: String, source_table: String },
+
+    /// Source and sink are the same table (same cluster, same name).
+    #[error("sink table '{table}' is the source table itself (table id {id}); give the sink another name with --job.tableSuffix or point job.sinkMasterAddresses at another cluster")]
+    SameTable { table: String, id: String },
+
+    /// The existing sink table cannot receive the source's rows.
+    #[error(
+        "sink table '{sink}' cannot receive the rows of source table '{source_table}':\n{}\nalter the sink table, or let ferry create a new one (--job.tableSuffix with --job.createTable true)",
+        problem_list(.problems)
+    )]
+    Incompatible {
+        sink: String,
+        source_table: String,
+        problems: Vec<ColumnProblem>,
+    },
+
+    /// The sink cluster refused the source's replication factor.
+    #[error("the sink cluster refused to create '{sink}' with the source's {replicas} replicas: {message}; add tablet servers to the sink cluster, or create the sink table yourself with fewer replicas and run without --job.createTable")]
+    ReplicationFactor {
+        sink: String,
+        replicas: i32,
+        message: String,
+    },
+
+    /// The sink cluster refused to create even one range's tablets at once.
+    #[error("the sink cluster refused to create '{sink}': {message}; raise --max_create_tablets_per_ts on the sink masters, or create the sink table yourself and run without --job.createTable")]
+    TooManyTablets { sink: String, message: String },
+
+    /// The sink table was created, but adding its other range partitions
+    /// failed; ferry then drops it again (`dropped`) so that a half-made
+    /// table never passes for a copy.
+    #[error(
+        "sink table '{sink}' was created, but adding its range partitions failed after {added} of {total}: {source}; {}",
+        if *.dropped { "the incomplete table was dropped again, so the next run starts over" } else { "dropping the incomplete table failed too: drop it yourself before running again, or it will pass for a complete copy" }
+    )]
+    RangesNotAdded {
+        sink: String,
+        added: usize,
+        total: usize,
+        dropped: bool,
+        #[source]
+        source: KuduError,
+    },
+
+    /// The source's partitioning could not be read or copied.
+    #[error("cannot copy the partitioning of source table '{table}': {reason}")]
+    Partitioning { table: String, reason: String },
+
+    /// The source sends a column the sink table does not have (found while
+    /// writing, after the sink table changed).
+    #[error("sink table '{sink}' has no column '{column}' that the source sends; add it to the sink or recreate the sink table")]
+    ColumnNotInSink { sink: String, column: String },
+
+    /// The source rows lack a key column of the sink table.
+    #[error("the source rows do not carry every key column of sink table '{sink}'")]
+    KeyColumnsNotSent { sink: String },
+
+    /// A batch was written before its column mapping was made (a bug).
+    #[error("no column mapping")]
+    NoColumnMapping,
+
+    /// A call to one of the clusters failed.
+    #[error("{action} on the {side} cluster failed: {source}")]
+    Kudu {
+        side: Side,
+        action: String,
+        #[source]
+        source: KuduError,
+    },
+}
+
+impl SinkTableError {
+    /// Whether running the job again later may succeed without changing
+    /// anything (a cluster was unreachable or busy).
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            SinkTableError::Kudu { source, .. }
+            | SinkTableError::RangesNotAdded {
+                dropped: true,
+                source,
+                ..
+            } => source.is_transient(),
+            _ => false,
+        }
+    }
+
+    pub(super) fn kudu(
+        side: Side,
+        action: impl Into<String>,
+    ) -> impl FnOnce(KuduError) -> SinkTableError {
+        let action = action.into();
+        move |source| SinkTableError::Kudu {
+            side,
+            action,
+            source,
+        }
+    }
+}
+
+fn problem_list(problems: &[ColumnProblem]) -> String {
+    problems
+        .iter()
+        .map(|p| format!("  - {p}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
