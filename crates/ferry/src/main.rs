@@ -21,7 +21,7 @@
 //!   `kudu_activity`: tablet-server write counters per table.
 //! - `cli`: the client verbs; `http_client`: their HTTP client.
 //! - `progress`: snapshot progress on the terminal.
-//! - `sink`: sink table preparation; `demo_writer`: the demo's workload.
+//! - `demo_writer`: the demo's workload.
 
 mod api;
 mod cli;

@@ -9,6 +9,7 @@
 use crate::registry::{now_ms, JobEntry};
 use ferry_engine::job::CheckpointRecord;
 use ferry_engine::metrics::MetricsSnapshot;
+use ferry_engine::status::JobSnapshot;
 use ferry_engine::JobStatus;
 
 /// ferry's version, reported where Flink reports its own.
@@ -34,13 +35,16 @@ pub struct JobView<'a> {
 }
 
 impl JobEntry {
-    /// Reads the job's state once. The only place the REST, Prometheus and
-    /// web-page code reads the engine handle, so moving to the engine's own
-    /// status snapshot changes this function alone.
+    /// Reads the job's state once, as the engine's [`JobSnapshot`]: the only
+    /// place the REST, Prometheus and web-page code reads the engine handle.
     pub fn view(&self) -> JobView<'_> {
-        let status = self.handle.status();
-        let metrics = self.handle.metrics().snapshot();
-        let checkpoints = self.handle.checkpoint_history();
+        let snapshot = self.handle.snapshot();
+        let status = snapshot.status();
+        let JobSnapshot {
+            metrics,
+            checkpoints,
+            ..
+        } = snapshot;
         JobView {
             job: self,
             status,
