@@ -27,10 +27,15 @@ const FEATURE_RANGE_SPECIFIC_HASH_SCHEMA: u32 = 8;
 /// One entry of `list_tables`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TableSummary {
+    /// The table id.
     pub id: String,
+    /// The table name.
     pub name: String,
+    /// Live rows, if the master knows.
     pub live_row_count: Option<u64>,
+    /// Tablets, if the master says.
     pub num_tablets: Option<i32>,
+    /// Replication factor, if the master says.
     pub num_replicas: Option<i32>,
 }
 
@@ -56,7 +61,7 @@ fn table_not_found(name: &str, e: Error) -> Error {
 }
 
 /// Lists user tables whose name contains `filter` (all if empty).
-pub async fn list_tables(
+pub(crate) async fn list_tables(
     m: &MasterProxy,
     filter: &str,
     timeout: Duration,
@@ -84,7 +89,11 @@ pub async fn list_tables(
 }
 
 /// Opens a table by name: schema, partitioning and metadata.
-pub async fn open_table(m: &MasterProxy, name: &str, timeout: Duration) -> Result<KuduTable> {
+pub(crate) async fn open_table(
+    m: &MasterProxy,
+    name: &str,
+    timeout: Duration,
+) -> Result<KuduTable> {
     let req = pb::master::GetTableSchemaRequestPb {
         table: by_name(name),
     };
@@ -128,7 +137,11 @@ fn table_from_pb(name: &str, resp: pb::master::GetTableSchemaResponsePb) -> Resu
 
 /// Creates a table and (unless told not to) waits until it is ready.
 /// Returns the new table's id.
-pub async fn create_table(m: &MasterProxy, b: &TableBuilder, timeout: Duration) -> Result<String> {
+pub(crate) async fn create_table(
+    m: &MasterProxy,
+    b: &TableBuilder,
+    timeout: Duration,
+) -> Result<String> {
     let started = Instant::now();
     let partition_schema = b.partition.clone().build()?;
     let mut partition_pb = partition_schema.to_pb(ColumnRefs::Name)?;
@@ -229,7 +242,7 @@ where
 }
 
 /// Alters `table` and waits until the change has reached every tablet.
-pub async fn alter_table(
+pub(crate) async fn alter_table(
     m: &MasterProxy,
     table: &KuduTable,
     b: &AlterTableBuilder,
@@ -359,7 +372,7 @@ pub async fn alter_table(
 }
 
 /// Deletes a table.
-pub async fn delete_table(m: &MasterProxy, name: &str, timeout: Duration) -> Result<()> {
+pub(crate) async fn delete_table(m: &MasterProxy, name: &str, timeout: Duration) -> Result<()> {
     let req = pb::master::DeleteTableRequestPb {
         table: by_name(name),
         ..Default::default()
@@ -373,7 +386,11 @@ pub async fn delete_table(m: &MasterProxy, name: &str, timeout: Duration) -> Res
 /// Checks that the leader master supports an application feature (e.g.
 /// `MasterFeatures.IGNORE_OPERATIONS` = 7): a master that does not know the
 /// flag answers `ERROR_INVALID_REQUEST`.
-pub async fn supports_feature(m: &MasterProxy, feature: u32, timeout: Duration) -> Result<bool> {
+pub(crate) async fn supports_feature(
+    m: &MasterProxy,
+    feature: u32,
+    timeout: Duration,
+) -> Result<bool> {
     let req = pb::master::PingRequestPb::default();
     match m.call::<ms::Ping>("Ping", &req, timeout, &[feature]).await {
         Ok(_) => Ok(true),
@@ -386,7 +403,7 @@ pub async fn supports_feature(m: &MasterProxy, feature: u32, timeout: Duration) 
 }
 
 /// The leader master's current hybrid time (`GenericService.ServerClock`).
-pub async fn server_clock(m: &MasterProxy, timeout: Duration) -> Result<HybridTime> {
+pub(crate) async fn server_clock(m: &MasterProxy, timeout: Duration) -> Result<HybridTime> {
     let req = pb::server::ServerClockRequestPb::default();
     let resp = m
         .call::<pb::server::generic_service::ServerClock>("ServerClock", &req, timeout, &[])

@@ -1,10 +1,10 @@
 //! Write sessions: operations, flush modes, per-tablet batching and row
 //! errors returned to the caller.
 //!
-//! - [`ops`]: operation types and the `RowOperationsPB` codec.
-//! - [`session`]: [`Session`] (flush modes, buffers, backpressure, row
+//! - `ops`: operation types and the `RowOperationsPB` codec.
+//! - `session`: [`Session`] (flush modes, buffers, backpressure, row
 //!   errors, metrics) and [`Operation`].
-//! - [`batcher`]: routing rows to tablets, per-tablet requests, retries
+//! - `batcher`: routing rows to tablets, per-tablet requests, retries
 //!   with exactly-once request ids, write ordering.
 //!
 //! ```no_run
@@ -24,9 +24,9 @@
 //! # Ok(()) }
 //! ```
 
-pub mod batcher;
-pub mod ops;
-pub mod session;
+pub(crate) mod batcher;
+pub(crate) mod ops;
+pub(crate) mod session;
 
 pub use ops::OpType;
 pub use session::{

@@ -75,7 +75,7 @@ pub enum ExternalConsistencyMode {
 
 impl ExternalConsistencyMode {
     /// The wire value (`CLIENT_PROPAGATED` = 1, `COMMIT_WAIT` = 2).
-    pub fn to_pb(self) -> i32 {
+    pub(crate) fn to_pb(self) -> i32 {
         match self {
             ExternalConsistencyMode::ClientPropagated => 1,
             ExternalConsistencyMode::CommitWait => 2,
