@@ -32,7 +32,7 @@ pub fn encode_row_operations(
     schema: &Schema,
     ops: &[(crate::write::OpType, &Row)],
 ) -> Result<pb::RowOperationsPb> {
-    crate::write::ops::encode(schema, ops)
+    crate::row_ops::encode(schema, ops)
 }
 
 /// The encoded primary key of `row` (what scan bounds and resume keys use).

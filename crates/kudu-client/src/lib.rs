@@ -109,6 +109,7 @@ mod hybrid_time;
 mod master;
 pub mod partition;
 mod retry;
+mod row_ops;
 pub mod scan;
 pub mod schema;
 mod table;

@@ -13,10 +13,10 @@ use crate::pb::master::alter_table_request_pb::{self as alter, StepType};
 use crate::pb::master::master_service as ms;
 use crate::pb::master::TableIdentifierPb;
 use crate::retry::Backoff;
+use crate::row_ops::{self as ops, OpType};
 use crate::schema::convert::SchemaPbOptions;
 use crate::schema::Schema;
 use crate::table::{AlterStep, AlterTableBuilder, KuduTable, TableBuilder};
-use crate::write::ops::{self, OpType};
 use std::time::{Duration, Instant};
 
 /// `MasterFeatures` numbers used here.

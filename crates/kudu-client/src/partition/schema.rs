@@ -13,8 +13,8 @@ use super::key::{encode_columns, encode_range_bound};
 use super::murmur::murmur2_64;
 use crate::pb;
 use crate::pb::partition_schema_pb::{HashBucketSchemaPb, RangeSchemaPb, RangeWithHashSchemaPb};
+use crate::row_ops::{self as ops, OpType};
 use crate::schema::{Row, Schema};
-use crate::write::ops::{self, OpType};
 use crate::{Error, Result};
 
 /// Width of one encoded hash bucket in a partition key.

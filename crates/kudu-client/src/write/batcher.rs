@@ -50,12 +50,13 @@ use crate::meta::{Lookup, RemoteTablet};
 use crate::pb;
 use crate::pb::tserver::tablet_server_service::Write;
 use crate::retry::Retrier;
+use crate::row_ops::{OpType, OpsEncoder};
 use crate::rpc::CallOptions;
 use crate::schema::cell::bit;
 use crate::schema::{Row, SchemaPbOptions};
 use crate::table::KuduTable;
-use crate::write::ops::{OpType, OpsEncoder};
-use crate::write::session::{ExternalConsistencyMode, ServerWriteMetrics, SessionMetrics};
+use crate::write::metrics::{ServerWriteMetrics, SessionMetrics};
+use crate::write::options::ExternalConsistencyMode;
 
 /// One operation accepted by a session, with its routing key and encoded
 /// size computed once at apply time.

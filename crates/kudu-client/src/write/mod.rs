@@ -1,7 +1,7 @@
 //! Write sessions: operations, flush modes, per-tablet batching and row
 //! errors returned to the caller.
 //!
-//! - `ops`: operation types and the `RowOperationsPB` codec.
+//! - `options`, `metrics`: what a session is configured with and counts.
 //! - `session`: [`Session`] (flush modes, buffers, backpressure, row
 //!   errors, metrics) and [`Operation`].
 //! - `batcher`: routing rows to tablets, per-tablet requests, retries
@@ -24,12 +24,14 @@
 //! # Ok(()) }
 //! ```
 
+// Dependencies run one way: session → batcher → (options, metrics) →
+// crate::row_ops.
 pub(crate) mod batcher;
-pub(crate) mod ops;
+pub(crate) mod metrics;
+pub(crate) mod options;
 pub(crate) mod session;
 
-pub use ops::OpType;
-pub use session::{
-    ExternalConsistencyMode, FlushMode, Operation, ServerWriteMetrics, Session, SessionMetrics,
-    SessionOptions, BUFFERS_IN_FLIGHT,
-};
+pub use crate::row_ops::OpType;
+pub use metrics::{ServerWriteMetrics, SessionMetrics};
+pub use options::{ExternalConsistencyMode, FlushMode, SessionOptions, BUFFERS_IN_FLIGHT};
+pub use session::{Operation, Session};

@@ -1,5 +1,6 @@
 //! Row operations: the op-type enum and the `RowOperationsPB` codec
-//! (spec §7.2).
+//! (spec §7.2). A module of its own below `write`, `partition` and
+//! `master`, which all encode rows (writes, range bounds, split rows).
 //!
 //! Each encoded row is, end to end with no padding:
 //!
