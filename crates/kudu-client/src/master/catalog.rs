@@ -253,87 +253,7 @@ pub(crate) async fn alter_table(
     let mut needs_schema = false;
     let mut steps = Vec::new();
     for step in &b.steps {
-        steps.push(match step {
-            AlterStep::AddColumn(col) => alter::Step {
-                r#type: Some(StepType::AddColumn as i32),
-                add_column: Some(alter::AddColumn {
-                    schema: col.to_non_key().to_pb(SchemaPbOptions::CREATE_TABLE)?,
-                }),
-                ..Default::default()
-            },
-            AlterStep::DropColumn(name) => alter::Step {
-                r#type: Some(StepType::DropColumn as i32),
-                drop_column: Some(alter::DropColumn {
-                    name: Some(name.clone()),
-                }),
-                ..Default::default()
-            },
-            AlterStep::RenameColumn(old, new) => alter::Step {
-                r#type: Some(StepType::RenameColumn as i32),
-                rename_column: Some(alter::RenameColumn {
-                    old_name: Some(old.clone()),
-                    new_name: Some(new.clone()),
-                }),
-                ..Default::default()
-            },
-            AlterStep::AddRange(((lt, lower), (ut, upper)), hash) => {
-                needs_schema = true;
-                features.push(FEATURE_ADD_DROP_RANGE_PARTITIONS);
-                let custom_hash_schema = match hash {
-                    Some(dims) => {
-                        features.push(FEATURE_RANGE_SPECIFIC_HASH_SCHEMA);
-                        let dims = dims
-                            .iter()
-                            .map(
-                                |(cols, n, seed)| pb::partition_schema_pb::HashBucketSchemaPb {
-                                    columns: cols
-                                        .iter()
-                                        .map(|c| pb::ColumnIdentifierPb {
-                                            identifier: Some(
-                                                pb::column_identifier_pb::Identifier::Name(
-                                                    c.clone(),
-                                                ),
-                                            ),
-                                        })
-                                        .collect(),
-                                    num_buckets: *n as i32,
-                                    seed: (*seed != 0).then_some(*seed),
-                                    hash_algorithm: None,
-                                },
-                            )
-                            .collect();
-                        Some(alter::CustomHashSchema { hash_schema: dims })
-                    }
-                    None => None,
-                };
-                alter::Step {
-                    r#type: Some(StepType::AddRangePartition as i32),
-                    add_range_partition: Some(alter::AddRangePartition {
-                        range_bounds: Some(ops::encode(
-                            table.schema(),
-                            &[(*lt, lower), (*ut, upper)],
-                        )?),
-                        dimension_label: None,
-                        custom_hash_schema,
-                    }),
-                    ..Default::default()
-                }
-            }
-            AlterStep::DropRange(((lt, lower), (ut, upper))) => {
-                needs_schema = true;
-                features.push(FEATURE_ADD_DROP_RANGE_PARTITIONS);
-                alter::Step {
-                    r#type: Some(StepType::DropRangePartition as i32),
-                    drop_range_partition: Some(alter::DropRangePartition {
-                        range_bounds: Some(ops::encode(
-                            table.schema(),
-                            &[(*lt, lower), (*ut, upper)],
-                        )?),
-                    }),
-                    ..Default::default()
-                }
-            }
-        });
+        steps.push(alter_step(table, step, &mut features, &mut needs_schema)?);
     }
     features.sort_unstable();
     features.dedup();
@@ -369,6 +289,88 @@ pub(crate) async fn alter_table(
         },
     )
     .await
+}
+
+/// One step of an alteration as `AlterTableRequestPB.Step`, noting the
+/// master features it needs and whether the request must carry the schema
+/// (range bounds are rows of it).
+fn alter_step(
+    table: &KuduTable,
+    step: &AlterStep,
+    features: &mut Vec<u32>,
+    needs_schema: &mut bool,
+) -> Result<alter::Step> {
+    Ok(match step {
+        AlterStep::AddColumn(col) => alter::Step {
+            r#type: Some(StepType::AddColumn as i32),
+            add_column: Some(alter::AddColumn {
+                schema: col.to_non_key().to_pb(SchemaPbOptions::CREATE_TABLE)?,
+            }),
+            ..Default::default()
+        },
+        AlterStep::DropColumn(name) => alter::Step {
+            r#type: Some(StepType::DropColumn as i32),
+            drop_column: Some(alter::DropColumn {
+                name: Some(name.clone()),
+            }),
+            ..Default::default()
+        },
+        AlterStep::RenameColumn(old, new) => alter::Step {
+            r#type: Some(StepType::RenameColumn as i32),
+            rename_column: Some(alter::RenameColumn {
+                old_name: Some(old.clone()),
+                new_name: Some(new.clone()),
+            }),
+            ..Default::default()
+        },
+        AlterStep::AddRange(((lt, lower), (ut, upper)), hash) => {
+            *needs_schema = true;
+            features.push(FEATURE_ADD_DROP_RANGE_PARTITIONS);
+            let custom_hash_schema = hash.as_ref().map(|dims| {
+                features.push(FEATURE_RANGE_SPECIFIC_HASH_SCHEMA);
+                alter::CustomHashSchema {
+                    hash_schema: dims.iter().map(hash_dimension_by_name).collect(),
+                }
+            });
+            alter::Step {
+                r#type: Some(StepType::AddRangePartition as i32),
+                add_range_partition: Some(alter::AddRangePartition {
+                    range_bounds: Some(ops::encode(table.schema(), &[(*lt, lower), (*ut, upper)])?),
+                    dimension_label: None,
+                    custom_hash_schema,
+                }),
+                ..Default::default()
+            }
+        }
+        AlterStep::DropRange(((lt, lower), (ut, upper))) => {
+            *needs_schema = true;
+            features.push(FEATURE_ADD_DROP_RANGE_PARTITIONS);
+            alter::Step {
+                r#type: Some(StepType::DropRangePartition as i32),
+                drop_range_partition: Some(alter::DropRangePartition {
+                    range_bounds: Some(ops::encode(table.schema(), &[(*lt, lower), (*ut, upper)])?),
+                }),
+                ..Default::default()
+            }
+        }
+    })
+}
+
+/// A hash dimension (columns by name, buckets, seed) as the master takes it.
+fn hash_dimension_by_name(
+    (cols, n, seed): &(Vec<String>, u32, u32),
+) -> pb::partition_schema_pb::HashBucketSchemaPb {
+    pb::partition_schema_pb::HashBucketSchemaPb {
+        columns: cols
+            .iter()
+            .map(|c| pb::ColumnIdentifierPb {
+                identifier: Some(pb::column_identifier_pb::Identifier::Name(c.clone())),
+            })
+            .collect(),
+        num_buckets: *n as i32,
+        seed: (*seed != 0).then_some(*seed),
+        hash_algorithm: None,
+    }
 }
 
 /// Deletes a table.

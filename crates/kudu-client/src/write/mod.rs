@@ -24,11 +24,13 @@
 //! # Ok(()) }
 //! ```
 
-// Dependencies run one way: session → batcher → (options, metrics) →
-// crate::row_ops.
+// Dependencies run one way: session → batcher → (buffered, outcome,
+// options, metrics) → crate::row_ops.
 pub(crate) mod batcher;
+pub(crate) mod buffered;
 pub(crate) mod metrics;
 pub(crate) mod options;
+pub(crate) mod outcome;
 pub(crate) mod session;
 
 pub use crate::row_ops::OpType;

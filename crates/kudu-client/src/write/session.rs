@@ -42,9 +42,11 @@ use crate::error::{Error, KuduStatus, Result, StatusCode};
 use crate::row_ops::OpType;
 use crate::schema::Row;
 use crate::table::KuduTable;
-use crate::write::batcher::{BatchConfig, BufferedOp, Dispatcher, FlushOutcome, MetricsInner};
+use crate::write::batcher::{BatchConfig, Dispatcher};
+use crate::write::buffered::BufferedOp;
 use crate::write::metrics::SessionMetrics;
 use crate::write::options::{FlushMode, SessionOptions, BUFFERS_IN_FLIGHT};
+use crate::write::outcome::{FlushOutcome, MetricsInner};
 
 /// One write: an operation type, the table and the row.
 #[derive(Debug, Clone)]
