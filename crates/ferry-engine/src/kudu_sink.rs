@@ -172,7 +172,7 @@ pub struct KuduSinkWriter {
 
 impl KuduSinkWriter {
     /// The write session's counters (requests sent, rows written, …).
-    pub fn session_metrics(&self) -> kudu_client::write::session::SessionMetrics {
+    pub fn session_metrics(&self) -> kudu_client::write::SessionMetrics {
         self.session.metrics()
     }
 

@@ -6,8 +6,8 @@
 //! batch k+1 while batch k is handed on to the writer: one more scan batch
 //! in flight (and in memory) per pipeline, the Java client's prefetching.
 
-use kudu_client::scan::decode::RowBatch;
-use kudu_client::scan::scanner::Scanner;
+use kudu_client::scan::RowBatch;
+use kudu_client::scan::Scanner;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 

@@ -12,7 +12,7 @@ use ferry_engine::kudu_sink::KuduSink;
 use ferry_engine::kudu_source::KuduSource;
 use ferry_engine::sink_table::SinkTableOptions;
 use ferry_testkit::{DaemonKind, MiniCluster};
-use kudu_client::write::session::{FlushMode, Operation, SessionOptions};
+use kudu_client::write::{FlushMode, Operation, SessionOptions};
 use kudu_client::{ColumnSchema, DataType, KuduClient, KuduTable, Schema, TableBuilder};
 
 const ROWS: i64 = 3000;

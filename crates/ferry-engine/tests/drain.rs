@@ -9,7 +9,7 @@ mod common;
 use common::*;
 use ferry_engine::checkpoint::CheckpointStore;
 use ferry_engine::{ControlError, JobStatus, StopMode};
-use kudu_client::write::session::Operation;
+use kudu_client::write::Operation;
 use kudu_client::{HybridTime, KuduClient, KuduTable, Value};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};

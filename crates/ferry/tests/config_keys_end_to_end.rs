@@ -4,7 +4,7 @@
 //! cluster, snapshot and diff windows alike.
 
 use ferry_testkit::MiniCluster;
-use kudu_client::write::session::{FlushMode, Operation, SessionOptions};
+use kudu_client::write::{FlushMode, Operation, SessionOptions};
 use kudu_client::{ColumnSchema, DataType, KuduClient, KuduTable, Schema, TableBuilder};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

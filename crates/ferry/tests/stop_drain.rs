@@ -5,7 +5,7 @@
 
 use ferry_engine::checkpoint::{CheckpointStore, StorageLocation};
 use ferry_testkit::MiniCluster;
-use kudu_client::write::session::{FlushMode, Operation, SessionOptions};
+use kudu_client::write::{FlushMode, Operation, SessionOptions};
 use kudu_client::{ColumnSchema, DataType, HybridTime, KuduClient, Schema, TableBuilder, Value};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};

@@ -28,7 +28,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Default deadline for catalog (DDL) operations.
-pub const DEFAULT_ADMIN_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const DEFAULT_ADMIN_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// How many tablet locations one master lookup asks for.
 const LOOKUP_BATCH: u32 = 100;
@@ -275,7 +275,7 @@ impl KuduClient {
 
     /// The tablet covering `partition_key` of `table`, from the cache or the
     /// master. A key in a non-covered range yields `Lookup::NonCovered`.
-    pub async fn locate(
+    pub(crate) async fn locate(
         &self,
         table: &KuduTable,
         partition_key: &[u8],
@@ -387,7 +387,7 @@ impl KuduClient {
     }
 
     /// `locate` retried on transient errors until `deadline`.
-    pub async fn locate_with_retry(
+    pub(crate) async fn locate_with_retry(
         &self,
         table: &KuduTable,
         key: &[u8],
@@ -407,7 +407,7 @@ impl KuduClient {
     }
 
     /// Drops a tablet from the cache after a routing error.
-    pub fn invalidate_tablet(&self, table_id: &str, tablet_id: &str) {
+    pub(crate) fn invalidate_tablet(&self, table_id: &str, tablet_id: &str) {
         if let Ok(mut map) = self.inner.locations.lock() {
             if let Some(t) = map.get_mut(table_id) {
                 t.invalidate_tablet(tablet_id);

@@ -307,12 +307,7 @@ async fn a_table_described_as_a_builder_creates_a_copy() {
         .add_hash_partitions(&["id"], 2, 9)
         .set_range_partition_columns(&["part"])
         .add_range_partition(unbounded(), bound(0))
-        // Stored as [1, 101): exclusive lower, inclusive upper.
-        .add_range_partition_with_bounds(
-            (OpType::ExclusiveRangeLowerBound, bound(0)),
-            (OpType::InclusiveRangeUpperBound, bound(100)),
-        )
-        // A gap [101, 200): a non-covered range.
+        // (0, 100] is added below; then a gap [101, 200).
         .add_range_with_hash_schema(
             (OpType::RangeLowerBound, bound(200)),
             (OpType::RangeUpperBound, bound(300)),
@@ -325,6 +320,23 @@ async fn a_table_described_as_a_builder_creates_a_copy() {
         .extra_config("kudu.table.history_max_age_sec", "7200");
     client.create_table(&builder).await.expect("create");
     let original = client.open_table("original").await.expect("open");
+    // Stored as [1, 101): exclusive lower, inclusive upper.
+    let tbound = |v: i32| {
+        let mut r = original.new_row();
+        r.set_i32("part", v).expect("bound");
+        r
+    };
+    client
+        .alter_table(
+            &original,
+            &AlterTableBuilder::new().add_range_partition_with_bounds(
+                (OpType::ExclusiveRangeLowerBound, tbound(0)),
+                (OpType::InclusiveRangeUpperBound, tbound(100)),
+            ),
+        )
+        .await
+        .expect("add (0, 100]");
+    let original = client.open_table("original").await.expect("reopen");
     let ranges = client.range_partitions(&original).await.expect("ranges");
     assert_eq!(
         ranges.iter().map(|r| r.tablets).collect::<Vec<_>>(),

@@ -736,7 +736,7 @@ async fn primary_key_bounds_work_as_rows_and_as_encoded_keys() {
     .collect();
     let want: BTreeSet<i64> = model.range(300..1200).map(|(k, _)| *k).collect();
     assert_eq!(got, want);
-    let encoded = kudu_client::partition::key::encode_primary_key(&lo).expect("encode");
+    let encoded = kudu_client::internals::encode_primary_key(&lo).expect("encode");
     let got = scan_keys(
         client
             .scan_builder(&table)
@@ -1224,7 +1224,7 @@ async fn fault_tolerant_scan_survives_a_leader_master_change() {
     // Forget every location: the next tablets must be looked up at the
     // new leader master.
     for t in &tablets {
-        client.invalidate_tablet(table.id(), &t.tablet_id);
+        kudu_client::internals::invalidate_tablet(&client, table.id(), &t.tablet_id);
     }
     while let Some(b) = scanner.next_batch().await.expect("scan goes on") {
         keys.extend(b.rows().map(|r| r.get_i64("key").expect("key")));

@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use ferry_fixtures::{runtime, Shared};
 use ferry_testkit::{DaemonKind, MiniCluster};
 use kudu_client::error::{RowError, StatusCode};
+use kudu_client::internals;
 use kudu_client::meta::Lookup;
 use kudu_client::schema::ColumnSchemaBuilder;
 use kudu_client::write::{
@@ -507,7 +508,10 @@ fn routing_agrees_with_kudu_locate_row() {
                 .unwrap();
             let pk = t.partition_schema().partition_key(&r).unwrap();
             out.push(
-                match client.locate_with_retry(&t, &pk, deadline).await.unwrap() {
+                match internals::locate_with_retry(&client, &t, &pk, deadline)
+                    .await
+                    .unwrap()
+                {
                     Lookup::Tablet(tablet) => Some(tablet.tablet_id.clone()),
                     Lookup::NonCovered { .. } | Lookup::Miss => None,
                 },
@@ -1218,23 +1222,22 @@ fn background_mode_bounds_its_buffers_and_flushes_on_interval() {
         let mut r = t.new_row();
         r.set_i32("id", 1000).unwrap();
         let pk = t.partition_schema().partition_key(&r).unwrap();
-        let Lookup::Tablet(tablet) = client
-            .locate_with_retry(&t, &pk, Instant::now() + Duration::from_secs(30))
-            .await
-            .unwrap()
-        else {
+        let Lookup::Tablet(tablet) = internals::locate_with_retry(
+            &client,
+            &t,
+            &pk,
+            Instant::now() + Duration::from_secs(30),
+        )
+        .await
+        .unwrap() else {
             panic!("not covered")
         };
         let leader = tablet.leader().expect("leader").addr.clone();
         let req = WriteRequestPb {
             tablet_id: tablet.tablet_id.as_bytes().to_vec(),
-            schema: Some(
-                t.schema()
-                    .to_pb(kudu_client::schema::SchemaPbOptions::WRITE)
-                    .unwrap(),
-            ),
+            schema: Some(internals::write_schema_pb(t.schema()).unwrap()),
             row_operations: Some(
-                kudu_client::write::ops::encode(t.schema(), &[(OpType::Insert, &r)]).unwrap(),
+                internals::encode_row_operations(t.schema(), &[(OpType::Insert, &r)]).unwrap(),
             ),
             ..Default::default()
         };

@@ -13,10 +13,10 @@ use crate::pb::master::alter_table_request_pb::{self as alter, StepType};
 use crate::pb::master::master_service as ms;
 use crate::pb::master::TableIdentifierPb;
 use crate::retry::Backoff;
+use crate::row_ops::{self as ops, OpType};
 use crate::schema::convert::SchemaPbOptions;
 use crate::schema::Schema;
 use crate::table::{AlterStep, AlterTableBuilder, KuduTable, TableBuilder};
-use crate::write::ops::{self, OpType};
 use std::time::{Duration, Instant};
 
 /// `MasterFeatures` numbers used here.
@@ -27,10 +27,15 @@ const FEATURE_RANGE_SPECIFIC_HASH_SCHEMA: u32 = 8;
 /// One entry of `list_tables`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TableSummary {
+    /// The table id.
     pub id: String,
+    /// The table name.
     pub name: String,
+    /// Live rows, if the master knows.
     pub live_row_count: Option<u64>,
+    /// Tablets, if the master says.
     pub num_tablets: Option<i32>,
+    /// Replication factor, if the master says.
     pub num_replicas: Option<i32>,
 }
 
@@ -56,7 +61,7 @@ fn table_not_found(name: &str, e: Error) -> Error {
 }
 
 /// Lists user tables whose name contains `filter` (all if empty).
-pub async fn list_tables(
+pub(crate) async fn list_tables(
     m: &MasterProxy,
     filter: &str,
     timeout: Duration,
@@ -84,7 +89,11 @@ pub async fn list_tables(
 }
 
 /// Opens a table by name: schema, partitioning and metadata.
-pub async fn open_table(m: &MasterProxy, name: &str, timeout: Duration) -> Result<KuduTable> {
+pub(crate) async fn open_table(
+    m: &MasterProxy,
+    name: &str,
+    timeout: Duration,
+) -> Result<KuduTable> {
     let req = pb::master::GetTableSchemaRequestPb {
         table: by_name(name),
     };
@@ -128,7 +137,11 @@ fn table_from_pb(name: &str, resp: pb::master::GetTableSchemaResponsePb) -> Resu
 
 /// Creates a table and (unless told not to) waits until it is ready.
 /// Returns the new table's id.
-pub async fn create_table(m: &MasterProxy, b: &TableBuilder, timeout: Duration) -> Result<String> {
+pub(crate) async fn create_table(
+    m: &MasterProxy,
+    b: &TableBuilder,
+    timeout: Duration,
+) -> Result<String> {
     let started = Instant::now();
     let partition_schema = b.partition.clone().build()?;
     let mut partition_pb = partition_schema.to_pb(ColumnRefs::Name)?;
@@ -229,7 +242,7 @@ where
 }
 
 /// Alters `table` and waits until the change has reached every tablet.
-pub async fn alter_table(
+pub(crate) async fn alter_table(
     m: &MasterProxy,
     table: &KuduTable,
     b: &AlterTableBuilder,
@@ -240,87 +253,7 @@ pub async fn alter_table(
     let mut needs_schema = false;
     let mut steps = Vec::new();
     for step in &b.steps {
-        steps.push(match step {
-            AlterStep::AddColumn(col) => alter::Step {
-                r#type: Some(StepType::AddColumn as i32),
-                add_column: Some(alter::AddColumn {
-                    schema: col.to_non_key().to_pb(SchemaPbOptions::CREATE_TABLE)?,
-                }),
-                ..Default::default()
-            },
-            AlterStep::DropColumn(name) => alter::Step {
-                r#type: Some(StepType::DropColumn as i32),
-                drop_column: Some(alter::DropColumn {
-                    name: Some(name.clone()),
-                }),
-                ..Default::default()
-            },
-            AlterStep::RenameColumn(old, new) => alter::Step {
-                r#type: Some(StepType::RenameColumn as i32),
-                rename_column: Some(alter::RenameColumn {
-                    old_name: Some(old.clone()),
-                    new_name: Some(new.clone()),
-                }),
-                ..Default::default()
-            },
-            AlterStep::AddRange(((lt, lower), (ut, upper)), hash) => {
-                needs_schema = true;
-                features.push(FEATURE_ADD_DROP_RANGE_PARTITIONS);
-                let custom_hash_schema = match hash {
-                    Some(dims) => {
-                        features.push(FEATURE_RANGE_SPECIFIC_HASH_SCHEMA);
-                        let dims = dims
-                            .iter()
-                            .map(
-                                |(cols, n, seed)| pb::partition_schema_pb::HashBucketSchemaPb {
-                                    columns: cols
-                                        .iter()
-                                        .map(|c| pb::ColumnIdentifierPb {
-                                            identifier: Some(
-                                                pb::column_identifier_pb::Identifier::Name(
-                                                    c.clone(),
-                                                ),
-                                            ),
-                                        })
-                                        .collect(),
-                                    num_buckets: *n as i32,
-                                    seed: (*seed != 0).then_some(*seed),
-                                    hash_algorithm: None,
-                                },
-                            )
-                            .collect();
-                        Some(alter::CustomHashSchema { hash_schema: dims })
-                    }
-                    None => None,
-                };
-                alter::Step {
-                    r#type: Some(StepType::AddRangePartition as i32),
-                    add_range_partition: Some(alter::AddRangePartition {
-                        range_bounds: Some(ops::encode(
-                            table.schema(),
-                            &[(*lt, lower), (*ut, upper)],
-                        )?),
-                        dimension_label: None,
-                        custom_hash_schema,
-                    }),
-                    ..Default::default()
-                }
-            }
-            AlterStep::DropRange(((lt, lower), (ut, upper))) => {
-                needs_schema = true;
-                features.push(FEATURE_ADD_DROP_RANGE_PARTITIONS);
-                alter::Step {
-                    r#type: Some(StepType::DropRangePartition as i32),
-                    drop_range_partition: Some(alter::DropRangePartition {
-                        range_bounds: Some(ops::encode(
-                            table.schema(),
-                            &[(*lt, lower), (*ut, upper)],
-                        )?),
-                    }),
-                    ..Default::default()
-                }
-            }
-        });
+        steps.push(alter_step(table, step, &mut features, &mut needs_schema)?);
     }
     features.sort_unstable();
     features.dedup();
@@ -358,8 +291,90 @@ pub async fn alter_table(
     .await
 }
 
+/// One step of an alteration as `AlterTableRequestPB.Step`, noting the
+/// master features it needs and whether the request must carry the schema
+/// (range bounds are rows of it).
+fn alter_step(
+    table: &KuduTable,
+    step: &AlterStep,
+    features: &mut Vec<u32>,
+    needs_schema: &mut bool,
+) -> Result<alter::Step> {
+    Ok(match step {
+        AlterStep::AddColumn(col) => alter::Step {
+            r#type: Some(StepType::AddColumn as i32),
+            add_column: Some(alter::AddColumn {
+                schema: col.to_non_key().to_pb(SchemaPbOptions::CREATE_TABLE)?,
+            }),
+            ..Default::default()
+        },
+        AlterStep::DropColumn(name) => alter::Step {
+            r#type: Some(StepType::DropColumn as i32),
+            drop_column: Some(alter::DropColumn {
+                name: Some(name.clone()),
+            }),
+            ..Default::default()
+        },
+        AlterStep::RenameColumn(old, new) => alter::Step {
+            r#type: Some(StepType::RenameColumn as i32),
+            rename_column: Some(alter::RenameColumn {
+                old_name: Some(old.clone()),
+                new_name: Some(new.clone()),
+            }),
+            ..Default::default()
+        },
+        AlterStep::AddRange(((lt, lower), (ut, upper)), hash) => {
+            *needs_schema = true;
+            features.push(FEATURE_ADD_DROP_RANGE_PARTITIONS);
+            let custom_hash_schema = hash.as_ref().map(|dims| {
+                features.push(FEATURE_RANGE_SPECIFIC_HASH_SCHEMA);
+                alter::CustomHashSchema {
+                    hash_schema: dims.iter().map(hash_dimension_by_name).collect(),
+                }
+            });
+            alter::Step {
+                r#type: Some(StepType::AddRangePartition as i32),
+                add_range_partition: Some(alter::AddRangePartition {
+                    range_bounds: Some(ops::encode(table.schema(), &[(*lt, lower), (*ut, upper)])?),
+                    dimension_label: None,
+                    custom_hash_schema,
+                }),
+                ..Default::default()
+            }
+        }
+        AlterStep::DropRange(((lt, lower), (ut, upper))) => {
+            *needs_schema = true;
+            features.push(FEATURE_ADD_DROP_RANGE_PARTITIONS);
+            alter::Step {
+                r#type: Some(StepType::DropRangePartition as i32),
+                drop_range_partition: Some(alter::DropRangePartition {
+                    range_bounds: Some(ops::encode(table.schema(), &[(*lt, lower), (*ut, upper)])?),
+                }),
+                ..Default::default()
+            }
+        }
+    })
+}
+
+/// A hash dimension (columns by name, buckets, seed) as the master takes it.
+fn hash_dimension_by_name(
+    (cols, n, seed): &(Vec<String>, u32, u32),
+) -> pb::partition_schema_pb::HashBucketSchemaPb {
+    pb::partition_schema_pb::HashBucketSchemaPb {
+        columns: cols
+            .iter()
+            .map(|c| pb::ColumnIdentifierPb {
+                identifier: Some(pb::column_identifier_pb::Identifier::Name(c.clone())),
+            })
+            .collect(),
+        num_buckets: *n as i32,
+        seed: (*seed != 0).then_some(*seed),
+        hash_algorithm: None,
+    }
+}
+
 /// Deletes a table.
-pub async fn delete_table(m: &MasterProxy, name: &str, timeout: Duration) -> Result<()> {
+pub(crate) async fn delete_table(m: &MasterProxy, name: &str, timeout: Duration) -> Result<()> {
     let req = pb::master::DeleteTableRequestPb {
         table: by_name(name),
         ..Default::default()
@@ -373,7 +388,11 @@ pub async fn delete_table(m: &MasterProxy, name: &str, timeout: Duration) -> Res
 /// Checks that the leader master supports an application feature (e.g.
 /// `MasterFeatures.IGNORE_OPERATIONS` = 7): a master that does not know the
 /// flag answers `ERROR_INVALID_REQUEST`.
-pub async fn supports_feature(m: &MasterProxy, feature: u32, timeout: Duration) -> Result<bool> {
+pub(crate) async fn supports_feature(
+    m: &MasterProxy,
+    feature: u32,
+    timeout: Duration,
+) -> Result<bool> {
     let req = pb::master::PingRequestPb::default();
     match m.call::<ms::Ping>("Ping", &req, timeout, &[feature]).await {
         Ok(_) => Ok(true),
@@ -386,7 +405,7 @@ pub async fn supports_feature(m: &MasterProxy, feature: u32, timeout: Duration) 
 }
 
 /// The leader master's current hybrid time (`GenericService.ServerClock`).
-pub async fn server_clock(m: &MasterProxy, timeout: Duration) -> Result<HybridTime> {
+pub(crate) async fn server_clock(m: &MasterProxy, timeout: Duration) -> Result<HybridTime> {
     let req = pb::server::ServerClockRequestPb::default();
     let resp = m
         .call::<pb::server::generic_service::ServerClock>("ServerClock", &req, timeout, &[])

@@ -6,7 +6,7 @@
 //! it when a call answers NOT_THE_LEADER or fails on the network. Catalog
 //! calls ([`catalog`]) are plain request builders over [`MasterProxy::call`].
 
-pub mod catalog;
+pub(crate) mod catalog;
 
 use crate::error::{Error, KuduStatus, Result, RetryAction, StatusCode};
 use crate::pb;
@@ -23,7 +23,7 @@ use tokio::task::JoinSet;
 const FEATURE_CONNECT_TO_MASTER: u32 = 3;
 
 /// Responses of master calls carry their application error in field 1.
-pub trait MasterResponse {
+pub(crate) trait MasterResponse {
     /// The response's `error` field.
     fn master_error(&self) -> Option<&MasterErrorPb>;
 }
@@ -96,7 +96,7 @@ pub(crate) fn master_error(err: &MasterErrorPb, addr: &str, operation: &str) -> 
 
 /// The masters of one cluster and the current leader.
 #[derive(Debug)]
-pub struct MasterProxy {
+pub(crate) struct MasterProxy {
     addrs: Vec<String>,
     pool: ConnectionPool,
     leader: Mutex<Option<String>>,
@@ -104,7 +104,7 @@ pub struct MasterProxy {
 
 impl MasterProxy {
     /// A proxy for `addrs` (1, 3 or 5 masters), connecting through `pool`.
-    pub fn new(addrs: Vec<String>, pool: ConnectionPool) -> Self {
+    pub(crate) fn new(addrs: Vec<String>, pool: ConnectionPool) -> Self {
         MasterProxy {
             addrs,
             pool,
@@ -113,7 +113,7 @@ impl MasterProxy {
     }
 
     /// The configured master addresses.
-    pub fn addrs(&self) -> &[String] {
+    pub(crate) fn addrs(&self) -> &[String] {
         &self.addrs
     }
 
@@ -133,7 +133,7 @@ impl MasterProxy {
 
     /// Asks every master at once; the first that says LEADER wins. On
     /// failure the error lists each master's answer.
-    pub async fn find_leader(&self, timeout: Duration) -> Result<String> {
+    pub(crate) async fn find_leader(&self, timeout: Duration) -> Result<String> {
         let mut set = JoinSet::new();
         for addr in &self.addrs {
             let pool = self.pool.clone();
@@ -202,7 +202,7 @@ impl MasterProxy {
 
     /// Calls `M` on the leader master, discovering it first and following
     /// leader changes, until `timeout` passes.
-    pub async fn call<M>(
+    pub(crate) async fn call<M>(
         &self,
         operation: &str,
         request: &M::Request,

@@ -15,10 +15,15 @@ use std::time::{Duration, Instant};
 /// A replica's Raft role as the master last reported it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
+    /// The Raft leader.
     Leader,
+    /// A voting follower.
     Follower,
+    /// A non-voting learner (catching up).
     Learner,
+    /// Not taking part in the Raft configuration.
     NonParticipant,
+    /// The master did not say.
     Unknown,
 }
 
@@ -44,17 +49,20 @@ pub struct Replica {
     pub addr: String,
     /// The tablet server's location label, if any.
     pub location: Option<String>,
+    /// Its Raft role.
     pub role: Role,
 }
 
 /// A tablet and where its replicas are.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RemoteTablet {
+    /// The tablet id.
     pub tablet_id: String,
     /// Inclusive start partition key (empty = −∞).
     pub partition_key_start: Vec<u8>,
     /// Exclusive end partition key (empty = +∞).
     pub partition_key_end: Vec<u8>,
+    /// Where its replicas are.
     pub replicas: Vec<Replica>,
 }
 
@@ -108,7 +116,10 @@ pub enum Lookup {
     Tablet(Arc<RemoteTablet>),
     /// The key is in a gap no tablet covers; the gap ends at `end`
     /// (empty = +∞).
-    NonCovered { end: Vec<u8> },
+    NonCovered {
+        /// Where the gap ends.
+        end: Vec<u8>,
+    },
     /// Unknown or stale: ask the master.
     Miss,
 }

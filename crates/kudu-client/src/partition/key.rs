@@ -12,7 +12,7 @@ use crate::{Error, Result};
 
 /// Appends the key encoding of one value of type `data_type`. `is_last`
 /// says whether it is the last column of the list being encoded.
-pub fn encode_value(
+pub(crate) fn encode_value(
     out: &mut Vec<u8>,
     data_type: DataType,
     value: ValueRef<'_>,
@@ -61,7 +61,7 @@ pub fn encode_value(
 
 /// Appends the encoding of the smallest value of `data_type` (what an unset
 /// column of a range bound encodes as).
-pub fn encode_min(out: &mut Vec<u8>, data_type: DataType, is_last: bool) {
+pub(crate) fn encode_min(out: &mut Vec<u8>, data_type: DataType, is_last: bool) {
     if data_type.is_var_len() {
         encode_bytes(out, &[], is_last);
     } else {
@@ -95,7 +95,7 @@ fn encode_bytes(out: &mut Vec<u8>, bytes: &[u8], is_last: bool) {
 
 /// Appends the encoding of `row`'s `columns` (indexes into its schema), in
 /// order; every column must be set and non-NULL.
-pub fn encode_columns(row: &Row, columns: &[usize], out: &mut Vec<u8>) -> Result<()> {
+pub(crate) fn encode_columns(row: &Row, columns: &[usize], out: &mut Vec<u8>) -> Result<()> {
     let schema = row.schema();
     for (n, &i) in columns.iter().enumerate() {
         let col = schema
@@ -117,7 +117,8 @@ pub fn encode_columns(row: &Row, columns: &[usize], out: &mut Vec<u8>) -> Result
 
 /// The encoded primary key of `row` (all key columns must be set): what
 /// scan `start_primary_key` / `stop_primary_key` take.
-pub fn encode_primary_key(row: &Row) -> Result<Vec<u8>> {
+#[cfg(any(test, feature = "unstable-internals"))]
+pub(crate) fn encode_primary_key(row: &Row) -> Result<Vec<u8>> {
     let keys: Vec<usize> = (0..row.schema().num_key_columns()).collect();
     let mut out = Vec::new();
     encode_columns(row, &keys, &mut out)?;
@@ -127,7 +128,7 @@ pub fn encode_primary_key(row: &Row) -> Result<Vec<u8>> {
 /// The encoded range key of a range-bound row: empty (unbounded) if none of
 /// `columns` is set, otherwise unset columns encode as their type's
 /// minimum value (§6.3).
-pub fn encode_range_bound(row: &Row, columns: &[usize]) -> Result<Vec<u8>> {
+pub(crate) fn encode_range_bound(row: &Row, columns: &[usize]) -> Result<Vec<u8>> {
     let mut any_set = false;
     for &i in columns {
         any_set |= row.is_set(i)?;
@@ -151,7 +152,7 @@ pub fn encode_range_bound(row: &Row, columns: &[usize]) -> Result<Vec<u8>> {
 
 /// Decodes an encoded key made of `columns` of `schema` (the inverse of
 /// [`encode_columns`]); trailing bytes are an error.
-pub fn decode_columns(schema: &Schema, columns: &[usize], key: &[u8]) -> Result<Vec<Value>> {
+pub(crate) fn decode_columns(schema: &Schema, columns: &[usize], key: &[u8]) -> Result<Vec<Value>> {
     let mut rest = key;
     let mut out = Vec::with_capacity(columns.len());
     for (n, &i) in columns.iter().enumerate() {
@@ -191,7 +192,8 @@ pub fn decode_columns(schema: &Schema, columns: &[usize], key: &[u8]) -> Result<
 }
 
 /// Decodes an encoded primary key of `schema`.
-pub fn decode_primary_key(schema: &Schema, key: &[u8]) -> Result<Vec<Value>> {
+#[cfg(test)]
+pub(crate) fn decode_primary_key(schema: &Schema, key: &[u8]) -> Result<Vec<Value>> {
     let keys: Vec<usize> = (0..schema.num_key_columns()).collect();
     decode_columns(schema, &keys, key)
 }

@@ -7,7 +7,7 @@ const R: u32 = 47;
 
 /// Hashes `data` with `seed`, exactly as Kudu does (all arithmetic wraps;
 /// 8-byte blocks are read little-endian).
-pub fn murmur2_64(data: &[u8], seed: u64) -> u64 {
+pub(crate) fn murmur2_64(data: &[u8], seed: u64) -> u64 {
     let mut h = seed ^ (data.len() as u64).wrapping_mul(M);
     let mut blocks = data.chunks_exact(8);
     for block in &mut blocks {

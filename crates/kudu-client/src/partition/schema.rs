@@ -13,12 +13,12 @@ use super::key::{encode_columns, encode_range_bound};
 use super::murmur::murmur2_64;
 use crate::pb;
 use crate::pb::partition_schema_pb::{HashBucketSchemaPb, RangeSchemaPb, RangeWithHashSchemaPb};
+use crate::row_ops::{self as ops, OpType};
 use crate::schema::{Row, Schema};
-use crate::write::ops::{self, OpType};
 use crate::{Error, Result};
 
 /// Width of one encoded hash bucket in a partition key.
-pub const BUCKET_SIZE: usize = 4;
+pub(crate) const BUCKET_SIZE: usize = 4;
 
 /// One hash dimension: columns (indexes into the table schema), bucket
 /// count and seed. The hash is always MurmurHash64A.
@@ -169,10 +169,12 @@ pub struct PartitionSchema {
 /// How protobuf column references are written by
 /// [`PartitionSchema::to_pb`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ColumnRefs {
+pub(crate) enum ColumnRefs {
     /// By name: what CreateTable / AlterTable take.
     Name,
-    /// By master-assigned id (needs a schema read from the master).
+    /// By master-assigned id (needs a schema read from the master); the
+    /// client only writes names, the tests check both round-trip.
+    #[cfg_attr(not(test), allow(dead_code))]
     Id,
 }
 
@@ -367,7 +369,7 @@ impl PartitionSchema {
     /// Reads a `PartitionSchemaPB` whose columns refer to `schema` by id or
     /// name. An absent `range_schema` means the master's default: all key
     /// columns except an auto-incrementing one.
-    pub fn from_pb(pb: &pb::PartitionSchemaPb, schema: &Schema) -> Result<PartitionSchema> {
+    pub(crate) fn from_pb(pb: &pb::PartitionSchemaPb, schema: &Schema) -> Result<PartitionSchema> {
         let hash = pb
             .hash_schema
             .iter()
@@ -403,7 +405,7 @@ impl PartitionSchema {
     /// Writes a `PartitionSchemaPB`, referring to columns by name (for
     /// CreateTable) or id. `range_schema` is always present so an empty
     /// range-column list keeps meaning "no range partitioning".
-    pub fn to_pb(&self, refs: ColumnRefs) -> Result<pb::PartitionSchemaPb> {
+    pub(crate) fn to_pb(&self, refs: ColumnRefs) -> Result<pb::PartitionSchemaPb> {
         let ids = |cols: &[usize]| -> Result<Vec<pb::ColumnIdentifierPb>> {
             cols.iter()
                 .map(|&i| column_ref(&self.schema, i, refs))
@@ -677,7 +679,8 @@ impl Partition {
     }
 
     /// Reads a `PartitionPB`.
-    pub fn from_pb(pb: &pb::PartitionPb) -> Result<Partition> {
+    #[cfg(test)]
+    pub(crate) fn from_pb(pb: &pb::PartitionPb) -> Result<Partition> {
         let buckets = pb
             .hash_buckets
             .iter()
@@ -696,7 +699,8 @@ impl Partition {
     }
 
     /// Writes a `PartitionPB` (empty keys are left out, as servers do).
-    pub fn to_pb(&self) -> pb::PartitionPb {
+    #[cfg(test)]
+    pub(crate) fn to_pb(&self) -> pb::PartitionPb {
         let opt = |k: &Vec<u8>| (!k.is_empty()).then(|| k.clone());
         pb::PartitionPb {
             // Bucket numbers are < num_buckets ≤ i32::MAX.
@@ -804,7 +808,7 @@ impl Partition {
 /// Splits a partition key into its bucket prefix and range key, given the
 /// number of hash dimensions that apply (for `PartitionKeyPB`). A key no
 /// longer than the prefix has an empty range part.
-pub fn split_partition_key(key: &[u8], num_hash_dimensions: usize) -> (&[u8], &[u8]) {
+pub(crate) fn split_partition_key(key: &[u8], num_hash_dimensions: usize) -> (&[u8], &[u8]) {
     let n = (BUCKET_SIZE * num_hash_dimensions).min(key.len());
     key.split_at(n)
 }

@@ -11,13 +11,13 @@ use rand::Rng;
 use std::time::{Duration, Instant};
 
 /// Default deadline for one client operation.
-pub const DEFAULT_OPERATION_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const DEFAULT_OPERATION_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Randomised exponential backoff: attempt `n` sleeps
 /// `U(0.5, 1) * min(base * 2^n, max)`, so early retries are quick and later
 /// ones spread out.
 #[derive(Debug, Clone)]
-pub struct Backoff {
+pub(crate) struct Backoff {
     base: Duration,
     max: Duration,
     attempt: u32,
@@ -31,7 +31,7 @@ impl Default for Backoff {
 
 impl Backoff {
     /// A backoff starting at `base` and capped at `max`.
-    pub fn new(base: Duration, max: Duration) -> Self {
+    pub(crate) fn new(base: Duration, max: Duration) -> Self {
         Backoff {
             base,
             max,
@@ -40,7 +40,7 @@ impl Backoff {
     }
 
     /// The next sleep, with jitter.
-    pub fn next_delay(&mut self) -> Duration {
+    pub(crate) fn next_delay(&mut self) -> Duration {
         let exp = self.base.saturating_mul(1u32 << self.attempt.min(16));
         self.attempt = self.attempt.saturating_add(1);
         let capped = exp.min(self.max);
@@ -51,7 +51,7 @@ impl Backoff {
 
 /// Counts attempts of one operation against one deadline.
 #[derive(Debug)]
-pub struct Retrier {
+pub(crate) struct Retrier {
     operation: String,
     start: Instant,
     deadline: Instant,
@@ -63,7 +63,7 @@ pub struct Retrier {
 
 impl Retrier {
     /// Starts the clock for `operation` with `timeout`.
-    pub fn new(operation: impl Into<String>, timeout: Duration) -> Self {
+    pub(crate) fn new(operation: impl Into<String>, timeout: Duration) -> Self {
         let start = Instant::now();
         Retrier {
             operation: operation.into(),
@@ -76,22 +76,22 @@ impl Retrier {
     }
 
     /// The operation's deadline.
-    pub fn deadline(&self) -> Instant {
+    pub(crate) fn deadline(&self) -> Instant {
         self.deadline
     }
 
     /// Time left before the deadline (zero when past it).
-    pub fn remaining(&self) -> Duration {
+    pub(crate) fn remaining(&self) -> Duration {
         self.deadline.saturating_duration_since(Instant::now())
     }
 
     /// Attempts made so far.
-    pub fn attempts(&self) -> u32 {
+    pub(crate) fn attempts(&self) -> u32 {
         self.attempts
     }
 
     /// Records the start of an attempt.
-    pub fn begin_attempt(&mut self) {
+    pub(crate) fn begin_attempt(&mut self) {
         self.attempts += 1;
     }
 
@@ -100,7 +100,7 @@ impl Retrier {
     /// original one if retrying cannot help, else a `TimedOut` naming it. An
     /// attempt that timed out ran into this operation's deadline: the
     /// `TimedOut` then names the operation and the previous attempt's cause.
-    pub async fn on_error(&mut self, err: Error) -> Result<(), Error> {
+    pub(crate) async fn on_error(&mut self, err: Error) -> Result<(), Error> {
         let action = err.retry_action();
         if action == RetryAction::Fail {
             if let Error::TimedOut { .. } = err {
@@ -128,7 +128,7 @@ impl Retrier {
     }
 
     /// The error for running out of time, naming the last cause.
-    pub fn timed_out(&self, last: String) -> Error {
+    pub(crate) fn timed_out(&self, last: String) -> Error {
         Error::TimedOut {
             operation: self.operation.clone(),
             attempts: self.attempts,

@@ -47,7 +47,12 @@ pub const DEFAULT_MAX_FRAME_LEN: usize = 64 * 1024 * 1024;
 pub enum FrameError {
     /// The length prefix (or a frame being encoded) exceeds the limit.
     #[error("frame of {len} bytes exceeds the limit of {max} bytes")]
-    TooLong { len: usize, max: usize },
+    TooLong {
+        /// The frame's length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
     /// The bytes inside the length prefix do not follow the layout.
     #[error("malformed frame: {0}")]
     Malformed(String),

@@ -1,14 +1,15 @@
 //! Scanners: snapshot, fault-tolerant (ordered) and diff scans as async
 //! streams of row batches, and serializable splits ("scan tokens").
 //!
-//! - [`scanner`]: [`ScanSpec`] and [`ScanBuilder`] (what to read and how),
-//!   and [`Scanner`], a `Stream` of [`RowBatch`]es that walks the tablets,
+//! - `spec`, `builder`, `plan`: [`ScanSpec`] and [`ScanBuilder`] (what to
+//!   read and how), checked against the table as a plan.
+//! - `scanner`, `tablet`, `replica`, `keep_alive`: [`Scanner`], a `Stream` of [`RowBatch`]es that walks the tablets,
 //!   reopens fault-tolerant scans after failures and closes server-side
 //!   scanners it abandons.
-//! - [`predicate`]: [`Predicate`]s pushed down to the tablet servers.
-//! - [`split`]: [`Split`]s, one per tablet (or key range), that another
+//! - `predicate`: [`Predicate`]s pushed down to the tablet servers.
+//! - `split`: [`Split`]s, one per tablet (or key range), that another
 //!   process can execute and resume.
-//! - [`decode`]: row-wise and columnar result blocks → [`RowBatch`].
+//! - `decode`: row-wise and columnar result blocks → [`RowBatch`].
 //!
 //! Entry points on the client: [`KuduClient::scan_builder`],
 //! [`KuduClient::scan_splits`], [`KuduClient::scanner_for_split`].
@@ -17,12 +18,20 @@
 //! [`KuduClient::scan_splits`]: crate::KuduClient::scan_splits
 //! [`KuduClient::scanner_for_split`]: crate::KuduClient::scanner_for_split
 
-pub mod decode;
-pub mod predicate;
-pub mod scanner;
-pub mod split;
+pub(crate) mod builder;
+pub(crate) mod decode;
+pub(crate) mod keep_alive;
+pub(crate) mod plan;
+pub(crate) mod predicate;
+pub(crate) mod replica;
+pub(crate) mod scanner;
+pub(crate) mod spec;
+pub(crate) mod split;
+pub(crate) mod tablet;
 
+pub use builder::ScanBuilder;
 pub use decode::{RowBatch, RowView};
 pub use predicate::{ComparisonOp, Predicate, PredicateKind};
-pub use scanner::{ReadMode, ReplicaSelection, ScanBuilder, ScanSpec, Scanner};
+pub use scanner::Scanner;
+pub use spec::{ReadMode, ReplicaSelection, ScanSpec};
 pub use split::Split;

@@ -44,7 +44,9 @@ use std::time::Instant;
 
 use prost::Message;
 
-use super::scanner::{Plan, ReadMode, ReplicaSelection, ScanSpec, Scanner};
+use super::plan::Plan;
+use super::scanner::Scanner;
+use super::spec::{ReadMode, ReplicaSelection, ScanSpec};
 use crate::client::{tserver_error, KuduClient};
 use crate::hybrid_time::HybridTime;
 use crate::meta::RemoteTablet;

@@ -56,7 +56,7 @@ pub(crate) fn read_fixed(data_type: DataType, cell: &[u8]) -> Option<ValueRef<'s
 }
 
 /// Generates the typed getters shared by [`Row`](super::Row) and scan
-/// [`RowView`](crate::scan::decode::RowView). The implementing type needs
+/// [`RowView`](crate::scan::RowView). The implementing type needs
 /// `fn get(&self, col: impl ColumnIndex) -> Result<ValueRef<'_>>` and
 /// `fn schema(&self) -> &Schema`; `$lt` is the lifetime borrowed strings
 /// live for (`'_` for the row itself, `'a` for a view into a batch).

@@ -22,7 +22,7 @@ use crate::{Error, Result};
 
 /// Which optional parts of a column go into a `ColumnSchemaPB`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SchemaPbOptions {
+pub(crate) struct SchemaPbOptions {
     /// Master-assigned column ids (only meaningful for a schema read from
     /// the master; CreateTable / AlterTable / Write must omit them).
     pub ids: bool,
@@ -37,19 +37,19 @@ pub struct SchemaPbOptions {
 
 impl SchemaPbOptions {
     /// Everything, as the master reports a schema.
-    pub const FULL: SchemaPbOptions = SchemaPbOptions {
+    pub(crate) const FULL: SchemaPbOptions = SchemaPbOptions {
         ids: true,
         comments: true,
         defaults: true,
         storage: true,
     };
     /// For CreateTable / AlterTable: no ids.
-    pub const CREATE_TABLE: SchemaPbOptions = SchemaPbOptions {
+    pub(crate) const CREATE_TABLE: SchemaPbOptions = SchemaPbOptions {
         ids: false,
         ..Self::FULL
     };
     /// For `WriteRequestPB.schema`: no ids, no comments (§7.1).
-    pub const WRITE: SchemaPbOptions = SchemaPbOptions {
+    pub(crate) const WRITE: SchemaPbOptions = SchemaPbOptions {
         ids: false,
         comments: false,
         defaults: true,
@@ -57,7 +57,7 @@ impl SchemaPbOptions {
     };
     /// For scan projections: name, type, nullability and type attributes,
     /// plus the IS_DELETED read default (§8.1, §8.5).
-    pub const PROJECTION: SchemaPbOptions = SchemaPbOptions {
+    pub(crate) const PROJECTION: SchemaPbOptions = SchemaPbOptions {
         ids: false,
         comments: false,
         defaults: false,
@@ -77,7 +77,7 @@ fn attr_u8(v: Option<i32>, what: &str, col: &str) -> Result<Option<u8>> {
 impl ColumnSchema {
     /// Reads a `ColumnSchemaPB` (e.g. from GetTableSchema). Unsupported
     /// types (NESTED, Kudu-internal ones) give `Error::Unsupported`.
-    pub fn from_pb(pb: &pb::ColumnSchemaPb) -> Result<ColumnSchema> {
+    pub(crate) fn from_pb(pb: &pb::ColumnSchemaPb) -> Result<ColumnSchema> {
         let name = pb.name.as_str();
         let data_type = DataType::from_wire(pb.r#type).map_err(|e| match e {
             Error::Unsupported(m) => Error::Unsupported(format!("column '{name}': {m}")),
@@ -132,7 +132,7 @@ impl ColumnSchema {
     }
 
     /// Writes a `ColumnSchemaPB` with the parts `opts` selects.
-    pub fn to_pb(&self, opts: SchemaPbOptions) -> Result<pb::ColumnSchemaPb> {
+    pub(crate) fn to_pb(&self, opts: SchemaPbOptions) -> Result<pb::ColumnSchemaPb> {
         let send_default = opts.defaults || self.data_type == DataType::IsDeleted;
         let read_default_value = match (&self.default_value, send_default) {
             // A NULL default is the same as no default.
@@ -171,7 +171,7 @@ impl ColumnSchema {
 
 impl Schema {
     /// Reads a `SchemaPB`.
-    pub fn from_pb(pb: &pb::SchemaPb) -> Result<Schema> {
+    pub(crate) fn from_pb(pb: &pb::SchemaPb) -> Result<Schema> {
         Schema::new(
             pb.columns
                 .iter()
@@ -181,7 +181,7 @@ impl Schema {
     }
 
     /// Writes a `SchemaPB` with the parts `opts` selects.
-    pub fn to_pb(&self, opts: SchemaPbOptions) -> Result<pb::SchemaPb> {
+    pub(crate) fn to_pb(&self, opts: SchemaPbOptions) -> Result<pb::SchemaPb> {
         Ok(pb::SchemaPb {
             columns: self.columns_to_pb(opts)?,
         })
@@ -189,7 +189,7 @@ impl Schema {
 
     /// The columns as `ColumnSchemaPB`s (e.g. `projected_columns` of a scan
     /// with [`SchemaPbOptions::PROJECTION`]).
-    pub fn columns_to_pb(&self, opts: SchemaPbOptions) -> Result<Vec<pb::ColumnSchemaPb>> {
+    pub(crate) fn columns_to_pb(&self, opts: SchemaPbOptions) -> Result<Vec<pb::ColumnSchemaPb>> {
         self.columns().iter().map(|c| c.to_pb(opts)).collect()
     }
 }

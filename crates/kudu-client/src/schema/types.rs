@@ -52,12 +52,12 @@ pub enum DataType {
 }
 
 /// Smallest valid DATE value (0001-01-01) in days since the epoch.
-pub const MIN_DATE: i32 = -719_162;
+pub(crate) const MIN_DATE: i32 = -719_162;
 /// Largest valid DATE value (9999-12-31) in days since the epoch.
-pub const MAX_DATE: i32 = 2_932_896;
+pub(crate) const MAX_DATE: i32 = 2_932_896;
 
 /// Largest DECIMAL precision Kudu supports.
-pub const MAX_DECIMAL_PRECISION: u8 = 38;
+pub(crate) const MAX_DECIMAL_PRECISION: u8 = 38;
 
 impl DataType {
     /// Every supported type, in wire-number order (handy for tests and
@@ -82,7 +82,7 @@ impl DataType {
     ];
 
     /// The `kudu.DataType` wire number.
-    pub fn to_wire(self) -> i32 {
+    pub(crate) fn to_wire(self) -> i32 {
         match self {
             DataType::Int8 => 1,
             DataType::Int16 => 3,
@@ -105,7 +105,7 @@ impl DataType {
 
     /// Maps a `kudu.DataType` wire number; internal, unknown and newer types
     /// give [`Error::Unsupported`].
-    pub fn from_wire(v: i32) -> Result<DataType> {
+    pub(crate) fn from_wire(v: i32) -> Result<DataType> {
         Ok(match v {
             1 => DataType::Int8,
             3 => DataType::Int16,
@@ -248,7 +248,7 @@ impl TypeAttributes {
 }
 
 /// Largest VARCHAR length Kudu accepts, in characters.
-pub const MAX_VARCHAR_LENGTH: u32 = 65_535;
+pub(crate) const MAX_VARCHAR_LENGTH: u32 = 65_535;
 
 /// Column storage encoding (`EncodingType`). Unknown numbers are kept so a
 /// schema read from a newer server round-trips unchanged.
@@ -275,7 +275,7 @@ pub enum Encoding {
 
 impl Encoding {
     /// The wire number.
-    pub fn to_wire(self) -> i32 {
+    pub(crate) fn to_wire(self) -> i32 {
         match self {
             Encoding::Auto => 0,
             Encoding::Plain => 1,
@@ -289,7 +289,7 @@ impl Encoding {
     }
 
     /// Maps a wire number.
-    pub fn from_wire(v: i32) -> Self {
+    pub(crate) fn from_wire(v: i32) -> Self {
         match v {
             0 => Encoding::Auto,
             1 => Encoding::Plain,
@@ -323,7 +323,7 @@ pub enum Compression {
 
 impl Compression {
     /// The wire number.
-    pub fn to_wire(self) -> i32 {
+    pub(crate) fn to_wire(self) -> i32 {
         match self {
             Compression::Default => 0,
             Compression::None => 1,
@@ -335,7 +335,7 @@ impl Compression {
     }
 
     /// Maps a wire number.
-    pub fn from_wire(v: i32) -> Self {
+    pub(crate) fn from_wire(v: i32) -> Self {
         match v {
             0 => Compression::Default,
             1 => Compression::None,

@@ -37,127 +37,25 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{oneshot, Semaphore};
 
 use crate::client::{tserver_error, KuduClient};
-use crate::error::{Error, KuduStatus, Result, RetryAction, RowError, RpcErrorCode, StatusCode};
+use crate::error::{Error, KuduStatus, Result, RetryAction, RpcErrorCode};
 use crate::master::status_from_pb;
 use crate::meta::{Lookup, RemoteTablet};
 use crate::pb;
 use crate::pb::tserver::tablet_server_service::Write;
 use crate::retry::Retrier;
+use crate::row_ops::OpsEncoder;
 use crate::rpc::CallOptions;
-use crate::schema::cell::bit;
-use crate::schema::{Row, SchemaPbOptions};
+use crate::schema::SchemaPbOptions;
 use crate::table::KuduTable;
-use crate::write::ops::{OpType, OpsEncoder};
-use crate::write::session::{ExternalConsistencyMode, ServerWriteMetrics, SessionMetrics};
-
-/// One operation accepted by a session, with its routing key and encoded
-/// size computed once at apply time.
-#[derive(Debug)]
-pub(crate) struct BufferedOp {
-    pub(crate) table: KuduTable,
-    pub(crate) op: OpType,
-    pub(crate) row: Row,
-    pub(crate) partition_key: Vec<u8>,
-    /// Bytes this row adds to `rows` + `indirect_data` of a request.
-    pub(crate) size: usize,
-}
-
-impl BufferedOp {
-    /// Validates an operation: a data operation, on a row of the table's
-    /// schema, with every key column set (and an auto-incrementing key
-    /// column left unset on INSERT).
-    pub(crate) fn new(table: KuduTable, op: OpType, row: Row) -> Result<BufferedOp> {
-        if !op.is_data_op() {
-            return Err(Error::InvalidArgument(format!(
-                "{op} is not a write operation (range bounds and split rows belong to create/alter table)"
-            )));
-        }
-        if row.schema() != table.schema() {
-            return Err(Error::InvalidArgument(format!(
-                "{op} row with schema {} applied to table '{}' whose schema is {}",
-                row.schema(),
-                table.name(),
-                table.schema()
-            )));
-        }
-        check_key(&table, op, &row)?;
-        let partition_key = table.partition_schema().partition_key(&row)?;
-        let size = encoded_size(op, &row);
-        Ok(BufferedOp {
-            table,
-            op,
-            row,
-            partition_key,
-            size,
-        })
-    }
-
-    fn row_error(&self, status: KuduStatus) -> RowError {
-        RowError {
-            operation: self.op.name().to_owned(),
-            key: self.row.key_string(),
-            status,
-        }
-    }
-}
-
-fn check_key(table: &KuduTable, op: OpType, row: &Row) -> Result<()> {
-    let inserting = matches!(op, OpType::Insert | OpType::InsertIgnore);
-    let isset = row.isset_bitmap();
-    for (i, col) in table.schema().key_columns().iter().enumerate() {
-        let set = bit(isset, i);
-        if col.is_auto_incrementing() && inserting {
-            if set {
-                return Err(Error::InvalidArgument(format!(
-                    "{op} into table '{}' must not set auto-incrementing column '{}'; the server fills it",
-                    table.name(),
-                    col.name()
-                )));
-            }
-        } else if !set {
-            return Err(Error::InvalidArgument(format!(
-                "{op} {} into table '{}': primary key column '{}' is not set",
-                row.key_string(),
-                table.name(),
-                col.name()
-            )));
-        }
-    }
-    Ok(())
-}
-
-/// The bytes `OpsEncoder::push` adds for this row (§7.2 layout).
-fn encoded_size(op: OpType, row: &Row) -> usize {
-    let schema = row.schema();
-    let bm = schema.bitmap_len();
-    let mut n = 1 + bm;
-    if schema.has_nullable_columns() {
-        n += bm;
-    }
-    let ncols = if op.is_delete() {
-        schema.num_key_columns()
-    } else {
-        schema.len()
-    };
-    let (isset, nulls) = (row.isset_bitmap(), row.null_bitmap());
-    for (i, col) in schema.columns().iter().enumerate().take(ncols) {
-        if !bit(isset, i) || bit(nulls, i) {
-            continue;
-        }
-        n += col.data_type().size();
-        if col.data_type().is_var_len() {
-            n += row.var_bytes(i).len();
-        }
-    }
-    n
-}
+use crate::write::buffered::BufferedOp;
+use crate::write::options::ExternalConsistencyMode;
+use crate::write::outcome::{add, status_of, FlushOutcome, MetricsInner};
 
 /// Settings every batch of a session shares.
 #[derive(Debug, Clone)]
@@ -169,68 +67,6 @@ pub(crate) struct BatchConfig {
     pub(crate) max_batch_bytes: usize,
     /// Concurrent requests per session.
     pub(crate) max_batches_in_flight: usize,
-}
-
-/// What happened to the operations of one flush (or one sync apply).
-#[derive(Debug, Default)]
-pub(crate) struct FlushOutcome {
-    /// Every operation that failed, with its key, op name and status.
-    pub(crate) row_errors: Vec<RowError>,
-    /// The errors that failed whole groups of rows (non-covered range,
-    /// location lookup failure, a request given up after retries). Their
-    /// rows are also in `row_errors`.
-    pub(crate) causes: Vec<Error>,
-}
-
-impl FlushOutcome {
-    pub(crate) fn merge(&mut self, other: FlushOutcome) {
-        self.row_errors.extend(other.row_errors);
-        self.causes.extend(other.causes);
-    }
-
-    /// Fails every op with `err`, which is kept as a cause.
-    fn fail_all(&mut self, ops: &[BufferedOp], err: Error) {
-        let status = status_of(&err);
-        self.row_errors
-            .extend(ops.iter().map(|op| op.row_error(status.clone())));
-        self.causes.push(err);
-    }
-
-    /// `Ok` if nothing failed, else every failed row as
-    /// `Error::RowErrors` (or the cause itself if no row is attached).
-    pub(crate) fn into_result(mut self) -> Result<()> {
-        if !self.row_errors.is_empty() {
-            Err(Error::RowErrors(self.row_errors))
-        } else if !self.causes.is_empty() {
-            Err(self.causes.swap_remove(0))
-        } else {
-            Ok(())
-        }
-    }
-}
-
-/// The status a row gets when the whole request it was in failed.
-pub(crate) fn status_of(err: &Error) -> KuduStatus {
-    let code = match err {
-        Error::Status { status, .. } => status.code,
-        Error::TimedOut { .. } => StatusCode::TimedOut,
-        Error::NonCoveredRange { .. } | Error::TableNotFound(_) => StatusCode::NotFound,
-        Error::Io { .. } | Error::ConnectionClosed { .. } => StatusCode::NetworkError,
-        Error::ServiceUnavailable { .. } | Error::NoLeaderMaster { .. } => {
-            StatusCode::ServiceUnavailable
-        }
-        Error::NotLeaderReplica { .. } | Error::NotLeaderMaster { .. } => StatusCode::IllegalState,
-        Error::TabletNotFound { .. } => StatusCode::NotFound,
-        Error::InvalidArgument(_) => StatusCode::InvalidArgument,
-        Error::Unsupported(_) => StatusCode::NotSupported,
-        Error::Rpc { .. } | Error::Protocol { .. } => StatusCode::RemoteError,
-        _ => StatusCode::RuntimeError,
-    };
-    KuduStatus {
-        code,
-        message: err.to_string(),
-        posix_code: None,
-    }
 }
 
 /// The operations of one tablet, in apply order.
@@ -246,78 +82,6 @@ pub(crate) struct TabletGroup {
 pub(crate) struct Routed {
     groups: Vec<TabletGroup>,
     outcome: FlushOutcome,
-}
-
-/// Counters shared by a session and its batches (relaxed atomics: cheap to
-/// bump, read as a snapshot).
-#[derive(Debug, Default)]
-pub(crate) struct MetricsInner {
-    pub(crate) ops_applied: AtomicU64,
-    /// Successful operations by `OpType` wire number.
-    written: [AtomicU64; 14],
-    row_errors: AtomicU64,
-    bytes_written: AtomicU64,
-    batches_written: AtomicU64,
-    write_attempts: AtomicU64,
-    batches_failed: AtomicU64,
-    server: [AtomicU64; 9],
-}
-
-fn add(counter: &AtomicU64, n: u64) {
-    counter.fetch_add(n, Ordering::Relaxed);
-}
-
-impl MetricsInner {
-    fn record_response(&self, metrics: Option<&pb::tserver::ResourceMetricsPb>) {
-        let Some(m) = metrics else { return };
-        let values = [
-            m.successful_inserts,
-            m.insert_ignore_errors,
-            m.successful_upserts,
-            m.upsert_ignore_errors,
-            m.successful_updates,
-            m.update_ignore_errors,
-            m.successful_deletes,
-            m.delete_ignore_errors,
-            m.commit_wait_duration_usec,
-        ];
-        for (counter, v) in self.server.iter().zip(values) {
-            add(counter, u64::try_from(v.unwrap_or(0)).unwrap_or(0));
-        }
-    }
-
-    pub(crate) fn snapshot(&self) -> SessionMetrics {
-        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        let op = |t: OpType| get(&self.written[usize::from(t.to_wire())]);
-        let s = |i: usize| get(&self.server[i]);
-        SessionMetrics {
-            ops_applied: get(&self.ops_applied),
-            inserts: op(OpType::Insert),
-            insert_ignores: op(OpType::InsertIgnore),
-            upserts: op(OpType::Upsert),
-            upsert_ignores: op(OpType::UpsertIgnore),
-            updates: op(OpType::Update),
-            update_ignores: op(OpType::UpdateIgnore),
-            deletes: op(OpType::Delete),
-            delete_ignores: op(OpType::DeleteIgnore),
-            row_errors: get(&self.row_errors),
-            bytes_written: get(&self.bytes_written),
-            batches_written: get(&self.batches_written),
-            write_attempts: get(&self.write_attempts),
-            batches_failed: get(&self.batches_failed),
-            server: ServerWriteMetrics {
-                successful_inserts: s(0),
-                insert_ignore_errors: s(1),
-                successful_upserts: s(2),
-                upsert_ignore_errors: s(3),
-                successful_updates: s(4),
-                update_ignore_errors: s(5),
-                successful_deletes: s(6),
-                delete_ignore_errors: s(7),
-                commit_wait_micros: s(8),
-            },
-        }
-    }
 }
 
 /// What a dispatched batch shares with its session.
@@ -616,10 +380,26 @@ async fn write_group(ctx: &SendCtx, group: TabletGroup) -> FlushOutcome {
 async fn write_chunk(
     ctx: &SendCtx,
     table: &KuduTable,
-    mut tablet: Arc<RemoteTablet>,
+    tablet: Arc<RemoteTablet>,
     ops: Vec<BufferedOp>,
 ) -> ChunkEnd {
     let mut outcome = FlushOutcome::default();
+    match encode_chunk(ctx, table, &tablet, ops, &mut outcome) {
+        Some((req, sent, bytes)) => send_chunk(ctx, table, tablet, req, sent, bytes, outcome).await,
+        None => ChunkEnd::Done(tablet, outcome),
+    }
+}
+
+/// The write request for `ops`, the operations it carries and their
+/// encoded bytes; `None` if no operation is left to send (the failed ones
+/// are in `outcome`).
+fn encode_chunk(
+    ctx: &SendCtx,
+    table: &KuduTable,
+    tablet: &RemoteTablet,
+    ops: Vec<BufferedOp>,
+    outcome: &mut FlushOutcome,
+) -> Option<(pb::tserver::WriteRequestPb, Vec<BufferedOp>, u64)> {
     let mut encoder = OpsEncoder::new(table.schema());
     encoder.reserve(ops.iter().map(|op| op.size).sum());
     let mut sent = Vec::with_capacity(ops.len());
@@ -631,7 +411,7 @@ async fn write_chunk(
         }
     }
     if sent.is_empty() {
-        return ChunkEnd::Done(tablet, outcome);
+        return None;
     }
     let bytes = encoder.encoded_size() as u64;
     let schema = match table.schema().to_pb(SchemaPbOptions::WRITE) {
@@ -639,10 +419,10 @@ async fn write_chunk(
         Err(e) => {
             outcome.fail_all(&sent, e);
             add(&ctx.metrics.batches_failed, 1);
-            return ChunkEnd::Done(tablet, outcome);
+            return None;
         }
     };
-    let mut req = pb::tserver::WriteRequestPb {
+    let req = pb::tserver::WriteRequestPb {
         tablet_id: tablet.tablet_id.as_bytes().to_vec(),
         schema: Some(schema),
         row_operations: Some(encoder.finish()),
@@ -650,6 +430,20 @@ async fn write_chunk(
         authz_token: ctx.authz_token(table),
         ..Default::default()
     };
+    Some((req, sent, bytes))
+}
+
+/// Sends `req` (carrying `sent`) until it is answered, fails for good, or
+/// the tablet turns out to have moved.
+async fn send_chunk(
+    ctx: &SendCtx,
+    table: &KuduTable,
+    mut tablet: Arc<RemoteTablet>,
+    mut req: pb::tserver::WriteRequestPb,
+    sent: Vec<BufferedOp>,
+    bytes: u64,
+    mut outcome: FlushOutcome,
+) -> ChunkEnd {
     let request = ctx.client.track_request();
     let mut retrier = Retrier::new(
         format!(
@@ -802,7 +596,9 @@ fn record_success(
 mod tests {
     use super::*;
     use crate::partition::PartitionSchema;
+    use crate::row_ops::OpType;
     use crate::schema::{ColumnSchema, DataType, Schema};
+    use crate::write::buffered::encoded_size;
     use std::collections::BTreeMap as Map;
 
     fn table() -> KuduTable {

@@ -1,10 +1,10 @@
 //! Write sessions: operations, flush modes, per-tablet batching and row
 //! errors returned to the caller.
 //!
-//! - [`ops`]: operation types and the `RowOperationsPB` codec.
-//! - [`session`]: [`Session`] (flush modes, buffers, backpressure, row
+//! - `options`, `metrics`: what a session is configured with and counts.
+//! - `session`: [`Session`] (flush modes, buffers, backpressure, row
 //!   errors, metrics) and [`Operation`].
-//! - [`batcher`]: routing rows to tablets, per-tablet requests, retries
+//! - `batcher`: routing rows to tablets, per-tablet requests, retries
 //!   with exactly-once request ids, write ordering.
 //!
 //! ```no_run
@@ -24,12 +24,16 @@
 //! # Ok(()) }
 //! ```
 
-pub mod batcher;
-pub mod ops;
-pub mod session;
+// Dependencies run one way: session → batcher → (buffered, outcome,
+// options, metrics) → crate::row_ops.
+pub(crate) mod batcher;
+pub(crate) mod buffered;
+pub(crate) mod metrics;
+pub(crate) mod options;
+pub(crate) mod outcome;
+pub(crate) mod session;
 
-pub use ops::OpType;
-pub use session::{
-    ExternalConsistencyMode, FlushMode, Operation, ServerWriteMetrics, Session, SessionMetrics,
-    SessionOptions, BUFFERS_IN_FLIGHT,
-};
+pub use crate::row_ops::OpType;
+pub use metrics::{ServerWriteMetrics, SessionMetrics};
+pub use options::{ExternalConsistencyMode, FlushMode, SessionOptions, BUFFERS_IN_FLIGHT};
+pub use session::{Operation, Session};

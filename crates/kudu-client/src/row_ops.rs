@@ -1,5 +1,6 @@
 //! Row operations: the op-type enum and the `RowOperationsPB` codec
-//! (spec §7.2).
+//! (spec §7.2). A module of its own below `write`, `partition` and
+//! `master`, which all encode rows (writes, range bounds, split rows).
 //!
 //! Each encoded row is, end to end with no padding:
 //!
@@ -86,7 +87,7 @@ impl OpType {
     }
 
     /// The generated protobuf enum value.
-    pub fn to_pb(self) -> pb::row_operations_pb::Type {
+    pub(crate) fn to_pb(self) -> pb::row_operations_pb::Type {
         use pb::row_operations_pb::Type as T;
         match self {
             OpType::Insert => T::Insert,
@@ -143,7 +144,7 @@ impl std::fmt::Display for OpType {
 /// Incremental `RowOperationsPB` encoder, so a batcher can watch the
 /// encoded size while it adds rows.
 #[derive(Debug)]
-pub struct OpsEncoder {
+pub(crate) struct OpsEncoder {
     schema: Schema,
     rows: Vec<u8>,
     indirect: Vec<u8>,
@@ -155,7 +156,7 @@ pub struct OpsEncoder {
 
 impl OpsEncoder {
     /// An encoder for rows of `schema` (the schema sent in the request).
-    pub fn new(schema: &Schema) -> Self {
+    pub(crate) fn new(schema: &Schema) -> Self {
         OpsEncoder {
             schema: schema.clone(),
             rows: Vec::new(),
@@ -168,22 +169,12 @@ impl OpsEncoder {
 
     /// Makes room for about `bytes` more encoded bytes (growing the row
     /// buffer step by step copied it several times per request).
-    pub fn reserve(&mut self, bytes: usize) {
+    pub(crate) fn reserve(&mut self, bytes: usize) {
         self.rows.reserve(bytes);
     }
 
-    /// Number of rows added so far.
-    pub fn len(&self) -> usize {
-        self.count
-    }
-
-    /// Whether no row has been added.
-    pub fn is_empty(&self) -> bool {
-        self.count == 0
-    }
-
     /// Bytes of `rows` plus `indirect_data` so far.
-    pub fn encoded_size(&self) -> usize {
+    pub(crate) fn encoded_size(&self) -> usize {
         self.rows.len() + self.indirect.len()
     }
 
@@ -191,7 +182,7 @@ impl OpsEncoder {
     /// for data operations, that every key column is set (and that INSERT
     /// leaves an auto-incrementing column unset). Deletes keep only the key
     /// columns. On error nothing is appended.
-    pub fn push(&mut self, op: OpType, row: &Row) -> Result<()> {
+    pub(crate) fn push(&mut self, op: OpType, row: &Row) -> Result<()> {
         let schema = &self.schema;
         if row.schema() != schema {
             return Err(Error::InvalidArgument(format!(
@@ -241,7 +232,7 @@ impl OpsEncoder {
 
     /// The finished message. `indirect_data` is present only when some
     /// var-length value was written.
-    pub fn finish(self) -> pb::RowOperationsPb {
+    pub(crate) fn finish(self) -> pb::RowOperationsPb {
         pb::RowOperationsPb {
             rows: Some(self.rows),
             indirect_data: (!self.indirect.is_empty()).then_some(self.indirect),
@@ -274,7 +265,7 @@ fn check_key(schema: &Schema, op: OpType, row: &Row, isset: &[u8]) -> Result<()>
 /// Encodes a batch of operations against `schema` into one
 /// `RowOperationsPB` (the write request's `row_operations`, or CreateTable
 /// range bounds).
-pub fn encode(schema: &Schema, ops: &[(OpType, &Row)]) -> Result<pb::RowOperationsPb> {
+pub(crate) fn encode(schema: &Schema, ops: &[(OpType, &Row)]) -> Result<pb::RowOperationsPb> {
     let mut enc = OpsEncoder::new(schema);
     for (op, row) in ops {
         enc.push(*op, row)?;
@@ -292,7 +283,7 @@ fn malformed(msg: impl std::fmt::Display) -> Error {
 /// Decodes a `RowOperationsPB` encoded against `schema` (the inverse of
 /// [`encode`]; used for range bounds read from the master, and by test
 /// servers). Malformed input gives `Error::Protocol`.
-pub fn decode(schema: &Schema, ops: &pb::RowOperationsPb) -> Result<Vec<(OpType, Row)>> {
+pub(crate) fn decode(schema: &Schema, ops: &pb::RowOperationsPb) -> Result<Vec<(OpType, Row)>> {
     let rows = ops.rows.as_deref().unwrap_or_default();
     let indirect = ops.indirect_data.as_deref().unwrap_or_default();
     let bm = schema.bitmap_len();

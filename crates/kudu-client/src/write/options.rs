@@ -1,0 +1,177 @@
+//! What a write session is configured with: [`FlushMode`],
+//! [`ExternalConsistencyMode`] and [`SessionOptions`].
+
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+
+#[cfg(doc)]
+use super::Session;
+
+/// Buffers the background flusher sends concurrently while it fills the
+/// next one.
+pub const BUFFERS_IN_FLIGHT: usize = 2;
+
+/// When buffered operations are sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FlushMode {
+    /// Each `apply` sends its operation and waits for the answer (default).
+    #[default]
+    AutoFlushSync,
+    /// A background task sends buffers by size or interval; `apply` waits
+    /// only when the buffers are full.
+    AutoFlushBackground,
+    /// Operations are buffered until `flush`; a full buffer is an error.
+    ManualFlush,
+}
+
+/// `ExternalConsistencyMode` of writes (spec §7.5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ExternalConsistencyMode {
+    /// The client sends the largest timestamp it has seen and remembers the
+    /// write's timestamp (default).
+    #[default]
+    ClientPropagated,
+    /// The server waits out its clock error before acknowledging; needs
+    /// well-synchronised clocks.
+    CommitWait,
+}
+
+impl ExternalConsistencyMode {
+    /// The wire value (`CLIENT_PROPAGATED` = 1, `COMMIT_WAIT` = 2).
+    pub(crate) fn to_pb(self) -> i32 {
+        match self {
+            ExternalConsistencyMode::ClientPropagated => 1,
+            ExternalConsistencyMode::CommitWait => 2,
+        }
+    }
+}
+
+/// Settings of a [`Session`]. Defaults follow the Java client where it has
+/// one.
+#[derive(Debug, Clone)]
+pub struct SessionOptions {
+    pub(crate) flush_mode: FlushMode,
+    pub(crate) max_ops: usize,
+    pub(crate) max_bytes: usize,
+    pub(crate) flush_interval: Duration,
+    pub(crate) max_batches_in_flight: usize,
+    pub(crate) max_batch_bytes: usize,
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) consistency: ExternalConsistencyMode,
+    pub(crate) grow_to: Option<usize>,
+}
+
+impl Default for SessionOptions {
+    fn default() -> Self {
+        SessionOptions {
+            flush_mode: FlushMode::AutoFlushSync,
+            max_ops: 1000,
+            max_bytes: 7 * 1024 * 1024,
+            flush_interval: Duration::from_secs(1),
+            max_batches_in_flight: 32,
+            max_batch_bytes: 7 * 1024 * 1024,
+            timeout: None,
+            consistency: ExternalConsistencyMode::ClientPropagated,
+            grow_to: None,
+        }
+    }
+}
+
+impl SessionOptions {
+    /// The flush mode (default [`FlushMode::AutoFlushSync`]).
+    pub fn flush_mode(mut self, mode: FlushMode) -> Self {
+        self.flush_mode = mode;
+        self
+    }
+
+    /// Operations a buffer holds before it is sent (background) or further
+    /// applies fail (manual). Default 1000. In background mode also the
+    /// capacity of the channel into the flusher.
+    pub fn mutation_buffer_max_ops(mut self, n: usize) -> Self {
+        self.max_ops = n;
+        self
+    }
+
+    /// Encoded bytes a buffer holds before it is sent or further applies
+    /// fail. Default 7 MiB.
+    pub fn mutation_buffer_max_bytes(mut self, n: usize) -> Self {
+        self.max_bytes = n;
+        self
+    }
+
+    /// Background mode: the longest an operation waits in a buffer before
+    /// the buffer is sent. Default 1 s.
+    pub fn flush_interval(mut self, interval: Duration) -> Self {
+        self.flush_interval = interval;
+        self
+    }
+
+    /// Write requests of this session in flight at once, over all tablets.
+    /// Default 32.
+    pub fn max_batches_in_flight(mut self, n: usize) -> Self {
+        self.max_batches_in_flight = n;
+        self
+    }
+
+    /// Cap on the encoded rows of one write request (the server refuses
+    /// RPCs over 50 MiB). Default 7 MiB; a single larger row is sent alone.
+    pub fn max_batch_bytes(mut self, n: usize) -> Self {
+        self.max_batch_bytes = n;
+        self
+    }
+
+    /// Bound on one write request, from its first attempt to its final
+    /// answer (and on the tablet lookups of a flush). Default: the client's
+    /// operation timeout.
+    pub fn operation_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// Background mode: when a buffer reaches `mutation_buffer_max_ops` (or
+    /// its interval) while [`BUFFERS_IN_FLIGHT`] buffers are still being
+    /// sent, keep filling it until it holds `grow_to` encoded bytes (never
+    /// past `mutation_buffer_max_bytes`) rather than stopping `apply`; it is
+    /// sent as soon as a send finishes. The op count then says when a
+    /// buffer *may* go, and the server's speed how large it gets: one
+    /// request per tablet per round trip instead of one per `max_ops`.
+    /// `None` (the default) is the Java client's behaviour.
+    pub fn adaptive_batching(mut self, grow_to: Option<usize>) -> Self {
+        self.grow_to = grow_to;
+        self
+    }
+
+    /// External consistency mode (default client-propagated).
+    pub fn external_consistency_mode(mut self, mode: ExternalConsistencyMode) -> Self {
+        self.consistency = mode;
+        self
+    }
+
+    pub(crate) fn validate(&self) -> Result<()> {
+        let bad = |what: &str| {
+            Err(Error::InvalidArgument(format!(
+                "session option {what} must be positive"
+            )))
+        };
+        if self.max_ops == 0 {
+            return bad("mutation_buffer_max_ops");
+        }
+        if self.max_bytes == 0 {
+            return bad("mutation_buffer_max_bytes");
+        }
+        if self.max_batches_in_flight == 0 {
+            return bad("max_batches_in_flight");
+        }
+        if self.max_batch_bytes == 0 {
+            return bad("max_batch_bytes");
+        }
+        if self.flush_interval.is_zero() {
+            return bad("flush_interval");
+        }
+        if self.timeout.is_some_and(|t| t.is_zero()) {
+            return bad("operation_timeout");
+        }
+        Ok(())
+    }
+}
