@@ -596,8 +596,8 @@ fn record_success(
 mod tests {
     use super::*;
     use crate::partition::PartitionSchema;
-    use crate::schema::{ColumnSchema, DataType, Schema};
     use crate::row_ops::OpType;
+    use crate::schema::{ColumnSchema, DataType, Schema};
     use crate::write::buffered::encoded_size;
     use std::collections::BTreeMap as Map;
 
