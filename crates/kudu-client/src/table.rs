@@ -3,7 +3,7 @@
 //! ([`AlterTableBuilder`]) tables.
 
 use crate::partition::ranges::{column_names, dims_ref, range_spec};
-use crate::partition::schema::PartitionSchemaBuilder;
+use crate::partition::PartitionSchemaBuilder;
 use crate::partition::{PartitionSchema, RangePartition};
 use crate::pb;
 use crate::row_ops::OpType;

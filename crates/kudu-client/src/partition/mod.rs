@@ -7,16 +7,17 @@
 //!   and [`Partition`] (one tablet's key range, both boundary conventions
 //!   of §6.5).
 
+pub(crate) mod bounds;
+pub(crate) mod builder;
 pub(crate) mod key;
 pub(crate) mod murmur;
 pub(crate) mod ranges;
 pub(crate) mod schema;
 
+pub use bounds::{BoundaryConvention, Partition};
+pub use builder::PartitionSchemaBuilder;
 pub use ranges::RangePartition;
-pub use schema::{
-    BoundaryConvention, HashDimension, Partition, PartitionSchema, PartitionSchemaBuilder,
-    RangeWithHashSchema,
-};
+pub use schema::{HashDimension, PartitionSchema, RangeWithHashSchema};
 
 #[cfg(test)]
 pub(crate) mod testutil {

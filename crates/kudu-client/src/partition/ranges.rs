@@ -13,8 +13,9 @@
 
 use std::collections::BTreeMap;
 
+use super::bounds::{split_partition_key, BoundaryConvention, Partition};
 use super::key::{decode_columns, encode_range_bound};
-use super::schema::{split_partition_key, BoundaryConvention, HashDimension, Partition};
+use super::schema::HashDimension;
 use super::PartitionSchema;
 use crate::schema::{Row, Schema};
 use crate::write::OpType;

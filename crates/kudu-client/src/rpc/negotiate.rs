@@ -158,6 +158,8 @@ pub struct Negotiated<S> {
 
 /// Negotiates a KRPC connection over `io`, a freshly connected socket to
 /// `addr` (used in errors and as the TLS server name).
+// Long on purpose: the steps run in protocol order on one stream, each a
+// few lines; split up, the order would be spread over several functions.
 pub async fn negotiate<S>(mut io: S, addr: &str, opts: &NegotiateOptions) -> Result<Negotiated<S>>
 where
     S: AsyncRead + AsyncWrite + Unpin,

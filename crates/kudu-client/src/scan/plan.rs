@@ -44,6 +44,7 @@ pub(crate) struct Plan {
 
 impl Plan {
     /// Validates `spec` against `table`.
+    // Long on purpose: one check per field of the spec, in order.
     pub(crate) fn new(client: &KuduClient, table: &KuduTable, spec: &ScanSpec) -> Result<Plan> {
         if let Some(msg) = &spec.invalid {
             return Err(Error::InvalidArgument(msg.clone()));

@@ -426,6 +426,8 @@ impl KuduClient {
     /// Asks a replica of `tablet` to cut the scan's key range into chunks
     /// of about `size` bytes (`SplitKeyRange`). Returns (lower, upper)
     /// primary-key bounds, already intersected with the scan's bounds.
+    // Long on purpose: one retry loop per tablet whose outcomes share the
+    // retrier and the tablet being cut.
     async fn split_key_ranges(
         &self,
         table: &KuduTable,

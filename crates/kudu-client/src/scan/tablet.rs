@@ -138,6 +138,8 @@ impl Core {
     }
 
     /// `Open`: opens a scanner on `tablet`, retrying per [`Retrier`].
+    // Long on purpose: one retry loop whose three outcomes (no healthy
+    // replica, an answer, a failure) share the retrier and the tablet.
     pub(super) async fn open(&mut self, mut tablet: Arc<RemoteTablet>) -> Result<Option<RowBatch>> {
         let mut retrier = Retrier::new(
             format!(

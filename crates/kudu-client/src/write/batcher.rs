@@ -435,6 +435,8 @@ fn encode_chunk(
 
 /// Sends `req` (carrying `sent`) until it is answered, fails for good, or
 /// the tablet turns out to have moved.
+// Long on purpose: one retry loop whose branches (authz token refresh,
+// classification, relocation) share the request, retrier and outcome.
 async fn send_chunk(
     ctx: &SendCtx,
     table: &KuduTable,
