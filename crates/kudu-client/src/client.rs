@@ -478,7 +478,8 @@ fn tablets_from_pb(resp: &pb::master::GetTableLocationsResponsePb) -> Result<Vec
 }
 
 /// Maps a tablet server's application error to the error a caller acts on
-/// (§10.1/§10.2 of the wire notes).
+/// (docs/kudu-protocol.md#tablet-server-errors and
+/// docs/kudu-protocol.md#retry-rules).
 pub(crate) fn tserver_error(
     err: &pb::tserver::TabletServerErrorPb,
     addr: &str,

@@ -1,6 +1,7 @@
 //! Row operations: the op-type enum and the `RowOperationsPB` codec
-//! (spec §7.2). A module of its own below `write`, `partition` and
-//! `master`, which all encode rows (writes, range bounds, split rows).
+//! (docs/kudu-protocol.md#row-operations). A module of its own below `write`,
+//! `partition` and `master`, which all encode rows (writes, range bounds, split
+//! rows).
 //!
 //! Each encoded row is, end to end with no padding:
 //!
@@ -125,7 +126,8 @@ impl OpType {
     }
 
     /// The `MasterFeatures` flag a server must support for this op, if any
-    /// (7 IGNORE_OPERATIONS, 9 UPSERT_IGNORE; spec §7.3).
+    /// (7 IGNORE_OPERATIONS, 9 UPSERT_IGNORE;
+    /// docs/kudu-protocol.md#operation-kinds).
     pub fn required_master_feature(self) -> Option<u32> {
         match self {
             OpType::InsertIgnore | OpType::UpdateIgnore | OpType::DeleteIgnore => Some(7),

@@ -466,7 +466,8 @@ mod tests {
 
     #[test]
     fn reference_names_and_defaults() {
-        // Straight from the reference job's parser (job reference §1.9).
+        // Straight from the reference job's parser
+        // (docs/reference-job.md#configuration-keys).
         let expected: &[(&str, Option<&str>)] = &[
             ("job.sourceMasterAddresses", None),
             ("job.sinkMasterAddresses", None),

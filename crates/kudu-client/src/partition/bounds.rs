@@ -1,15 +1,17 @@
 //! [`Partition`]: the partition-key range one tablet covers, and the two
-//! [`BoundaryConvention`]s servers lay tablet boundaries out by (§6.5).
+//! [`BoundaryConvention`]s servers lay tablet boundaries out by
+//! (docs/kudu-protocol.md#tablet-boundaries).
 
 use super::schema::{HashDimension, BUCKET_SIZE};
 #[cfg(test)]
 use crate::pb;
 use crate::{Error, Result};
 
-/// How a server lays out tablet boundaries (§6.5). Tables keep the
-/// convention they were created under, so a client must accept both; it
-/// only matters when computing boundaries (tests, mock servers) — routing
-/// and lookups just compare byte strings.
+/// How a server lays out tablet boundaries
+/// (docs/kudu-protocol.md#tablet-boundaries). Tables keep the convention they
+/// were created under, so a client must accept both; it only matters when
+/// computing boundaries (tests, mock servers) — routing and lookups just
+/// compare byte strings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BoundaryConvention {
     /// Kudu ≤ 1.16: a continuous key space. A start key with an unbounded

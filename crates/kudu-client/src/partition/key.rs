@@ -1,5 +1,5 @@
-//! Order-preserving key encoding (spec §6.3) for primary keys, range keys
-//! and hash-bucket inputs.
+//! Order-preserving key encoding (docs/kudu-protocol.md#key-encoding) for
+//! primary keys, range keys and hash-bucket inputs.
 //!
 //! Integer-like values are written big-endian with the sign bit flipped, so
 //! byte order equals numeric order. STRING/BINARY/VARCHAR values are raw
@@ -127,7 +127,7 @@ pub(crate) fn encode_primary_key(row: &Row) -> Result<Vec<u8>> {
 
 /// The encoded range key of a range-bound row: empty (unbounded) if none of
 /// `columns` is set, otherwise unset columns encode as their type's
-/// minimum value (§6.3).
+/// minimum value (docs/kudu-protocol.md#key-encoding).
 pub(crate) fn encode_range_bound(row: &Row, columns: &[usize]) -> Result<Vec<u8>> {
     let mut any_set = false;
     for &i in columns {

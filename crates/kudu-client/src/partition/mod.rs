@@ -1,11 +1,13 @@
 //! Partition-key encoding: primary/range key encoding, murmur2 hash buckets
 //! and partition schemas (hash dimensions, ranges, per-range hash schemas).
 //!
-//! - `key` — order-preserving key encoding (§6.3).
-//! - `murmur` — MurmurHash64A (§6.4).
+//! - `key` — order-preserving key encoding
+//! (docs/kudu-protocol.md#key-encoding).
+//! - `murmur` — MurmurHash64A
+//! (docs/kudu-protocol.md#hash-buckets-and-partition-keys).
 //! - `schema` — [`PartitionSchema`] (routing a row to its partition key)
 //!   and [`Partition`] (one tablet's key range, both boundary conventions
-//!   of §6.5).
+//!   of docs/kudu-protocol.md#tablet-boundaries).
 
 pub(crate) mod bounds;
 pub(crate) mod builder;

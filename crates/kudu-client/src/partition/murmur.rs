@@ -1,5 +1,6 @@
-//! MurmurHash2, 64-bit "MurmurHash64A" variant (spec §6.4): the hash Kudu
-//! uses to put rows into hash buckets. Every server uses it regardless of
+//! MurmurHash2, 64-bit "MurmurHash64A" variant
+//! (docs/kudu-protocol.md#hash-buckets-and-partition-keys): the hash Kudu uses
+//! to put rows into hash buckets. Every server uses it regardless of
 //! `HashBucketSchemaPB.hash_algorithm`.
 
 const M: u64 = 0xc6a4_a793_5bd1_e995;
@@ -50,7 +51,8 @@ mod tests {
 
     #[test]
     fn computed_vector_from_the_spec() {
-        // §6.6: INT32 key 42 encodes to 80 00 00 2a.
+        // docs/kudu-protocol.md#range-specific-hash-schemas: INT32 key 42
+        // encodes to 80 00 00 2a.
         assert_eq!(
             murmur2_64(&[0x80, 0, 0, 0x2a], 0),
             6_734_496_925_126_476_136

@@ -1,9 +1,12 @@
 //! [`PartitionSchema`]: how a table's rows map to partition keys, and
 //! [`Partition`]: the partition-key range one tablet covers.
 //!
-//! A row's partition key (spec §6.4) is one 4-byte big-endian bucket per
-//! hash dimension followed by the range key (§6.3). Since 1.17 a range may
-//! carry its own hash dimensions (§6.6); the range key picks which.
+//! A row's partition key
+//! (docs/kudu-protocol.md#hash-buckets-and-partition-keys) is one 4-byte
+//! big-endian bucket per hash dimension followed by the range key
+//! (docs/kudu-protocol.md#key-encoding). Since 1.17 a range may carry its own
+//! hash dimensions (docs/kudu-protocol.md#range-specific-hash-schemas); the
+//! range key picks which.
 //!
 //! Column references are stored as indexes into the table [`Schema`] the
 //! partition schema was built for; protobuf conversion maps them to column
@@ -274,7 +277,7 @@ impl PartitionSchema {
     }
 
     /// The hash dimensions that apply to rows whose range key is
-    /// `range_key` (§6.6).
+    /// `range_key` (docs/kudu-protocol.md#range-specific-hash-schemas).
     pub fn hash_schema_for_range_key(&self, range_key: &[u8]) -> &[HashDimension] {
         self.custom_ranges
             .iter()
@@ -312,9 +315,10 @@ impl PartitionSchema {
             .collect()
     }
 
-    /// The partition key a writer routes `row` by (§6.4): 4-byte BE bucket
-    /// per hash dimension, then the range key. Hash and range columns must
-    /// be set.
+    /// The partition key a writer routes `row` by
+    /// (docs/kudu-protocol.md#hash-buckets-and-partition-keys): 4-byte BE
+    /// bucket per hash dimension, then the range key. Hash and range columns
+    /// must be set.
     pub fn partition_key(&self, row: &Row) -> Result<Vec<u8>> {
         self.check_row(row)?;
         // Encode the range key first (it selects the hash schema), append
@@ -355,8 +359,9 @@ impl PartitionSchema {
 
     /// The boundaries of the tablet with `hash_buckets` over the range
     /// [`range_start`, `range_end`) (encoded range keys, empty =
-    /// unbounded), as a server following `convention` reports them (§6.5).
-    /// The hash dimensions are those that apply to `range_start`.
+    /// unbounded), as a server following `convention` reports them
+    /// (docs/kudu-protocol.md#tablet-boundaries). The hash dimensions are those
+    /// that apply to `range_start`.
     pub fn partition(
         &self,
         hash_buckets: &[u32],

@@ -294,7 +294,7 @@ mod tests {
         buf.to_vec()
     }
 
-    // The four dumps of the wire reference, section 2.5 (user "alice").
+    // The four dumps of docs/kudu-protocol.md#negotiation (user "alice").
 
     #[test]
     fn negotiate_frame_matches_reference_bytes() {

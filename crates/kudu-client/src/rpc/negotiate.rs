@@ -1,8 +1,9 @@
 //! Connection negotiation: a one-shot step that turns a freshly connected
 //! socket into a stream ready for RPC calls.
 //!
-//! [`negotiate`] walks the steps of KRPC negotiation (wire reference §2.5,
-//! apache/kudu `docs/design-docs/rpc.md`, "Negotiation"):
+//! [`negotiate`] walks the steps of KRPC negotiation
+//! (docs/kudu-protocol.md#negotiation, apache/kudu `docs/design-docs/rpc.md`,
+//! "Negotiation"):
 //!
 //! 1. **Preamble**: `hrpc`, version 9, two zero bytes.
 //! 2. **NEGOTIATE**: both sides list their features (`TLS` if we may use it)

@@ -1,5 +1,6 @@
-//! Decoding scan results (spec §8.6) into [`RowBatch`]: a projection schema
-//! plus the response's sidecar buffers, read in place.
+//! Decoding scan results (docs/kudu-protocol.md#decoding-scan-results) into
+//! [`RowBatch`]: a projection schema plus the response's sidecar buffers, read
+//! in place.
 //!
 //! Two wire formats:
 //!

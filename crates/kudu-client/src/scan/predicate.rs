@@ -1,5 +1,5 @@
 //! Column predicates pushed down to the tablet servers (`ColumnPredicatePB`,
-//! spec §8.1).
+//! docs/kudu-protocol.md#scan-messages).
 //!
 //! A [`Predicate`] names a column and holds owned [`Value`]s; it is checked
 //! against the table schema only when a scan is built, so one predicate can

@@ -13,9 +13,10 @@ use crate::pb::tserver::tablet_server_error_pb::Code as TsCode;
 use crate::Error;
 
 /// Whether a failed continue (or keep-alive) of an ORDERED scan should be
-/// answered by reopening the tablet elsewhere (§8.4): a new attempt may
-/// succeed, or another replica may serve it. A call-sequence mismatch (an
-/// answer lost in transit) also means "reopen".
+/// answered by reopening the tablet elsewhere
+/// (docs/kudu-protocol.md#fault-tolerant-scans): a new attempt may succeed, or
+/// another replica may serve it. A call-sequence mismatch (an answer lost in
+/// transit) also means "reopen".
 pub(super) fn resumable(err: &Error, code: Option<TsCode>) -> bool {
     matches!(code, Some(TsCode::InvalidScanCallSeqId))
         || err.is_transient()

@@ -1,15 +1,17 @@
 //! [`ScanSpec`] / [`ScanBuilder`] describe a scan; [`Scanner`] runs it as a
-//! `Stream` of [`RowBatch`]es, one tablet after another (spec §8).
+//! `Stream` of [`RowBatch`]es, one tablet after another
+//! (docs/kudu-protocol.md#scans).
 //!
 //! # Life cycle
 //!
-//! A scanner walks the table's tablets in partition-key order (§6.5),
-//! skipping non-covered ranges. For each tablet it sends one *open*
-//! (`NewScanRequestPB`) and then *continue* calls with the server-side
-//! `scanner_id` and a `call_seq_id` that grows by one after each answer, to
-//! the same server, until `has_more_results` is false. Every answer that
-//! carries rows becomes one batch of the stream; nothing is buffered beyond
-//! the batch being returned, so memory is bounded by the batch size.
+//! A scanner walks the table's tablets in partition-key order
+//! (docs/kudu-protocol.md#tablet-boundaries), skipping non-covered ranges. For
+//! each tablet it sends one *open* (`NewScanRequestPB`) and then *continue*
+//! calls with the server-side `scanner_id` and a `call_seq_id` that grows by
+//! one after each answer, to the same server, until `has_more_results` is
+//! false. Every answer that carries rows becomes one batch of the stream;
+//! nothing is buffered beyond the batch being returned, so memory is bounded by
+//! the batch size.
 //!
 //! The work is an explicit state machine (the private `Phase` enum): *locate* the tablet at
 //! the next partition key → *open* a scanner on a replica → *scanning* →

@@ -171,8 +171,8 @@ impl ScanSpec {
         self
     }
 
-    /// Inclusive lower bound on the primary key, as an encoded key (§6.3).
-    /// An empty key means unbounded.
+    /// Inclusive lower bound on the primary key, as an encoded key
+    /// (docs/kudu-protocol.md#key-encoding). An empty key means unbounded.
     pub fn lower_bound_key(mut self, key: impl Into<Vec<u8>>) -> Self {
         self.lower_bound = Some(key.into()).filter(|k| !k.is_empty());
         self

@@ -52,7 +52,8 @@ impl Core {
             }),
             snap_timestamp: self.snapshot.map(HybridTime::raw),
             propagated_timestamp: self.client.last_propagated_raw(),
-            // Never both a start key and a resume key (§8.1).
+            // Never both a start key and a resume key
+            // (docs/kudu-protocol.md#scan-messages).
             start_primary_key: if resume.is_none() {
                 plan.lower_bound.clone()
             } else {

@@ -1,6 +1,6 @@
 //! Low-level helpers shared by rows, row operations and scan decoding:
-//! LSB-first bitmaps (spec §3.3) and reading fixed-width little-endian
-//! cells (§3.1).
+//! LSB-first bitmaps (docs/kudu-protocol.md#bitmaps) and reading fixed-width
+//! little-endian cells (docs/kudu-protocol.md#types-and-cells).
 
 use super::types::DataType;
 use super::value::ValueRef;

@@ -38,7 +38,8 @@ impl ColumnSchema {
     }
 
     /// The virtual IS_DELETED column a diff-scan projection must contain
-    /// (spec §8.5): non-nullable with read default `false`.
+    /// (docs/kudu-protocol.md#diff-scans): non-nullable with read default
+    /// `false`.
     pub fn is_deleted(name: impl Into<String>) -> ColumnSchema {
         ColumnSchema {
             name: name.into(),

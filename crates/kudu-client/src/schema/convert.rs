@@ -1,5 +1,5 @@
 //! Conversions between schemas and their protobuf messages
-//! (`ColumnSchemaPB`, `SchemaPB`; spec §3.2).
+//! (`ColumnSchemaPB`, `SchemaPB`; docs/kudu-protocol.md#schema-messages).
 //!
 //! Defaults: Kudu keeps two default values per column. The master reports
 //! the one new writes get in `write_default_value` and takes a new column's
@@ -11,7 +11,7 @@
 //! strings).
 //!
 //! Optional fields are sent only when they carry information (proto2
-//! presence matters to the servers, §0).
+//! presence matters to the servers, docs/kudu-protocol.md#conventions).
 
 use super::column::{ColumnSchema, ColumnSchemaBuilder};
 use super::table::Schema;
@@ -48,7 +48,8 @@ impl SchemaPbOptions {
         ids: false,
         ..Self::FULL
     };
-    /// For `WriteRequestPB.schema`: no ids, no comments (§7.1).
+    /// For `WriteRequestPB.schema`: no ids, no comments
+    /// (docs/kudu-protocol.md#write-requests).
     pub(crate) const WRITE: SchemaPbOptions = SchemaPbOptions {
         ids: false,
         comments: false,
@@ -56,7 +57,8 @@ impl SchemaPbOptions {
         storage: true,
     };
     /// For scan projections: name, type, nullability and type attributes,
-    /// plus the IS_DELETED read default (§8.1, §8.5).
+    /// plus the IS_DELETED read default (docs/kudu-protocol.md#scan-messages
+    /// and docs/kudu-protocol.md#diff-scans).
     pub(crate) const PROJECTION: SchemaPbOptions = SchemaPbOptions {
         ids: false,
         comments: false,

@@ -11,10 +11,11 @@
 //! var:  | bytes of var-length values, appended as they are set |
 //! ```
 //!
-//! This mirrors the row-operations wire layout (§7.2), so encoding a row is
-//! mostly `memcpy`. Setting a var-length column twice leaves the old bytes
-//! in the arena until [`Row::clear`]; rows are short-lived, so that is
-//! cheaper than compacting.
+//! This mirrors the row-operations wire layout
+//! (docs/kudu-protocol.md#row-operations), so encoding a row is mostly
+//! `memcpy`. Setting a var-length column twice leaves the old bytes in the
+//! arena until [`Row::clear`]; rows are short-lived, so that is cheaper than
+//! compacting.
 
 use std::fmt;
 

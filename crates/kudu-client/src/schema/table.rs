@@ -188,8 +188,8 @@ impl Schema {
 
     /// This schema plus an IS_DELETED virtual column whose name does not
     /// collide with an existing column (`is_deleted`, then `is_deleted_`,
-    /// ...), for diff scans (§8.5). Returns the schema unchanged if it
-    /// already has one.
+    /// ...), for diff scans (docs/kudu-protocol.md#diff-scans). Returns the
+    /// schema unchanged if it already has one.
     pub fn with_is_deleted(&self) -> Result<Schema> {
         if self.is_deleted_index().is_some() {
             return Ok(self.clone());

@@ -1,9 +1,9 @@
 //! Column data types, their type attributes and storage hints.
 //!
 //! Kudu stores every cell in a fixed-size slot whose width depends only on
-//! the type (spec §3.1); var-length types use a 16-byte (offset, length)
-//! slot. Keeping the width on the type lets rows, row operations and scan
-//! decoding compute offsets without looking at values.
+//! the type (docs/kudu-protocol.md#types-and-cells); var-length types use a
+//! 16-byte (offset, length) slot. Keeping the width on the type lets rows, row
+//! operations and scan decoding compute offsets without looking at values.
 
 use std::fmt;
 
@@ -137,8 +137,9 @@ impl DataType {
         })
     }
 
-    /// Width of the type's fixed cell in rows and row operations (§3.1).
-    /// Var-length types use 16 bytes: u64 offset + u64 length.
+    /// Width of the type's fixed cell in rows and row operations
+    /// (docs/kudu-protocol.md#types-and-cells). Var-length types use 16 bytes:
+    /// u64 offset + u64 length.
     pub fn size(self) -> usize {
         match self {
             DataType::Bool | DataType::Int8 | DataType::IsDeleted => 1,

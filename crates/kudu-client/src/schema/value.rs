@@ -6,8 +6,9 @@
 //! rows of different schemas without allocating ([`ValueRef`]).
 //!
 //! The "value encoding" here is the one Kudu uses for default values and
-//! predicate bounds (spec §3.1): the little-endian cell bytes for fixed-width
-//! types and the raw bytes (no 16-byte cell) for STRING, BINARY and VARCHAR.
+//! predicate bounds (docs/kudu-protocol.md#types-and-cells): the little-endian
+//! cell bytes for fixed-width types and the raw bytes (no 16-byte cell) for
+//! STRING, BINARY and VARCHAR.
 
 use std::fmt;
 

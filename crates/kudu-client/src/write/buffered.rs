@@ -84,7 +84,8 @@ pub(super) fn check_key(table: &KuduTable, op: OpType, row: &Row) -> Result<()> 
     Ok(())
 }
 
-/// The bytes `OpsEncoder::push` adds for this row (§7.2 layout).
+/// The bytes `OpsEncoder::push` adds for this row (layout:
+/// docs/kudu-protocol.md#row-operations).
 pub(super) fn encoded_size(op: OpType, row: &Row) -> usize {
     let schema = row.schema();
     let bm = schema.bitmap_len();

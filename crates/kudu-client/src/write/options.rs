@@ -25,7 +25,8 @@ pub enum FlushMode {
     ManualFlush,
 }
 
-/// `ExternalConsistencyMode` of writes (spec §7.5).
+/// `ExternalConsistencyMode` of writes
+/// (docs/kudu-protocol.md#external-consistency).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ExternalConsistencyMode {
     /// The client sends the largest timestamp it has seen and remembers the
