@@ -20,7 +20,7 @@ use super::location::StorageLocation;
 use super::metadata::{self, MetadataError};
 use super::object::ObjectStateStore;
 use super::paths::{self, CheckpointPaths, METADATA_FILE};
-use super::state::{JobId, JobState, SnapshotKind};
+use super::state::{JobId, JobState, SnapshotKind, StateInvariant};
 use super::store::{StateStore, StoreError};
 
 /// How many random names to try when a savepoint name is taken.
@@ -422,10 +422,12 @@ impl CheckpointStore {
         Ok(Some(metadata::decode(&bytes).and_then(|state| {
             if state.job_id != *job_id || state.checkpoint_id != id {
                 Err(MetadataError::InvalidState {
-                    reason: format!(
-                        "it is checkpoint {} of job {}, found as chk-{id} of job {job_id}",
-                        state.checkpoint_id, state.job_id
-                    ),
+                    reason: StateInvariant::Misplaced {
+                        checkpoint_id: state.checkpoint_id,
+                        job_id: state.job_id,
+                        found_id: id,
+                        found_job: *job_id,
+                    },
                 })
             } else {
                 Ok(state)

@@ -20,7 +20,7 @@
 //! The payload is JSON so an operator can inspect a checkpoint with
 //! `tail -c +21 _metadata | head -c -4 | jq .`.
 
-use super::state::{JobState, FORMAT_VERSION};
+use super::state::{JobState, StateInvariant, FORMAT_VERSION};
 
 /// The first bytes of every `_metadata` file ferry writes.
 pub const MAGIC: [u8; 8] = *b"FERRYCKP";
@@ -83,7 +83,7 @@ pub enum MetadataError {
     #[error("job state is inconsistent: {reason}")]
     InvalidState {
         /// Which invariant.
-        reason: String,
+        reason: StateInvariant,
     },
     /// The state could not be serialized.
     #[error("cannot encode job state: {reason}")]
@@ -172,10 +172,10 @@ pub fn decode(bytes: &[u8]) -> Result<JobState, MetadataError> {
         })?;
     if state.format_version != version {
         return Err(MetadataError::InvalidState {
-            reason: format!(
-                "payload says format version {} but the header says {version}",
-                state.format_version
-            ),
+            reason: StateInvariant::HeaderVersion {
+                payload: state.format_version,
+                header: version,
+            },
         });
     }
     state

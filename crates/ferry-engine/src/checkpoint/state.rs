@@ -214,39 +214,97 @@ impl JobState {
     /// Checks the invariants a writer must keep: current format version,
     /// a window with `start < end`, diff windows starting at
     /// `last_end_timestamp`, splits only with a window, unique split ids.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), StateInvariant> {
         if self.format_version != FORMAT_VERSION {
-            return Err(format!(
-                "format_version is {}, this build handles {FORMAT_VERSION}",
-                self.format_version
-            ));
+            return Err(StateInvariant::FormatVersion {
+                found: self.format_version,
+            });
         }
         if let Some(window) = &self.window {
             if let Some(start) = window.start_timestamp {
                 if start >= window.end_timestamp {
-                    return Err(format!(
-                        "window start {start} is not before its end {}",
-                        window.end_timestamp
-                    ));
+                    return Err(StateInvariant::EmptyWindow {
+                        start,
+                        end: window.end_timestamp,
+                    });
                 }
                 if self.last_end_timestamp != Some(start) {
-                    return Err(format!(
-                        "diff window starts at {start} but last_end_timestamp is {:?}",
-                        self.last_end_timestamp
-                    ));
+                    return Err(StateInvariant::WindowNotChained {
+                        start,
+                        last_end: self.last_end_timestamp,
+                    });
                 }
             }
         } else if !self.unassigned.is_empty() || !self.pending.is_empty() {
-            return Err("splits are recorded but no window is in progress".to_string());
+            return Err(StateInvariant::SplitsWithoutWindow);
         }
         let mut ids = std::collections::HashSet::new();
         for split in self.unassigned.iter().chain(&self.pending) {
             if !ids.insert(split.split_id.as_str()) {
-                return Err(format!("split id '{}' appears twice", split.split_id));
+                return Err(StateInvariant::DuplicateSplit {
+                    split_id: split.split_id.clone(),
+                });
             }
         }
         Ok(())
     }
+}
+
+/// An invariant of [`JobState`] that a state breaks ([`JobState::validate`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StateInvariant {
+    /// Written by another format version.
+    #[error("format_version is {found}, this build handles {FORMAT_VERSION}")]
+    FormatVersion {
+        /// The state's version.
+        found: u32,
+    },
+    /// A diff window that does not move forward.
+    #[error("window start {start} is not before its end {end}")]
+    EmptyWindow {
+        /// Window start (hybrid time).
+        start: u64,
+        /// Window end (hybrid time).
+        end: u64,
+    },
+    /// A diff window that does not start where the last one ended.
+    #[error("diff window starts at {start} but last_end_timestamp is {last_end:?}")]
+    WindowNotChained {
+        /// Window start (hybrid time).
+        start: u64,
+        /// The last completed window's end.
+        last_end: Option<u64>,
+    },
+    /// Splits recorded while no window is open.
+    #[error("splits are recorded but no window is in progress")]
+    SplitsWithoutWindow,
+    /// The payload's format version differs from the file header's.
+    #[error("payload says format version {payload} but the header says {header}")]
+    HeaderVersion {
+        /// The payload's version.
+        payload: u32,
+        /// The header's version.
+        header: u32,
+    },
+    /// A checkpoint found under another checkpoint's name.
+    #[error("it is checkpoint {checkpoint_id} of job {job_id}, found as chk-{found_id} of job {found_job}")]
+    Misplaced {
+        /// The id it records.
+        checkpoint_id: u64,
+        /// The job it records.
+        job_id: JobId,
+        /// The id of the directory it was found in.
+        found_id: u64,
+        /// The job directory it was found in.
+        found_job: JobId,
+    },
+    /// Two splits with one id.
+    #[error("split id '{split_id}' appears twice")]
+    DuplicateSplit {
+        /// The repeated id.
+        split_id: String,
+    },
 }
 
 /// Milliseconds since the Unix epoch (0 if the clock is before it).
@@ -416,7 +474,11 @@ mod tests {
 
         let mut s = base.clone();
         s.format_version = 99;
-        assert!(s.validate().unwrap_err().contains("format_version"));
+        assert!(s
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("format_version"));
 
         let mut s = base.clone();
         s.last_end_timestamp = Some(10);
@@ -424,7 +486,11 @@ mod tests {
             start_timestamp: Some(10),
             end_timestamp: 10,
         });
-        assert!(s.validate().unwrap_err().contains("not before its end"));
+        assert!(s
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("not before its end"));
 
         let mut s = base.clone();
         s.last_end_timestamp = Some(5);
@@ -432,11 +498,15 @@ mod tests {
             start_timestamp: Some(10),
             end_timestamp: 20,
         });
-        assert!(s.validate().unwrap_err().contains("last_end_timestamp"));
+        assert!(s
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("last_end_timestamp"));
 
         let mut s = base.clone();
         s.pending = vec![split("a")];
-        assert!(s.validate().unwrap_err().contains("no window"));
+        assert!(s.validate().unwrap_err().to_string().contains("no window"));
 
         let mut s = base.clone();
         s.window = Some(WindowState {
@@ -445,7 +515,11 @@ mod tests {
         });
         s.unassigned = vec![split("a")];
         s.pending = vec![split("a")];
-        assert!(s.validate().unwrap_err().contains("appears twice"));
+        assert!(s
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("appears twice"));
         s.pending = vec![split("b")];
         assert!(s.validate().is_ok());
         assert!(s.window.is_some_and(|w| w.is_snapshot()));

@@ -418,7 +418,7 @@ async fn checkpoint_copied_from_another_job_is_not_chosen() {
     assert_eq!(latest.checkpoint.map(|c| c.id), Some(1));
     assert!(matches!(
         &latest.skipped[0].reason,
-        SkipReason::Invalid(MetadataError::InvalidState { reason }) if reason.contains("found as chk-2")
+        SkipReason::Invalid(MetadataError::InvalidState { reason }) if reason.to_string().contains("found as chk-2")
     ));
 }
 
