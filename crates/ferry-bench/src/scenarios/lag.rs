@@ -218,17 +218,7 @@ async fn write_and_measure(
     let windows_before = ferry.windows().len();
     let cpu0 = cpu_now(&ferry, src, dst);
     let marks = src.log_marks();
-    let writer_client = KuduClient::new(&src.masters.split(',').collect::<Vec<_>>())?;
-    let table = writer_client.open_table(TABLE).await?;
-    let churn = data::churn(
-        &writer_client,
-        &table,
-        rate,
-        Duration::from_secs(seconds),
-        initial_rows as i64,
-        42,
-    )
-    .await?;
+    let churn = write_churn(src, rate, seconds, initial_rows).await?;
     sampler.writing.store(false, Ordering::Relaxed);
     let stopped_at = ferry.elapsed_s();
     let cpu1 = cpu_now(&ferry, src, dst);
@@ -290,6 +280,26 @@ async fn write_and_measure(
         gen_cpu,
         usage,
     })
+}
+
+/// The paced insert/update/delete writer, from its own client.
+async fn write_churn(
+    src: &Cluster,
+    rate: f64,
+    seconds: u64,
+    initial_rows: u64,
+) -> Result<ChurnStats> {
+    let writer_client = KuduClient::new(&src.masters.split(',').collect::<Vec<_>>())?;
+    let table = writer_client.open_table(TABLE).await?;
+    data::churn(
+        &writer_client,
+        &table,
+        rate,
+        Duration::from_secs(seconds),
+        initial_rows as i64,
+        42,
+    )
+    .await
 }
 
 /// Caught up: the first completed window that ends after the last write.
