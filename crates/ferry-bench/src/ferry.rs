@@ -96,45 +96,130 @@ fn free_port() -> Result<u16> {
     Ok(l.local_addr()?.port())
 }
 
+/// The `ferry run` arguments for `o`, and the metrics port if this ferry has one.
+fn run_args(o: &FerryOptions) -> Result<(Vec<String>, Option<u16>)> {
+    let mut args: Vec<String> = vec![
+        "run".into(),
+        "--job.sourceMasterAddresses".into(),
+        o.source_masters.clone(),
+        "--job.sinkMasterAddresses".into(),
+        o.sink_masters.clone(),
+        "--job.tableName".into(),
+        o.table.clone(),
+        "--job.checkpointsDirectory".into(),
+        o.checkpoints.to_string_lossy().into_owned(),
+    ];
+    if let Some(s) = &o.table_suffix {
+        args.extend(["--job.tableSuffix".into(), s.clone()]);
+    }
+    if let Some(d) = o.discovery_s {
+        args.extend(["--job.discoveryIntervalSeconds".into(), d.to_string()]);
+    }
+    if let Some(c) = o.checkpointing_ms {
+        args.extend(["--job.checkpointingIntervalMillis".into(), c.to_string()]);
+    }
+    if let Some(p) = o.parallelism {
+        args.extend(["-p".into(), p.to_string()]);
+    }
+    let help = run_help(&o.bin);
+    let metrics_port = if help.contains("--metrics.port") {
+        let port = free_port()?;
+        args.extend(["--metrics.port".into(), port.to_string()]);
+        Some(port)
+    } else {
+        None
+    };
+    if help.contains("--rest.port") {
+        // The default (8081) would collide with any other ferry here.
+        args.extend(["--rest.port".into(), "0".into()]);
+    }
+    args.extend(o.extra.iter().cloned());
+    Ok((args, metrics_port))
+}
+
+/// Picks the job id out of ferry's stdout.
+fn watch_stdout(stdout: std::process::ChildStdout, shared: Arc<Mutex<Shared>>) {
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(|l| l.ok()) {
+            if let Some(id) = line.strip_prefix("Job has been submitted with JobID ") {
+                if let Ok(mut g) = shared.lock() {
+                    g.job_id = Some(id.trim().to_string());
+                }
+            }
+        }
+    });
+}
+
+/// Copies ferry's log to `log` and records each completed window (with the
+/// process's memory then) and each error line.
+fn watch_stderr(
+    stderr: std::process::ChildStderr,
+    mut log: std::fs::File,
+    started: std::time::Instant,
+    pid: u32,
+    shared: Arc<Mutex<Shared>>,
+) {
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(|l| l.ok()) {
+            let _ = writeln!(log, "{line}");
+            let clean = strip_ansi(&line);
+            if clean.contains("window completed") {
+                let mem = proc_memory(pid);
+                let w = WindowDone {
+                    at_s: started.elapsed().as_secs_f64(),
+                    end_ht: field(&clean, "end")
+                        .and_then(|v| v.parse().ok())
+                        .unwrap_or(0),
+                    snapshot: field(&clean, "snapshot").is_some_and(|v| v == "true"),
+                    took_ms: field(&clean, "took_ms")
+                        .and_then(|v| v.parse().ok())
+                        .unwrap_or(0),
+                    rss_mib: mem.map(|m| m.0),
+                    hwm_mib: mem.map(|m| m.1),
+                };
+                if let Ok(mut g) = shared.lock() {
+                    g.windows.push(w);
+                }
+            } else if clean.contains(" ERROR ") || clean.starts_with("error:") {
+                if let Ok(mut g) = shared.lock() {
+                    g.errors.push(clean);
+                }
+            }
+        }
+    });
+}
+
+/// Attaches `perf record` to `pid`, writing to `data`.
+fn start_perf(data: &std::path::Path, pid: u32, monitor: &Monitor) -> Result<Proc> {
+    let args: Vec<String> = vec![
+        "record".into(),
+        "-F".into(),
+        "499".into(),
+        // Release builds keep no frame pointers: unwind with DWARF.
+        "--call-graph".into(),
+        "dwarf,32768".into(),
+        "-o".into(),
+        data.to_string_lossy().into_owned(),
+        "-p".into(),
+        pid.to_string(),
+    ];
+    let log = std::fs::File::create(data.with_extension("record.log"))?;
+    let p = Proc::spawn(
+        std::ffi::OsStr::new("perf"),
+        &args,
+        &[],
+        Stdio::null(),
+        Stdio::from(log),
+        None,
+    )?;
+    monitor.track([p.pid]);
+    Ok(p)
+}
+
 impl Ferry {
     pub fn start(o: &FerryOptions, monitor: &Monitor) -> Result<Ferry> {
         std::fs::create_dir_all(&o.checkpoints)?;
-        let mut args: Vec<String> = vec![
-            "run".into(),
-            "--job.sourceMasterAddresses".into(),
-            o.source_masters.clone(),
-            "--job.sinkMasterAddresses".into(),
-            o.sink_masters.clone(),
-            "--job.tableName".into(),
-            o.table.clone(),
-            "--job.checkpointsDirectory".into(),
-            o.checkpoints.to_string_lossy().into_owned(),
-        ];
-        if let Some(s) = &o.table_suffix {
-            args.extend(["--job.tableSuffix".into(), s.clone()]);
-        }
-        if let Some(d) = o.discovery_s {
-            args.extend(["--job.discoveryIntervalSeconds".into(), d.to_string()]);
-        }
-        if let Some(c) = o.checkpointing_ms {
-            args.extend(["--job.checkpointingIntervalMillis".into(), c.to_string()]);
-        }
-        if let Some(p) = o.parallelism {
-            args.extend(["-p".into(), p.to_string()]);
-        }
-        let help = run_help(&o.bin);
-        let metrics_port = if help.contains("--metrics.port") {
-            let port = free_port()?;
-            args.extend(["--metrics.port".into(), port.to_string()]);
-            Some(port)
-        } else {
-            None
-        };
-        if help.contains("--rest.port") {
-            // The default (8081) would collide with any other ferry here.
-            args.extend(["--rest.port".into(), "0".into()]);
-        }
-        args.extend(o.extra.iter().cloned());
+        let (args, metrics_port) = run_args(o)?;
         let mut env = vec![
             ("FERRY_LOG", "info".to_string()),
             ("NO_COLOR", "1".to_string()),
@@ -150,8 +235,6 @@ impl Ferry {
         )?;
         monitor.track([proc.pid]);
         let shared = Arc::new(Mutex::new(Shared::default()));
-        let started = proc.started;
-        let pid = proc.pid;
         let stdout = proc
             .child
             .as_mut()
@@ -166,74 +249,13 @@ impl Ferry {
             .stderr
             .take()
             .ok_or_else(|| anyhow!("no stderr"))?;
-        let mut log = std::fs::File::create(&o.log)
+        let log = std::fs::File::create(&o.log)
             .with_context(|| format!("creating {}", o.log.display()))?;
-        let s = shared.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(|l| l.ok()) {
-                if let Some(id) = line.strip_prefix("Job has been submitted with JobID ") {
-                    if let Ok(mut g) = s.lock() {
-                        g.job_id = Some(id.trim().to_string());
-                    }
-                }
-            }
-        });
-        let s = shared.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(|l| l.ok()) {
-                let _ = writeln!(log, "{line}");
-                let clean = strip_ansi(&line);
-                if clean.contains("window completed") {
-                    let mem = proc_memory(pid);
-                    let w = WindowDone {
-                        at_s: started.elapsed().as_secs_f64(),
-                        end_ht: field(&clean, "end")
-                            .and_then(|v| v.parse().ok())
-                            .unwrap_or(0),
-                        snapshot: field(&clean, "snapshot").is_some_and(|v| v == "true"),
-                        took_ms: field(&clean, "took_ms")
-                            .and_then(|v| v.parse().ok())
-                            .unwrap_or(0),
-                        rss_mib: mem.map(|m| m.0),
-                        hwm_mib: mem.map(|m| m.1),
-                    };
-                    if let Ok(mut g) = s.lock() {
-                        g.windows.push(w);
-                    }
-                } else if clean.contains(" ERROR ") || clean.starts_with("error:") {
-                    if let Ok(mut g) = s.lock() {
-                        g.errors.push(clean);
-                    }
-                }
-            }
-        });
+        watch_stdout(stdout, shared.clone());
+        watch_stderr(stderr, log, proc.started, proc.pid, shared.clone());
         let perf = match &o.perf {
             None => None,
-            Some(data) => {
-                let args: Vec<String> = vec![
-                    "record".into(),
-                    "-F".into(),
-                    "499".into(),
-                    // Release builds keep no frame pointers: unwind with DWARF.
-                    "--call-graph".into(),
-                    "dwarf,32768".into(),
-                    "-o".into(),
-                    data.to_string_lossy().into_owned(),
-                    "-p".into(),
-                    pid.to_string(),
-                ];
-                let log = std::fs::File::create(data.with_extension("record.log"))?;
-                let p = Proc::spawn(
-                    std::ffi::OsStr::new("perf"),
-                    &args,
-                    &[],
-                    Stdio::null(),
-                    Stdio::from(log),
-                    None,
-                )?;
-                monitor.track([p.pid]);
-                Some((p, data.clone()))
-            }
+            Some(data) => Some((start_perf(data, proc.pid, monitor)?, data.clone())),
         };
         Ok(Ferry {
             command: proc.command.clone(),

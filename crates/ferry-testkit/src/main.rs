@@ -98,101 +98,122 @@ fn run(command: Command) -> ferry_testkit::Result<ExitCode> {
             tservers,
             master_flags,
             tserver_flags,
-        } => {
-            let mut builder = MiniCluster::builder()
-                .name(name)
-                .masters(masters)
-                .tservers(usize::from(tservers))
-                .detached(true);
-            for f in master_flags {
-                builder = builder.master_flag(f);
-            }
-            for f in tserver_flags {
-                builder = builder.tserver_flag(f);
-            }
-            let info = builder.start()?.detach();
-            println!("{} {}", info.name, info.master_addrs_joined());
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Status { name } => {
-            let names = match name {
-                Some(n) => vec![n],
-                None => MiniCluster::list_names(),
-            };
-            for name in names {
-                let c = MiniCluster::attach(&name)?;
-                let info = c.info();
-                println!(
-                    "{} {} ({})",
-                    info.name,
-                    info.master_addrs_joined(),
-                    info.root.display()
-                );
-                for d in info.masters.iter().chain(info.tservers.iter()) {
-                    let state = match d.pid {
-                        Some(pid) if alive(pid) => format!("running (pid {pid})"),
-                        _ => "down".to_string(),
-                    };
-                    println!(
-                        "  {:<10} {:<22} http {:<22} {state}",
-                        d.id, d.rpc_addr, d.http_addr
-                    );
-                }
-                match c.tserver_status() {
-                    Ok(ts) => {
-                        let live = ts.iter().filter(|t| t.live).count();
-                        println!(
-                            "  leader master sees {live}/{} tablet servers live",
-                            ts.len()
-                        );
-                    }
-                    Err(e) => println!("  leader master unreachable: {e}"),
-                }
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Down { name, all } => {
-            let names = if all {
-                MiniCluster::list_names()
-            } else {
-                name.into_iter().collect()
-            };
-            for name in names {
-                let c = MiniCluster::attach(&name)?;
-                // A test's own cluster dies with the test; `--all` must not
-                // pull it from under a test that is still running.
-                if all && !c.info().detached && !c.pids().is_empty() {
-                    println!("{name} skipped: owned by a running test");
-                    continue;
-                }
-                c.destroy()?;
-                println!("{name} down");
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Install => {
-            let bins = KuduBinaries::ensure()?;
-            let how = match bins.provenance() {
-                Provenance::Cached => "cached, not downloaded again",
-                Provenance::Installed => "downloaded and installed",
-                Provenance::Override => "from FERRY_KUDU_HOME",
+        } => up(name, masters, tservers, master_flags, tserver_flags),
+        Command::Status { name } => status(name),
+        Command::Down { name, all } => down(name, all),
+        Command::Install => install(),
+        Command::Kudu { args } => kudu(&args),
+    }
+}
+
+/// `up`: starts a detached cluster and prints its name and master addresses.
+fn up(
+    name: String,
+    masters: usize,
+    tservers: u16,
+    master_flags: Vec<String>,
+    tserver_flags: Vec<String>,
+) -> ferry_testkit::Result<ExitCode> {
+    let mut builder = MiniCluster::builder()
+        .name(name)
+        .masters(masters)
+        .tservers(usize::from(tservers))
+        .detached(true);
+    for f in master_flags {
+        builder = builder.master_flag(f);
+    }
+    for f in tserver_flags {
+        builder = builder.tserver_flag(f);
+    }
+    let info = builder.start()?.detach();
+    println!("{} {}", info.name, info.master_addrs_joined());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `status`: each daemon's address and state, and what the leader master sees.
+fn status(name: Option<String>) -> ferry_testkit::Result<ExitCode> {
+    let names = match name {
+        Some(n) => vec![n],
+        None => MiniCluster::list_names(),
+    };
+    for name in names {
+        let c = MiniCluster::attach(&name)?;
+        let info = c.info();
+        println!(
+            "{} {} ({})",
+            info.name,
+            info.master_addrs_joined(),
+            info.root.display()
+        );
+        for d in info.masters.iter().chain(info.tservers.iter()) {
+            let state = match d.pid {
+                Some(pid) if alive(pid) => format!("running (pid {pid})"),
+                _ => "down".to_string(),
             };
             println!(
-                "Kudu {} binaries at {} ({how})",
-                ferry_testkit::binaries::KUDU_VERSION,
-                bins.prefix().display()
+                "  {:<10} {:<22} http {:<22} {state}",
+                d.id, d.rpc_addr, d.http_addr
             );
-            Ok(ExitCode::SUCCESS)
         }
-        Command::Kudu { args } => {
-            let status = KuduBinaries::get()?
-                .command()
-                .args(&args)
-                .status()
-                .map_err(|e| ferry_testkit::Error::Binaries(format!("running kudu: {e}")))?;
-            Ok(ExitCode::from(
-                status.code().unwrap_or(1).clamp(0, 255) as u8
-            ))
+        match c.tserver_status() {
+            Ok(ts) => {
+                let live = ts.iter().filter(|t| t.live).count();
+                println!(
+                    "  leader master sees {live}/{} tablet servers live",
+                    ts.len()
+                );
+            }
+            Err(e) => println!("  leader master unreachable: {e}"),
         }
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `down`: tears down one cluster, or every detached (or dead) one.
+fn down(name: Option<String>, all: bool) -> ferry_testkit::Result<ExitCode> {
+    let names = if all {
+        MiniCluster::list_names()
+    } else {
+        name.into_iter().collect()
+    };
+    for name in names {
+        let c = MiniCluster::attach(&name)?;
+        // A test's own cluster dies with the test; `--all` must not
+        // pull it from under a test that is still running.
+        if all && !c.info().detached && !c.pids().is_empty() {
+            println!("{name} skipped: owned by a running test");
+            continue;
+        }
+        c.destroy()?;
+        println!("{name} down");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `install`: makes sure the Kudu binaries are present and says where.
+fn install() -> ferry_testkit::Result<ExitCode> {
+    let bins = KuduBinaries::ensure()?;
+    let how = match bins.provenance() {
+        Provenance::Cached => "cached, not downloaded again",
+        Provenance::Installed => "downloaded and installed",
+        Provenance::Override => "from FERRY_KUDU_HOME",
+    };
+    println!(
+        "Kudu {} binaries at {} ({how})",
+        ferry_testkit::binaries::KUDU_VERSION,
+        bins.prefix().display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `kudu`: runs the bundled `kudu` CLI and passes on its exit code.
+fn kudu(args: &[String]) -> ferry_testkit::Result<ExitCode> {
+    let status = KuduBinaries::get()?
+        .command()
+        .args(args)
+        .status()
+        .map_err(|e| ferry_testkit::Error::Binaries(format!("running kudu: {e}")))?;
+    Ok(ExitCode::from(
+        status.code().unwrap_or(1).clamp(0, 255) as u8
+    ))
 }

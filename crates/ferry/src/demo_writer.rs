@@ -68,14 +68,17 @@ fn full_row(table: &KuduTable, id: i64, rng: &mut StdRng) -> Result<kudu_client:
     Ok(r)
 }
 
-/// Runs the writer until interrupted.
-pub async fn run(args: DemoWriterArgs) -> Result<()> {
-    let masters: Vec<String> = args
-        .masters
-        .split(',')
-        .map(|s| s.trim().to_string())
-        .collect();
-    let client = KuduClient::new(&masters).context("source cluster")?;
+/// The first id of this run: after whatever ids a previous run left.
+fn first_id() -> i64 {
+    (SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0) as i64)
+        * 1000
+}
+
+/// Creates the demo table unless it exists.
+async fn ensure_table(client: &KuduClient, args: &DemoWriterArgs) -> Result<()> {
     if !client.table_exists(&args.table).await? {
         let b = TableBuilder::new(&args.table, schema()?)
             .add_hash_partitions(&["id"], 8, 0)
@@ -86,6 +89,73 @@ pub async fn run(args: DemoWriterArgs) -> Result<()> {
             .with_context(|| format!("creating table {}", args.table))?;
         eprintln!("demo-writer: created table '{}'", args.table);
     }
+    Ok(())
+}
+
+/// Picks the next operation by weight (0 insert, 1 upsert, 2 update,
+/// 3 delete) and builds it; `live` holds the ids this run wrote.
+fn next_op(
+    table: &KuduTable,
+    rng: &mut StdRng,
+    next_id: &mut i64,
+    live: &mut Vec<i64>,
+) -> Result<(usize, Operation)> {
+    let roll: f64 = rng.gen();
+    let kind = if live.is_empty() || roll < 0.40 {
+        0
+    } else if roll < 0.65 {
+        1
+    } else if roll < 0.85 {
+        2
+    } else {
+        3
+    };
+    let op = match kind {
+        0 => {
+            let id = *next_id;
+            *next_id += 1;
+            live.push(id);
+            Operation::insert(table, full_row(table, id, rng)?)
+        }
+        1 => {
+            // Half the upserts touch an existing row, half add one.
+            let id = if rng.gen_bool(0.5) {
+                live[rng.gen_range(0..live.len())]
+            } else {
+                let id = *next_id;
+                *next_id += 1;
+                live.push(id);
+                id
+            };
+            Operation::upsert(table, full_row(table, id, rng)?)
+        }
+        2 => {
+            let id = live[rng.gen_range(0..live.len())];
+            let mut r = table.new_row();
+            r.set_i64("id", id)?;
+            r.set_i64("value", rng.gen_range(0..1_000_000))?;
+            r.set_timestamp_micros("event_ts", now_micros())?;
+            Operation::update(table, r)
+        }
+        _ => {
+            let id = live.swap_remove(rng.gen_range(0..live.len()));
+            let mut r = table.new_row();
+            r.set_i64("id", id)?;
+            Operation::delete(table, r)
+        }
+    };
+    Ok((kind, op))
+}
+
+/// Runs the writer until interrupted.
+pub async fn run(args: DemoWriterArgs) -> Result<()> {
+    let masters: Vec<String> = args
+        .masters
+        .split(',')
+        .map(|s| s.trim().to_string())
+        .collect();
+    let client = KuduClient::new(&masters).context("source cluster")?;
+    ensure_table(&client, &args).await?;
     let table = client.open_table(&args.table).await?;
     let mut session = client.new_session_with(
         SessionOptions::default()
@@ -93,12 +163,7 @@ pub async fn run(args: DemoWriterArgs) -> Result<()> {
             .flush_interval(Duration::from_millis(200)),
     )?;
     let mut rng = StdRng::from_entropy();
-    // Start after whatever ids a previous run left.
-    let mut next_id: i64 = (SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0) as i64)
-        * 1000;
+    let mut next_id = first_id();
     let mut live: Vec<i64> = Vec::new();
     if args.initial_rows > 0 {
         eprintln!("demo-writer: loading {} rows", args.initial_rows);
@@ -137,50 +202,7 @@ pub async fn run(args: DemoWriterArgs) -> Result<()> {
         {
             break;
         }
-        let roll: f64 = rng.gen();
-        let kind = if live.is_empty() || roll < 0.40 {
-            0
-        } else if roll < 0.65 {
-            1
-        } else if roll < 0.85 {
-            2
-        } else {
-            3
-        };
-        let op = match kind {
-            0 => {
-                let id = next_id;
-                next_id += 1;
-                live.push(id);
-                Operation::insert(&table, full_row(&table, id, &mut rng)?)
-            }
-            1 => {
-                // Half the upserts touch an existing row, half add one.
-                let id = if rng.gen_bool(0.5) {
-                    live[rng.gen_range(0..live.len())]
-                } else {
-                    let id = next_id;
-                    next_id += 1;
-                    live.push(id);
-                    id
-                };
-                Operation::upsert(&table, full_row(&table, id, &mut rng)?)
-            }
-            2 => {
-                let id = live[rng.gen_range(0..live.len())];
-                let mut r = table.new_row();
-                r.set_i64("id", id)?;
-                r.set_i64("value", rng.gen_range(0..1_000_000))?;
-                r.set_timestamp_micros("event_ts", now_micros())?;
-                Operation::update(&table, r)
-            }
-            _ => {
-                let id = live.swap_remove(rng.gen_range(0..live.len()));
-                let mut r = table.new_row();
-                r.set_i64("id", id)?;
-                Operation::delete(&table, r)
-            }
-        };
+        let (kind, op) = next_op(&table, &mut rng, &mut next_id, &mut live)?;
         session.apply(op).await?;
         counts[kind] += 1;
         if last_report.elapsed() >= Duration::from_secs(10) {

@@ -200,34 +200,8 @@ fn main() -> ExitCode {
         }
     };
     match cli.command {
-        Command::Run { args } => match run_args::parse(&args) {
-            Ok(run_args::RunCommand::Help) => {
-                print!("{}", run_args::help());
-                ExitCode::SUCCESS
-            }
-            Ok(run_args::RunCommand::Run(run)) if run.jobmanager.is_some() => {
-                client(async move { cli::submit(*run).await }).unwrap_or(ExitCode::FAILURE)
-            }
-            Ok(run_args::RunCommand::Run(run)) => run_job(*run),
-            Err(e) => usage_error(&e.to_string(), "ferry run --help"),
-        },
-        Command::Server { args } => match server_options(&args) {
-            Ok(None) => {
-                print!("{}", server_help());
-                ExitCode::SUCCESS
-            }
-            Ok(Some(opts)) => {
-                init_logging();
-                match runtime().map(|rt| rt.block_on(run::serve(opts))) {
-                    Ok(Ok(())) => ExitCode::SUCCESS,
-                    Ok(Err(e)) | Err(e) => {
-                        eprintln!("error: {e:#}");
-                        ExitCode::FAILURE
-                    }
-                }
-            }
-            Err(e) => usage_error(&e, "ferry server --help"),
-        },
+        Command::Run { args } => run_command(&args),
+        Command::Server { args } => server_command(&args),
         Command::List {
             target,
             running,
@@ -284,6 +258,42 @@ fn main() -> ExitCode {
             init_logging();
             verb(demo_writer::run(args))
         }
+    }
+}
+
+/// `ferry run`: help, submit to a jobmanager, or run the job here.
+fn run_command(args: &[String]) -> ExitCode {
+    match run_args::parse(args) {
+        Ok(run_args::RunCommand::Help) => {
+            print!("{}", run_args::help());
+            ExitCode::SUCCESS
+        }
+        Ok(run_args::RunCommand::Run(run)) if run.jobmanager.is_some() => {
+            client(async move { cli::submit(*run).await }).unwrap_or(ExitCode::FAILURE)
+        }
+        Ok(run_args::RunCommand::Run(run)) => run_job(*run),
+        Err(e) => usage_error(&e.to_string(), "ferry run --help"),
+    }
+}
+
+/// `ferry server`: help, or serve jobs over REST.
+fn server_command(args: &[String]) -> ExitCode {
+    match server_options(args) {
+        Ok(None) => {
+            print!("{}", server_help());
+            ExitCode::SUCCESS
+        }
+        Ok(Some(opts)) => {
+            init_logging();
+            match runtime().map(|rt| rt.block_on(run::serve(opts))) {
+                Ok(Ok(())) => ExitCode::SUCCESS,
+                Ok(Err(e)) | Err(e) => {
+                    eprintln!("error: {e:#}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        Err(e) => usage_error(&e, "ferry server --help"),
     }
 }
 

@@ -9,8 +9,10 @@
 
 use super::{prepare_source, settle, Ctx};
 use crate::data;
-use crate::ferry::Ferry;
+use crate::ferry::{Ferry, WindowDone};
+use crate::kudu::Cluster;
 use crate::procs::cpu_seconds_of;
+use crate::report::Report;
 use crate::report::{f0, f1, f2, percentile, Table};
 use anyhow::{bail, Result};
 use kudu_client::KuduClient;
@@ -72,109 +74,162 @@ pub async fn run(ctx: &Ctx, sizes: &[u64], windows: usize) -> Result<PathBuf> {
         json!({"sizes": sizes, "windows_measured": windows, "discovery_interval_s": 1, "checkpointing_interval_ms": 500,
                "tablets": data::TABLETS, "tservers_per_cluster": ctx.tservers, "replicas": 1}),
     )?;
-    let work = report.work_dir.clone();
     let (src, dst) = ctx.clusters("idle", &mut report).await?;
     let sc = KuduClient::new(&src.masters.split(',').collect::<Vec<_>>())?;
     let quiet: Vec<u32> = src.pids().into_iter().chain(dst.pids()).collect();
     let mut runs = Vec::new();
     for &rows in sizes {
-        let table = format!("bench_{}", label(rows));
-        let prepared = prepare_source(&src, &sc, &table, rows, &mut report, &quiet).await?;
-        report.command(data::create_table(&dst.masters, &table).await?);
-        // What the source costs with no job at all.
-        let src_pids = src.tserver_pids();
-        let b0 = (cpu_seconds_of(&src_pids), std::time::Instant::now());
-        tokio::time::sleep(Duration::from_secs(10)).await;
-        let baseline_cores = (cpu_seconds_of(&src_pids) - b0.0) / b0.1.elapsed().as_secs_f64();
-        let mut o = ctx.ferry_options(&src, &dst, &table, &work, &format!("idle-{}", label(rows)));
-        o.discovery_s = Some(1);
-        o.checkpointing_ms = Some(500);
-        let ferry = Ferry::start(&o, &ctx.monitor)?;
-        report.command(ferry.command.clone());
-        let snap = ferry
-            .wait_windows(1, Duration::from_secs(120 + rows / 2_000))
-            .await?;
-        println!(
-            "  {table}: snapshot in {:.1} s; letting the clusters settle ...",
-            snap.at_s
-        );
-        // Warm up, and let the sink's post-snapshot work calm down.
-        ferry.wait_windows(4, Duration::from_secs(60)).await?;
-        settle(&dst.pids(), Duration::from_secs(90)).await;
-        let k0 = ferry.windows().len();
-        ferry.wait_windows(k0 + 1, Duration::from_secs(30)).await?;
-        let c0 = src.table_counters(&table, COUNTERS).await?;
-        let cc0 = src.code_cache().await?;
-        let marks = src.log_marks();
-        let cpu0 = (
-            cpu_seconds_of(&src.tserver_pids()),
-            ferry.cpu_s(),
-            cpu_seconds_of(&dst.tserver_pids()),
-        );
-        let k1 = k0 + 1;
-        let last = ferry
-            .wait_windows(k1 + windows, Duration::from_secs(30 + 10 * windows as u64))
-            .await?;
-        let cpu1 = (
-            cpu_seconds_of(&src.tserver_pids()),
-            ferry.cpu_s(),
-            cpu_seconds_of(&dst.tserver_pids()),
-        );
-        let (compiles, gen_cpu) = src.codegen_since(&marks);
-        let c1 = src.table_counters(&table, COUNTERS).await?;
-        let cc1 = src.code_cache().await?;
-        let all = ferry.windows();
-        let measured = &all[k1..k1 + windows];
-        if measured.iter().any(|w| w.snapshot) {
-            bail!("a snapshot window among the idle ones");
-        }
-        let first_at = all[k1 - 1].at_s;
-        let mut took: Vec<f64> = measured.iter().map(|w| w.took_ms as f64).collect();
-        took.sort_by(|a, b| a.total_cmp(b));
-        let n = windows as f64;
-        let per_window: BTreeMap<String, f64> = COUNTERS
-            .iter()
-            .map(|c| {
-                (
-                    c.to_string(),
-                    (c1.get(*c).unwrap_or(&0.0) - c0.get(*c).unwrap_or(&0.0)) / n,
-                )
-            })
-            .collect();
-        let hwm = snap.hwm_mib.unwrap_or(0.0);
-        let usage = ferry.stop().await?;
-        let r = IdleRun {
-            rows,
-            windows,
-            took_ms_p50: percentile(&took, 50.0),
-            took_ms_p90: percentile(&took, 90.0),
-            took_ms_max: took.last().copied().unwrap_or(f64::NAN),
-            cadence_s: (last.at_s - first_at) / n,
-            per_window,
-            source_tservers_cpu_ms_per_window: (cpu1.0 - cpu0.0) * 1000.0 / n,
-            source_codegen_cpu_ms_per_window: gen_cpu * 1000.0 / n,
-            source_codegen_compiles_per_window: compiles as f64 / n,
-            source_idle_baseline_cpu_ms_per_window: baseline_cores
-                * 1000.0
-                * (last.at_s - first_at)
-                / n,
-            source_code_cache_queries_per_window: (cc1.0 - cc0.0) / n,
-            source_code_cache_hits_per_window: (cc1.1 - cc0.1) / n,
-            ferry_cpu_ms_per_window: (cpu1.1 - cpu0.1) * 1000.0 / n,
-            sink_tservers_cpu_ms_per_window: (cpu1.2 - cpu0.2) * 1000.0 / n,
-            snapshot_s: snap.at_s,
-            ferry_peak_rss_mib: hwm.max(usage.peak_rss_mib),
-        };
-        println!(
-            "  {table}: idle window p50 {:.0} ms, source CPU {:.0} ms/window, rows returned {:.0}/window, scanner_rows_scanned {:.0}/window",
-            r.took_ms_p50,
-            r.source_tservers_cpu_ms_per_window,
-            r.per_window["scanner_rows_returned"],
-            r.per_window["scanner_rows_scanned"]
-        );
-        report.result(&format!("source_{}", label(rows)), &prepared);
+        let r = measure_size(&src, &dst, &sc, rows, windows, ctx, &mut report, &quiet).await?;
         runs.push(r);
     }
+    report.tables.push(idle_table(sizes, windows, &runs));
+    report.result("runs", &runs);
+    report.note("Counters are the source tablet servers' JSON /metrics tablet counters (summed over the table's 6 tablets), read before and after the measured windows and divided by their number. CPU is from /proc/<pid>/stat of the daemons and of ferry.");
+    report.note("Kudu 1.17 tablet servers JIT-compile (LLVM) a row projector for each MemRowSet scan; the code cache key includes the address of the projection's read-default values, and a diff scan's projection always carries the virtual IS_DELETED column with a default, so every diff scan of every tablet misses the cache and compiles again (src/kudu/codegen/row_projector.cc, RowProjectorFunctions::EncodeKey). The compile runs on a compiler_manager thread, off the scan's path (its CPU is read from the tablet servers' --codegen_time_compilation log lines), but costs source CPU per tablet per window. The hidden tablet server flag --mrs_use_codegen=false avoids it (try --source-tserver-flag=--mrs_use_codegen=false).");
+    report.note("Each source table was loaded, then flushed to disk (no MemRowSet data) as a long-lived table would be, before ferry started.");
+    drop(src);
+    drop(dst);
+    report.finish(&ctx.results_dir, &ctx.monitor)
+}
+
+/// One table size: load the source, start ferry, let it settle, then measure
+/// `windows` idle windows.
+#[allow(clippy::too_many_arguments)]
+async fn measure_size(
+    src: &Cluster,
+    dst: &Cluster,
+    sc: &KuduClient,
+    rows: u64,
+    windows: usize,
+    ctx: &Ctx,
+    report: &mut Report,
+    quiet: &[u32],
+) -> Result<IdleRun> {
+    let work = report.work_dir.clone();
+    let table = format!("bench_{}", label(rows));
+    let prepared = prepare_source(src, sc, &table, rows, report, quiet).await?;
+    report.command(data::create_table(&dst.masters, &table).await?);
+    // What the source costs with no job at all.
+    let src_pids = src.tserver_pids();
+    let b0 = (cpu_seconds_of(&src_pids), std::time::Instant::now());
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let baseline_cores = (cpu_seconds_of(&src_pids) - b0.0) / b0.1.elapsed().as_secs_f64();
+    let mut o = ctx.ferry_options(src, dst, &table, &work, &format!("idle-{}", label(rows)));
+    o.discovery_s = Some(1);
+    o.checkpointing_ms = Some(500);
+    let ferry = Ferry::start(&o, &ctx.monitor)?;
+    report.command(ferry.command.clone());
+    let snap = ferry
+        .wait_windows(1, Duration::from_secs(120 + rows / 2_000))
+        .await?;
+    println!(
+        "  {table}: snapshot in {:.1} s; letting the clusters settle ...",
+        snap.at_s
+    );
+    // Warm up, and let the sink's post-snapshot work calm down.
+    ferry.wait_windows(4, Duration::from_secs(60)).await?;
+    settle(&dst.pids(), Duration::from_secs(90)).await;
+    let r = measure_windows(
+        src,
+        dst,
+        ferry,
+        &table,
+        rows,
+        windows,
+        &snap,
+        baseline_cores,
+    )
+    .await?;
+    println!(
+        "  {table}: idle window p50 {:.0} ms, source CPU {:.0} ms/window, rows returned {:.0}/window, scanner_rows_scanned {:.0}/window",
+        r.took_ms_p50,
+        r.source_tservers_cpu_ms_per_window,
+        r.per_window["scanner_rows_returned"],
+        r.per_window["scanner_rows_scanned"]
+    );
+    report.result(&format!("source_{}", label(rows)), &prepared);
+    Ok(r)
+}
+/// Brackets `windows` idle windows with counter, CPU and log marks, stops
+/// ferry, and turns the differences into per-window figures.
+#[allow(clippy::too_many_arguments)]
+async fn measure_windows(
+    src: &Cluster,
+    dst: &Cluster,
+    ferry: Ferry,
+    table: &str,
+    rows: u64,
+    windows: usize,
+    snap: &WindowDone,
+    baseline_cores: f64,
+) -> Result<IdleRun> {
+    let k0 = ferry.windows().len();
+    ferry.wait_windows(k0 + 1, Duration::from_secs(30)).await?;
+    let c0 = src.table_counters(table, COUNTERS).await?;
+    let cc0 = src.code_cache().await?;
+    let marks = src.log_marks();
+    let cpu0 = (
+        cpu_seconds_of(&src.tserver_pids()),
+        ferry.cpu_s(),
+        cpu_seconds_of(&dst.tserver_pids()),
+    );
+    let k1 = k0 + 1;
+    let last = ferry
+        .wait_windows(k1 + windows, Duration::from_secs(30 + 10 * windows as u64))
+        .await?;
+    let cpu1 = (
+        cpu_seconds_of(&src.tserver_pids()),
+        ferry.cpu_s(),
+        cpu_seconds_of(&dst.tserver_pids()),
+    );
+    let (compiles, gen_cpu) = src.codegen_since(&marks);
+    let c1 = src.table_counters(table, COUNTERS).await?;
+    let cc1 = src.code_cache().await?;
+    let all = ferry.windows();
+    let measured = &all[k1..k1 + windows];
+    if measured.iter().any(|w| w.snapshot) {
+        bail!("a snapshot window among the idle ones");
+    }
+    let first_at = all[k1 - 1].at_s;
+    let mut took: Vec<f64> = measured.iter().map(|w| w.took_ms as f64).collect();
+    took.sort_by(|a, b| a.total_cmp(b));
+    let n = windows as f64;
+    let per_window: BTreeMap<String, f64> = COUNTERS
+        .iter()
+        .map(|c| {
+            (
+                c.to_string(),
+                (c1.get(*c).unwrap_or(&0.0) - c0.get(*c).unwrap_or(&0.0)) / n,
+            )
+        })
+        .collect();
+    let hwm = snap.hwm_mib.unwrap_or(0.0);
+    let usage = ferry.stop().await?;
+    let r = IdleRun {
+        rows,
+        windows,
+        took_ms_p50: percentile(&took, 50.0),
+        took_ms_p90: percentile(&took, 90.0),
+        took_ms_max: took.last().copied().unwrap_or(f64::NAN),
+        cadence_s: (last.at_s - first_at) / n,
+        per_window,
+        source_tservers_cpu_ms_per_window: (cpu1.0 - cpu0.0) * 1000.0 / n,
+        source_codegen_cpu_ms_per_window: gen_cpu * 1000.0 / n,
+        source_codegen_compiles_per_window: compiles as f64 / n,
+        source_idle_baseline_cpu_ms_per_window: baseline_cores * 1000.0 * (last.at_s - first_at)
+            / n,
+        source_code_cache_queries_per_window: (cc1.0 - cc0.0) / n,
+        source_code_cache_hits_per_window: (cc1.1 - cc0.1) / n,
+        ferry_cpu_ms_per_window: (cpu1.1 - cpu0.1) * 1000.0 / n,
+        sink_tservers_cpu_ms_per_window: (cpu1.2 - cpu0.2) * 1000.0 / n,
+        snapshot_s: snap.at_s,
+        ferry_peak_rss_mib: hwm.max(usage.peak_rss_mib),
+    };
+    Ok(r)
+}
+
+/// The report's table: one column per table size.
+fn idle_table(sizes: &[u64], windows: usize, runs: &[IdleRun]) -> Table {
     let mut t = Table::new(
         &format!("idle-cycle: diff windows with no changes (job.discoveryIntervalSeconds=1), {windows} windows per size"),
         &["measure (per window)", &format!("{} rows", f0(sizes[0] as f64))],
@@ -235,12 +290,5 @@ pub async fn run(ctx: &Ctx, sizes: &[u64], windows: usize) -> Result<PathBuf> {
     t.row(row("sink tablet servers CPU (ms)", &|r| {
         f1(r.sink_tservers_cpu_ms_per_window)
     }));
-    report.tables.push(t);
-    report.result("runs", &runs);
-    report.note("Counters are the source tablet servers' JSON /metrics tablet counters (summed over the table's 6 tablets), read before and after the measured windows and divided by their number. CPU is from /proc/<pid>/stat of the daemons and of ferry.");
-    report.note("Kudu 1.17 tablet servers JIT-compile (LLVM) a row projector for each MemRowSet scan; the code cache key includes the address of the projection's read-default values, and a diff scan's projection always carries the virtual IS_DELETED column with a default, so every diff scan of every tablet misses the cache and compiles again (src/kudu/codegen/row_projector.cc, RowProjectorFunctions::EncodeKey). The compile runs on a compiler_manager thread, off the scan's path (its CPU is read from the tablet servers' --codegen_time_compilation log lines), but costs source CPU per tablet per window. The hidden tablet server flag --mrs_use_codegen=false avoids it (try --source-tserver-flag=--mrs_use_codegen=false).");
-    report.note("Each source table was loaded, then flushed to disk (no MemRowSet data) as a long-lived table would be, before ferry started.");
-    drop(src);
-    drop(dst);
-    report.finish(&ctx.results_dir, &ctx.monitor)
+    t
 }

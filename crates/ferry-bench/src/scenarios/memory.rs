@@ -88,6 +88,18 @@ pub async fn run(ctx: &Ctx, sizes: &[u64]) -> Result<PathBuf> {
         data::drop_table(&dst.masters, &table).await?;
         data::drop_table(&dst.masters, &format!("{table}_heap")).await?;
     }
+    memory_tables(ctx, &runs, &mut report);
+    report.result("runs", &runs);
+    report.note("Each size is snapshotted twice from the same source table into two empty sink tables: first as shipped (ferry pins glibc's mmap threshold at 1 MiB: buffers of 1 MiB and more are mmapped and unmapped on free), then with GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432 (where glibc's dynamic threshold ends up: 8 MiB scan buffers come from heap arenas, which keep freed memory).");
+    report.note("ferry's scan batches are up to 8 MiB (reader.batchSizeBytes defaults to 20 MiB; the tablet servers cap a batch at --scanner_max_batch_size_bytes = 8 MiB); each pipeline holds one batch queued (READ_AHEAD = 1), one being written and one being received, plus its write buffers (adaptive, up to 1 MiB of encoded rows each).");
+    drop(src);
+    drop(dst);
+    report.finish(&ctx.results_dir, &ctx.monitor)
+}
+
+/// The report's tables: as shipped vs heap-kept per size, and the growth from
+/// the smallest to the largest table.
+fn memory_tables(ctx: &Ctx, runs: &[MemoryRun], report: &mut crate::report::Report) {
     let by = |kept: bool| -> Vec<&MemoryRun> {
         runs.iter()
             .filter(|r| r.allocator.starts_with(if kept { "heap" } else { "as" }))
@@ -159,12 +171,6 @@ pub async fn run(ctx: &Ctx, sizes: &[u64]) -> Result<PathBuf> {
             json!({"as_shipped": ratio(&plain), "heap_kept": ratio(&kept)}),
         );
     }
-    report.result("runs", &runs);
-    report.note("Each size is snapshotted twice from the same source table into two empty sink tables: first as shipped (ferry pins glibc's mmap threshold at 1 MiB: buffers of 1 MiB and more are mmapped and unmapped on free), then with GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432 (where glibc's dynamic threshold ends up: 8 MiB scan buffers come from heap arenas, which keep freed memory).");
-    report.note("ferry's scan batches are up to 8 MiB (reader.batchSizeBytes defaults to 20 MiB; the tablet servers cap a batch at --scanner_max_batch_size_bytes = 8 MiB); each pipeline holds one batch queued (READ_AHEAD = 1), one being written and one being received, plus its write buffers (adaptive, up to 1 MiB of encoded rows each).");
-    drop(src);
-    drop(dst);
-    report.finish(&ctx.results_dir, &ctx.monitor)
 }
 
 async fn snapshot_once(

@@ -25,21 +25,36 @@ async fn sorted_list(store: &dyn StateStore, prefix: &StateKey) -> Vec<StateKey>
     keys
 }
 
-/// Runs every check under `root`, which must be empty.
+/// Runs every check under `root`, which must be empty. The checks build on
+/// each other's objects, so they run in this order.
 pub(crate) async fn run(store: Arc<dyn StateStore>, root: StateKey) {
     let s = store.as_ref();
-    let a = key(&root, "job/chk-1/_metadata");
+    absent_reads_none(s, &root).await;
+    create_then_read(s, &root).await;
+    second_create_fails(s, &root).await;
+    listing_is_recursive(s, &root).await;
+    below_an_object_is_absent(s, &root).await;
+    empty_objects_are_objects(s, &root).await;
+    large_objects_round_trip(s, &root).await;
+    delete_is_visible_and_idempotent(s, &root).await;
+    one_concurrent_creator_wins(&store, &root).await;
+}
 
-    // Absent key reads as None; listing an absent prefix is empty.
+/// Absent key reads as None; listing an absent prefix is empty.
+async fn absent_reads_none(s: &dyn StateStore, root: &StateKey) {
+    let a = key(root, "job/chk-1/_metadata");
     assert_eq!(s.get(&a).await.expect("get"), None);
-    assert!(s.list(&key(&root, "job")).await.expect("list").is_empty());
+    assert!(s.list(&key(root, "job")).await.expect("list").is_empty());
     assert!(s
-        .list(&key(&root, "no/such/prefix"))
+        .list(&key(root, "no/such/prefix"))
         .await
         .expect("list")
         .is_empty());
+}
 
-    // Create, then read back (read-after-write).
+/// Create, then read back (read-after-write).
+async fn create_then_read(s: &dyn StateStore, root: &StateKey) {
+    let a = key(root, "job/chk-1/_metadata");
     s.put_if_absent(&a, Bytes::from_static(b"first"))
         .await
         .expect("create");
@@ -47,8 +62,11 @@ pub(crate) async fn run(store: Arc<dyn StateStore>, root: StateKey) {
         s.get(&a).await.expect("get"),
         Some(Bytes::from_static(b"first"))
     );
+}
 
-    // A second create fails and leaves the object untouched.
+/// A second create fails and leaves the object untouched.
+async fn second_create_fails(s: &dyn StateStore, root: &StateKey) {
+    let a = key(root, "job/chk-1/_metadata");
     match s.put_if_absent(&a, Bytes::from_static(b"second")).await {
         Err(StoreError::AlreadyExists { key }) => assert_eq!(key, a),
         other => panic!("expected AlreadyExists, got {other:?}"),
@@ -57,60 +75,74 @@ pub(crate) async fn run(store: Arc<dyn StateStore>, root: StateKey) {
         s.get(&a).await.expect("get"),
         Some(Bytes::from_static(b"first"))
     );
+}
 
-    // Listing is recursive and segment-aware.
-    let b = key(&root, "job/chk-2/_metadata");
-    let c = key(&root, "job/chk-2/extra/file");
-    let d = key(&root, "jobs/chk-1/_metadata");
+/// Listing is recursive and segment-aware.
+async fn listing_is_recursive(s: &dyn StateStore, root: &StateKey) {
+    let a = key(root, "job/chk-1/_metadata");
+    let b = key(root, "job/chk-2/_metadata");
+    let c = key(root, "job/chk-2/extra/file");
+    let d = key(root, "jobs/chk-1/_metadata");
     for k in [&b, &c, &d] {
         s.put_if_absent(k, Bytes::from_static(b"x"))
             .await
             .expect("create");
     }
     assert_eq!(
-        sorted_list(s, &key(&root, "job")).await,
+        sorted_list(s, &key(root, "job")).await,
         vec![a.clone(), b.clone(), c.clone()]
     );
     assert_eq!(
-        sorted_list(s, &key(&root, "job/chk-2")).await,
+        sorted_list(s, &key(root, "job/chk-2")).await,
         vec![b.clone(), c.clone()]
     );
     assert_eq!(
-        sorted_list(s, &root).await,
+        sorted_list(s, root).await,
         vec![a.clone(), b.clone(), c.clone(), d.clone()]
     );
+}
 
-    // A key "below" an object is simply absent (on disk the object is a
-    // file, so the path goes through a non-directory).
+/// A key "below" an object is simply absent (on disk the object is a
+/// file, so the path goes through a non-directory).
+async fn below_an_object_is_absent(s: &dyn StateStore, root: &StateKey) {
     assert_eq!(
-        s.get(&key(&root, "job/chk-1/_metadata/below"))
+        s.get(&key(root, "job/chk-1/_metadata/below"))
             .await
             .expect("get"),
         None
     );
+}
 
-    // Empty objects are objects.
-    let empty = key(&root, "empty");
+/// Empty objects are objects.
+async fn empty_objects_are_objects(s: &dyn StateStore, root: &StateKey) {
+    let empty = key(root, "empty");
     s.put_if_absent(&empty, Bytes::new()).await.expect("create");
     assert_eq!(s.get(&empty).await.expect("get"), Some(Bytes::new()));
+}
 
-    // Large objects round-trip.
-    let big_key = key(&root, "big");
+/// Large objects round-trip.
+async fn large_objects_round_trip(s: &dyn StateStore, root: &StateKey) {
+    let big_key = key(root, "big");
     let big: Bytes = (0..(1 << 20)).map(|i: u32| (i % 251) as u8).collect();
     s.put_if_absent(&big_key, big.clone())
         .await
         .expect("create");
     assert_eq!(s.get(&big_key).await.expect("get"), Some(big));
+}
 
-    // Delete is visible at once and idempotent; the key can be created again.
+/// Delete is visible at once and idempotent; the key can be created again.
+async fn delete_is_visible_and_idempotent(s: &dyn StateStore, root: &StateKey) {
+    let a = key(root, "job/chk-1/_metadata");
+    let b = key(root, "job/chk-2/_metadata");
+    let c = key(root, "job/chk-2/extra/file");
     s.delete(&a).await.expect("delete");
     assert_eq!(s.get(&a).await.expect("get"), None);
     s.delete(&a).await.expect("second delete");
-    s.delete(&key(&root, "never/existed"))
+    s.delete(&key(root, "never/existed"))
         .await
         .expect("delete absent");
     assert_eq!(
-        sorted_list(s, &key(&root, "job")).await,
+        sorted_list(s, &key(root, "job")).await,
         vec![b.clone(), c.clone()]
     );
     s.put_if_absent(&a, Bytes::from_static(b"again"))
@@ -120,10 +152,13 @@ pub(crate) async fn run(store: Arc<dyn StateStore>, root: StateKey) {
         s.get(&a).await.expect("get"),
         Some(Bytes::from_static(b"again"))
     );
+}
 
-    // Of many concurrent creators of one key, exactly one wins, and the
-    // object holds the winner's bytes whole.
-    let race = key(&root, "race/_metadata");
+/// Of many concurrent creators of one key, exactly one wins, and the
+/// object holds the winner's bytes whole.
+async fn one_concurrent_creator_wins(store: &Arc<dyn StateStore>, root: &StateKey) {
+    let s = store.as_ref();
+    let race = key(root, "race/_metadata");
     let mut tasks = tokio::task::JoinSet::new();
     for i in 0..16u8 {
         let store = store.clone();

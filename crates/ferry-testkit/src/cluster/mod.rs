@@ -1,0 +1,281 @@
+//! [`MiniCluster`]: 1 or 3 Kudu masters and N tablet servers on loopback.
+//!
+//! A cluster lives in its own folder (`<home>/clusters/<name>/`), one
+//! sub-folder per daemon (`master-0`, `ts-2`, ...) holding its WAL, data, logs
+//! and the info file the daemon writes once it is up. `cluster.json` in the
+//! root describes the daemons, so a detached cluster (`ferry-testkit up`) can
+//! be found again by name to be inspected or torn down.
+//!
+//! Dropping an attached cluster kills every daemon and removes its folder;
+//! if the thread is panicking the folder is kept and its path printed, so the
+//! daemon logs of a failed test can be read.
+
+mod builder;
+mod control;
+mod query;
+
+pub use builder::ClusterBuilder;
+pub use query::{MasterStatus, TserverStatus};
+
+use crate::binaries::KuduBinaries;
+use crate::{home_dir, io_err, Error, Result};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Child;
+
+/// Master or tablet server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum DaemonKind {
+    Master,
+    TabletServer,
+}
+
+impl DaemonKind {
+    fn prefix(self) -> &'static str {
+        match self {
+            DaemonKind::Master => "master",
+            DaemonKind::TabletServer => "ts",
+        }
+    }
+}
+
+/// One daemon of a cluster, as recorded in `cluster.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Daemon {
+    pub kind: DaemonKind,
+    pub index: usize,
+    /// `master-0`, `ts-1`, ...: also the name of its folder.
+    pub id: String,
+    /// RPC address, `127.a.b.c:port`.
+    pub rpc_addr: String,
+    /// Web server address (JSON metrics at `/metrics`).
+    pub http_addr: String,
+    /// The daemon's folder.
+    pub dir: PathBuf,
+    /// Full argument list after the `kudu` executable.
+    pub args: Vec<String>,
+    /// Pid of the running process, if started.
+    pub pid: Option<u32>,
+}
+
+impl Daemon {
+    /// Folder holding the daemon's glog files and captured stdout/stderr.
+    pub fn log_dir(&self) -> PathBuf {
+        self.dir.join("logs")
+    }
+
+    fn info_file(&self) -> PathBuf {
+        self.dir.join("info.json")
+    }
+}
+
+/// The persistent description of a cluster (`<root>/cluster.json`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ClusterInfo {
+    pub name: String,
+    pub root: PathBuf,
+    pub detached: bool,
+    pub masters: Vec<Daemon>,
+    pub tservers: Vec<Daemon>,
+}
+
+impl ClusterInfo {
+    /// Comma-separated master RPC addresses.
+    pub fn master_addrs_joined(&self) -> String {
+        self.masters
+            .iter()
+            .map(|d| d.rpc_addr.as_str())
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    fn daemons(&self) -> impl Iterator<Item = &Daemon> {
+        self.masters.iter().chain(self.tservers.iter())
+    }
+}
+
+fn validate_name(name: &str) -> Result<String> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if ok {
+        Ok(name.to_string())
+    } else {
+        Err(Error::Invalid(format!(
+            "cluster name '{name}' must be 1-64 characters of [A-Za-z0-9_-]"
+        )))
+    }
+}
+
+/// A running cluster. Dropping it tears it down unless it was detached.
+pub struct MiniCluster {
+    info: ClusterInfo,
+    bins: KuduBinaries,
+    children: HashMap<String, Child>,
+    owned: bool,
+}
+
+impl std::fmt::Debug for MiniCluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MiniCluster")
+            .field("name", &self.info.name)
+            .field("masters", &self.info.master_addrs_joined())
+            .finish()
+    }
+}
+
+impl MiniCluster {
+    /// A builder for 1 master and 3 tablet servers.
+    pub fn builder() -> ClusterBuilder {
+        ClusterBuilder::default()
+    }
+
+    /// Finds a cluster started earlier (e.g. by `ferry-testkit up`) by name.
+    /// The returned handle does not tear the cluster down on drop.
+    pub fn attach(name: &str) -> Result<MiniCluster> {
+        let name = validate_name(name)?;
+        let file = home_dir().join("clusters").join(&name).join("cluster.json");
+        let text = fs::read_to_string(&file).map_err(|_| {
+            Error::Invalid(format!(
+                "no cluster named '{name}' ({} missing)",
+                file.display()
+            ))
+        })?;
+        let info: ClusterInfo = serde_json::from_str(&text).map_err(|e| {
+            Error::Invalid(format!(
+                "{} is not a cluster description: {e}",
+                file.display()
+            ))
+        })?;
+        Ok(MiniCluster {
+            info,
+            bins: KuduBinaries::get()?.clone(),
+            children: HashMap::new(),
+            owned: false,
+        })
+    }
+
+    /// Names of the clusters recorded under the kit's home folder.
+    pub fn list_names() -> Vec<String> {
+        let Ok(entries) = fs::read_dir(home_dir().join("clusters")) else {
+            return Vec::new();
+        };
+        let mut names: Vec<String> = entries
+            .filter_map(|e| e.ok())
+            .filter(|e| e.path().join("cluster.json").exists())
+            .filter_map(|e| e.file_name().into_string().ok())
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// The cluster's name.
+    pub fn name(&self) -> &str {
+        &self.info.name
+    }
+
+    /// The cluster's folder.
+    pub fn root(&self) -> &Path {
+        &self.info.root
+    }
+
+    /// The persistent description.
+    pub fn info(&self) -> &ClusterInfo {
+        &self.info
+    }
+
+    /// Master RPC addresses (`127.a.b.c:7051`).
+    pub fn master_addrs(&self) -> Vec<String> {
+        self.info
+            .masters
+            .iter()
+            .map(|d| d.rpc_addr.clone())
+            .collect()
+    }
+
+    /// Comma-separated master addresses, as Kudu tools take them.
+    pub fn master_addrs_joined(&self) -> String {
+        self.info.master_addrs_joined()
+    }
+
+    /// Tablet server RPC addresses.
+    pub fn tserver_addrs(&self) -> Vec<String> {
+        self.info
+            .tservers
+            .iter()
+            .map(|d| d.rpc_addr.clone())
+            .collect()
+    }
+
+    /// The recorded daemon of this kind and index.
+    pub fn daemon(&self, kind: DaemonKind, index: usize) -> Result<&Daemon> {
+        let list = match kind {
+            DaemonKind::Master => &self.info.masters,
+            DaemonKind::TabletServer => &self.info.tservers,
+        };
+        list.get(index).ok_or_else(|| {
+            Error::Invalid(format!(
+                "cluster '{}' has no {}-{index}",
+                self.info.name,
+                kind.prefix()
+            ))
+        })
+    }
+
+    fn daemon_mut(&mut self, kind: DaemonKind, index: usize) -> Result<&mut Daemon> {
+        self.daemon(kind, index)?;
+        let list = match kind {
+            DaemonKind::Master => &mut self.info.masters,
+            DaemonKind::TabletServer => &mut self.info.tservers,
+        };
+        list.get_mut(index)
+            .ok_or_else(|| Error::Invalid(format!("no {}-{index}", kind.prefix())))
+    }
+
+    fn save(&self) -> Result<()> {
+        let path = self.info.root.join("cluster.json");
+        let tmp = self.info.root.join("cluster.json.tmp");
+        let text = serde_json::to_string_pretty(&self.info)
+            .map_err(|e| Error::Invalid(format!("serialising cluster description: {e}")))?;
+        fs::write(&tmp, text).map_err(io_err(format!("writing {}", tmp.display())))?;
+        fs::rename(&tmp, &path).map_err(io_err(format!("writing {}", path.display())))
+    }
+}
+
+impl Drop for MiniCluster {
+    fn drop(&mut self) {
+        if !self.owned {
+            return;
+        }
+        let panicking = std::thread::panicking();
+        if panicking {
+            eprintln!(
+                "ferry-testkit: test failed; daemon logs of cluster '{}' kept under {}",
+                self.info.name,
+                self.info.root.display()
+            );
+            for d in self.info.daemons() {
+                eprintln!("  {} ({}): {}", d.id, d.rpc_addr, d.log_dir().display());
+            }
+        }
+        if let Err(e) = self.teardown(panicking) {
+            eprintln!("ferry-testkit: teardown of '{}': {e}", self.info.name);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_checked() {
+        assert!(validate_name("demo_1-a").is_ok());
+        assert!(validate_name("../x").is_err());
+        assert!(validate_name("").is_err());
+    }
+}
