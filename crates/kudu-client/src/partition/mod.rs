@@ -2,9 +2,9 @@
 //! and partition schemas (hash dimensions, ranges, per-range hash schemas).
 //!
 //! - `key` — order-preserving key encoding
-//! (docs/kudu-protocol.md#key-encoding).
+//!   (docs/kudu-protocol.md#key-encoding).
 //! - `murmur` — MurmurHash64A
-//! (docs/kudu-protocol.md#hash-buckets-and-partition-keys).
+//!   (docs/kudu-protocol.md#hash-buckets-and-partition-keys).
 //! - `schema` — [`PartitionSchema`] (routing a row to its partition key)
 //!   and [`Partition`] (one tablet's key range, both boundary conventions
 //!   of docs/kudu-protocol.md#tablet-boundaries).
