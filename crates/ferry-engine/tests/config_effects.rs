@@ -13,7 +13,7 @@ use ferry_engine::kudu_source::KuduSource;
 use ferry_engine::sink_table::SinkTableOptions;
 use ferry_testkit::{DaemonKind, MiniCluster};
 use kudu_client::write::{FlushMode, Operation, SessionOptions};
-use kudu_client::{ColumnSchema, DataType, KuduClient, KuduTable, Schema, TableBuilder};
+use kudu_client::{KuduClient, KuduTable, TableBuilder};
 
 const ROWS: i64 = 3000;
 
@@ -33,17 +33,7 @@ fn config(masters: &str, extra: &[(&str, &str)]) -> JobConfig {
 
 /// `id INT64` key and a 100-byte `v`, one tablet, one replica.
 async fn create_table(client: &KuduClient, name: &str) -> KuduTable {
-    let schema = Schema::new(vec![
-        ColumnSchema::builder("id", DataType::Int64)
-            .key(true)
-            .build()
-            .expect("id"),
-        ColumnSchema::builder("v", DataType::String)
-            .nullable(true)
-            .build()
-            .expect("v"),
-    ])
-    .expect("schema");
+    let schema = ferry_fixtures::small_schema();
     client
         .create_table(&TableBuilder::new(name, schema).num_replicas(1))
         .await

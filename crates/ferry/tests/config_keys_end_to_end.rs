@@ -5,7 +5,7 @@
 
 use ferry_testkit::MiniCluster;
 use kudu_client::write::{FlushMode, Operation, SessionOptions};
-use kudu_client::{ColumnSchema, DataType, KuduClient, KuduTable, Schema, TableBuilder};
+use kudu_client::{KuduClient, KuduTable, TableBuilder};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -56,17 +56,7 @@ async fn prefetching_and_manual_flush_replicate_everything() {
     let c = MiniCluster::builder().tservers(1).start().expect("cluster");
     let masters = c.master_addrs_joined();
     let client = KuduClient::new(&c.master_addrs()).expect("client");
-    let schema = Schema::new(vec![
-        ColumnSchema::builder("id", DataType::Int64)
-            .key(true)
-            .build()
-            .expect("id"),
-        ColumnSchema::builder("v", DataType::String)
-            .nullable(true)
-            .build()
-            .expect("v"),
-    ])
-    .expect("schema");
+    let schema = ferry_fixtures::small_schema();
     client
         .create_table(
             &TableBuilder::new("src", schema)

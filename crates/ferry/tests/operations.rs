@@ -19,7 +19,7 @@
 
 use ferry_testkit::MiniCluster;
 use kudu_client::write::{FlushMode, Operation, SessionOptions};
-use kudu_client::{ColumnSchema, DataType, KuduClient, KuduTable, Schema, TableBuilder};
+use kudu_client::{KuduClient, KuduTable, TableBuilder};
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -89,22 +89,8 @@ fn get_json(port: u16, path: &str) -> Value {
     serde_json::from_str(&body).unwrap_or_else(|e| panic!("GET {path}: {e}: {body}"))
 }
 
-fn schema() -> Schema {
-    Schema::new(vec![
-        ColumnSchema::builder("id", DataType::Int64)
-            .key(true)
-            .build()
-            .expect("id"),
-        ColumnSchema::builder("v", DataType::String)
-            .nullable(true)
-            .build()
-            .expect("v"),
-    ])
-    .expect("schema")
-}
-
 async fn create_table(client: &KuduClient, name: &str) -> KuduTable {
-    let b = TableBuilder::new(name, schema())
+    let b = TableBuilder::new(name, ferry_fixtures::small_schema())
         .add_hash_partitions(&["id"], 2, 0)
         .num_replicas(1);
     client.create_table(&b).await.expect("create");

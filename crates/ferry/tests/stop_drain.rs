@@ -6,7 +6,7 @@
 use ferry_engine::checkpoint::{CheckpointStore, StorageLocation};
 use ferry_testkit::MiniCluster;
 use kudu_client::write::{FlushMode, Operation, SessionOptions};
-use kudu_client::{ColumnSchema, DataType, HybridTime, KuduClient, Schema, TableBuilder, Value};
+use kudu_client::{HybridTime, KuduClient, TableBuilder, Value};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::num::NonZeroUsize;
@@ -51,17 +51,7 @@ async fn stop_with_drain_ends_between_windows() {
     let cluster = MiniCluster::builder().tservers(1).start().expect("cluster");
     let masters = cluster.master_addrs_joined();
     let client = KuduClient::new(&cluster.master_addrs()).expect("client");
-    let schema = Schema::new(vec![
-        ColumnSchema::builder("id", DataType::Int64)
-            .key(true)
-            .build()
-            .expect("id"),
-        ColumnSchema::builder("v", DataType::String)
-            .nullable(true)
-            .build()
-            .expect("v"),
-    ])
-    .expect("schema");
+    let schema = ferry_fixtures::small_schema();
     let b = TableBuilder::new("d", schema)
         .add_hash_partitions(&["id"], 2, 0)
         .num_replicas(1);
