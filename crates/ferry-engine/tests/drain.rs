@@ -9,35 +9,14 @@ mod common;
 use common::*;
 use ferry_engine::checkpoint::CheckpointStore;
 use ferry_engine::{ControlError, JobStatus, StopMode};
+use ferry_fixtures::read_at;
 use kudu_client::write::Operation;
-use kudu_client::{HybridTime, KuduClient, KuduTable, Value};
+use kudu_client::{HybridTime, KuduClient, KuduTable};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// Every row of `name` as of hybrid time `ts`, keyed by id.
-async fn read_at(client: &KuduClient, name: &str, ts: u64) -> BTreeMap<i64, Vec<Value>> {
-    let table = client.open_table(name).await.expect("open");
-    let mut scanner = client
-        .scan_builder(&table)
-        .snapshot(HybridTime::from_raw(ts))
-        .build()
-        .expect("scanner");
-    let mut rows = BTreeMap::new();
-    while let Some(batch) = scanner.next_batch().await.expect("scan") {
-        for view in batch.rows() {
-            let values = view.to_values().expect("values");
-            let Value::Int64(id) = values[0] else {
-                panic!("key is not INT64")
-            };
-            rows.insert(id, values);
-        }
-    }
-    rows
-}
 
 /// Keeps changing rows (upserts, updates, deletes over `0..key_space`)
 /// until `running` is cleared.
@@ -134,7 +113,7 @@ async fn stop_with_drain_around_a_window_opening_ends_between_windows() {
             state.pending.len()
         );
         let end = state.last_end_timestamp.expect("a completed window");
-        let expected = read_at(&source, TABLE, end).await;
+        let expected = read_at(&source, TABLE, Some(HybridTime::from_raw(end))).await;
         let copied = read_all(&sink, TABLE).await;
         assert!(
             expected == copied,

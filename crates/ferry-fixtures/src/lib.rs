@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use ferry_testkit::MiniCluster;
 use kudu_client::schema::ColumnSchemaBuilder;
-use kudu_client::{ColumnSchema, DataType, KuduClient, Schema, Value};
+use kudu_client::{ColumnSchema, DataType, HybridTime, KuduClient, Schema, Value};
 
 /// Maximum length, in characters, of the every-type schema's VARCHAR `vc`.
 pub const VARCHAR_LEN: u32 = 5;
@@ -115,8 +115,21 @@ pub fn runtime() -> tokio::runtime::Runtime {
 /// Every row of table `name` (whose first column is an INT64 key), keyed by
 /// that key, as values.
 pub async fn read_all(client: &KuduClient, name: &str) -> BTreeMap<i64, Vec<Value>> {
+    read_at(client, name, None).await
+}
+
+/// Like [`read_all`], as of hybrid time `ts` when given (a snapshot scan).
+pub async fn read_at(
+    client: &KuduClient,
+    name: &str,
+    ts: Option<HybridTime>,
+) -> BTreeMap<i64, Vec<Value>> {
     let table = client.open_table(name).await.expect("open");
-    let mut scanner = client.scan_builder(&table).build().expect("scanner");
+    let mut builder = client.scan_builder(&table);
+    if let Some(ts) = ts {
+        builder = builder.snapshot(ts);
+    }
+    let mut scanner = builder.build().expect("scanner");
     let mut rows = BTreeMap::new();
     while let Some(batch) = scanner.next_batch().await.expect("scan") {
         for view in batch.rows() {

@@ -4,10 +4,10 @@
 //! source as of the savepoint's last window end.
 
 use ferry_engine::checkpoint::{CheckpointStore, StorageLocation};
+use ferry_fixtures::{read_all, read_at};
 use ferry_testkit::MiniCluster;
 use kudu_client::write::{FlushMode, Operation, SessionOptions};
-use kudu_client::{HybridTime, KuduClient, TableBuilder, Value};
-use std::collections::BTreeMap;
+use kudu_client::{HybridTime, KuduClient, TableBuilder};
 use std::io::{BufRead, BufReader};
 use std::num::NonZeroUsize;
 use std::process::{Command, Stdio};
@@ -23,27 +23,6 @@ fn free_port() -> u16 {
         .local_addr()
         .expect("addr")
         .port()
-}
-
-/// Rows of `name` (as of `ts` if given), keyed by id.
-async fn rows(client: &KuduClient, name: &str, ts: Option<u64>) -> BTreeMap<i64, Vec<Value>> {
-    let table = client.open_table(name).await.expect("open");
-    let mut builder = client.scan_builder(&table);
-    if let Some(ts) = ts {
-        builder = builder.snapshot(HybridTime::from_raw(ts));
-    }
-    let mut scanner = builder.build().expect("scanner");
-    let mut out = BTreeMap::new();
-    while let Some(batch) = scanner.next_batch().await.expect("scan") {
-        for view in batch.rows() {
-            let values = view.to_values().expect("values");
-            let Value::Int64(id) = values[0] else {
-                panic!("key is not INT64")
-            };
-            out.insert(id, values);
-        }
-    }
-    out
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -167,8 +146,8 @@ async fn stop_with_drain_ends_between_windows() {
         "the savepoint holds a window in progress: {state:?}"
     );
     let end = state.last_end_timestamp.expect("a completed window");
-    let expected = rows(&client, "d", Some(end)).await;
-    let copied = rows(&client, "d_copy", None).await;
+    let expected = read_at(&client, "d", Some(HybridTime::from_raw(end))).await;
+    let copied = read_all(&client, "d_copy").await;
     assert!(!expected.is_empty());
     assert!(
         expected == copied,
