@@ -184,3 +184,28 @@ impl<T> Default for Shared<T> {
         Self::new()
     }
 }
+
+/// A free TCP port on loopback, for a `ferry` process's REST or metrics
+/// listener.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port()
+}
+
+/// Reads `ferry run`'s first line on stdout ("Job has been submitted with
+/// JobID <id>") and returns the 32-hex-digit job id.
+pub fn read_job_id(out: &mut impl std::io::BufRead) -> String {
+    let mut line = String::new();
+    out.read_line(&mut line).expect("job id line");
+    let id = line
+        .trim()
+        .rsplit(' ')
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    assert_eq!(id.len(), 32, "job id in {line:?}");
+    id
+}

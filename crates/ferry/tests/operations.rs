@@ -17,11 +17,12 @@
 //!   `cancel`), answers a bad submission with a usage error, stops on
 //!   SIGTERM.
 
+use ferry_fixtures::{free_port, read_job_id};
 use ferry_testkit::MiniCluster;
 use kudu_client::write::{FlushMode, Operation, SessionOptions};
 use kudu_client::{KuduClient, KuduTable, TableBuilder};
 use serde_json::Value;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -30,14 +31,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
-}
 
 /// A blocking HTTP/1.1 call: (status, body).
 fn http(method: &str, port: u16, path: &str, body: Option<&str>) -> (u16, String) {
@@ -166,15 +159,7 @@ fn start_job(masters: &str, table: &str, suffix: &str, chk: &Path, extra: &[&str
         .spawn()
         .expect("spawn ferry");
     let mut out = BufReader::new(child.stdout.take().expect("stdout"));
-    let mut line = String::new();
-    out.read_line(&mut line).expect("job id line");
-    let id = line
-        .trim()
-        .rsplit(' ')
-        .next()
-        .unwrap_or_default()
-        .to_string();
-    assert_eq!(id.len(), 32, "job id in {line:?}");
+    let id = read_job_id(&mut out);
     let stdout = std::thread::spawn(move || {
         let mut rest = String::new();
         let _ = out.read_to_string(&mut rest);

@@ -4,11 +4,11 @@
 //! source as of the savepoint's last window end.
 
 use ferry_engine::checkpoint::{CheckpointStore, StorageLocation};
-use ferry_fixtures::{read_all, read_at};
+use ferry_fixtures::{free_port, read_all, read_at, read_job_id};
 use ferry_testkit::MiniCluster;
 use kudu_client::write::{FlushMode, Operation, SessionOptions};
 use kudu_client::{HybridTime, KuduClient, TableBuilder};
-use std::io::{BufRead, BufReader};
+use std::io::BufReader;
 use std::num::NonZeroUsize;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,14 +16,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stop_with_drain_ends_between_windows() {
@@ -96,15 +88,7 @@ async fn stop_with_drain_ends_between_windows() {
         .spawn()
         .expect("spawn ferry");
     let mut out = BufReader::new(child.stdout.take().expect("stdout"));
-    let mut line = String::new();
-    out.read_line(&mut line).expect("job id line");
-    let id = line
-        .trim()
-        .rsplit(' ')
-        .next()
-        .unwrap_or_default()
-        .to_string();
-    assert_eq!(id.len(), 32, "job id in {line:?}");
+    let id = read_job_id(&mut out);
     tokio::time::sleep(Duration::from_secs(3)).await;
 
     let sp = dir.path().join("sp").to_string_lossy().into_owned();
