@@ -170,16 +170,19 @@ fn dir() -> Option<StorageLocation> {
     Some(StorageLocation::parse("/mem/sp").expect("location"))
 }
 
+/// Requests a stop with drain (60 s timeout) in the background.
+fn spawn_drain(job: &JobHandle) -> tokio::task::JoinHandle<Result<String, ControlError>> {
+    let job = job.clone();
+    tokio::spawn(async move {
+        job.stop(StopMode::drain(dir(), Duration::from_secs(60)))
+            .await
+    })
+}
+
 #[tokio::test]
 async fn a_drain_lets_the_open_window_finish_and_opens_no_other() {
     let f = started().await;
-    let drain = {
-        let job = f.job.clone();
-        tokio::spawn(async move {
-            job.stop(StopMode::drain(dir(), Duration::from_secs(60)))
-                .await
-        })
-    };
+    let drain = spawn_drain(&f.job);
     // Past the discovery interval: the next window is due once this one
     // completes, and must not open.
     tokio::time::sleep(Duration::from_millis(1_200)).await;
@@ -212,13 +215,7 @@ async fn a_drain_lets_the_open_window_finish_and_opens_no_other() {
 #[tokio::test]
 async fn a_plain_stop_overrides_a_drain() {
     let f = started().await;
-    let drain = {
-        let job = f.job.clone();
-        tokio::spawn(async move {
-            job.stop(StopMode::drain(dir(), Duration::from_secs(60)))
-                .await
-        })
-    };
+    let drain = spawn_drain(&f.job);
     tokio::time::sleep(Duration::from_millis(100)).await;
     let path = f
         .job
