@@ -124,7 +124,11 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             eprintln!("ferry-testkit: {e}");
-            ExitCode::FAILURE
+            // Bad input (a name, a CIDR) is the user's to fix: exit 2.
+            match e {
+                ferry_testkit::Error::Invalid(_) => ExitCode::from(2),
+                _ => ExitCode::FAILURE,
+            }
         }
     }
 }

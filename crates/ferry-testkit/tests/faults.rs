@@ -191,3 +191,54 @@ fn whole_cluster_hangs_resumes_stops_and_starts_at_the_same_addresses() {
     );
     assert_eq!(live_tservers(&c), 3);
 }
+
+#[test]
+fn netns_cli_creates_partitions_heals_and_removes_a_namespace() {
+    let cli = env!("CARGO_BIN_EXE_ferry-testkit");
+    let out = std::process::Command::new(cli)
+        .args(["netns", "up"])
+        .output()
+        .expect("netns up");
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (name, inside) = text.trim().split_once(' ').expect("NAME ADDRESS");
+    // Removed even if an assertion below fails.
+    let guard = NetNs::attach(name).expect("attach");
+    let _cleanup = scopeguard(name.to_string());
+    assert!(inside.parse::<Ipv4Addr>().is_ok(), "{text}");
+    assert_eq!(guard.addr_inside().to_string(), inside);
+
+    let run = |args: &[&str]| {
+        std::process::Command::new(cli)
+            .args(args)
+            .output()
+            .expect("ferry-testkit")
+    };
+    let bad = run(&["netns", "partition", name, "127.1.2/24"]);
+    assert_eq!(
+        bad.status.code(),
+        Some(2),
+        "bad CIDR is a usage error: {bad:?}"
+    );
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("127.1.2/24"));
+    assert!(run(&["netns", "partition", name, "127.1.2.0/24"])
+        .status
+        .success());
+    assert!(run(&["netns", "heal", name]).status.success());
+    let down = run(&["netns", "down", name]);
+    assert!(down.status.success(), "{down:?}");
+    assert!(!NetNs::list_names().contains(&name.to_string()));
+}
+
+/// Removes namespace `name` on drop (the CLI made it detached).
+fn scopeguard(name: String) -> impl Drop {
+    struct Remove(String);
+    impl Drop for Remove {
+        fn drop(&mut self) {
+            if let Ok(ns) = NetNs::attach(&self.0) {
+                let _ = ns.destroy();
+            }
+        }
+    }
+    Remove(name)
+}

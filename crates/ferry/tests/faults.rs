@@ -358,9 +358,9 @@ impl Harness {
             .await;
         let diff = compare_tables(&self.source, &self.sink, TABLE, TABLE).await;
         self.assert_running("after the fault");
-        let restarts = self.num_restarts().await;
+        let exceptions = self.exception_entries().await;
         self.say(&format!(
-            "caught up; {diff}; workload {} applied, {} failed; states seen {:?}; restarts of the last run {restarts:?}",
+            "caught up; {diff}; workload {} applied, {} failed; states seen {:?}; exception history of the last run: {exceptions:?} entries",
             stats.applied, stats.failed, self.states
         ));
         assert!(diff.is_equal(), "[{}] {diff}", self.name);
@@ -368,8 +368,8 @@ impl Harness {
         stats
     }
 
-    /// `numRestarts` of the current run (its REST job details), if known.
-    async fn num_restarts(&mut self) -> Option<u64> {
+    /// Entries of the current run's REST exception history, if it answers.
+    async fn exception_entries(&mut self) -> Option<u64> {
         let f = self.ferry();
         let body = http_get(&f.rest, &format!("/jobs/{}/exceptions", f.job_id)).await?;
         let v: serde_json::Value = serde_json::from_str(&body).ok()?;
