@@ -211,3 +211,109 @@ async fn requests_during_a_restart_are_refused_and_cancel_works() {
     r.job.cancel().await;
     assert_eq!(r.job.wait().await, JobStatus::Canceled);
 }
+
+/// A memory store whose writes fail while `down` is set.
+#[derive(Debug)]
+struct FlakyStore {
+    inner: MemoryStateStore,
+    down: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl crate::checkpoint::StateStore for FlakyStore {
+    fn put_if_absent<'a>(
+        &'a self,
+        key: &'a crate::checkpoint::StateKey,
+        bytes: bytes::Bytes,
+    ) -> crate::checkpoint::StoreFuture<'a, ()> {
+        if self.down.load(Ordering::SeqCst) {
+            return Box::pin(async move {
+                Err(crate::checkpoint::StoreError::backend(
+                    "create",
+                    key,
+                    std::io::Error::new(std::io::ErrorKind::ReadOnlyFilesystem, "read-only"),
+                ))
+            });
+        }
+        self.inner.put_if_absent(key, bytes)
+    }
+
+    fn get<'a>(
+        &'a self,
+        key: &'a crate::checkpoint::StateKey,
+    ) -> crate::checkpoint::StoreFuture<'a, Option<bytes::Bytes>> {
+        self.inner.get(key)
+    }
+
+    fn list<'a>(
+        &'a self,
+        prefix: &'a crate::checkpoint::StateKey,
+    ) -> crate::checkpoint::StoreFuture<'a, Vec<crate::checkpoint::StateKey>> {
+        self.inner.list(prefix)
+    }
+
+    fn delete<'a>(
+        &'a self,
+        key: &'a crate::checkpoint::StateKey,
+    ) -> crate::checkpoint::StoreFuture<'a, ()> {
+        self.inner.delete(key)
+    }
+}
+
+#[tokio::test]
+async fn unwritable_checkpoints_hold_the_job_at_its_durable_window_until_storage_returns() {
+    let config = config_with(&[
+        ("execution.checkpointing.tolerable-failed-checkpoints", "3"),
+        (
+            "restart-strategy.exponential-delay.initial-backoff",
+            "50 ms",
+        ),
+        ("restart-strategy.exponential-delay.max-backoff", "200 ms"),
+    ]);
+    let down = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let store = CheckpointStore::new(
+        Arc::new(FlakyStore {
+            inner: MemoryStateStore::new(),
+            down: down.clone(),
+        }),
+        &config.checkpoints_directory,
+        NonZeroUsize::MIN,
+    );
+    let (_gate, gate_rx) = watch::channel(true);
+    let sink = FlakySink {
+        failures_left: Arc::new(AtomicU64::new(0)),
+        written: Arc::new(AtomicU64::new(0)),
+    };
+    let source = GatedSource {
+        clock: AtomicU64::new(100),
+        gate: gate_rx,
+    };
+    let job = Job::start(&config, None, source, sink, store, JobOptions::new(2))
+        .await
+        .expect("starts");
+    until(&job, "first window", |s| s.metrics.windows_completed >= 1).await;
+    down.store(true, Ordering::SeqCst);
+    // The open window may still complete in memory, but no window opens
+    // or completes durably while storage is down.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let held = job.snapshot().metrics.windows_completed;
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    let snap = job.snapshot();
+    assert_eq!(snap.metrics.windows_completed, held, "no window completed");
+    assert!(snap.metrics.checkpoints_failed > 3, "{:?}", snap.metrics);
+    // Past the tolerable count the job restarts (and keeps trying).
+    assert!(snap.metrics.restarts >= 1, "{:?}", snap.metrics);
+    assert!(
+        snap.exceptions
+            .iter()
+            .all(|e| e.exception_name == "Checkpoint" && e.restarted),
+        "{:?}",
+        snap.exceptions
+    );
+    assert!(!job.status().is_terminal());
+    down.store(false, Ordering::SeqCst);
+    until(&job, "windows again", |s| {
+        s.metrics.windows_completed > held + 1
+    })
+    .await;
+    job.cancel().await;
+}
