@@ -12,10 +12,24 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 
-/// Fails the first `failures` writes with a (transient) timeout.
+/// Fails the first `failures` writes with a (transient) timeout, and the
+/// first `prepare_failures` preparations likewise.
 struct FlakySink {
     failures_left: Arc<AtomicU64>,
     written: Arc<AtomicU64>,
+    prepare_failures: u64,
+}
+
+fn timed_out() -> EngineError {
+    EngineError::Sink {
+        table: "t".into(),
+        source: kudu_client::Error::TimedOut {
+            operation: "Write".into(),
+            attempts: 3,
+            elapsed: Duration::from_secs(1),
+            last: "no answer".into(),
+        },
+    }
 }
 
 struct FlakyWriter {
@@ -25,6 +39,14 @@ struct FlakyWriter {
 
 impl Sink<Numbers> for FlakySink {
     type Writer = FlakyWriter;
+
+    async fn prepare(&mut self) -> Result<(), EngineError> {
+        if self.prepare_failures > 0 {
+            self.prepare_failures -= 1;
+            return Err(timed_out());
+        }
+        Ok(())
+    }
 
     async fn writer(&self) -> Result<FlakyWriter, EngineError> {
         Ok(FlakyWriter {
@@ -41,15 +63,7 @@ impl SinkWriter<Numbers> for FlakyWriter {
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
             .is_ok();
         if failing {
-            return Err(EngineError::Sink {
-                table: "t".into(),
-                source: kudu_client::Error::TimedOut {
-                    operation: "Write".into(),
-                    attempts: 3,
-                    elapsed: Duration::from_secs(1),
-                    last: "no answer".into(),
-                },
-            });
+            return Err(timed_out());
         }
         self.written
             .fetch_add(batch.0.len() as u64, Ordering::SeqCst);
@@ -77,6 +91,7 @@ async fn run(failures: u64, restart: &[(&str, &str)]) -> Run {
     let sink = FlakySink {
         failures_left: Arc::new(AtomicU64::new(failures)),
         written: written.clone(),
+        prepare_failures: 0,
     };
     let source = GatedSource {
         clock: AtomicU64::new(100),
@@ -282,6 +297,7 @@ async fn unwritable_checkpoints_hold_the_job_at_its_durable_window_until_storage
     let sink = FlakySink {
         failures_left: Arc::new(AtomicU64::new(0)),
         written: Arc::new(AtomicU64::new(0)),
+        prepare_failures: 0,
     };
     let source = GatedSource {
         clock: AtomicU64::new(100),
@@ -316,4 +332,38 @@ async fn unwritable_checkpoints_hold_the_job_at_its_durable_window_until_storage
     })
     .await;
     job.cancel().await;
+}
+
+#[tokio::test]
+async fn an_unreachable_sink_at_start_is_retried_on_the_restart_schedule() {
+    let start = |prepare_failures, restart: &[(&str, &str)]| {
+        let config = config_with(restart);
+        let store = CheckpointStore::new(
+            Arc::new(MemoryStateStore::new()),
+            &config.checkpoints_directory,
+            NonZeroUsize::MIN,
+        );
+        let (_gate, gate_rx) = watch::channel(true);
+        let sink = FlakySink {
+            failures_left: Arc::new(AtomicU64::new(0)),
+            written: Arc::new(AtomicU64::new(0)),
+            prepare_failures,
+        };
+        let source = GatedSource {
+            clock: AtomicU64::new(100),
+            gate: gate_rx,
+        };
+        async move { Job::start(&config, None, source, sink, store, JobOptions::new(1)).await }
+    };
+    let fast = [(
+        "restart-strategy.exponential-delay.initial-backoff",
+        "10 ms",
+    )];
+    let job = start(3, &fast).await.expect("started after three failures");
+    job.cancel().await;
+    let refused = start(1, &[("restart-strategy.type", "none")]).await;
+    assert!(
+        matches!(&refused, Err(StartError::Sink(e)) if e.is_transient()),
+        "{refused:?}"
+    );
 }
