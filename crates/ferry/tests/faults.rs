@@ -21,6 +21,7 @@ use std::io::{BufRead, BufReader, Read};
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 const TABLE: &str = "faulty";
@@ -62,7 +63,9 @@ async fn create_table(client: &KuduClient) {
 /// A running `ferry run`; killed with SIGKILL on drop.
 struct Ferry {
     child: Child,
-    job_id: JobId,
+    /// Known once ferry printed it (after it reached both clusters, which
+    /// may be down when it starts).
+    job_id: Arc<OnceLock<JobId>>,
     /// Where its REST API answers (from the test's namespace).
     rest: String,
     log: PathBuf,
@@ -88,6 +91,9 @@ struct Harness {
     logs: tempfile::TempDir,
     netns: Option<NetNs>,
     ferry: Option<Ferry>,
+    /// The job of the run before the current one (restarts fall back to
+    /// its checkpoints).
+    prev_job: Option<JobId>,
     runs: usize,
     /// REST states seen while watching (RUNNING, RESTARTING, ...).
     states: BTreeSet<String>,
@@ -132,6 +138,7 @@ impl Harness {
             logs,
             netns: None,
             ferry: None,
+            prev_job: None,
             runs: 0,
             states: BTreeSet::new(),
             started,
@@ -209,27 +216,26 @@ impl Harness {
             .stderr(file.try_clone().expect("log file"));
         let mut child = cmd.spawn().expect("spawn ferry");
         let mut out = BufReader::new(child.stdout.take().expect("stdout"));
-        // ferry prints the job id once the job is submitted; until then
-        // (it may be connecting to a cluster that is down) this blocks.
-        let mut line = String::new();
-        let _ = blocking(|| out.read_line(&mut line));
-        let id = line.trim().rsplit(' ').next().unwrap_or_default();
-        let Ok(job_id) = id.parse::<JobId>() else {
-            let status = child.wait().expect("wait");
-            panic!(
-                "[{}] ferry run #{} exited before submitting its job ({status}); its log:\n{}",
-                self.name,
-                self.runs,
-                tail(&log, 40)
-            );
-        };
-        // The rest of stdout goes to the log, so ferry never blocks on it.
-        let mut sink = file;
+        // The first line carries the job id; the rest goes to the log, so
+        // ferry never blocks on a full pipe.
+        let job_id = Arc::new(OnceLock::new());
+        let (found, mut sink, name) = (job_id.clone(), file, self.name);
         std::thread::spawn(move || {
+            let mut line = String::new();
+            if out.read_line(&mut line).is_ok() {
+                let id = line.trim().rsplit(' ').next().unwrap_or_default();
+                match id.parse::<JobId>() {
+                    Ok(id) => {
+                        eprintln!("[{name}] job id {id}");
+                        let _ = found.set(id);
+                    }
+                    Err(_) => eprintln!("[{name}] no job id in {line:?}"),
+                }
+            }
             let _ = std::io::copy(&mut out, &mut sink);
         });
         self.say(&format!(
-            "ferry run #{} started (pid {}, job {job_id}{})",
+            "ferry run #{} started (pid {}{})",
             self.runs,
             child.id(),
             resume.map(|r| format!(", from {r}")).unwrap_or_default()
@@ -258,26 +264,33 @@ impl Harness {
         }
     }
 
-    /// SIGKILL, then a new `ferry run -s <newest complete checkpoint>`.
+    /// SIGKILL, then a new `ferry run -s <newest complete checkpoint>`:
+    /// the killed run's, or if it has none yet, its predecessor's.
     async fn kill_and_restart(&mut self) {
         self.assert_running("before the kill -9");
-        let job_id = {
+        let current = {
             let f = self.ferry();
             // SAFETY: kill(2) on our own child.
             unsafe {
                 libc::kill(f.child.id() as libc::pid_t, libc::SIGKILL);
             }
             let _ = f.child.wait();
-            f.job_id
+            f.job_id.get().copied()
         };
-        let latest = self
-            .store
-            .latest_complete(&job_id)
-            .await
-            .expect("list checkpoints");
-        let c = latest
-            .checkpoint
-            .expect("a complete checkpoint exists before the fault");
+        let mut found = None;
+        for job in [current, self.prev_job].into_iter().flatten() {
+            let latest = self
+                .store
+                .latest_complete(&job)
+                .await
+                .expect("list checkpoints");
+            if let Some(c) = latest.checkpoint {
+                found = Some((job, c));
+                break;
+            }
+        }
+        let (job, c) = found.expect("a complete checkpoint exists before the fault");
+        self.prev_job = Some(job);
         let uri = c.location.to_uri();
         self.say(&format!(
             "killed ferry with SIGKILL; restarting from checkpoint {}",
@@ -289,7 +302,8 @@ impl Harness {
     /// The job's state from its REST API, if it answers.
     async fn rest_state(&mut self) -> Option<String> {
         let f = self.ferry();
-        let body = http_get(&f.rest, &format!("/jobs/{}/status", f.job_id)).await?;
+        let id = *f.job_id.get()?;
+        let body = http_get(&f.rest, &format!("/jobs/{id}/status")).await?;
         let v: serde_json::Value = serde_json::from_str(&body).ok()?;
         v["status"].as_str().map(str::to_string)
     }
@@ -315,10 +329,11 @@ impl Harness {
         let deadline = Instant::now() + within;
         loop {
             self.assert_running(what);
-            let job_id = self.ferry().job_id;
-            let latest = self.store.latest_complete(&job_id).await;
+            let latest = match self.ferry().job_id.get().copied() {
+                Some(job) => self.store.latest_complete(&job).await.ok(),
+                None => None,
+            };
             let done = latest
-                .ok()
                 .and_then(|l| l.checkpoint)
                 .is_some_and(|c| c.state.last_end_timestamp.is_some_and(|t| t > after));
             if done {
@@ -371,7 +386,8 @@ impl Harness {
     /// Entries of the current run's REST exception history, if it answers.
     async fn exception_entries(&mut self) -> Option<u64> {
         let f = self.ferry();
-        let body = http_get(&f.rest, &format!("/jobs/{}/exceptions", f.job_id)).await?;
+        let id = *f.job_id.get()?;
+        let body = http_get(&f.rest, &format!("/jobs/{id}/exceptions")).await?;
         let v: serde_json::Value = serde_json::from_str(&body).ok()?;
         v["exceptionHistory"]["entries"]
             .as_array()
