@@ -375,8 +375,8 @@ impl Harness {
         self.assert_running("after the fault");
         let exceptions = self.exception_entries().await;
         self.say(&format!(
-            "caught up; {diff}; workload {} applied, {} failed; states seen {:?}; exception history of the last run: {exceptions:?} entries",
-            stats.applied, stats.failed, self.states
+            "caught up; {diff}; workload {} applied, {} failed (last error: {:?}); states seen {:?}; exception history of the last run: {exceptions:?} entries",
+            stats.applied, stats.failed, stats.last_error, self.states
         ));
         assert!(diff.is_equal(), "[{}] {diff}", self.name);
         assert!(stats.applied > 1_000, "the workload ran: {stats:?}");
