@@ -9,7 +9,7 @@
 use crate::registry::{now_ms, JobEntry};
 use ferry_engine::job::CheckpointRecord;
 use ferry_engine::metrics::MetricsSnapshot;
-use ferry_engine::status::JobSnapshot;
+use ferry_engine::status::{ExceptionRecord, JobSnapshot};
 use ferry_engine::JobStatus;
 
 /// ferry's version, reported where Flink reports its own.
@@ -26,6 +26,14 @@ pub struct JobView<'a> {
     pub metrics: MetricsSnapshot,
     /// Completed checkpoints and savepoints, oldest first.
     pub checkpoints: Vec<CheckpointRecord>,
+    /// Restarts so far.
+    pub num_restarts: u64,
+    /// Since the job last became RUNNING (0 when not running).
+    pub uptime_ms: u64,
+    /// In the current RESTARTING spell (0 when running).
+    pub downtime_ms: u64,
+    /// Failures, newest first.
+    pub exceptions: Vec<ExceptionRecord>,
     /// When the view was taken, epoch ms.
     pub now_ms: u64,
     /// Epoch ms, or -1 while the job runs.
@@ -43,6 +51,10 @@ impl JobEntry {
         let JobSnapshot {
             metrics,
             checkpoints,
+            num_restarts,
+            uptime_ms,
+            downtime_ms,
+            exceptions,
             ..
         } = snapshot;
         JobView {
@@ -50,6 +62,10 @@ impl JobEntry {
             status,
             metrics,
             checkpoints,
+            num_restarts,
+            uptime_ms,
+            downtime_ms,
+            exceptions,
             now_ms: now_ms(),
             end_time_ms: self.end_time_ms(),
             duration_ms: self.duration_ms(),
@@ -66,6 +82,27 @@ impl JobView<'_> {
     /// Whether the job has ended.
     pub fn is_terminal(&self) -> bool {
         self.status.is_terminal()
+    }
+
+    /// Whether the job waits to run again after a transient failure.
+    pub fn is_restarting(&self) -> bool {
+        matches!(self.status, JobStatus::Restarting { .. })
+    }
+
+    /// The state of the job's tasks, by Flink's task (execution) state
+    /// names: while the job restarts its pipelines are stopped, which
+    /// Flink shows as CANCELED tasks until they are deployed again.
+    pub fn task_state(&self) -> &'static str {
+        if self.is_restarting() {
+            "CANCELED"
+        } else {
+            self.state()
+        }
+    }
+
+    /// The newest failure, if any.
+    pub fn newest_failure(&self) -> Option<&ExceptionRecord> {
+        self.exceptions.first()
     }
 
     /// now − lastEndTimestamp, once a window completed.
@@ -89,10 +126,24 @@ impl JobView<'_> {
     /// `flink_jobmanager_job_<name>`.
     pub fn job_scope_metrics(&self) -> Vec<(&'static str, f64)> {
         let m = &self.metrics;
-        let uptime = match self.status {
-            JobStatus::Running | JobStatus::Stopping => m.uptime_ms as f64,
-            _ => -1.0,
+        // Flink's uptime and downtime gauges: -1 once the job ended.
+        let (uptime, downtime) = if self.is_terminal() {
+            (-1.0, -1.0)
+        } else {
+            (self.uptime_ms as f64, self.downtime_ms as f64)
         };
+        // Flink's per-state time gauges (`metrics.job.status.enable`
+        // CURRENT_TIME, its default): time in the state, 0 outside it.
+        let running_time = match self.status {
+            JobStatus::Running | JobStatus::Stopping => self.uptime_ms as f64,
+            _ => 0.0,
+        };
+        let restarting_time = if self.is_restarting() {
+            self.downtime_ms as f64
+        } else {
+            0.0
+        };
+        let restarts = self.num_restarts as f64;
         let savepoints = self.savepoint_count() as f64;
         let restored_at = self
             .job
@@ -101,9 +152,12 @@ impl JobView<'_> {
             .map_or(-1.0, |r| r.restored_at_ms as f64);
         vec![
             ("uptime", uptime),
-            ("downtime", 0.0),
-            ("numRestarts", m.restarts as f64),
-            ("fullRestarts", m.restarts as f64),
+            ("downtime", downtime),
+            ("runningTime", running_time),
+            ("restartingTime", restarting_time),
+            ("numRestarts", restarts),
+            // Deprecated in Flink for numRestarts; kept for old dashboards.
+            ("fullRestarts", restarts),
             (
                 "lastCheckpointDuration",
                 m.last_checkpoint_duration_ms as f64,
