@@ -233,8 +233,7 @@ impl Ferry {
         loop {
             self.assert_alive();
             let v = self.live();
-            if v["state"] == "RUNNING" && v["last_end_timestamp"].as_u64().unwrap_or(0) > after_ms
-            {
+            if v["state"] == "RUNNING" && v["last_end_timestamp"].as_u64().unwrap_or(0) > after_ms {
                 return;
             }
             assert!(Instant::now() < deadline, "no window completed: {v}");
@@ -359,7 +358,10 @@ async fn a_frozen_sink_restarts_the_job_and_the_operator_sees_it() {
     // The failure, in Flink's shape, names the timeout.
     let ex = get_json(ferry.rest, &format!("/jobs/{}/exceptions", ferry.id));
     let newest = &ex["exceptionHistory"]["entries"][0];
-    let trace = newest["stacktrace"].as_str().unwrap_or_default().to_string();
+    let trace = newest["stacktrace"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     assert!(
         trace.to_lowercase().contains("timedout") || trace.to_lowercase().contains("timed out"),
         "{ex}"

@@ -10,8 +10,7 @@ use super::error::ApiError;
 use super::jobs::find_job;
 use super::AppState;
 use crate::api::flink::{
-    ExceptionHistory, ExceptionInfo, ExecutionExceptionInfo, JobExceptionsInfo,
-    RootExceptionInfo,
+    ExceptionHistory, ExceptionInfo, ExecutionExceptionInfo, JobExceptionsInfo, RootExceptionInfo,
 };
 use crate::view::{JobView, SINK_NAME, SOURCE_NAME};
 use axum::extract::{Path, Query, State};

@@ -13,8 +13,8 @@ use super::error::{parse_body, ApiError};
 use super::jobs::find_job;
 use super::AppState;
 use crate::api::live::{
-    CheckpointEntry, FailureEntry, JobLive, KuduTables, ProcessOverview, SnapshotProgress, SplitCounts,
-    SubmitRequestBody, SubmitResponse, Totals,
+    CheckpointEntry, FailureEntry, JobLive, KuduTables, ProcessOverview, SnapshotProgress,
+    SplitCounts, SubmitRequestBody, SubmitResponse, Totals,
 };
 use crate::registry::{now_ms, Mode};
 use crate::run_args::RunCommand;

@@ -7,8 +7,9 @@ use super::error::{parse_body, ApiError};
 use super::savepoints::{check_trigger_id, target_dir};
 use super::AppState;
 use crate::api::flink::{
-    Acknowledged, ExecutionConfig, FormatType, JobConfigInfo, JobDetails, JobPlan, JobStatusBody, JobVertex, Metric, PlanInput, PlanNode,
-    StateCounts, StopWithSavepointRequestBody, TriggerResponse, VertexMetrics,
+    Acknowledged, ExecutionConfig, FormatType, JobConfigInfo, JobDetails, JobPlan, JobStatusBody,
+    JobVertex, Metric, PlanInput, PlanNode, StateCounts, StopWithSavepointRequestBody,
+    TriggerResponse, VertexMetrics,
 };
 use crate::registry::{JobEntry, OpKind, OpValue};
 use crate::view::{JobView, SINK_NAME, SOURCE_NAME};
