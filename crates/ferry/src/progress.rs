@@ -118,7 +118,7 @@ pub fn spawn(job: Arc<JobEntry>, interactive: bool, stop: CancellationToken) {
                 // line says it too instead of standing still.
                 if interactive {
                     let cause = view.newest_failure().map_or("", |f| f.message.as_str());
-                    let text = restarting_line(&table, view.num_restarts, cause);
+                    let text = restarting_line(&table, view.num_restarts(), cause);
                     let mut err = std::io::stderr();
                     let _ = write!(err, "{CLEAR_LINE}{text}");
                     let _ = err.flush();

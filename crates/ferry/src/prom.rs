@@ -216,7 +216,7 @@ fn push_ferry(out: &mut Families, v: &JobView, labels: &Labels) {
         (
             "restarts",
             "Restarts after transient failures",
-            v.num_restarts,
+            v.num_restarts(),
         ),
     ] {
         out.ferry(

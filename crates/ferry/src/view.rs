@@ -26,12 +26,6 @@ pub struct JobView<'a> {
     pub metrics: MetricsSnapshot,
     /// Completed checkpoints and savepoints, oldest first.
     pub checkpoints: Vec<CheckpointRecord>,
-    /// Restarts so far.
-    pub num_restarts: u64,
-    /// Since the job last became RUNNING (0 when not running).
-    pub uptime_ms: u64,
-    /// In the current RESTARTING spell (0 when running).
-    pub downtime_ms: u64,
     /// Failures, newest first.
     pub exceptions: Vec<ExceptionRecord>,
     /// When the view was taken, epoch ms.
@@ -51,9 +45,6 @@ impl JobEntry {
         let JobSnapshot {
             metrics,
             checkpoints,
-            num_restarts,
-            uptime_ms,
-            downtime_ms,
             exceptions,
             ..
         } = snapshot;
@@ -62,9 +53,6 @@ impl JobEntry {
             status,
             metrics,
             checkpoints,
-            num_restarts,
-            uptime_ms,
-            downtime_ms,
             exceptions,
             now_ms: now_ms(),
             end_time_ms: self.end_time_ms(),
@@ -100,6 +88,21 @@ impl JobView<'_> {
         }
     }
 
+    /// Restarts so far.
+    pub fn num_restarts(&self) -> u64 {
+        self.metrics.restarts
+    }
+
+    /// Since the job last became RUNNING (0 while it is not).
+    pub fn uptime_ms(&self) -> u64 {
+        self.metrics.uptime_ms
+    }
+
+    /// Of the current outage (0 while running).
+    pub fn downtime_ms(&self) -> u64 {
+        self.metrics.downtime_ms
+    }
+
     /// The newest failure, if any.
     pub fn newest_failure(&self) -> Option<&ExceptionRecord> {
         self.exceptions.first()
@@ -130,20 +133,20 @@ impl JobView<'_> {
         let (uptime, downtime) = if self.is_terminal() {
             (-1.0, -1.0)
         } else {
-            (self.uptime_ms as f64, self.downtime_ms as f64)
+            (m.uptime_ms as f64, m.downtime_ms as f64)
         };
         // Flink's per-state time gauges (`metrics.job.status.enable`
         // CURRENT_TIME, its default): time in the state, 0 outside it.
         let running_time = match self.status {
-            JobStatus::Running | JobStatus::Stopping => self.uptime_ms as f64,
+            JobStatus::Running | JobStatus::Stopping => m.uptime_ms as f64,
             _ => 0.0,
         };
         let restarting_time = if self.is_restarting() {
-            self.downtime_ms as f64
+            m.downtime_ms as f64
         } else {
             0.0
         };
-        let restarts = self.num_restarts as f64;
+        let restarts = m.restarts as f64;
         let savepoints = self.savepoint_count() as f64;
         let restored_at = self
             .job

@@ -446,6 +446,19 @@ async fn rest_reports_a_running_job_in_flink_shapes() {
         "{cps}"
     );
     assert!(!cps["history"].as_array().unwrap().is_empty());
+    let config = get_json(job.rest, &format!("/jobs/{}/config", job.id));
+    let strategy = config["execution-config"]["restart-strategy"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        strategy.starts_with("Exponential delay restart: initial backoff 1000 ms"),
+        "{config}"
+    );
+    assert_eq!(
+        config["execution-config"]["user-config"]["restart-strategy.type"], "exponential-delay",
+        "{config}"
+    );
+    assert_eq!(cfg["tolerable_failed_checkpoints"], 0);
     // No failure yet: Flink's empty exceptions body.
     let ex = get_json(job.rest, &format!("/jobs/{}/exceptions", job.id));
     assert_eq!(ex["root-exception"], Value::Null, "{ex}");

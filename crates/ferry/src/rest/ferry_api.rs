@@ -125,9 +125,9 @@ pub fn job_live(v: &JobView) -> JobLive {
         start_time: job.start_time_ms,
         end_time: v.end_time_ms,
         now: v.now_ms,
-        uptime_ms: if v.is_terminal() { 0 } else { v.uptime_ms },
-        downtime_ms: if v.is_terminal() { 0 } else { v.downtime_ms },
-        restarts: v.num_restarts,
+        uptime_ms: if v.is_terminal() { 0 } else { v.uptime_ms() },
+        downtime_ms: if v.is_terminal() { 0 } else { v.downtime_ms() },
+        restarts: v.num_restarts(),
         failures: v
             .exceptions
             .iter()

@@ -18,6 +18,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::Json;
 use ferry_engine::checkpoint::JobId;
+use ferry_engine::config::RestartConfig;
 use ferry_engine::{JobStatus, StopMode};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -125,8 +126,8 @@ pub async fn job_status(
 /// it is in.
 fn state_timestamps(v: &JobView) -> BTreeMap<String, i64> {
     let start = v.job.start_time_ms as i64;
-    let running = if v.uptime_ms > 0 {
-        v.now_ms.saturating_sub(v.uptime_ms) as i64
+    let running = if v.uptime_ms() > 0 {
+        v.now_ms.saturating_sub(v.uptime_ms()) as i64
     } else {
         start
     };
@@ -239,6 +240,40 @@ pub async fn job_details(
     }))
 }
 
+/// The restart strategy in words, as Flink describes its own in
+/// `execution-config.restart-strategy`.
+fn restart_description(r: &RestartConfig) -> String {
+    let ms = |d: Duration| d.as_millis();
+    match r.kind {
+        "none" => "Restart deactivated.".into(),
+        "fixed-delay" => format!(
+            "Restart with fixed delay ({} ms). #{} restart attempts.",
+            ms(r.fixed_delay),
+            r.fixed_delay_attempts
+        ),
+        "failure-rate" => format!(
+            "Failure rate restart with maximum of {} failures within interval {} ms and fixed delay {} ms.",
+            r.failure_rate_max_failures,
+            ms(r.failure_rate_interval),
+            ms(r.failure_rate_delay)
+        ),
+        _ => {
+            let attempts = match r.attempts_before_reset_backoff {
+                n if n >= i32::MAX as u32 => "unlimited".to_string(),
+                n => n.to_string(),
+            };
+            format!(
+                "Exponential delay restart: initial backoff {} ms, max backoff {} ms, multiplier {}, reset after {} ms without failure, jitter {}, attempts before reset {attempts}.",
+                ms(r.initial_backoff),
+                ms(r.max_backoff),
+                r.backoff_multiplier.0,
+                ms(r.reset_backoff_threshold),
+                r.jitter_factor.0
+            )
+        }
+    }
+}
+
 pub async fn job_config(
     State(state): State<AppState>,
     Path(jobid): Path<String>,
@@ -258,8 +293,7 @@ pub async fn job_config(
         name: job.name.clone(),
         execution_config: ExecutionConfig {
             execution_mode: "PIPELINED".into(),
-            restart_strategy:
-                "Retry transient errors with exponential backoff; fail on fatal errors".into(),
+            restart_strategy: restart_description(&job.config.restart),
             job_parallelism: job.parallelism,
             object_reuse_mode: false,
             user_config: user,
