@@ -119,7 +119,13 @@ pub async fn serve(opts: ProcessOptions) -> Result<()> {
         if j.savepoint_dir.is_some() {
             match j.handle.stop_with_savepoint(None).await {
                 Ok(path) => crate::say!("Job {}: Savepoint completed. Path: {path}", j.id),
-                Err(e) => eprintln!("Job {}: savepoint failed: {e}", j.id),
+                Err(e) => {
+                    eprintln!(
+                        "Job {}: savepoint failed: {e}; cancelling (checkpoints are kept)",
+                        j.id
+                    );
+                    j.handle.cancel().await;
+                }
             }
         } else {
             j.handle.cancel().await;
