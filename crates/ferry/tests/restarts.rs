@@ -7,7 +7,8 @@
 //! `/jobs/:id/exceptions`, `numRestarts` / `downtime` / `uptime` in
 //! Prometheus, the log lines, the web page — then thaws the tablet server
 //! and sees the job RUNNING again with the sink equal to the source.
-//! Finally a job frozen again is cancelled while it restarts.
+//! Finally, frozen again, SIGTERM while the job restarts: no savepoint can
+//! be taken then, so `ferry run` cancels the job and exits 0.
 
 use ferry_fixtures::{free_port, read_job_id};
 use ferry_testkit::{DaemonKind, MiniCluster};
@@ -140,7 +141,7 @@ struct Ferry {
 }
 
 impl Ferry {
-    fn start(src: &str, dst: &str, chk: &std::path::Path) -> Ferry {
+    fn start(src: &str, dst: &str, dir: &std::path::Path) -> Ferry {
         let (rest, metrics) = (free_port(), free_port());
         let mut child = Command::new(FERRY)
             .args([
@@ -154,7 +155,9 @@ impl Ferry {
                 "--job.createTable",
                 "true",
                 "--job.checkpointsDirectory",
-                &chk.to_string_lossy(),
+                &dir.join("chk").to_string_lossy(),
+                "--savepointPath",
+                &dir.join("savepoints").to_string_lossy(),
                 "--job.discoveryIntervalSeconds",
                 "1",
                 "--job.checkpointingIntervalMillis",
@@ -307,7 +310,7 @@ async fn a_frozen_sink_restarts_the_job_and_the_operator_sees_it() {
     let mut ferry = Ferry::start(
         &src.master_addrs_joined(),
         &dst.master_addrs_joined(),
-        &dir.path().join("chk"),
+        dir.path(),
     );
     ferry.wait_window_after(0, Duration::from_secs(60));
 
@@ -426,7 +429,8 @@ async fn a_frozen_sink_restarts_the_job_and_the_operator_sees_it() {
     assert!(live["restarts"].as_u64().unwrap_or(0) >= 2, "{live}");
     web_page_shows_the_failure(ferry.rest);
 
-    // Frozen again and cancelled while restarting: the process ends.
+    // Frozen again, SIGTERM while restarting: the savepoint is refused,
+    // the job is cancelled, the process ends.
     let frozen = Frozen::freeze(&mut dst);
     upsert_rows(&src_client, &table, 300..310).await;
     let deadline = Instant::now() + Duration::from_secs(90);
@@ -435,22 +439,30 @@ async fn a_frozen_sink_restarts_the_job_and_the_operator_sees_it() {
         assert!(Instant::now() < deadline, "no restart the second time");
         std::thread::sleep(Duration::from_millis(50));
     }
-    let (code, body) = http(
-        "PATCH",
-        ferry.rest,
-        &format!("/jobs/{}?mode=cancel", ferry.id),
-    );
-    assert_eq!(code, 202, "{body}");
+    // SAFETY: kill(2) on our own child's pid.
+    let rc = unsafe { libc::kill(ferry.child.id() as libc::pid_t, libc::SIGTERM) };
+    assert_eq!(rc, 0, "SIGTERM");
     let deadline = Instant::now() + Duration::from_secs(30);
     let status = loop {
         if let Some(s) = ferry.child.try_wait().expect("wait") {
             break s;
         }
-        assert!(Instant::now() < deadline, "ferry did not exit after cancel");
+        assert!(
+            Instant::now() < deadline,
+            "ferry did not exit after SIGTERM; log:\n{}",
+            ferry.log()
+        );
         std::thread::sleep(Duration::from_millis(100));
     };
-    assert!(status.success(), "{status:?}");
+    assert!(status.success(), "{status:?}; log:\n{}", ferry.log());
     drop(frozen);
+    // The log thread may still be draining the last lines.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !ferry.log().contains("cancelling (checkpoints are kept)") {
+        assert!(Instant::now() < deadline, "{}", ferry.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(ferry.log().contains("savepoint failed"), "{}", ferry.log());
 }
 
 /// The web page (headless Chromium, where installed) lists the failure.
