@@ -345,14 +345,19 @@ async fn a_frozen_sink_restarts_the_job_and_the_operator_sees_it() {
         seen.details |= restarting(&get_json(ferry.rest, &job_path)["state"]);
         seen.status |= ferry.status() == "RESTARTING";
         let live = ferry.live();
+        // Uptime restarts from 0: at most a moment old if the job came up
+        // between the view's status and metrics reads.
         if restarting(&live["state"]) {
-            assert_eq!(live["uptime_ms"], 0, "{live}");
+            assert!(
+                live["uptime_ms"].as_u64().unwrap_or(u64::MAX) < 100,
+                "{live}"
+            );
             seen.live_downtime |= live["downtime_ms"].as_u64().unwrap_or(0) > 0;
         }
         let m = scrape(ferry.metrics, &ferry.id);
         assert_eq!(m.num_restarts, m.full_restarts, "{m:?}");
         if m.restarting == 1.0 {
-            assert_eq!(m.uptime, 0.0, "{m:?}");
+            assert!(m.uptime < 100.0, "{m:?}");
             seen.prom |= m.num_restarts >= 1.0 && m.downtime > 0.0;
         }
         std::thread::sleep(Duration::from_millis(50));
