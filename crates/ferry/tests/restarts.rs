@@ -9,6 +9,9 @@
 //! and sees the job RUNNING again with the sink equal to the source.
 //! Finally, frozen again, SIGTERM while the job restarts: no savepoint can
 //! be taken then, so `ferry run` cancels the job and exits 0.
+//!
+//! In session mode, a `ferry run --jobmanager` waiting for its job says
+//! when the job restarts (with the cause) and when it runs again.
 
 use ferry_fixtures::{free_port, read_job_id};
 use ferry_testkit::{DaemonKind, MiniCluster};
@@ -140,43 +143,75 @@ struct Ferry {
     log: Arc<Mutex<String>>,
 }
 
+/// The job's keys: a frozen sink is noticed within 1.5 s and restarts
+/// follow each other within a second.
+fn job_args(src: &str, dst: &str, dir: &std::path::Path) -> Vec<String> {
+    [
+        "--job.sourceMasterAddresses",
+        src,
+        "--job.sinkMasterAddresses",
+        dst,
+        "--job.tableName",
+        TABLE,
+        "--job.createTable",
+        "true",
+        "--job.checkpointsDirectory",
+        &dir.join("chk").to_string_lossy(),
+        "--savepointPath",
+        &dir.join("savepoints").to_string_lossy(),
+        "--job.discoveryIntervalSeconds",
+        "1",
+        "--job.checkpointingIntervalMillis",
+        "300",
+        "--writer.operationTimeout",
+        "1500",
+        "--restart-strategy.exponential-delay.initial-backoff",
+        "300 ms",
+        "--restart-strategy.exponential-delay.max-backoff",
+        "1 s",
+        "--metrics.kudu.pollIntervalMillis",
+        "0",
+        "-p",
+        "1",
+    ]
+    .iter()
+    .map(|a| a.to_string())
+    .collect()
+}
+
+/// Collects a child's output lines (echoed to the test's stderr).
+fn collect(from: impl Read + Send + 'static, into: Arc<Mutex<String>>) {
+    std::thread::spawn(move || {
+        for line in BufReader::new(from).lines().map_while(Result::ok) {
+            eprintln!("ferry: {line}");
+            if let Ok(mut l) = into.lock() {
+                l.push_str(&line);
+                l.push('\n');
+            }
+        }
+    });
+}
+
 impl Ferry {
+    /// `ferry run` in application mode.
     fn start(src: &str, dst: &str, dir: &std::path::Path) -> Ferry {
         let (rest, metrics) = (free_port(), free_port());
+        let mut args = vec!["run".to_string()];
+        args.extend(job_args(src, dst, dir));
+        args.extend([
+            "--rest.port".to_string(),
+            rest.to_string(),
+            "--metrics.port".to_string(),
+            metrics.to_string(),
+        ]);
+        Ferry::spawn(&args, rest, metrics).0
+    }
+
+    /// Runs `ferry args`, whose REST API (its own or its server's) is on
+    /// `rest`; returns it with its later stdout.
+    fn spawn(args: &[String], rest: u16, metrics: u16) -> (Ferry, Arc<Mutex<String>>) {
         let mut child = Command::new(FERRY)
-            .args([
-                "run",
-                "--job.sourceMasterAddresses",
-                src,
-                "--job.sinkMasterAddresses",
-                dst,
-                "--job.tableName",
-                TABLE,
-                "--job.createTable",
-                "true",
-                "--job.checkpointsDirectory",
-                &dir.join("chk").to_string_lossy(),
-                "--savepointPath",
-                &dir.join("savepoints").to_string_lossy(),
-                "--job.discoveryIntervalSeconds",
-                "1",
-                "--job.checkpointingIntervalMillis",
-                "300",
-                "--writer.operationTimeout",
-                "1500",
-                "--restart-strategy.exponential-delay.initial-backoff",
-                "300 ms",
-                "--restart-strategy.exponential-delay.max-backoff",
-                "1 s",
-                "--metrics.kudu.pollIntervalMillis",
-                "0",
-                "--rest.port",
-                &rest.to_string(),
-                "--metrics.port",
-                &metrics.to_string(),
-                "-p",
-                "1",
-            ])
+            .args(args)
             .env("FERRY_LOG", "info")
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -184,25 +219,47 @@ impl Ferry {
             .expect("spawn ferry");
         let mut out = BufReader::new(child.stdout.take().expect("stdout"));
         let id = read_job_id(&mut out);
-        std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+        let stdout = Arc::new(Mutex::new(String::new()));
+        collect(out, stdout.clone());
         let log = Arc::new(Mutex::new(String::new()));
-        let err = BufReader::new(child.stderr.take().expect("stderr"));
-        let sink = log.clone();
-        std::thread::spawn(move || {
-            for line in err.lines().map_while(Result::ok) {
-                eprintln!("ferry: {line}");
-                if let Ok(mut l) = sink.lock() {
-                    l.push_str(&line);
-                    l.push('\n');
-                }
-            }
-        });
-        Ferry {
+        collect(child.stderr.take().expect("stderr"), log.clone());
+        let ferry = Ferry {
             child,
             id,
             rest,
             metrics,
             log,
+        };
+        (ferry, stdout)
+    }
+
+    /// Waits until the log has a line containing `text`.
+    fn wait_log(&mut self, text: &str, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        while !self.log().contains(text) {
+            self.assert_alive();
+            assert!(
+                Instant::now() < deadline,
+                "no {text:?} in the log:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Waits for the process to exit.
+    fn wait_exit(&mut self, timeout: Duration) -> std::process::ExitStatus {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(s) = self.child.try_wait().expect("wait") {
+                return s;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "ferry did not exit; log:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(100));
         }
     }
 
@@ -447,18 +504,7 @@ async fn a_frozen_sink_restarts_the_job_and_the_operator_sees_it() {
     // SAFETY: kill(2) on our own child's pid.
     let rc = unsafe { libc::kill(ferry.child.id() as libc::pid_t, libc::SIGTERM) };
     assert_eq!(rc, 0, "SIGTERM");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let status = loop {
-        if let Some(s) = ferry.child.try_wait().expect("wait") {
-            break s;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "ferry did not exit after SIGTERM; log:\n{}",
-            ferry.log()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let status = ferry.wait_exit(Duration::from_secs(30));
     assert!(status.success(), "{status:?}; log:\n{}", ferry.log());
     drop(frozen);
     // The log thread may still be draining the last lines.
@@ -517,4 +563,108 @@ fn web_page_shows_the_failure(rest: u16) {
         .and_then(|s| s.split("</span>").next())
         .unwrap_or_default();
     assert!(summary.contains("restarts"), "{summary}");
+}
+
+/// A `ferry server`, killed when dropped.
+struct Server {
+    child: Child,
+    rest: u16,
+    metrics: u16,
+}
+
+impl Server {
+    fn start() -> Server {
+        let (rest, metrics) = (free_port(), free_port());
+        let child = Command::new(FERRY)
+            .args([
+                "server",
+                "--rest.port",
+                &rest.to_string(),
+                "--metrics.port",
+                &metrics.to_string(),
+            ])
+            .env("FERRY_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("server");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while TcpStream::connect(("127.0.0.1", rest)).is_err() {
+            assert!(Instant::now() < deadline, "server did not listen");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Server {
+            child,
+            rest,
+            metrics,
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_session_client_says_when_its_job_restarts() {
+    let src_thread = std::thread::spawn(cluster);
+    let mut dst = cluster();
+    let src = src_thread.join().expect("source cluster");
+    let src_client = KuduClient::new(&src.master_addrs()).expect("source client");
+    let b = TableBuilder::new(TABLE, ferry_fixtures::small_schema())
+        .add_hash_partitions(&["id"], 2, 0)
+        .num_replicas(1);
+    src_client.create_table(&b).await.expect("create");
+    let table = src_client.open_table(TABLE).await.expect("open");
+    upsert_rows(&src_client, &table, 0..100).await;
+    let dir = tempfile::tempdir().expect("tmp");
+    let server = Server::start();
+    let mut args = vec![
+        "run".to_string(),
+        "--jobmanager".to_string(),
+        format!("127.0.0.1:{}", server.rest),
+    ];
+    args.extend(job_args(
+        &src.master_addrs_joined(),
+        &dst.master_addrs_joined(),
+        dir.path(),
+    ));
+    let (mut client, stdout) = Ferry::spawn(&args, server.rest, server.metrics);
+    client.wait_window_after(0, Duration::from_secs(60));
+
+    let frozen = Frozen::freeze(&mut dst);
+    upsert_rows(&src_client, &table, 100..150).await;
+    client.wait_log("is restarting after a failure:", Duration::from_secs(60));
+    let line = client
+        .log()
+        .lines()
+        .find(|l| l.contains("is restarting after a failure:"))
+        .unwrap_or_default()
+        .to_string();
+    assert!(line.contains(&client.id), "{line}");
+    assert!(line.contains("writing sink table"), "{line}");
+    drop(frozen);
+    client.wait_log("is running again.", Duration::from_secs(60));
+
+    let (code, body) = http(
+        "PATCH",
+        server.rest,
+        &format!("/jobs/{}?mode=cancel", client.id),
+    );
+    assert_eq!(code, 202, "{body}");
+    let status = client.wait_exit(Duration::from_secs(30));
+    assert!(status.success(), "{status:?}; log:\n{}", client.log());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let finished = format!("Job with JobID {} has finished (CANCELED).", client.id);
+    while !stdout
+        .lock()
+        .map(|o| o.contains(&finished))
+        .unwrap_or(false)
+    {
+        assert!(Instant::now() < deadline, "{stdout:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
