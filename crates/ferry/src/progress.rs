@@ -77,6 +77,20 @@ pub fn describe(table: &str, copied: u64, rate: f64, estimate: Option<u64>) -> S
     s
 }
 
+/// Longest status line while restarting (it must not wrap, or clearing it
+/// leaves the wrapped part behind).
+const RESTART_LINE_CHARS: usize = 100;
+
+/// The status line while the job restarts during the snapshot.
+pub fn restarting_line(table: &str, restarts: u64, cause: &str) -> String {
+    let mut s = format!("snapshot of '{table}': restarting (restart {restarts}): {cause}");
+    if s.chars().count() > RESTART_LINE_CHARS {
+        s = s.chars().take(RESTART_LINE_CHARS - 1).collect();
+        s.push('…');
+    }
+    s
+}
+
 /// Shows snapshot progress until the snapshot completes or `stop`.
 pub fn spawn(job: Arc<JobEntry>, interactive: bool, stop: CancellationToken) {
     tokio::spawn(async move {
@@ -98,6 +112,19 @@ pub fn spawn(job: Arc<JobEntry>, interactive: bool, stop: CancellationToken) {
             let view = job.view();
             if view.is_terminal() {
                 break;
+            }
+            if view.is_restarting() {
+                // The engine logs each restart; on a terminal the status
+                // line says it too instead of standing still.
+                if interactive {
+                    let cause = view.newest_failure().map_or("", |f| f.message.as_str());
+                    let text = restarting_line(&table, view.num_restarts(), cause);
+                    let mut err = std::io::stderr();
+                    let _ = write!(err, "{CLEAR_LINE}{text}");
+                    let _ = err.flush();
+                    LINE_SHOWN.store(true, Ordering::Relaxed);
+                }
+                continue;
             }
             let m = &view.metrics;
             if m.last_end_timestamp_ms > 0 {
@@ -152,5 +179,12 @@ mod tests {
             "snapshot of 't': 12 rows copied"
         );
         assert_eq!(clock(3725), "1:02:05");
+        assert_eq!(
+            restarting_line("t", 2, "writing sink table 't_copy': timed out"),
+            "snapshot of 't': restarting (restart 2): writing sink table 't_copy': timed out"
+        );
+        let long = restarting_line("t", 1, &"x".repeat(500));
+        assert_eq!(long.chars().count(), RESTART_LINE_CHARS);
+        assert!(long.ends_with('…'));
     }
 }

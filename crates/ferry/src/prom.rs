@@ -213,7 +213,11 @@ fn push_ferry(out: &mut Families, v: &JobView, labels: &Labels) {
             "Checkpoints failed",
             m.checkpoints_failed,
         ),
-        ("restarts", "Transient failures retried", m.restarts),
+        (
+            "restarts",
+            "Restarts after transient failures",
+            v.num_restarts(),
+        ),
     ] {
         out.ferry(
             name,
@@ -240,10 +244,17 @@ fn push_ferry(out: &mut Families, v: &JobView, labels: &Labels) {
     );
     out.ferry(
         "job_running",
-        "1 while the job runs, 0 once it ended",
+        "1 until the job ended (also while it restarts), 0 once it ended",
         gauge,
         labels.clone(),
         if v.is_terminal() { 0.0 } else { 1.0 },
+    );
+    out.ferry(
+        "job_restarting",
+        "1 while the job waits to run again after a transient failure (RESTARTING)",
+        gauge,
+        labels.clone(),
+        if v.is_restarting() { 1.0 } else { 0.0 },
     );
 }
 

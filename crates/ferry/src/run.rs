@@ -70,7 +70,12 @@ async fn stop_on_signal(entry: &Arc<JobEntry>) -> JobStatus {
         tokio::select! {
             r = entry.handle.stop_with_savepoint(None) => match r {
                 Ok(path) => crate::say!("Savepoint completed. Path: {path}"),
-                Err(e) => eprintln!("ferry: savepoint failed: {e}"),
+                Err(e) => {
+                    // The job may still run (or restart): the signal asked
+                    // for an end, so cancel rather than wait for one.
+                    eprintln!("ferry: savepoint failed: {e}; cancelling (checkpoints are kept)");
+                    entry.handle.cancel().await;
+                }
             },
             _ = shutdown_signal() => {
                 eprintln!("ferry: cancelling (checkpoints are kept)");
@@ -114,7 +119,13 @@ pub async fn serve(opts: ProcessOptions) -> Result<()> {
         if j.savepoint_dir.is_some() {
             match j.handle.stop_with_savepoint(None).await {
                 Ok(path) => crate::say!("Job {}: Savepoint completed. Path: {path}", j.id),
-                Err(e) => eprintln!("Job {}: savepoint failed: {e}", j.id),
+                Err(e) => {
+                    eprintln!(
+                        "Job {}: savepoint failed: {e}; cancelling (checkpoints are kept)",
+                        j.id
+                    );
+                    j.handle.cancel().await;
+                }
             }
         } else {
             j.handle.cancel().await;

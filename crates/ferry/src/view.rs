@@ -9,7 +9,7 @@
 use crate::registry::{now_ms, JobEntry};
 use ferry_engine::job::CheckpointRecord;
 use ferry_engine::metrics::MetricsSnapshot;
-use ferry_engine::status::JobSnapshot;
+use ferry_engine::status::{ExceptionRecord, JobSnapshot};
 use ferry_engine::JobStatus;
 
 /// ferry's version, reported where Flink reports its own.
@@ -26,6 +26,8 @@ pub struct JobView<'a> {
     pub metrics: MetricsSnapshot,
     /// Completed checkpoints and savepoints, oldest first.
     pub checkpoints: Vec<CheckpointRecord>,
+    /// Failures, newest first.
+    pub exceptions: Vec<ExceptionRecord>,
     /// When the view was taken, epoch ms.
     pub now_ms: u64,
     /// Epoch ms, or -1 while the job runs.
@@ -43,6 +45,7 @@ impl JobEntry {
         let JobSnapshot {
             metrics,
             checkpoints,
+            exceptions,
             ..
         } = snapshot;
         JobView {
@@ -50,6 +53,7 @@ impl JobEntry {
             status,
             metrics,
             checkpoints,
+            exceptions,
             now_ms: now_ms(),
             end_time_ms: self.end_time_ms(),
             duration_ms: self.duration_ms(),
@@ -66,6 +70,42 @@ impl JobView<'_> {
     /// Whether the job has ended.
     pub fn is_terminal(&self) -> bool {
         self.status.is_terminal()
+    }
+
+    /// Whether the job waits to run again after a transient failure.
+    pub fn is_restarting(&self) -> bool {
+        matches!(self.status, JobStatus::Restarting { .. })
+    }
+
+    /// The state of the job's tasks, by Flink's task (execution) state
+    /// names: while the job restarts its pipelines are stopped, which
+    /// Flink shows as CANCELED tasks until they are deployed again.
+    pub fn task_state(&self) -> &'static str {
+        if self.is_restarting() {
+            "CANCELED"
+        } else {
+            self.state()
+        }
+    }
+
+    /// Restarts so far.
+    pub fn num_restarts(&self) -> u64 {
+        self.metrics.restarts
+    }
+
+    /// Since the job last became RUNNING (0 while it is not).
+    pub fn uptime_ms(&self) -> u64 {
+        self.metrics.uptime_ms
+    }
+
+    /// Of the current outage (0 while running).
+    pub fn downtime_ms(&self) -> u64 {
+        self.metrics.downtime_ms
+    }
+
+    /// The newest failure, if any.
+    pub fn newest_failure(&self) -> Option<&ExceptionRecord> {
+        self.exceptions.first()
     }
 
     /// now − lastEndTimestamp, once a window completed.
@@ -89,10 +129,24 @@ impl JobView<'_> {
     /// `flink_jobmanager_job_<name>`.
     pub fn job_scope_metrics(&self) -> Vec<(&'static str, f64)> {
         let m = &self.metrics;
-        let uptime = match self.status {
-            JobStatus::Running | JobStatus::Stopping => m.uptime_ms as f64,
-            _ => -1.0,
+        // Flink's uptime and downtime gauges: -1 once the job ended.
+        let (uptime, downtime) = if self.is_terminal() {
+            (-1.0, -1.0)
+        } else {
+            (m.uptime_ms as f64, m.downtime_ms as f64)
         };
+        // Flink's per-state time gauges (`metrics.job.status.enable`
+        // CURRENT_TIME, its default): time in the state, 0 outside it.
+        let running_time = match self.status {
+            JobStatus::Running | JobStatus::Stopping => m.uptime_ms as f64,
+            _ => 0.0,
+        };
+        let restarting_time = if self.is_restarting() {
+            m.downtime_ms as f64
+        } else {
+            0.0
+        };
+        let restarts = m.restarts as f64;
         let savepoints = self.savepoint_count() as f64;
         let restored_at = self
             .job
@@ -101,9 +155,12 @@ impl JobView<'_> {
             .map_or(-1.0, |r| r.restored_at_ms as f64);
         vec![
             ("uptime", uptime),
-            ("downtime", 0.0),
-            ("numRestarts", m.restarts as f64),
-            ("fullRestarts", m.restarts as f64),
+            ("downtime", downtime),
+            ("runningTime", running_time),
+            ("restartingTime", restarting_time),
+            ("numRestarts", restarts),
+            // Deprecated in Flink for numRestarts; kept for old dashboards.
+            ("fullRestarts", restarts),
             (
                 "lastCheckpointDuration",
                 m.last_checkpoint_duration_ms as f64,

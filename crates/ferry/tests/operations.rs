@@ -446,6 +446,25 @@ async fn rest_reports_a_running_job_in_flink_shapes() {
         "{cps}"
     );
     assert!(!cps["history"].as_array().unwrap().is_empty());
+    let config = get_json(job.rest, &format!("/jobs/{}/config", job.id));
+    let strategy = config["execution-config"]["restart-strategy"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        strategy.starts_with("Exponential delay restart: initial backoff 1000 ms"),
+        "{config}"
+    );
+    assert_eq!(
+        config["execution-config"]["user-config"]["restart-strategy.type"], "exponential-delay",
+        "{config}"
+    );
+    assert_eq!(cfg["tolerable_failed_checkpoints"], 0);
+    // No failure yet: Flink's empty exceptions body.
+    let ex = get_json(job.rest, &format!("/jobs/{}/exceptions", job.id));
+    assert_eq!(ex["root-exception"], Value::Null, "{ex}");
+    assert_eq!(ex["all-exceptions"], serde_json::json!([]), "{ex}");
+    assert_eq!(ex["exceptionHistory"]["entries"], serde_json::json!([]));
+    assert_eq!(ex["exceptionHistory"]["truncated"], false);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -459,6 +478,21 @@ async fn rest_rejects_bad_input_with_flink_error_bodies() {
     );
     assert_eq!(s, 404);
     assert!(first_error(s, &b).contains("not found"), "{b}");
+    let (s, b) = http(
+        "GET",
+        job.rest,
+        "/jobs/00000000000000000000000000000000/exceptions",
+        None,
+    );
+    assert_eq!(s, 404, "{b}");
+    let (s, b) = http(
+        "GET",
+        job.rest,
+        &format!("/jobs/{}/exceptions?maxExceptions=-2", job.id),
+        None,
+    );
+    assert_eq!(s, 400, "{b}");
+    assert!(first_error(s, &b).contains("maxExceptions"), "{b}");
     let (s, b) = http("GET", job.rest, "/jobs/not-a-job-id/status", None);
     assert_eq!(s, 400);
     assert!(first_error(s, &b).contains("not-a-job-id"), "{b}");
@@ -512,6 +546,9 @@ async fn prometheus_exports_every_documented_name() {
     let jl = format!("job_id=\"{}\"", job.id);
     for name in [
         "flink_jobmanager_job_uptime",
+        "flink_jobmanager_job_downtime",
+        "flink_jobmanager_job_runningTime",
+        "flink_jobmanager_job_restartingTime",
         "flink_jobmanager_job_numRestarts",
         "flink_jobmanager_job_fullRestarts",
         "flink_jobmanager_job_lastCheckpointDuration",
@@ -525,12 +562,24 @@ async fn prometheus_exports_every_documented_name() {
         "ferry_rows_read_total",
         "ferry_rows_upserted_total",
         "ferry_windows_completed_total",
+        "ferry_restarts_total",
+        "ferry_job_running",
+        "ferry_job_restarting",
     ] {
         metric(&first, name, &jl);
         assert!(first
             .iter()
             .any(|(n, _)| n.starts_with(name) && n.contains("job_name=\"ferry-replication-ops\"")));
     }
+    // A running job that never failed: up, not down, not restarting.
+    assert!(metric(&first, "flink_jobmanager_job_uptime", &jl) > 0.0);
+    assert_eq!(metric(&first, "flink_jobmanager_job_downtime", &jl), 0.0);
+    assert_eq!(
+        metric(&first, "flink_jobmanager_job_restartingTime", &jl),
+        0.0
+    );
+    assert_eq!(metric(&first, "flink_jobmanager_job_numRestarts", &jl), 0.0);
+    assert_eq!(metric(&first, "ferry_job_restarting", &jl), 0.0);
     metric(
         &first,
         "flink_taskmanager_job_task_operator_numRecordsOutPerSecond",

@@ -210,36 +210,73 @@ pub struct ExecutionConfig {
     pub user_config: BTreeMap<String, String>,
 }
 
-/// `GET /jobs/:jobid/exceptions`.
+/// `GET /jobs/:jobid/exceptions` (Flink's `JobExceptionsInfoWithHistory`):
+/// the legacy fields of Flink 1.x (`root-exception` … `truncated`, kebab-case)
+/// and `exceptionHistory` (camelCase), both limited by `?maxExceptions=`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub struct JobExceptionsInfo {
+    /// The newest failure's cause chain; null if the job never failed.
     pub root_exception: Option<String>,
+    /// When it happened, epoch ms.
     pub timestamp: Option<i64>,
-    pub all_exceptions: Vec<ExceptionInfo>,
+    /// The failure the tasks are in now (while RESTARTING or FAILED).
+    pub all_exceptions: Vec<ExecutionExceptionInfo>,
+    /// Whether `all-exceptions` was cut at `maxExceptions`.
     pub truncated: bool,
     #[serde(rename = "exceptionHistory")]
     pub exception_history: ExceptionHistory,
 }
 
-/// The `exceptionHistory` of [`JobExceptionsInfo`].
+/// One entry of the legacy `all-exceptions`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExecutionExceptionInfo {
+    pub exception: String,
+    pub task: String,
+    /// `(unassigned)`: ferry has no task managers.
+    pub location: String,
+    pub timestamp: i64,
+    #[serde(rename = "taskManagerId")]
+    pub task_manager_id: String,
+}
+
+/// The `exceptionHistory` of [`JobExceptionsInfo`], newest first.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ExceptionHistory {
-    pub entries: Vec<ExceptionInfo>,
+    pub entries: Vec<RootExceptionInfo>,
+    /// Whether entries were left out (`maxExceptions`).
     pub truncated: bool,
 }
 
-/// One failure.
+/// One failure. `taskName`, `location`, `endpoint` and `taskManagerId`
+/// are left out when unknown, as Flink leaves them out for a global
+/// failure.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ExceptionInfo {
     pub exception_name: String,
+    /// The whole cause chain (ferry has no stack traces to show).
     pub stacktrace: String,
     pub timestamp: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task_name: Option<String>,
+    /// Flink's deprecated spelling of `endpoint`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub location: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task_manager_id: Option<String>,
     pub failure_labels: BTreeMap<String, String>,
+}
+
+/// An entry of [`ExceptionHistory`]: a failure and the ones that happened
+/// with it (ferry records one failure per restart, so always empty).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RootExceptionInfo {
+    #[serde(flatten)]
+    pub info: ExceptionInfo,
+    #[serde(rename = "concurrentExceptions")]
     pub concurrent_exceptions: Vec<ExceptionInfo>,
 }
 

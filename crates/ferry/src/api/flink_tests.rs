@@ -201,3 +201,102 @@ fn errors_are_a_list_of_messages() {
         json!({ "errors": ["Job x not found"] }),
     );
 }
+
+#[test]
+fn exceptions_keep_flinks_legacy_and_history_names() {
+    let labels: BTreeMap<String, String> = [("restarted".to_string(), "true".to_string())]
+        .into_iter()
+        .collect();
+    let body = JobExceptionsInfo {
+        root_exception: Some("writing sink table 't': TimedOut".into()),
+        timestamp: Some(1_700_000_000_000),
+        all_exceptions: vec![ExecutionExceptionInfo {
+            exception: "writing sink table 't': TimedOut".into(),
+            task: "Sink: Writer".into(),
+            location: "(unassigned)".into(),
+            timestamp: 1_700_000_000_000,
+            task_manager_id: "(unassigned)".into(),
+        }],
+        truncated: false,
+        exception_history: ExceptionHistory {
+            entries: vec![
+                RootExceptionInfo {
+                    info: ExceptionInfo {
+                        exception_name: "SinkWrite".into(),
+                        stacktrace: "writing sink table 't': TimedOut".into(),
+                        timestamp: 1_700_000_000_000,
+                        task_name: Some("Sink: Writer".into()),
+                        location: None,
+                        endpoint: None,
+                        task_manager_id: None,
+                        failure_labels: labels.clone(),
+                    },
+                    concurrent_exceptions: vec![],
+                },
+                RootExceptionInfo {
+                    info: ExceptionInfo {
+                        exception_name: "Checkpoint".into(),
+                        stacktrace: "disk full".into(),
+                        timestamp: 1_699_999_999_000,
+                        task_name: None,
+                        location: None,
+                        endpoint: None,
+                        task_manager_id: None,
+                        failure_labels: labels,
+                    },
+                    concurrent_exceptions: vec![],
+                },
+            ],
+            truncated: true,
+        },
+    };
+    round_trip(
+        &body,
+        json!({
+            "root-exception": "writing sink table 't': TimedOut",
+            "timestamp": 1_700_000_000_000i64,
+            "all-exceptions": [{
+                "exception": "writing sink table 't': TimedOut",
+                "task": "Sink: Writer",
+                "location": "(unassigned)",
+                "timestamp": 1_700_000_000_000i64,
+                "taskManagerId": "(unassigned)",
+            }],
+            "truncated": false,
+            "exceptionHistory": {
+                "entries": [
+                    {
+                        "exceptionName": "SinkWrite",
+                        "stacktrace": "writing sink table 't': TimedOut",
+                        "timestamp": 1_700_000_000_000i64,
+                        "taskName": "Sink: Writer",
+                        "failureLabels": { "restarted": "true" },
+                        "concurrentExceptions": [],
+                    },
+                    {
+                        "exceptionName": "Checkpoint",
+                        "stacktrace": "disk full",
+                        "timestamp": 1_699_999_999_000i64,
+                        "failureLabels": { "restarted": "true" },
+                        "concurrentExceptions": [],
+                    },
+                ],
+                "truncated": true,
+            },
+        }),
+    );
+    let never_failed = JobExceptionsInfo {
+        root_exception: None,
+        timestamp: None,
+        all_exceptions: vec![],
+        truncated: false,
+        exception_history: ExceptionHistory {
+            entries: vec![],
+            truncated: false,
+        },
+    };
+    assert_eq!(
+        serde_json::to_string(&never_failed).expect("serialize"),
+        r#"{"root-exception":null,"timestamp":null,"all-exceptions":[],"truncated":false,"exceptionHistory":{"entries":[],"truncated":false}}"#
+    );
+}

@@ -54,9 +54,13 @@ pub struct JobLive {
     pub end_time: i64,
     /// The server's clock when it answered, epoch ms.
     pub now: u64,
-    /// 0 once the job ended.
+    /// Since the job last became RUNNING; 0 while restarting or ended.
     pub uptime_ms: u64,
+    /// In the current outage (RESTARTING); 0 otherwise.
+    pub downtime_ms: u64,
     pub restarts: u64,
+    /// The newest failures (at most ten), newest first.
+    pub failures: Vec<FailureEntry>,
     /// End of the last completed window, epoch ms (0 before the first).
     pub last_end_timestamp: u64,
     /// `now - last_end_timestamp`, once a window completed.
@@ -138,6 +142,20 @@ impl KuduTables {
     }
 }
 
+/// A failure of the job: what failed, when, and whether the job restarted
+/// after it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FailureEntry {
+    /// Epoch ms.
+    pub timestamp: u64,
+    /// Where it happened (`SinkWrite`, `SourceRead`, `Checkpoint`, ...).
+    pub name: String,
+    /// The whole cause chain.
+    pub message: String,
+    /// False for the failure that ended the job.
+    pub restarted: bool,
+}
+
 /// A completed checkpoint or savepoint.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CheckpointEntry {
@@ -170,7 +188,14 @@ mod tests {
             end_time: -1,
             now: 5_000,
             uptime_ms: 4_900,
-            restarts: 0,
+            downtime_ms: 0,
+            restarts: 1,
+            failures: vec![FailureEntry {
+                timestamp: 200,
+                name: "SinkWrite".into(),
+                message: "writing sink table 't_copy': timed out".into(),
+                restarted: true,
+            }],
             last_end_timestamp: 4_000,
             lag_ms: Some(1_000),
             splits: SplitCounts {
@@ -247,6 +272,12 @@ mod tests {
         assert_eq!(v["checkpoints"][0]["completed_at"], 4100);
         assert_eq!(v["error"], json!(null));
         assert_eq!(v["lag_ms"], 1000);
+        assert_eq!(v["downtime_ms"], 0);
+        assert_eq!(
+            v["failures"],
+            json!([{ "timestamp": 200, "name": "SinkWrite",
+                     "message": "writing sink table 't_copy': timed out", "restarted": true }])
+        );
         let back: JobLive = serde_json::from_value(v).expect("deserialize");
         assert_eq!(back, job());
         assert_eq!(

@@ -174,8 +174,13 @@ impl<'a> Drain<'a> {
                 );
                 return Ok(());
             }
-            if l.state != "RUNNING" {
-                bail!("job {} stopped running during the drain check", self.job);
+            // A restart redoes the open window: keep waiting for it.
+            if matches!(l.state.as_str(), "FINISHED" | "CANCELED" | "FAILED") {
+                bail!(
+                    "job {} ended ({}) during the drain check",
+                    self.job,
+                    l.state
+                );
             }
             if self.timed_out() {
                 bail!(

@@ -300,8 +300,19 @@ pub async fn submit(args: RunArgs) -> Result<std::process::ExitCode> {
     wait_for_end(&rest, &id).await
 }
 
-/// Follows a submitted job until it ends, like a non-detached `flink run`.
+/// The newest failure's message, from `/jobs/:id/exceptions`.
+async fn newest_failure(rest: &Rest, id: &str) -> Option<String> {
+    let ex: JobExceptionsInfo = rest
+        .get(&format!("/jobs/{id}/exceptions?maxExceptions=1"))
+        .await
+        .ok()?;
+    ex.root_exception
+}
+
+/// Follows a submitted job until it ends, like a non-detached `flink run`;
+/// says when it restarts after a transient failure and when it runs again.
 async fn wait_for_end(rest: &Rest, id: &str) -> Result<std::process::ExitCode> {
+    let mut last = String::from("RUNNING");
     loop {
         tokio::time::sleep(Duration::from_secs(1)).await;
         let status: JobStatusBody = rest.get(&format!("/jobs/{id}/status")).await?;
@@ -312,15 +323,23 @@ async fn wait_for_end(rest: &Rest, id: &str) -> Result<std::process::ExitCode> {
                 return Ok(std::process::ExitCode::SUCCESS);
             }
             "FAILED" => {
-                let ex: Option<JobExceptionsInfo> =
-                    rest.get(&format!("/jobs/{id}/exceptions")).await.ok();
-                let msg = ex
-                    .and_then(|e| e.root_exception)
+                let msg = newest_failure(rest, id)
+                    .await
                     .unwrap_or_else(|| "unknown error".into());
                 eprintln!("error: the job failed: {msg}");
                 return Ok(std::process::ExitCode::FAILURE);
             }
+            "RESTARTING" if last != s => {
+                let msg = newest_failure(rest, id)
+                    .await
+                    .unwrap_or_else(|| "unknown error".into());
+                eprintln!("Job {id} is restarting after a failure: {msg}");
+            }
+            "RUNNING" if last == "RESTARTING" => {
+                eprintln!("Job {id} is running again.");
+            }
             _ => {}
         }
+        last = s.to_string();
     }
 }

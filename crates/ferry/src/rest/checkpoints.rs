@@ -208,7 +208,7 @@ pub async fn checkpoint_config(
         state_backend: "ferry".into(),
         checkpoint_storage: "FileSystemCheckpointStorage".into(),
         unaligned_checkpoints: false,
-        tolerable_failed_checkpoints: 0,
+        tolerable_failed_checkpoints: c.restart.tolerable_failed_checkpoints as u64,
         aligned_checkpoint_timeout: 0,
         checkpoints_after_tasks_finish: true,
         state_changelog_enabled: false,

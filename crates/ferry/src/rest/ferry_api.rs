@@ -13,8 +13,8 @@ use super::error::{parse_body, ApiError};
 use super::jobs::find_job;
 use super::AppState;
 use crate::api::live::{
-    CheckpointEntry, JobLive, KuduTables, ProcessOverview, SnapshotProgress, SplitCounts,
-    SubmitRequestBody, SubmitResponse, Totals,
+    CheckpointEntry, FailureEntry, JobLive, KuduTables, ProcessOverview, SnapshotProgress,
+    SplitCounts, SubmitRequestBody, SubmitResponse, Totals,
 };
 use crate::registry::{now_ms, Mode};
 use crate::run_args::RunCommand;
@@ -58,6 +58,9 @@ const HISTORY_SPAN_MS: u64 = 5 * 60 * 1000;
 
 /// Checkpoints listed on the page.
 const PAGE_CHECKPOINTS: usize = 10;
+
+/// Failures listed on the page.
+const PAGE_FAILURES: usize = 10;
 
 fn checkpoint_entry(r: &CheckpointRecord) -> CheckpointEntry {
     CheckpointEntry {
@@ -122,8 +125,20 @@ pub fn job_live(v: &JobView) -> JobLive {
         start_time: job.start_time_ms,
         end_time: v.end_time_ms,
         now: v.now_ms,
-        uptime_ms: if v.is_terminal() { 0 } else { m.uptime_ms },
-        restarts: m.restarts,
+        uptime_ms: if v.is_terminal() { 0 } else { v.uptime_ms() },
+        downtime_ms: if v.is_terminal() { 0 } else { v.downtime_ms() },
+        restarts: v.num_restarts(),
+        failures: v
+            .exceptions
+            .iter()
+            .take(PAGE_FAILURES)
+            .map(|e| FailureEntry {
+                timestamp: e.timestamp_ms,
+                name: e.exception_name.clone(),
+                message: e.message.clone(),
+                restarted: e.restarted,
+            })
+            .collect(),
         last_end_timestamp: m.last_end_timestamp_ms,
         lag_ms: v.lag_ms(),
         splits: SplitCounts {

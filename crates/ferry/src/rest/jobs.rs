@@ -1,5 +1,5 @@
-//! Flink-shaped endpoints of one job: details, status, config, exceptions,
-//! metrics, cancel and stop. Field names, status codes and error shapes
+//! Flink-shaped endpoints of one job: details, status, config, metrics,
+//! cancel and stop (exceptions are in [`super::exceptions`]). Field names, status codes and error shapes
 //! follow Flink's REST API (`rest_v1_dispatcher.yml`), so scripts written
 //! for `flink` work unchanged; values come from one [`JobView`] per request.
 
@@ -7,9 +7,9 @@ use super::error::{parse_body, ApiError};
 use super::savepoints::{check_trigger_id, target_dir};
 use super::AppState;
 use crate::api::flink::{
-    Acknowledged, ExceptionHistory, ExceptionInfo, ExecutionConfig, FormatType, JobConfigInfo,
-    JobDetails, JobExceptionsInfo, JobPlan, JobStatusBody, JobVertex, Metric, PlanInput, PlanNode,
-    StateCounts, StopWithSavepointRequestBody, TriggerResponse, VertexMetrics,
+    Acknowledged, ExecutionConfig, FormatType, JobConfigInfo, JobDetails, JobPlan, JobStatusBody,
+    JobVertex, Metric, PlanInput, PlanNode, StateCounts, StopWithSavepointRequestBody,
+    TriggerResponse, VertexMetrics,
 };
 use crate::registry::{JobEntry, OpKind, OpValue};
 use crate::view::{JobView, SINK_NAME, SOURCE_NAME};
@@ -18,13 +18,14 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::Json;
 use ferry_engine::checkpoint::JobId;
+use ferry_engine::config::RestartConfig;
 use ferry_engine::{JobStatus, StopMode};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Every Flink job / task state name, for count maps.
+/// Flink's task (execution) state names, for count maps.
 const STATES: [&str; 11] = [
     "INITIALIZING",
     "CREATED",
@@ -37,6 +38,21 @@ const STATES: [&str; 11] = [
     "FAILED",
     "RECONCILING",
     "SUSPENDED",
+];
+
+/// Flink's job state names, for the `timestamps` of job details.
+const JOB_STATES: [&str; 11] = [
+    "INITIALIZING",
+    "CREATED",
+    "RUNNING",
+    "FAILING",
+    "FAILED",
+    "CANCELLING",
+    "CANCELED",
+    "FINISHED",
+    "RESTARTING",
+    "SUSPENDED",
+    "RECONCILING",
 ];
 
 type ApiResult<T> = Result<Json<T>, ApiError>;
@@ -68,7 +84,7 @@ fn vertex_id(name: &str) -> String {
 /// `tasks`), or lower-case names over both operators plus `total` (a job
 /// overview's `tasks`).
 pub(super) fn task_counts(v: &JobView, upper: bool) -> StateCounts {
-    let state = v.state();
+    let state = v.task_state();
     let parallelism = v.job.parallelism;
     let mut m = StateCounts::new();
     for s in STATES {
@@ -104,14 +120,29 @@ pub async fn job_status(
     }))
 }
 
-/// When the job entered each state: start for the states it passed on the
-/// way to RUNNING, end for the terminal state it is in.
+/// When the job last entered each state (0 if never): start for the
+/// states it passed on the way to RUNNING, the latest return to RUNNING,
+/// the newest failure it restarted after, the end for the terminal state
+/// it is in.
 fn state_timestamps(v: &JobView) -> BTreeMap<String, i64> {
-    STATES
+    let start = v.job.start_time_ms as i64;
+    let running = if v.uptime_ms() > 0 {
+        v.now_ms.saturating_sub(v.uptime_ms()) as i64
+    } else {
+        start
+    };
+    let restarted = v
+        .exceptions
+        .iter()
+        .find(|e| e.restarted)
+        .map_or(0, |e| e.timestamp_ms as i64);
+    JOB_STATES
         .iter()
         .map(|&s| {
             let t = match s {
-                "INITIALIZING" | "CREATED" | "RUNNING" => v.job.start_time_ms as i64,
+                "INITIALIZING" | "CREATED" => start,
+                "RUNNING" => running,
+                "FAILING" | "RESTARTING" => restarted,
                 other if other == v.state() && v.is_terminal() => v.end_time_ms,
                 _ => 0,
             };
@@ -127,7 +158,7 @@ fn vertex(v: &JobView, name: &str, read: (u64, u64), write: (u64, u64)) -> JobVe
         name: name.into(),
         max_parallelism: 128,
         parallelism: v.job.parallelism,
-        status: v.state().into(),
+        status: v.task_state().into(),
         start_time: v.job.start_time_ms,
         end_time: v.end_time_ms,
         duration: v.duration_ms,
@@ -189,7 +220,7 @@ pub async fn job_details(
     let status_counts = STATES
         .iter()
         .filter(|&&s| s != "SUSPENDED")
-        .map(|&s| (s.to_string(), if s == v.state() { 2 } else { 0 }))
+        .map(|&s| (s.to_string(), if s == v.task_state() { 2 } else { 0 }))
         .collect();
     Ok(Json(JobDetails {
         jid: job.id.to_string(),
@@ -207,6 +238,40 @@ pub async fn job_details(
         status_counts,
         plan: plan(&v),
     }))
+}
+
+/// The restart strategy in words, as Flink describes its own in
+/// `execution-config.restart-strategy`.
+fn restart_description(r: &RestartConfig) -> String {
+    let ms = |d: Duration| d.as_millis();
+    match r.kind {
+        "none" => "Restart deactivated.".into(),
+        "fixed-delay" => format!(
+            "Restart with fixed delay ({} ms). #{} restart attempts.",
+            ms(r.fixed_delay),
+            r.fixed_delay_attempts
+        ),
+        "failure-rate" => format!(
+            "Failure rate restart with maximum of {} failures within interval {} ms and fixed delay {} ms.",
+            r.failure_rate_max_failures,
+            ms(r.failure_rate_interval),
+            ms(r.failure_rate_delay)
+        ),
+        _ => {
+            let attempts = match r.attempts_before_reset_backoff {
+                n if n >= i32::MAX as u32 => "unlimited".to_string(),
+                n => n.to_string(),
+            };
+            format!(
+                "Exponential delay restart: initial backoff {} ms, max backoff {} ms, multiplier {}, reset after {} ms without failure, jitter {}, attempts before reset {attempts}.",
+                ms(r.initial_backoff),
+                ms(r.max_backoff),
+                r.backoff_multiplier.0,
+                ms(r.reset_backoff_threshold),
+                r.jitter_factor.0
+            )
+        }
+    }
 }
 
 pub async fn job_config(
@@ -228,45 +293,10 @@ pub async fn job_config(
         name: job.name.clone(),
         execution_config: ExecutionConfig {
             execution_mode: "PIPELINED".into(),
-            restart_strategy:
-                "Retry transient errors with exponential backoff; fail on fatal errors".into(),
+            restart_strategy: restart_description(&job.config.restart),
             job_parallelism: job.parallelism,
             object_reuse_mode: false,
             user_config: user,
-        },
-    }))
-}
-
-pub async fn job_exceptions(
-    State(state): State<AppState>,
-    Path(jobid): Path<String>,
-) -> ApiResult<JobExceptionsInfo> {
-    let job = find_job(&state, &jobid)?;
-    let v = job.view();
-    let (root, timestamp, entries) = match v.status {
-        JobStatus::Failed { error } => {
-            let entry = ExceptionInfo {
-                exception_name: "ferry.JobFailure".into(),
-                stacktrace: error.clone(),
-                timestamp: v.end_time_ms,
-                task_name: None,
-                location: None,
-                task_manager_id: None,
-                failure_labels: BTreeMap::new(),
-                concurrent_exceptions: vec![],
-            };
-            (Some(error), Some(v.end_time_ms), vec![entry])
-        }
-        _ => (None, None, vec![]),
-    };
-    Ok(Json(JobExceptionsInfo {
-        root_exception: root,
-        timestamp,
-        all_exceptions: vec![],
-        truncated: false,
-        exception_history: ExceptionHistory {
-            entries,
-            truncated: false,
         },
     }))
 }

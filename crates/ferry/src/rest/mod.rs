@@ -7,6 +7,7 @@
 
 mod checkpoints;
 mod error;
+mod exceptions;
 mod ferry_api;
 mod jobs;
 mod overview;
@@ -43,7 +44,7 @@ fn api() -> Router<AppState> {
         )
         .route("/jobs/{jobid}/status", get(jobs::job_status))
         .route("/jobs/{jobid}/config", get(jobs::job_config))
-        .route("/jobs/{jobid}/exceptions", get(jobs::job_exceptions))
+        .route("/jobs/{jobid}/exceptions", get(exceptions::job_exceptions))
         .route("/jobs/{jobid}/metrics", get(jobs::job_metrics))
         .route(
             "/jobs/{jobid}/savepoints",

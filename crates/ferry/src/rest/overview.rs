@@ -31,7 +31,8 @@ pub async fn cluster_overview(State(state): State<AppState>) -> Json<ClusterOver
         taskmanagers: 1,
         slots_total: slots,
         slots_available: 0,
-        jobs_running: count("RUNNING"),
+        // Flink counts every job that has not ended (RESTARTING too).
+        jobs_running: views.iter().filter(|v| !v.is_terminal()).count(),
         jobs_finished: count("FINISHED"),
         jobs_cancelled: count("CANCELED"),
         jobs_failed: count("FAILED"),
