@@ -118,9 +118,6 @@ pub enum StartError {
     /// The restore point does not fit this job.
     #[error(transparent)]
     Restore(#[from] RestoreError),
-    /// The sink could not be prepared (missing, incompatible, unreachable).
-    #[error(transparent)]
-    Sink(EngineError),
 }
 
 /// Why a request to a job (savepoint, checkpoint, stop) was not done.

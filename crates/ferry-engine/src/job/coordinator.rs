@@ -74,7 +74,7 @@ pub(super) enum Flow {
 
 pub(super) struct Coordinator<S: Source, K: Sink<S::Batch>> {
     source: Arc<S>,
-    sink: Arc<K>,
+    pub(super) sink: Arc<K>,
     pub(super) store: CheckpointStore,
     pub(super) config: JobConfig,
     pub(super) options: JobOptions,
@@ -166,6 +166,22 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
 
     /// Runs the job until it ends, publishes and returns how it ended.
     pub(super) async fn run(mut self, mut control: mpsc::Receiver<Control>) -> JobStatus {
+        let status = match self.prepare_sink(&mut control).await {
+            Some(status) => status,
+            None => self.replicate(&mut control).await,
+        };
+        self.mode.job_ended(&status);
+        self.metrics.ended();
+        match &status {
+            JobStatus::Failed { error } => tracing::error!(%error, "job failed"),
+            other => tracing::info!(status = ?other, "job ended"),
+        }
+        let _ = self.status.send(status.clone());
+        status
+    }
+
+    /// The window chain, until the job ends.
+    async fn replicate(&mut self, control: &mut mpsc::Receiver<Control>) -> JobStatus {
         let mut workers = self.spawn_workers();
         let mut checkpoint_tick = tokio::time::interval(self.config.checkpointing_interval);
         checkpoint_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -179,9 +195,7 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
             if let Flow::Continue = flow {
                 self.metrics.set_split_counts(self.enumerator.counts());
                 self.publish_status();
-                flow = self
-                    .wait(&mut workers, &mut control, &mut checkpoint_tick)
-                    .await;
+                flow = self.wait(&mut workers, control, &mut checkpoint_tick).await;
             }
             match flow {
                 Flow::Continue => {}
@@ -191,7 +205,7 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
                     // they wrote is replayed (idempotently) from the
                     // restored state.
                     workers = Workers::none();
-                    if let Some(status) = self.restart(delay, &mut control).await {
+                    if let Some(status) = self.restart(delay, control).await {
                         break status;
                     }
                     workers = self.spawn_workers();
@@ -200,13 +214,6 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
             }
         };
         drop(workers);
-        self.mode.job_ended(&status);
-        self.metrics.ended();
-        match &status {
-            JobStatus::Failed { error } => tracing::error!(%error, "job failed"),
-            other => tracing::info!(status = ?other, "job ended"),
-        }
-        let _ = self.status.send(status.clone());
         status
     }
 

@@ -3,9 +3,11 @@
 //!
 //! [`Job::start`] takes the validated [`JobConfig`], an optional
 //! [`RestorePoint`], a source and a sink. It refuses a restore point that
-//! does not fit the job ([`RestoreError`]), prepares the sink
-//! ([`Sink::prepare`]: for Kudu, create or check the sink table), then
-//! spawns the coordinator, one task that owns the [`Enumerator`], opens
+//! does not fit the job ([`RestoreError`]), then spawns the coordinator,
+//! one task that first prepares the sink ([`Sink::prepare`]: for Kudu,
+//! create or check the sink table; an unreachable cluster is retried like
+//! any transient failure, with the job visible as RESTARTING), then owns
+//! the [`Enumerator`], opens
 //! windows on the source clock, hands splits to pipelines, takes periodic
 //! checkpoints, and serves requests (checkpoint, savepoint, stop, cancel).
 //!
@@ -63,7 +65,6 @@ use crate::connector::{Sink, Source};
 #[cfg(doc)]
 use crate::enumerator::Enumerator;
 use crate::error::{RestoreError, StartError};
-use crate::restart::{RestartBackoff, RestartDecision};
 
 /// What a job needs besides its configuration and connectors.
 #[derive(Debug, Clone)]
@@ -149,14 +150,15 @@ impl RestorePoint {
 pub struct Job;
 
 impl Job {
-    /// Checks `restore` against the job, prepares `sink`, and starts the
-    /// job; it runs until stopped, cancelled or failed. Checkpoints go to
+    /// Checks `restore` against the job and starts it; it prepares `sink`
+    /// first and runs until stopped, cancelled or failed (a sink that
+    /// cannot take the source's rows fails it at once). Checkpoints go to
     /// `store`.
     pub async fn start<S, K>(
         config: &JobConfig,
         restore: Option<RestorePoint>,
         source: S,
-        mut sink: K,
+        sink: K,
         store: CheckpointStore,
         options: JobOptions,
     ) -> Result<JobHandle, StartError>
@@ -165,7 +167,6 @@ impl Job {
         K: Sink<S::Batch>,
     {
         let restore = restore.map(|r| r.check(config)).transpose()?;
-        prepare_sink(config, &mut sink).await?;
         Ok(handle::spawn(
             source,
             sink,
@@ -174,31 +175,6 @@ impl Job {
             options,
             restore,
         ))
-    }
-}
-
-/// Prepares the sink; a cluster that cannot be reached yet (a restart
-/// during an outage) is retried on the restart strategy's schedule, so
-/// the job starts once the outage ends. Other problems are reported at
-/// once.
-async fn prepare_sink<B, K: Sink<B>>(config: &JobConfig, sink: &mut K) -> Result<(), StartError>
-where
-    B: crate::connector::Batch,
-{
-    let mut backoff = RestartBackoff::new(config.restart.strategy());
-    loop {
-        let error = match sink.prepare().await {
-            Ok(()) => return Ok(()),
-            Err(e) if e.is_transient() => e,
-            Err(e) => return Err(StartError::Sink(e)),
-        };
-        match backoff.on_failure(std::time::Instant::now()) {
-            RestartDecision::RestartAfter(delay) => {
-                tracing::warn!(error = %error, delay_ms = delay.as_millis() as u64, "preparing the sink failed; retrying");
-                tokio::time::sleep(delay).await;
-            }
-            RestartDecision::GiveUp(_) => return Err(StartError::Sink(error)),
-        }
     }
 }
 

@@ -19,6 +19,7 @@ use crate::enumerator::Enumerator;
 use crate::error::{ControlError, EngineError};
 use crate::restart::RestartDecision;
 use crate::status::ExceptionRecord;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -56,6 +57,35 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
                 self.metrics.went_down();
                 let _ = self.status.send(JobStatus::Restarting { cause: message });
                 Flow::Restart(delay)
+            }
+        }
+    }
+
+    /// Prepares the sink (create or check the sink table) before the first
+    /// pipeline starts. A cluster that cannot be reached yet — a restart
+    /// during an outage — is a failure like any other: the job is visible,
+    /// RESTARTING, and tries again on the restart strategy's schedule.
+    /// `Some` if the job ended instead.
+    pub(super) async fn prepare_sink(
+        &mut self,
+        control: &mut mpsc::Receiver<Control>,
+    ) -> Option<JobStatus> {
+        loop {
+            // No pipeline exists yet, so the coordinator holds the only
+            // reference to the sink.
+            let sink = Arc::get_mut(&mut self.sink)?;
+            let error = match sink.prepare().await {
+                Ok(()) => return None,
+                Err(e) => e,
+            };
+            match self.on_error(error) {
+                Flow::Continue => return None,
+                Flow::End(status) => return Some(status),
+                Flow::Restart(delay) => {
+                    if let Some(status) = self.restart(delay, control).await {
+                        return Some(status);
+                    }
+                }
             }
         }
     }
