@@ -60,7 +60,7 @@ pub enum CheckpointError {
     },
 
     /// The storage backend failed.
-    #[error("checkpoint storage failed at {path}: {source}")]
+    #[error("checkpoint storage failed: {source}")]
     Store {
         /// The object or directory involved.
         path: String,
