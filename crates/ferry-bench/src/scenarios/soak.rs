@@ -104,6 +104,8 @@ struct Gauges {
     any_end_ms: f64,
     /// (seconds since the soak started, lag ms).
     samples: Vec<(f64, f64)>,
+    /// Where lastEndTimestamp was read last ("metrics" or "log").
+    source: &'static str,
 }
 
 /// The running soak: clusters, ferry and what has been measured.
@@ -328,14 +330,15 @@ async fn sample_lag(gauges: Arc<Mutex<Gauges>>, started: Instant) {
         else {
             continue;
         };
-        let end = progress.last_end_ms().await.map(|(v, _)| v);
+        let end = progress.last_end_ms().await;
         let Ok(mut g) = gauges.lock() else {
             continue;
         };
         if g.generation != generation {
             continue;
         }
-        if let Some(v) = end {
+        if let Some((v, source)) = end {
+            g.source = source;
             g.proc_end_ms = g.proc_end_ms.max(v);
             g.any_end_ms = g.any_end_ms.max(v);
         }
@@ -797,6 +800,8 @@ impl Soak<'_> {
             })
             .unwrap_or_default();
         self.report.result("lag_samples_s_ms", samples);
+        let source = self.gauges.lock().map(|g| g.source).unwrap_or("");
+        self.report.result("last_end_read_from", source);
         self.report.note("A fault is recovered when ferry's lastEndTimestamp (the end of its last completed window; Prometheus gauge, or its log inside a network namespace whose metrics are unreachable) passes the wall-clock moment the fault ended. Time to recover counts from that moment.");
         self.report.note("Lag = now − lastEndTimestamp, sampled every 250 ms; while ferry is down or restarting, the newest end any ferry process reported. 'restarts' counts the engine's `job restarting` log lines (its restart strategy); 'exits' counts ferry processes that ended on their own, which the bench restarted from the newest complete checkpoint.");
         self.report.note("Quiet point: the workload is stopped, the bench waits until ferry completes a window ending after that moment, then compares every cell of source and sink (ferry_fixtures::compare::compare_tables), up to 3 attempts 5 s apart.");
