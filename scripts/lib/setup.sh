@@ -24,12 +24,13 @@ ensure_deb() {
 
 # ensure_toolchain: Rust (with rustfmt and clippy), Maven and a JDK for the
 # Kudu jar, the host libraries the Kudu binaries link against, and what the
-# operations tests drive ferry with: curl + jq (the savepoint script) and
-# headless Chromium (the web page).
+# operations tests drive ferry with: curl + jq (the savepoint script),
+# headless Chromium (the web page), and iproute2 + nftables (the fault
+# tests' network namespaces and partitions).
 ensure_toolchain() {
   ensure_deb ca-certificates git build-essential pkg-config unzip maven openjdk-17-jdk-headless \
     libc6 libstdc++6 libgcc-s1 libcrypt1 libcom-err2 libkeyutils1 libselinux1 \
-    curl jq chromium
+    curl jq chromium iproute2 nftables
   if ! command -v cargo >/dev/null 2>&1; then
     export PATH="$HOME/.cargo/bin:$PATH"
     command -v cargo >/dev/null 2>&1 || {

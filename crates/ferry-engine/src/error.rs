@@ -60,6 +60,19 @@ impl EngineError {
         }
     }
 
+    /// A short name of what failed, for exception histories.
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            EngineError::Source { .. } => "SourceRead",
+            EngineError::Sink { .. } => "SinkWrite",
+            EngineError::Checkpoint(_) => "Checkpoint",
+            EngineError::SinkTable(_) => "SinkTable",
+            EngineError::Restore(_) => "Restore",
+            EngineError::Internal(_) => "Internal",
+            EngineError::Cancelled => "Cancelled",
+        }
+    }
+
     /// What an operator should do about a fatal error.
     pub fn advice(&self) -> Option<&'static str> {
         match self {
@@ -127,6 +140,10 @@ pub enum ControlError {
     /// has no default.
     #[error("no savepoint directory given and none configured")]
     NoSavepointDirectory,
+    /// The job is restarting after a failure (and a stop under way was
+    /// abandoned); ask again once it runs.
+    #[error("the job is restarting after a failure; try again once it is RUNNING")]
+    Restarting,
     /// A stop was requested already; the first one is under way.
     #[error("the job is already stopping")]
     AlreadyStopping,

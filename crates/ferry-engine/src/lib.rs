@@ -8,7 +8,7 @@
 //! # Layout
 //!
 //! - [`config`]: the job configuration: a catalog of every `job.*`,
-//!   `reader.*` and `writer.*` key (names, defaults, docs as data) and the
+//!   `reader.*`, `writer.*` and restart key (names, defaults, docs as data) and the
 //!   validated [`config::JobConfig`] built from key/value pairs (reading
 //!   argv and files is the binary's job).
 //! - [`connector`]: the small `Source` / `SplitReader` / `Sink` /
@@ -20,6 +20,9 @@
 //!   preparation, then the coordinator task) and [`JobHandle`] (checkpoint,
 //!   savepoint, stop with or without drain, cancel); `pipeline` runs splits
 //!   reader → bounded channel → writer.
+//! - [`restart`]: the restart strategy (Flink's `restart-strategy.*`):
+//!   whether and when a job restarts from its newest complete checkpoint
+//!   after a transient failure.
 //! - [`metrics`]: the job's counters and gauges.
 //! - [`status`]: [`status::JobSnapshot`], one serde view of a job (status,
 //!   metrics, checkpoint history).
@@ -47,6 +50,7 @@ pub mod kudu_source;
 pub mod metrics;
 mod pipeline;
 mod prefetch;
+pub mod restart;
 pub mod status;
 
 pub use error::{ControlError, EngineError, RestoreError, StartError};

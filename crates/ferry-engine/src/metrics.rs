@@ -11,6 +11,11 @@ use std::time::Instant;
 #[derive(Debug)]
 pub struct JobMetrics {
     started: Instant,
+    /// Ms after `started` when the job last became RUNNING (`NOT_SET`: it
+    /// is not running).
+    running_since_ms: AtomicU64,
+    /// Ms after `started` when the current outage began (`NOT_SET`: none).
+    down_since_ms: AtomicU64,
     /// Epoch ms of the end of the last completed window (0 = none yet).
     last_end_timestamp_ms: AtomicU64,
     pending: AtomicU64,
@@ -34,6 +39,8 @@ impl Default for JobMetrics {
     fn default() -> Self {
         JobMetrics {
             started: Instant::now(),
+            running_since_ms: AtomicU64::new(0),
+            down_since_ms: AtomicU64::new(NOT_SET),
             last_end_timestamp_ms: AtomicU64::new(0),
             pending: AtomicU64::new(0),
             unassigned: AtomicU64::new(0),
@@ -58,7 +65,13 @@ impl Default for JobMetrics {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct MetricsSnapshot {
+    /// Time since the job last became RUNNING (0 while it is not), as
+    /// Flink's `uptime`.
     pub uptime_ms: u64,
+    /// Time since the current outage (restart) began (0 while running),
+    /// as Flink's `downtime`.
+    #[serde(default)]
+    pub downtime_ms: u64,
     pub last_end_timestamp_ms: u64,
     pub pending_count: u64,
     pub unassigned_count: u64,
@@ -78,6 +91,8 @@ pub struct MetricsSnapshot {
     pub restarts: u64,
 }
 
+const NOT_SET: u64 = u64::MAX;
+
 fn get(a: &AtomicU64) -> u64 {
     a.load(Ordering::Relaxed)
 }
@@ -86,7 +101,8 @@ impl JobMetrics {
     /// Reads every metric.
     pub fn snapshot(&self) -> MetricsSnapshot {
         MetricsSnapshot {
-            uptime_ms: self.started.elapsed().as_millis() as u64,
+            uptime_ms: self.since(&self.running_since_ms),
+            downtime_ms: self.since(&self.down_since_ms),
             last_end_timestamp_ms: get(&self.last_end_timestamp_ms),
             pending_count: get(&self.pending),
             unassigned_count: get(&self.unassigned),
@@ -150,7 +166,39 @@ impl JobMetrics {
         self.checkpoints_failed.fetch_add(1, Ordering::Relaxed);
     }
 
-    pub(crate) fn restarted(&self) {
+    fn now_ms(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+
+    fn since(&self, mark: &AtomicU64) -> u64 {
+        match get(mark) {
+            NOT_SET => 0,
+            at => self.now_ms().saturating_sub(at),
+        }
+    }
+
+    /// A failure stopped the job: downtime starts, uptime stops.
+    pub(crate) fn went_down(&self) {
+        self.running_since_ms.store(NOT_SET, Ordering::Relaxed);
+        let _ = self.down_since_ms.compare_exchange(
+            NOT_SET,
+            self.now_ms(),
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
+    }
+
+    /// The job restarted and runs again.
+    pub(crate) fn came_up(&self) {
         self.restarts.fetch_add(1, Ordering::Relaxed);
+        self.down_since_ms.store(NOT_SET, Ordering::Relaxed);
+        self.running_since_ms
+            .store(self.now_ms(), Ordering::Relaxed);
+    }
+
+    /// The job ended: neither up nor down any more.
+    pub(crate) fn ended(&self) {
+        self.running_since_ms.store(NOT_SET, Ordering::Relaxed);
+        self.down_since_ms.store(NOT_SET, Ordering::Relaxed);
     }
 }

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 #[non_exhaustive]
 pub enum FlinkState {
     Running,
+    Restarting,
     Finished,
     Canceled,
     Failed,
@@ -23,6 +24,7 @@ impl FlinkState {
     pub fn as_str(self) -> &'static str {
         match self {
             FlinkState::Running => "RUNNING",
+            FlinkState::Restarting => "RESTARTING",
             FlinkState::Finished => "FINISHED",
             FlinkState::Canceled => "CANCELED",
             FlinkState::Failed => "FAILED",
@@ -34,6 +36,7 @@ impl From<&JobStatus> for FlinkState {
     fn from(status: &JobStatus) -> Self {
         match status {
             JobStatus::Running | JobStatus::Stopping => FlinkState::Running,
+            JobStatus::Restarting { .. } => FlinkState::Restarting,
             JobStatus::Finished { .. } => FlinkState::Finished,
             JobStatus::Canceled => FlinkState::Canceled,
             JobStatus::Failed { .. } => FlinkState::Failed,
@@ -48,7 +51,7 @@ pub struct JobSnapshot {
     pub job_id: JobId,
     /// The state, as Flink names it.
     pub state: FlinkState,
-    /// Why the job failed (only when FAILED).
+    /// Why the job failed (when FAILED) or restarts (when RESTARTING).
     pub failure: Option<String>,
     /// The final savepoint (only when FINISHED).
     pub final_savepoint: Option<String>,
@@ -57,6 +60,25 @@ pub struct JobSnapshot {
     pub metrics: MetricsSnapshot,
     /// Completed checkpoints and savepoints, oldest first (last 100).
     pub checkpoints: Vec<CheckpointRecord>,
+    /// Failures, newest first (last 100): each restart's cause and the
+    /// failure that ended the job, if one did.
+    #[serde(default)]
+    pub exceptions: Vec<ExceptionRecord>,
+}
+
+/// One failure of a job, as Flink's exception history shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExceptionRecord {
+    /// When it happened (epoch ms).
+    pub timestamp_ms: u64,
+    /// What failed: `SourceRead`, `SinkWrite`, `Checkpoint`, `SinkTable`,
+    /// `Restore`, `Internal`.
+    pub exception_name: String,
+    /// The error, with its causes.
+    pub message: String,
+    /// Whether the job restarted after it (false: it ended the job).
+    pub restarted: bool,
 }
 
 impl JobSnapshot {
@@ -72,6 +94,7 @@ impl JobSnapshot {
             state: status.into(),
             failure: match status {
                 JobStatus::Failed { error } => Some(error.clone()),
+                JobStatus::Restarting { cause } => Some(cause.clone()),
                 _ => None,
             },
             final_savepoint: match status {
@@ -80,6 +103,7 @@ impl JobSnapshot {
             },
             metrics,
             checkpoints,
+            exceptions: Vec::new(),
         }
     }
 
@@ -87,6 +111,9 @@ impl JobSnapshot {
     pub fn status(&self) -> JobStatus {
         match self.state {
             FlinkState::Running => JobStatus::Running,
+            FlinkState::Restarting => JobStatus::Restarting {
+                cause: self.failure.clone().unwrap_or_default(),
+            },
             FlinkState::Finished => JobStatus::Finished {
                 savepoint: self.final_savepoint.clone().unwrap_or_default(),
             },
@@ -140,6 +167,9 @@ mod tests {
                 savepoint: "p".into(),
             },
             JobStatus::Canceled,
+            JobStatus::Restarting {
+                cause: "timed out".into(),
+            },
         ] {
             assert_eq!(FlinkState::from(&status).as_str(), status.flink_name());
         }

@@ -1,10 +1,15 @@
 //! Fixtures shared by the workspace's integration tests, so that every test
 //! file builds the same tables the same way: one every-type schema, one
-//! small `id`/`v` schema, a pair of clusters, full-table reads.
+//! small `id`/`v` schema, a pair of clusters, full-table reads, a
+//! fault-tolerant mixed writer ([`workload`]) and a cell-by-cell table
+//! comparison ([`compare`]).
 //!
 //! A dev-dependency only (kudu-client's own integration tests use it too,
 //! which Cargo allows for dev-dependencies); tests may panic, so these
 //! helpers `expect` rather than return errors.
+
+pub mod compare;
+pub mod workload;
 
 use std::collections::BTreeMap;
 

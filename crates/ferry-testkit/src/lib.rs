@@ -15,6 +15,8 @@
 //! - [`cluster`]: [`MiniCluster`] — start 1 or 3 masters and N tablet servers,
 //!   wait until they are registered, stop/kill/restart/pause single daemons,
 //!   tear everything down on drop (also when a test panics).
+//! - [`fault`]: faults to survive — a network namespace whose traffic can be
+//!   dropped, a small filesystem that can turn read-only.
 //!
 //! # Example
 //! ```no_run
@@ -26,6 +28,7 @@
 
 pub mod binaries;
 pub mod cluster;
+pub mod fault;
 pub mod net;
 pub mod process;
 
@@ -54,6 +57,10 @@ pub enum Error {
     /// A caller asked for something the kit does not support.
     #[error("invalid request: {0}")]
     Invalid(String),
+    /// A fault could not be set up or undone (a command such as `ip` or
+    /// `nft` failed).
+    #[error("fault: {0}")]
+    Fault(String),
     /// An operating-system call failed.
     #[error("{context}: {source}")]
     Io {

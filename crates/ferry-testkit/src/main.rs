@@ -7,10 +7,15 @@
 //! ferry-testkit kudu -- table list 127.a.b.1:7051
 //! ferry-testkit down demo | ferry-testkit down --all
 //! ferry-testkit install                         # fetch the Kudu binaries once
+//! ferry-testkit netns up                        # prints "ferry-nsN 10.200.x.y"
+//! ip netns exec ferry-nsN ferry run ...         # clusters stay reachable inside
+//! ferry-testkit netns partition ferry-nsN 127.a.b.0/24 | heal ferry-nsN
+//! ferry-testkit netns down ferry-nsN | ferry-testkit netns down --all
 //! ```
 
 use clap::{Parser, Subcommand};
 use ferry_testkit::binaries::Provenance;
+use ferry_testkit::fault::NetNs;
 use ferry_testkit::process::alive;
 use ferry_testkit::{KuduBinaries, MiniCluster};
 use std::process::ExitCode;
@@ -63,11 +68,45 @@ enum Command {
     },
     /// Fetch and unpack the Kudu binaries (once; later runs reuse the cache).
     Install,
+    /// Network namespaces for partition experiments (needs root).
+    Netns {
+        #[command(subcommand)]
+        command: NetnsCommand,
+    },
     /// Run the bundled `kudu` CLI with the right environment.
     Kudu {
         /// Arguments for `kudu`, after `--`.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
+    },
+}
+
+#[derive(Subcommand)]
+enum NetnsCommand {
+    /// Create a namespace linked to this one (clusters' 127.a.b.c addresses
+    /// reachable inside) and print `NAME ADDRESS_INSIDE`.
+    Up,
+    /// Drop the namespace's traffic to CIDR (e.g. a cluster's 127.a.b.0/24).
+    Partition {
+        /// Namespace name (`ferry-ns<n>`).
+        name: String,
+        /// IPv4 network, e.g. 127.31.7.0/24.
+        cidr: String,
+    },
+    /// Remove every partition of the namespace.
+    Heal {
+        /// Namespace name.
+        name: String,
+    },
+    /// Remove a namespace (processes inside are killed), or every namespace
+    /// of the kit with no process inside.
+    Down {
+        /// Namespace name.
+        #[arg(required_unless_present = "all", conflicts_with = "all")]
+        name: Option<String>,
+        /// Every `ferry-ns*` namespace in which nothing runs.
+        #[arg(long)]
+        all: bool,
     },
 }
 
@@ -103,7 +142,39 @@ fn run(command: Command) -> ferry_testkit::Result<ExitCode> {
         Command::Down { name, all } => down(name, all),
         Command::Install => install(),
         Command::Kudu { args } => kudu(&args),
+        Command::Netns { command } => netns(command),
     }
+}
+
+/// `netns up|partition|heal|down`.
+fn netns(command: NetnsCommand) -> ferry_testkit::Result<ExitCode> {
+    match command {
+        NetnsCommand::Up => {
+            let ns = NetNs::create()?;
+            let inside = ns.addr_inside();
+            println!("{} {inside}", ns.detach());
+        }
+        NetnsCommand::Partition { name, cidr } => NetNs::attach(&name)?.partition(&cidr)?,
+        NetnsCommand::Heal { name } => NetNs::attach(&name)?.heal()?,
+        NetnsCommand::Down { name, all } => {
+            let names = if all {
+                NetNs::list_names()
+            } else {
+                name.into_iter().collect()
+            };
+            for name in names {
+                let ns = NetNs::attach(&name)?;
+                // A test's namespace has its process inside; leave it be.
+                if all && !ns.pids().is_empty() {
+                    println!("{name} skipped: processes running inside");
+                    continue;
+                }
+                ns.destroy()?;
+                println!("{name} down");
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `up`: starts a detached cluster and prints its name and master addresses.

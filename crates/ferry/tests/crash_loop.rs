@@ -4,6 +4,7 @@
 //! At the end the sink equals the source row by row.
 
 use ferry_engine::checkpoint::{CheckpointStore, JobId, StorageLocation};
+use ferry_fixtures::workload::{Workload, WorkloadOptions};
 use kudu_client::write::{FlushMode, Operation, SessionOptions};
 use kudu_client::{ColumnSchema, DataType, KuduClient, KuduTable, Schema, TableBuilder};
 use rand::rngs::StdRng;
@@ -11,8 +12,6 @@ use rand::{Rng, SeedableRng};
 use std::io::{BufRead, BufReader};
 use std::num::NonZeroUsize;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const TABLE: &str = "crashy";
@@ -135,41 +134,18 @@ async fn ten_kill_9_restarts_lose_nothing() {
     }
     session.flush().await.expect("flush");
 
-    // Changes flow during the whole crash loop.
-    let running = Arc::new(AtomicBool::new(true));
-    let churn = {
-        let running = running.clone();
-        let source = source.clone();
-        let table = table.clone();
-        tokio::spawn(async move {
-            let mut rng = StdRng::seed_from_u64(11);
-            let mut s = source
-                .new_session_with(
-                    SessionOptions::default().flush_mode(FlushMode::AutoFlushBackground),
-                )
-                .expect("session");
-            let mut n = 0u64;
-            while running.load(Ordering::Relaxed) {
-                let id = rng.gen_range(0..170_000);
-                let op = match rng.gen_range(0..10) {
-                    0..=4 => Operation::upsert(&table, row(&table, id, Some(rng.gen()))),
-                    5..=6 => Operation::update_ignore(&table, row(&table, id, None)),
-                    _ => {
-                        let mut k = table.new_row();
-                        k.set_i64("id", id).expect("id");
-                        Operation::delete_ignore(&table, k)
-                    }
-                };
-                s.apply(op).await.expect("apply");
-                n += 1;
-                if n.is_multiple_of(100) {
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                }
-            }
-            s.flush().await.expect("flush");
-            n
-        })
-    };
+    // Changes flow during the whole crash loop: new keys above the load,
+    // upserts, updates and deletes anywhere.
+    let churn = Workload::start_with(
+        source.clone(),
+        TABLE,
+        WorkloadOptions {
+            ops_per_sec: 2_000,
+            seed: 11,
+            first_id: 150_000,
+            key_floor: 0,
+        },
+    );
 
     let dir = tempfile::tempdir().expect("tmp");
     let chk = dir.path().join("chk");
@@ -206,9 +182,10 @@ async fn ten_kill_9_restarts_lose_nothing() {
             resume = Some(c.location.to_uri());
         }
     }
-    running.store(false, Ordering::Relaxed);
-    let ops = churn.await.expect("churn");
-    assert!(ops > 1_000, "changes flowed: {ops}");
+    let stats = churn.stop().await;
+    assert_eq!(stats.failed, 0, "the source has no fault: {stats:?}");
+    let ops = stats.applied;
+    assert!(ops > 1_000, "changes flowed: {stats:?}");
     assert!(
         restored_mid_snapshot,
         "at least one kill landed inside the snapshot"
@@ -232,9 +209,7 @@ async fn ten_kill_9_restarts_lose_nothing() {
         }
     }
     kill9(&mut f);
-    let a = ferry_fixtures::read_all(&source, TABLE).await;
-    let b = ferry_fixtures::read_all(&sink, TABLE).await;
-    assert_eq!(a.len(), b.len(), "row counts");
-    assert!(a == b, "sink differs from source");
+    let diff = ferry_fixtures::compare::compare_tables(&source, &sink, TABLE, TABLE).await;
+    assert!(diff.is_equal(), "{diff}");
     eprintln!("crash loop: {ops} changes, resumed mid-snapshot: {restored_mid_snapshot}, mid-diff: {restored_mid_diff}");
 }

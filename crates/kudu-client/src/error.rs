@@ -222,9 +222,17 @@ impl Error {
     /// scan reopening a tablet). A timeout is transient; a snapshot older
     /// than the history kept, a missing table, a bad argument or refused
     /// rows are not.
+    ///
+    /// Refused rows are transient only when every row failed for a
+    /// transient reason (the batch timed out or its server was
+    /// unavailable): a row the server judged invalid stays invalid.
     pub fn is_transient(&self) -> bool {
         match self {
             Error::TimedOut { .. } => true,
+            Error::Status { status, .. } => status.code.is_transient(),
+            Error::RowErrors(rows) => {
+                !rows.is_empty() && rows.iter().all(|r| r.status.code.is_transient())
+            }
             other => other.retry_action() != RetryAction::Fail,
         }
     }
@@ -394,6 +402,19 @@ pub enum StatusCode {
 }
 
 impl StatusCode {
+    /// Whether an operation that ended with this status may succeed when
+    /// tried again later: the server was unreachable, busy, or the attempt
+    /// ran out of time or was aborted (e.g. by a leader change).
+    pub fn is_transient(self) -> bool {
+        matches!(
+            self,
+            StatusCode::TimedOut
+                | StatusCode::ServiceUnavailable
+                | StatusCode::NetworkError
+                | StatusCode::Aborted
+        )
+    }
+
     /// Maps the wire value of `AppStatusPB.code`.
     pub fn from_i32(v: i32) -> Self {
         match v {
@@ -493,7 +514,7 @@ mod tests {
     fn each_error_maps_to_one_action() {
         use RetryAction::{BackoffAndRetry as Backoff, Fail, RefreshAndRetry as Refresh};
         let a = || "ts:7050".to_owned();
-        let cases: Vec<(Error, RetryAction, bool, bool)> = vec![
+        let mut cases: Vec<(Error, RetryAction, bool, bool)> = vec![
             (
                 Error::Io {
                     addr: a(),
@@ -543,7 +564,7 @@ mod tests {
             (rpc(RpcErrorCode::Application), Fail, false, false),
             (status(StatusCode::ServiceUnavailable), Backoff, true, false),
             (status(StatusCode::NotFound), Fail, false, false),
-            (status(StatusCode::TimedOut), Fail, false, false),
+            (status(StatusCode::TimedOut), Fail, true, false),
             (Error::NotLeaderMaster { addr: a() }, Refresh, true, false),
             (
                 Error::NotLeaderReplica {
@@ -633,6 +654,25 @@ mod tests {
                 false,
             ),
         ];
+        let row = |code| RowError {
+            operation: "UPSERT_IGNORE".into(),
+            key: "(id=1)".into(),
+            status: KuduStatus {
+                code,
+                message: "m".into(),
+                posix_code: None,
+            },
+        };
+        let timed_out = Error::RowErrors(vec![
+            row(StatusCode::TimedOut),
+            row(StatusCode::NetworkError),
+        ]);
+        let mixed = Error::RowErrors(vec![
+            row(StatusCode::TimedOut),
+            row(StatusCode::InvalidArgument),
+        ]);
+        cases.push((timed_out, Fail, true, false));
+        cases.push((mixed, Fail, false, false));
         for (err, action, transient, unusable) in cases {
             assert_eq!(err.retry_action(), action, "{err:?}");
             assert_eq!(err.is_transient(), transient, "{err:?}");

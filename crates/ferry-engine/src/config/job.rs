@@ -13,6 +13,7 @@ use std::time::Duration;
 use super::error::ConfigError;
 use super::key::{ConfigKey, FLUSH_MODE_NAMES, REPLICA_SELECTION_NAMES};
 use super::raw::RawConfig;
+use super::restart::RestartConfig;
 use crate::checkpoint::StorageLocation;
 
 /// Which replica of a tablet the reader scans (`reader.replicaSelection`).
@@ -183,6 +184,9 @@ pub struct JobConfig {
     pub reader: ReaderConfig,
     /// `writer.*`.
     pub writer: WriterConfig,
+    /// `restart-strategy.*` and
+    /// `execution.checkpointing.tolerable-failed-checkpoints`.
+    pub restart: RestartConfig,
 }
 
 impl JobConfig {
@@ -228,6 +232,7 @@ impl JobConfig {
                 ignore_not_found: v.boolean(ConfigKey::IgnoreNotFound)?,
                 ignore_duplicate: v.boolean(ConfigKey::IgnoreDuplicate)?,
             },
+            restart: RestartConfig::from_values(&v)?,
         };
         // Cross-key rule, as in the reference job: the next window opens only
         // after a checkpoint completes once the current window's splits are
@@ -295,6 +300,7 @@ impl JobConfig {
                     ConfigKey::FlushInterval => ms(self.writer.flush_interval),
                     ConfigKey::IgnoreNotFound => self.writer.ignore_not_found.to_string(),
                     ConfigKey::IgnoreDuplicate => self.writer.ignore_duplicate.to_string(),
+                    other => self.restart.value_of(other).unwrap_or_default(),
                 };
                 (key, value)
             })
@@ -335,7 +341,7 @@ fn refuse_ignore_keys(writer: &WriterConfig) -> Result<(), ConfigError> {
 }
 
 /// Typed access to raw values with defaults applied.
-struct Values<'a> {
+pub(super) struct Values<'a> {
     raw: &'a RawConfig,
 }
 
@@ -350,7 +356,7 @@ impl Values<'_> {
         }
     }
 
-    fn required_value(&self, key: ConfigKey) -> Result<&str, ConfigError> {
+    pub(super) fn required_value(&self, key: ConfigKey) -> Result<&str, ConfigError> {
         self.value(key)?.ok_or(ConfigError::MissingRequired { key })
     }
 

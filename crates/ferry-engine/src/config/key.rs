@@ -75,10 +75,49 @@ pub enum ConfigKey {
     IgnoreNotFound,
     /// `writer.ignoreDuplicate`
     IgnoreDuplicate,
+    /// `restart-strategy.type` (Flink)
+    RestartStrategyType,
+    /// `restart-strategy.fixed-delay.attempts` (Flink)
+    FixedDelayAttempts,
+    /// `restart-strategy.fixed-delay.delay` (Flink)
+    FixedDelayDelay,
+    /// `restart-strategy.failure-rate.max-failures-per-interval` (Flink)
+    FailureRateMaxFailures,
+    /// `restart-strategy.failure-rate.failure-rate-interval` (Flink)
+    FailureRateInterval,
+    /// `restart-strategy.failure-rate.delay` (Flink)
+    FailureRateDelay,
+    /// `restart-strategy.exponential-delay.initial-backoff` (Flink)
+    ExponentialInitialBackoff,
+    /// `restart-strategy.exponential-delay.max-backoff` (Flink)
+    ExponentialMaxBackoff,
+    /// `restart-strategy.exponential-delay.backoff-multiplier` (Flink)
+    ExponentialMultiplier,
+    /// `restart-strategy.exponential-delay.reset-backoff-threshold` (Flink)
+    ExponentialResetThreshold,
+    /// `restart-strategy.exponential-delay.jitter-factor` (Flink)
+    ExponentialJitter,
+    /// `restart-strategy.exponential-delay.attempts-before-reset-backoff` (Flink)
+    ExponentialAttempts,
+    /// `execution.checkpointing.tolerable-failed-checkpoints` (Flink)
+    TolerableFailedCheckpoints,
 }
 
 use KeyDefault::{Derived, Required, Value};
-use KeyOrigin::{Ferry, Reference};
+use KeyOrigin::{Ferry, Flink, Reference};
+
+/// The valid names for `restart-strategy.type` (Flink's spellings).
+pub(crate) const RESTART_STRATEGY_NAMES: &[&str] = &[
+    "exponential-delay",
+    "fixed-delay",
+    "failure-rate",
+    "none",
+    "exponentialdelay",
+    "fixeddelay",
+    "failurerate",
+    "off",
+    "disable",
+];
 
 // The catalog. Row i describes ALL[i]; a unit test checks the two line up.
 const CATALOG: &[(ConfigKey, KeySpec)] = &[
@@ -312,6 +351,137 @@ const CATALOG: &[(ConfigKey, KeySpec)] = &[
             "Only false is accepted: rows are always written as UPSERT_IGNORE, which never fails on a present row (docs/semantics.md).",
         ),
     ),
+    (
+        ConfigKey::RestartStrategyType,
+        KeySpec::new(
+            "restart-strategy.type",
+            Value("exponential-delay"),
+            ValueKind::Enum(RESTART_STRATEGY_NAMES),
+            Flink,
+            "What a job does after a transient failure (timeouts, unavailable servers, leader changes, storage errors): restart from its newest complete checkpoint with exponential-delay, fixed-delay or failure-rate backoff, or fail at once (none).",
+        )
+        .with_aliases(&["restart-strategy"]),
+    ),
+    (
+        ConfigKey::FixedDelayAttempts,
+        KeySpec::new(
+            "restart-strategy.fixed-delay.attempts",
+            Value("1"),
+            ValueKind::CountOrZero,
+            Flink,
+            "fixed-delay: restarts allowed in the job's life.",
+        ),
+    ),
+    (
+        ConfigKey::FixedDelayDelay,
+        KeySpec::new(
+            "restart-strategy.fixed-delay.delay",
+            Value("1 s"),
+            ValueKind::Duration,
+            Flink,
+            "fixed-delay: wait before each restart.",
+        ),
+    ),
+    (
+        ConfigKey::FailureRateMaxFailures,
+        KeySpec::new(
+            "restart-strategy.failure-rate.max-failures-per-interval",
+            Value("1"),
+            ValueKind::Count,
+            Flink,
+            "failure-rate: failures tolerated within the interval before the job fails.",
+        ),
+    ),
+    (
+        ConfigKey::FailureRateInterval,
+        KeySpec::new(
+            "restart-strategy.failure-rate.failure-rate-interval",
+            Value("1 min"),
+            ValueKind::Duration,
+            Flink,
+            "failure-rate: the sliding interval failures are counted in.",
+        ),
+    ),
+    (
+        ConfigKey::FailureRateDelay,
+        KeySpec::new(
+            "restart-strategy.failure-rate.delay",
+            Value("1 s"),
+            ValueKind::Duration,
+            Flink,
+            "failure-rate: wait before each restart.",
+        ),
+    ),
+    (
+        ConfigKey::ExponentialInitialBackoff,
+        KeySpec::new(
+            "restart-strategy.exponential-delay.initial-backoff",
+            Value("1 s"),
+            ValueKind::Duration,
+            Flink,
+            "exponential-delay: the first wait.",
+        ),
+    ),
+    (
+        ConfigKey::ExponentialMaxBackoff,
+        KeySpec::new(
+            "restart-strategy.exponential-delay.max-backoff",
+            Value("1 min"),
+            ValueKind::Duration,
+            Flink,
+            "exponential-delay: the longest wait.",
+        ),
+    ),
+    (
+        ConfigKey::ExponentialMultiplier,
+        KeySpec::new(
+            "restart-strategy.exponential-delay.backoff-multiplier",
+            Value("1.5"),
+            ValueKind::Number,
+            Flink,
+            "exponential-delay: growth of the wait per failure (at least 1).",
+        ),
+    ),
+    (
+        ConfigKey::ExponentialResetThreshold,
+        KeySpec::new(
+            "restart-strategy.exponential-delay.reset-backoff-threshold",
+            Value("1 h"),
+            ValueKind::Duration,
+            Flink,
+            "exponential-delay: running this long without a failure resets the wait to initial-backoff.",
+        ),
+    ),
+    (
+        ConfigKey::ExponentialJitter,
+        KeySpec::new(
+            "restart-strategy.exponential-delay.jitter-factor",
+            Value("0.1"),
+            ValueKind::Number,
+            Flink,
+            "exponential-delay: random share (0 to 1) added to or taken from each wait.",
+        ),
+    ),
+    (
+        ConfigKey::ExponentialAttempts,
+        KeySpec::new(
+            "restart-strategy.exponential-delay.attempts-before-reset-backoff",
+            Value("2147483647"),
+            ValueKind::Count,
+            Flink,
+            "exponential-delay: restarts allowed without a reset before the job fails.",
+        ),
+    ),
+    (
+        ConfigKey::TolerableFailedCheckpoints,
+        KeySpec::new(
+            "execution.checkpointing.tolerable-failed-checkpoints",
+            Value("0"),
+            ValueKind::CountOrZero,
+            Flink,
+            "Consecutive failed checkpoints tolerated; one more restarts the job (restart-strategy.*). Replication never goes past the newest complete checkpoint's window either way.",
+        ),
+    ),
 ];
 
 const ALL: &[ConfigKey] = &[
@@ -338,6 +508,19 @@ const ALL: &[ConfigKey] = &[
     ConfigKey::FlushInterval,
     ConfigKey::IgnoreNotFound,
     ConfigKey::IgnoreDuplicate,
+    ConfigKey::RestartStrategyType,
+    ConfigKey::FixedDelayAttempts,
+    ConfigKey::FixedDelayDelay,
+    ConfigKey::FailureRateMaxFailures,
+    ConfigKey::FailureRateInterval,
+    ConfigKey::FailureRateDelay,
+    ConfigKey::ExponentialInitialBackoff,
+    ConfigKey::ExponentialMaxBackoff,
+    ConfigKey::ExponentialMultiplier,
+    ConfigKey::ExponentialResetThreshold,
+    ConfigKey::ExponentialJitter,
+    ConfigKey::ExponentialAttempts,
+    ConfigKey::TolerableFailedCheckpoints,
 ];
 
 impl ConfigKey {
@@ -363,7 +546,8 @@ impl ConfigKey {
         self.spec().name
     }
 
-    /// The key's section: `job`, `reader` or `writer`.
+    /// The key's section: `job`, `reader`, `writer`, `restart-strategy`
+    /// or `execution`.
     pub fn section(self) -> &'static str {
         self.spec().section()
     }
@@ -423,7 +607,7 @@ impl FromStr for ConfigKey {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         ALL.iter()
             .copied()
-            .find(|k| k.name() == s)
+            .find(|k| k.spec().answers_to(s))
             .ok_or_else(|| ConfigError::UnknownKey {
                 key: s.to_string(),
                 suggestion: ConfigKey::suggest(s),
@@ -442,12 +626,12 @@ mod tests {
             assert_eq!(CATALOG[i].0, *key, "catalog row {i}");
             assert_eq!(*key as usize, i, "{key:?} position");
             assert!(
-                ["job", "reader", "writer"].contains(&key.section()),
+                ["job", "reader", "writer", "restart-strategy", "execution"]
+                    .contains(&key.section()),
                 "{} is in section {}",
                 key.name(),
                 key.section()
             );
-            assert!(key.spec().aliases.is_empty(), "{key}");
             assert!(!key.doc().is_empty());
         }
     }

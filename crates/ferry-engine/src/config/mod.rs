@@ -21,6 +21,7 @@ mod error;
 mod job;
 mod key;
 mod raw;
+mod restart;
 mod spec;
 
 #[cfg(test)]
@@ -30,4 +31,5 @@ pub use error::ConfigError;
 pub use job::{FlushMode, JobConfig, ReaderConfig, ReplicaSelection, WriterConfig};
 pub use key::ConfigKey;
 pub use raw::RawConfig;
+pub use restart::{format_duration, parse_duration, Decimal, RestartConfig};
 pub use spec::{closest_name, KeyDefault, KeyOrigin, KeySpec, ValueKind};

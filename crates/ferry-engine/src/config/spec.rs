@@ -47,6 +47,13 @@ pub enum ValueKind {
     Bytes,
     /// A whole count, greater than zero.
     Count,
+    /// A whole count, zero or more.
+    CountOrZero,
+    /// A duration in Flink's syntax: `500 ms`, `10 s`, `1 min`, `1 h`, `2 d`
+    /// (a bare number is milliseconds).
+    Duration,
+    /// A decimal number.
+    Number,
     /// One of a fixed set of names.
     Enum(&'static [&'static str]),
 }
@@ -64,7 +71,9 @@ impl ValueKind {
             ValueKind::Millis | ValueKind::MillisOrZero => "<ms>",
             ValueKind::Seconds => "<seconds>",
             ValueKind::Bytes => "<bytes>",
-            ValueKind::Count => "<count>",
+            ValueKind::Count | ValueKind::CountOrZero => "<count>",
+            ValueKind::Duration => "<duration>",
+            ValueKind::Number => "<number>",
             ValueKind::Enum(_) => "<name>",
         }
     }

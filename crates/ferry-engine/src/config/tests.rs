@@ -141,9 +141,47 @@ fn every_key_set_explicitly() {
         ("writer.flushInterval", "250"),
         ("writer.ignoreNotFound", "false"),
         ("writer.ignoreDuplicate", "false"),
+        ("restart-strategy", "fixeddelay"),
+        ("restart-strategy.fixed-delay.attempts", "3"),
+        ("restart-strategy.fixed-delay.delay", "10 s"),
+        (
+            "restart-strategy.failure-rate.max-failures-per-interval",
+            "4",
+        ),
+        (
+            "restart-strategy.failure-rate.failure-rate-interval",
+            "5 min",
+        ),
+        ("restart-strategy.failure-rate.delay", "2s"),
+        (
+            "restart-strategy.exponential-delay.initial-backoff",
+            "500 ms",
+        ),
+        ("restart-strategy.exponential-delay.max-backoff", "30 s"),
+        ("restart-strategy.exponential-delay.backoff-multiplier", "2"),
+        (
+            "restart-strategy.exponential-delay.reset-backoff-threshold",
+            "10 min",
+        ),
+        ("restart-strategy.exponential-delay.jitter-factor", "0"),
+        (
+            "restart-strategy.exponential-delay.attempts-before-reset-backoff",
+            "7",
+        ),
+        ("execution.checkpointing.tolerable-failed-checkpoints", "2"),
     ];
     assert_eq!(pairs.len(), ConfigKey::all().len());
     let c = JobConfig::from_named_pairs(pairs).expect("valid");
+    assert_eq!(
+        c.restart.strategy(),
+        crate::restart::RestartStrategy::FixedDelay {
+            attempts: 3,
+            delay: Duration::from_secs(10)
+        }
+    );
+    assert_eq!(c.restart.tolerable_failed_checkpoints, 2);
+    assert_eq!(c.restart.initial_backoff, Duration::from_millis(500));
+    assert_eq!(c.restart.backoff_multiplier.0, 2.0);
     assert_eq!(c.source_master_addresses, ["s1:7051", "s2:7051"]);
     assert_eq!(
         c.checkpoints_directory.as_local_path(),

@@ -41,12 +41,14 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
             .write_checkpoint(&self.options.job_id, id, &state)
             .await?;
         self.next_checkpoint_id += 1;
+        self.failed_checkpoints = 0;
         let duration = started.elapsed().as_millis() as u64;
         let size = crate::checkpoint::encode_metadata(&state)
             .map(|b| b.len() as u64)
             .unwrap_or(0);
         self.metrics.checkpoint_completed(duration, size);
         self.record(id, written.location.to_string(), duration, size, false);
+        self.last_complete = Some(state);
         if let AfterCheckpoint::WindowCompleted { end, was_snapshot } =
             self.enumerator.checkpoint_completed(&capture)
         {

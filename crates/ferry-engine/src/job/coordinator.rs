@@ -2,7 +2,7 @@
 //! opens windows, assigns splits, reacts to pipeline events and serves
 //! requests, all from one loop, so each decision sees a consistent state.
 
-use super::handle::{Control, History, JobStatus};
+use super::handle::{Control, Exceptions, History, JobStatus};
 use super::stop::Mode;
 use super::JobOptions;
 use crate::checkpoint::{CheckpointStore, JobState};
@@ -12,21 +12,38 @@ use crate::enumerator::Enumerator;
 use crate::error::{ControlError, EngineError};
 use crate::metrics::JobMetrics;
 use crate::pipeline::{spawn_worker, PipelineEvent, Worker};
+use crate::restart::RestartBackoff;
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tokio::time::{sleep_until, Instant, Interval};
 
-/// The pipelines and which of them wait for a split.
+/// The pipelines and which of them wait for a split. A restart drops
+/// them all (and with them their events) and spawns new ones, so no event
+/// of a pipeline from before the restart reaches the restored state.
 pub(super) struct Workers {
     list: Vec<Worker>,
     /// Indexes of idle workers (popped from the end).
     pub(super) idle: Vec<usize>,
     /// Tells running pipelines to stop after their current batch.
     stop: watch::Sender<bool>,
+    /// What the pipelines report.
+    events: mpsc::UnboundedReceiver<PipelineEvent>,
 }
 
 impl Workers {
+    /// No pipelines (while a restart waits).
+    fn none() -> Self {
+        let (_, events) = mpsc::unbounded_channel();
+        Workers {
+            list: Vec::new(),
+            idle: Vec::new(),
+            stop: watch::channel(false).0,
+            events,
+        }
+    }
+
     /// Whether no pipeline is working on a split.
     pub(super) fn all_idle(&self) -> bool {
         self.idle.len() == self.list.len()
@@ -49,6 +66,9 @@ impl Drop for Workers {
 /// Whether the loop goes on.
 pub(super) enum Flow {
     Continue,
+    /// A transient failure: restart from the newest complete checkpoint
+    /// after this delay.
+    Restart(Duration),
     End(JobStatus),
 }
 
@@ -60,16 +80,22 @@ pub(super) struct Coordinator<S: Source, K: Sink<S::Batch>> {
     pub(super) options: JobOptions,
     pub(super) metrics: Arc<JobMetrics>,
     pub(super) history: History,
+    pub(super) exceptions: Exceptions,
+    pub(super) status: watch::Sender<JobStatus>,
     pub(super) enumerator: Enumerator,
     pub(super) next_checkpoint_id: u64,
     pub(super) window_opened: Option<Instant>,
     next_window_at: Instant,
-    retry_not_before: Instant,
-    consecutive_failures: u32,
     /// Whether the open window's boundaries are in a completed checkpoint.
-    window_durable: bool,
+    pub(super) window_durable: bool,
     /// Running, draining or stopping.
     pub(super) mode: Mode,
+    /// The state of the newest complete checkpoint (or the restored one):
+    /// what a restart continues from.
+    pub(super) last_complete: Option<JobState>,
+    /// Checkpoints failed in a row (`tolerable-failed-checkpoints`).
+    pub(super) failed_checkpoints: u32,
+    pub(super) backoff: RestartBackoff,
 }
 
 impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
@@ -80,9 +106,10 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
         config: JobConfig,
         options: JobOptions,
         restore: Option<JobState>,
+        status: watch::Sender<JobStatus>,
     ) -> Self {
-        let enumerator = match restore {
-            Some(state) => Enumerator::restore(&state),
+        let enumerator = match &restore {
+            Some(state) => Enumerator::restore(state),
             None => Enumerator::new(),
         };
         let metrics = Arc::new(JobMetrics::default());
@@ -90,6 +117,7 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
             metrics.set_last_end(end);
         }
         let now = Instant::now();
+        let backoff = RestartBackoff::new(config.restart.strategy());
         Coordinator {
             source,
             sink,
@@ -98,18 +126,22 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
             options,
             metrics,
             history: Arc::new(Mutex::new(Vec::new())),
+            exceptions: Arc::new(Mutex::new(VecDeque::new())),
+            status,
             enumerator,
             next_checkpoint_id: 1,
             window_opened: None,
             next_window_at: now,
-            retry_not_before: now,
-            consecutive_failures: 0,
             window_durable: false,
             mode: Mode::Running,
+            last_complete: restore,
+            failed_checkpoints: 0,
+            backoff,
         }
     }
 
-    fn spawn_workers(&self, events: mpsc::UnboundedSender<PipelineEvent>) -> Workers {
+    pub(super) fn spawn_workers(&self) -> Workers {
+        let (events_tx, events) = mpsc::unbounded_channel();
         let (stop, stop_rx) = watch::channel(false);
         let list: Vec<Worker> = (0..self.options.parallelism.max(1))
             .map(|i| {
@@ -117,20 +149,24 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
                     i,
                     self.source.clone(),
                     self.sink.clone(),
-                    events.clone(),
+                    events_tx.clone(),
                     stop_rx.clone(),
                     self.metrics.clone(),
                 )
             })
             .collect();
         let idle = (0..list.len()).rev().collect();
-        Workers { list, idle, stop }
+        Workers {
+            list,
+            idle,
+            stop,
+            events,
+        }
     }
 
-    /// Runs the job until it ends; returns how it ended.
+    /// Runs the job until it ends, publishes and returns how it ended.
     pub(super) async fn run(mut self, mut control: mpsc::Receiver<Control>) -> JobStatus {
-        let (events_tx, mut events) = mpsc::unbounded_channel();
-        let mut workers = self.spawn_workers(events_tx);
+        let mut workers = self.spawn_workers();
         let mut checkpoint_tick = tokio::time::interval(self.config.checkpointing_interval);
         checkpoint_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         checkpoint_tick.tick().await;
@@ -139,25 +175,54 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
             self.window_opened = Some(Instant::now());
         }
         let status = loop {
-            if let Flow::End(status) = self.step(&mut workers).await {
-                break status;
+            let mut flow = self.step(&mut workers).await;
+            if let Flow::Continue = flow {
+                self.metrics.set_split_counts(self.enumerator.counts());
+                self.publish_status();
+                flow = self
+                    .wait(&mut workers, &mut control, &mut checkpoint_tick)
+                    .await;
             }
-            self.metrics.set_split_counts(self.enumerator.counts());
-            let flow = self
-                .wait(
-                    &mut workers,
-                    &mut events,
-                    &mut control,
-                    &mut checkpoint_tick,
-                )
-                .await;
-            if let Flow::End(status) = flow {
-                break status;
+            match flow {
+                Flow::Continue => {}
+                Flow::End(status) => break status,
+                Flow::Restart(delay) => {
+                    // Dropping the pipelines aborts them mid-batch; what
+                    // they wrote is replayed (idempotently) from the
+                    // restored state.
+                    workers = Workers::none();
+                    if let Some(status) = self.restart(delay, &mut control).await {
+                        break status;
+                    }
+                    workers = self.spawn_workers();
+                    checkpoint_tick.reset();
+                }
             }
         };
         drop(workers);
         self.mode.job_ended(&status);
+        self.metrics.ended();
+        match &status {
+            JobStatus::Failed { error } => tracing::error!(%error, "job failed"),
+            other => tracing::info!(status = ?other, "job ended"),
+        }
+        let _ = self.status.send(status.clone());
         status
+    }
+
+    /// Publishes RUNNING or STOPPING as the mode says (a restart publishes
+    /// RESTARTING itself).
+    fn publish_status(&self) {
+        let now = if self.mode.is_stopping() || self.mode.is_draining() {
+            JobStatus::Stopping
+        } else {
+            JobStatus::Running
+        };
+        self.status.send_if_modified(|s| {
+            let changed = *s != now;
+            *s = now;
+            changed
+        });
     }
 
     /// What the coordinator does before it waits: stop at a window
@@ -177,21 +242,15 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
         }
         if self.mode.may_open_window(self.enumerator.last_end()) {
             if let Err(e) = self.maybe_open_window().await {
-                if let Some(end) = self.on_error(e) {
-                    return Flow::End(end);
-                }
+                return self.on_error(e);
             }
         }
         if self.enumerator.window().is_some() && !self.window_durable {
+            // Splits are handed out only once this succeeded, so a failed
+            // attempt is simply tried again on the next step.
             match self.checkpoint().await {
                 Ok(_) => self.window_durable = true,
-                Err(e) => {
-                    tracing::warn!(error = %e, "checkpoint of a new window failed");
-                    self.metrics.checkpoint_failed();
-                    if let Some(end) = self.on_error(e) {
-                        return Flow::End(end);
-                    }
-                }
+                Err(e) => return self.on_checkpoint_failed(e),
             }
         }
         if self.window_durable {
@@ -204,7 +263,6 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
     async fn wait(
         &mut self,
         workers: &mut Workers,
-        events: &mut mpsc::UnboundedReceiver<PipelineEvent>,
         control: &mut mpsc::Receiver<Control>,
         checkpoint_tick: &mut Interval,
     ) -> Flow {
@@ -212,28 +270,23 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
         let drained = self.window_drained();
         let window_due = self.enumerator.window().is_none()
             && self.mode.may_open_window(self.enumerator.last_end());
-        let retrying = self.retry_not_before > Instant::now();
         let drain_deadline = self.mode.drain_deadline();
         tokio::select! {
-            event = events.recv() => match event {
+            event = workers.events.recv() => match event {
                 Some(event) => return self.on_event(event, &mut workers.idle),
                 None => return Flow::End(JobStatus::Failed { error: "pipelines vanished".into() }),
             },
             _ = checkpoint_tick.tick() => {
                 if let Err(e) = self.checkpoint().await {
-                    tracing::warn!(error = %e, "checkpoint failed");
-                    self.metrics.checkpoint_failed();
+                    return self.on_checkpoint_failed(e);
                 }
             }
             _ = std::future::ready(()), if drained => {
                 if let Err(e) = self.checkpoint().await {
-                    tracing::warn!(error = %e, "checkpoint failed");
-                    self.metrics.checkpoint_failed();
-                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    return self.on_checkpoint_failed(e);
                 }
             }
             _ = sleep_until(self.next_window_at), if window_due => {}
-            _ = sleep_until(self.retry_not_before), if retrying => {}
             _ = sleep_until(drain_deadline.unwrap_or_else(Instant::now)), if drain_deadline.is_some() => {
                 self.mode.drain_timed_out();
             }
@@ -274,10 +327,7 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
     }
 
     async fn maybe_open_window(&mut self) -> Result<(), EngineError> {
-        if self.enumerator.window().is_some()
-            || Instant::now() < self.next_window_at
-            || Instant::now() < self.retry_not_before
-        {
+        if self.enumerator.window().is_some() || Instant::now() < self.next_window_at {
             return Ok(());
         }
         let now = self.source.now().await?;
@@ -303,9 +353,6 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
     }
 
     async fn assign(&mut self, workers: &mut Workers) {
-        if Instant::now() < self.retry_not_before {
-            return;
-        }
         while let Some(&w) = workers.idle.last() {
             let Some(split) = self.enumerator.assign() else {
                 break;
@@ -332,7 +379,6 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
             }
             PipelineEvent::Finished { worker, split_id } => {
                 idle.push(worker);
-                self.consecutive_failures = 0;
                 if let Err(e) = self.enumerator.finished(&split_id) {
                     return Flow::End(JobStatus::Failed {
                         error: e.to_string(),
@@ -349,30 +395,10 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
                 error,
             } => {
                 idle.push(worker);
-                let _ = self.enumerator.give_back(&split_id);
-                if let Some(end) = self.on_error(error) {
-                    return Flow::End(end);
-                }
+                tracing::debug!(%split_id, "split failed");
+                return self.on_error(error);
             }
         }
         Flow::Continue
-    }
-
-    /// Transient errors back off and retry (counted as restarts); fatal
-    /// ones end the job with advice.
-    fn on_error(&mut self, error: EngineError) -> Option<JobStatus> {
-        if !error.is_transient() {
-            let error = match error.advice() {
-                Some(advice) => format!("{error}. What to do: {advice}"),
-                None => error.to_string(),
-            };
-            return Some(JobStatus::Failed { error });
-        }
-        self.metrics.restarted();
-        self.consecutive_failures = self.consecutive_failures.saturating_add(1);
-        let delay = Duration::from_millis(100 * 2u64.pow(self.consecutive_failures.min(7)));
-        tracing::warn!(error = %error, ?delay, "transient failure; retrying");
-        self.retry_not_before = Instant::now() + delay;
-        None
     }
 }

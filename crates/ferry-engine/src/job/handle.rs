@@ -8,8 +8,9 @@ use crate::config::JobConfig;
 use crate::connector::{Sink, Source};
 use crate::error::ControlError;
 use crate::metrics::JobMetrics;
-use crate::status::JobSnapshot;
+use crate::status::{ExceptionRecord, JobSnapshot};
 use serde::{Deserialize, Serialize};
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -21,6 +22,12 @@ pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(600);
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum JobStatus {
     Running,
+    /// A transient failure stopped the pipelines; the job restarts from its
+    /// newest complete checkpoint once the restart strategy's delay passed.
+    Restarting {
+        /// The failure that caused the restart.
+        cause: String,
+    },
     /// Stopping with a savepoint (in-flight batches finish first).
     Stopping,
     /// Stopped with a savepoint at `savepoint`.
@@ -39,6 +46,7 @@ impl JobStatus {
     pub fn flink_name(&self) -> &'static str {
         match self {
             JobStatus::Running | JobStatus::Stopping => "RUNNING",
+            JobStatus::Restarting { .. } => "RESTARTING",
             JobStatus::Finished { .. } => "FINISHED",
             JobStatus::Canceled => "CANCELED",
             JobStatus::Failed { .. } => "FAILED",
@@ -120,6 +128,12 @@ pub struct CheckpointRecord {
 /// Completed checkpoints and savepoints, oldest first.
 pub(super) type History = Arc<Mutex<Vec<CheckpointRecord>>>;
 
+/// Failures, newest first (at most [`MAX_EXCEPTIONS`]).
+pub(super) type Exceptions = Arc<Mutex<VecDeque<ExceptionRecord>>>;
+
+/// How many failures a job remembers.
+pub const MAX_EXCEPTIONS: usize = 100;
+
 /// Controls and observes a running job. Cheap to clone.
 #[derive(Clone)]
 pub struct JobHandle {
@@ -128,6 +142,7 @@ pub struct JobHandle {
     status: watch::Receiver<JobStatus>,
     metrics: Arc<JobMetrics>,
     history: History,
+    exceptions: Exceptions,
 }
 
 impl std::fmt::Debug for JobHandle {
@@ -160,14 +175,24 @@ impl JobHandle {
         self.history.lock().map(|h| h.clone()).unwrap_or_default()
     }
 
-    /// Status, metrics and checkpoint history, read together.
+    /// The job's failures (restarted or final), newest first.
+    pub fn exceptions(&self) -> Vec<ExceptionRecord> {
+        self.exceptions
+            .lock()
+            .map(|e| e.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Status, metrics, checkpoint history and failures, read together.
     pub fn snapshot(&self) -> JobSnapshot {
-        JobSnapshot::new(
+        let mut snapshot = JobSnapshot::new(
             self.job_id,
             &self.status(),
             self.metrics.snapshot(),
             self.checkpoint_history(),
-        )
+        );
+        snapshot.exceptions = self.exceptions();
+        snapshot
     }
 
     async fn ask<T>(&self, make: impl FnOnce(Reply<T>) -> Control) -> Result<T, ControlError> {
@@ -244,6 +269,7 @@ pub(super) fn spawn<S: Source, K: Sink<S::Batch>>(
         config,
         options,
         restore,
+        status_tx,
     );
     let handle = JobHandle {
         job_id,
@@ -251,14 +277,8 @@ pub(super) fn spawn<S: Source, K: Sink<S::Batch>>(
         status: status_rx,
         metrics: coordinator.metrics.clone(),
         history: coordinator.history.clone(),
+        exceptions: coordinator.exceptions.clone(),
     };
-    tokio::spawn(async move {
-        let status = coordinator.run(control_rx).await;
-        match &status {
-            JobStatus::Failed { error } => tracing::error!(%error, "job failed"),
-            other => tracing::info!(status = ?other, "job ended"),
-        }
-        let _ = status_tx.send(status);
-    });
+    tokio::spawn(coordinator.run(control_rx));
     handle
 }

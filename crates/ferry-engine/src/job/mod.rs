@@ -39,16 +39,23 @@
 //! - `handle`: [`JobHandle`], [`JobStatus`], [`StopMode`], the requests;
 //! - `coordinator`: the coordinator's loop, windows and pipeline events;
 //! - `stop`: the stop / drain modes;
+//! - `recovery`: failures, the restart strategy, restarts from the newest
+//!   complete checkpoint;
 //! - `checkpointing`: checkpoints, savepoints and their history.
 
 mod checkpointing;
 mod coordinator;
 mod handle;
+mod recovery;
+#[cfg(test)]
+mod restart_tests;
 mod stop;
 #[cfg(test)]
 mod tests;
 
-pub use handle::{CheckpointRecord, JobHandle, JobStatus, StopMode, DEFAULT_DRAIN_TIMEOUT};
+pub use handle::{
+    CheckpointRecord, JobHandle, JobStatus, StopMode, DEFAULT_DRAIN_TIMEOUT, MAX_EXCEPTIONS,
+};
 
 use crate::checkpoint::{CheckpointStore, JobId, JobState, LoadedState, StorageLocation};
 use crate::config::JobConfig;

@@ -129,6 +129,14 @@ impl Mode {
         }
     }
 
+    /// A failure made the job restart before a requested stop completed:
+    /// the requester learns it and may ask again once the job runs.
+    pub(super) fn interrupted(&mut self) {
+        if let Mode::Draining { request, .. } | Mode::Stopping { request } = std::mem::take(self) {
+            let _ = request.reply.send(Err(ControlError::Restarting));
+        }
+    }
+
     /// The job ended before a requested stop completed.
     pub(super) fn job_ended(&mut self, status: &JobStatus) {
         if let Mode::Draining { request, .. } | Mode::Stopping { request } = std::mem::take(self) {

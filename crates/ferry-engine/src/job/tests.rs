@@ -13,7 +13,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 /// A batch of plain numbers.
-struct Numbers(Vec<u32>);
+pub(super) struct Numbers(pub(super) Vec<u32>);
 
 impl Batch for Numbers {
     fn len(&self) -> usize {
@@ -27,9 +27,9 @@ impl Batch for Numbers {
 
 /// Two splits per window; each split yields one batch of three numbers
 /// once the gate is open.
-struct GatedSource {
-    clock: AtomicU64,
-    gate: watch::Receiver<bool>,
+pub(super) struct GatedSource {
+    pub(super) clock: AtomicU64,
+    pub(super) gate: watch::Receiver<bool>,
 }
 
 impl Source for GatedSource {
@@ -58,7 +58,7 @@ impl Source for GatedSource {
     }
 }
 
-struct GatedReader {
+pub(super) struct GatedReader {
     gate: watch::Receiver<bool>,
     done: bool,
 }
@@ -112,27 +112,23 @@ struct Fixture {
     written: Arc<AtomicU64>,
 }
 
+/// A test job's configuration: 1 s windows, 100 ms checkpoints, plus
+/// `extra` key/value pairs.
+pub(super) fn config_with(extra: &[(&str, &str)]) -> JobConfig {
+    let base = [
+        ("job.sourceMasterAddresses", "a:7051"),
+        ("job.sinkMasterAddresses", "b:7051"),
+        ("job.tableName", "t"),
+        ("job.checkpointsDirectory", "/mem/chk"),
+        ("job.discoveryIntervalSeconds", "1"),
+        ("job.checkpointingIntervalMillis", "100"),
+    ];
+    JobConfig::from_named_pairs(base.iter().chain(extra).copied()).expect("config")
+}
+
 /// A job whose snapshot window is open with both splits assigned.
 async fn started() -> Fixture {
-    let args = [
-        "--job.sourceMasterAddresses",
-        "a:7051",
-        "--job.sinkMasterAddresses",
-        "b:7051",
-        "--job.tableName",
-        "t",
-        "--job.checkpointsDirectory",
-        "/mem/chk",
-        "--job.discoveryIntervalSeconds",
-        "1",
-        "--job.checkpointingIntervalMillis",
-        "100",
-    ];
-    let config = JobConfig::from_named_pairs(
-        args.chunks(2)
-            .map(|kv| (kv[0].trim_start_matches("--"), kv[1])),
-    )
-    .expect("config");
+    let config = config_with(&[]);
     let memory = Arc::new(MemoryStateStore::new());
     let store = || {
         CheckpointStore::new(
@@ -187,7 +183,7 @@ async fn a_drain_lets_the_open_window_finish_and_opens_no_other() {
     // completes, and must not open.
     tokio::time::sleep(Duration::from_millis(1_200)).await;
     assert!(!drain.is_finished(), "the window is still open");
-    assert_eq!(f.job.status(), JobStatus::Running);
+    assert_eq!(f.job.status(), JobStatus::Stopping);
     let again = f
         .job
         .stop(StopMode::drain(dir(), Duration::from_secs(60)))

@@ -10,7 +10,6 @@ use std::collections::HashMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::Duration;
 
 /// Builds and starts a [`MiniCluster`].
 #[derive(Debug, Clone)]
@@ -121,12 +120,7 @@ impl ClusterBuilder {
         {
             cluster.wait_daemon_up(kind, i)?;
         }
-        let expected = self.tservers;
-        cluster.wait_for(
-            Duration::from_secs(70),
-            "all tablet servers registered",
-            |c| Ok(c.tserver_status()?.iter().filter(|t| t.live).count() == expected),
-        )?;
+        cluster.wait_registered()?;
         cluster.save()?;
         Ok(cluster)
     }

@@ -1,6 +1,6 @@
 //! Daemon control: spawning a daemon and waiting until it is up, crashing,
-//! stopping, restarting, pausing and resuming one, detaching from and tearing
-//! down the whole cluster.
+//! stopping, restarting, pausing and resuming one or all of them, stopping
+//! and starting the whole cluster, detaching from and tearing it down.
 
 use super::{ClusterInfo, DaemonKind, MiniCluster};
 use crate::process;
@@ -57,6 +57,77 @@ impl MiniCluster {
         self.signal_running(kind, index, libc::SIGCONT)
     }
 
+    /// Freezes every daemon of `kind` (SIGSTOP), e.g. all tablet servers
+    /// hung at once. Daemons that are not running are skipped.
+    pub fn pause_all(&mut self, kind: DaemonKind) -> Result<()> {
+        self.signal_all(kind, libc::SIGSTOP)
+    }
+
+    /// Thaws every daemon of `kind` (SIGCONT).
+    pub fn resume_all(&mut self, kind: DaemonKind) -> Result<()> {
+        self.signal_all(kind, libc::SIGCONT)
+    }
+
+    /// Stops the whole cluster gracefully: SIGTERM to every daemon at once,
+    /// SIGKILL to those still running after the grace period. Folders are
+    /// kept, so [`MiniCluster::start_all`] brings the same cluster back.
+    pub fn stop_all(&mut self) -> Result<()> {
+        let ids: Vec<(DaemonKind, usize, String, u32)> = self
+            .info
+            .daemons()
+            .filter_map(|d| d.pid.map(|pid| (d.kind, d.index, d.id.clone(), pid)))
+            .collect();
+        for (_, _, id, pid) in &ids {
+            let _ = process::signal(*pid, libc::SIGCONT);
+            process::signal(*pid, libc::SIGTERM).map_err(io_err(format!("signalling {id}")))?;
+        }
+        let deadline = Instant::now() + STOP_GRACE;
+        for (kind, index, id, pid) in ids {
+            while process::alive(pid) && Instant::now() < deadline {
+                self.reap(&id);
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            if process::alive(pid) {
+                process::signal(pid, libc::SIGKILL).map_err(io_err(format!("killing {id}")))?;
+            }
+            if let Some(mut child) = self.children.remove(&id) {
+                let _ = child.wait();
+            }
+            while process::alive(pid) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            self.daemon_mut(kind, index)?.pid = None;
+        }
+        self.save()
+    }
+
+    /// Starts every daemon that is not running (same addresses, folders and
+    /// flags) and waits until all tablet servers are registered again.
+    pub fn start_all(&mut self) -> Result<()> {
+        let stopped: Vec<(DaemonKind, usize)> = self
+            .info
+            .daemons()
+            .filter(|d| !d.pid.is_some_and(process::alive))
+            .map(|d| (d.kind, d.index))
+            .collect();
+        for (kind, i) in &stopped {
+            self.spawn_daemon(*kind, *i)?;
+        }
+        for (kind, i) in &stopped {
+            self.wait_daemon_up(*kind, *i)?;
+        }
+        self.save()?;
+        self.wait_registered()
+    }
+
+    /// Waits until the leader master sees every tablet server live.
+    pub(super) fn wait_registered(&self) -> Result<()> {
+        let expected = self.info.tservers.len();
+        self.wait_for(DAEMON_START_TIMEOUT, "all tablet servers registered", |c| {
+            Ok(c.tserver_status()?.iter().filter(|t| t.live).count() == expected)
+        })
+    }
+
     /// Pids of every live process started for this cluster.
     pub fn pids(&self) -> Vec<u32> {
         process::processes_under(&self.info.root)
@@ -105,6 +176,19 @@ impl MiniCluster {
         }
         fs::remove_dir_all(&self.info.root)
             .map_err(io_err(format!("removing {}", self.info.root.display())))
+    }
+
+    fn signal_all(&mut self, kind: DaemonKind, sig: i32) -> Result<()> {
+        let list = match kind {
+            DaemonKind::Master => &self.info.masters,
+            DaemonKind::TabletServer => &self.info.tservers,
+        };
+        for d in list {
+            if let Some(pid) = d.pid.filter(|p| process::alive(*p)) {
+                process::signal(pid, sig).map_err(io_err(format!("signalling {}", d.id)))?;
+            }
+        }
+        Ok(())
     }
 
     fn signal_running(&mut self, kind: DaemonKind, index: usize, sig: i32) -> Result<()> {

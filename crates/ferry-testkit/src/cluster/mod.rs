@@ -202,6 +202,20 @@ impl MiniCluster {
         self.info.master_addrs_joined()
     }
 
+    /// The cluster's loopback block, `127.a.b.0/24`: every daemon's address
+    /// is in it, so one rule on it cuts the whole cluster off.
+    pub fn subnet(&self) -> String {
+        let addr = self
+            .info
+            .masters
+            .first()
+            .map(|d| d.rpc_addr.as_str())
+            .unwrap_or_default();
+        let ip = addr.split(':').next().unwrap_or_default();
+        let prefix: Vec<&str> = ip.split('.').take(3).collect();
+        format!("{}.0/24", prefix.join("."))
+    }
+
     /// Tablet server RPC addresses.
     pub fn tserver_addrs(&self) -> Vec<String> {
         self.info

@@ -1,0 +1,213 @@
+//! Restarts with in-memory connectors: a sink that times out a given
+//! number of times, and each restart strategy's verdict on it.
+
+use super::tests::{config_with, GatedSource, Numbers};
+use super::*;
+use crate::checkpoint::MemoryStateStore;
+use crate::connector::{SinkWriter, WriteStats};
+use crate::error::{ControlError, EngineError};
+use std::num::NonZeroUsize;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// Fails the first `failures` writes with a (transient) timeout.
+struct FlakySink {
+    failures_left: Arc<AtomicU64>,
+    written: Arc<AtomicU64>,
+}
+
+struct FlakyWriter {
+    failures_left: Arc<AtomicU64>,
+    written: Arc<AtomicU64>,
+}
+
+impl Sink<Numbers> for FlakySink {
+    type Writer = FlakyWriter;
+
+    async fn writer(&self) -> Result<FlakyWriter, EngineError> {
+        Ok(FlakyWriter {
+            failures_left: self.failures_left.clone(),
+            written: self.written.clone(),
+        })
+    }
+}
+
+impl SinkWriter<Numbers> for FlakyWriter {
+    async fn write(&mut self, batch: &Numbers) -> Result<WriteStats, EngineError> {
+        let failing = self
+            .failures_left
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+        if failing {
+            return Err(EngineError::Sink {
+                table: "t".into(),
+                source: kudu_client::Error::TimedOut {
+                    operation: "Write".into(),
+                    attempts: 3,
+                    elapsed: Duration::from_secs(1),
+                    last: "no answer".into(),
+                },
+            });
+        }
+        self.written
+            .fetch_add(batch.0.len() as u64, Ordering::SeqCst);
+        Ok(WriteStats {
+            upserts: batch.0.len() as u64,
+            ..WriteStats::default()
+        })
+    }
+}
+
+struct Run {
+    job: JobHandle,
+    written: Arc<AtomicU64>,
+}
+
+async fn run(failures: u64, restart: &[(&str, &str)]) -> Run {
+    let config = config_with(restart);
+    let store = CheckpointStore::new(
+        Arc::new(MemoryStateStore::new()),
+        &config.checkpoints_directory,
+        NonZeroUsize::MIN,
+    );
+    let (_gate, gate_rx) = watch::channel(true);
+    let written = Arc::new(AtomicU64::new(0));
+    let sink = FlakySink {
+        failures_left: Arc::new(AtomicU64::new(failures)),
+        written: written.clone(),
+    };
+    let source = GatedSource {
+        clock: AtomicU64::new(100),
+        gate: gate_rx,
+    };
+    let job = Job::start(&config, None, source, sink, store, JobOptions::new(2))
+        .await
+        .expect("starts");
+    Run { job, written }
+}
+
+/// Waits until `done` holds for the job's snapshot, or fails after 10 s.
+async fn until(job: &JobHandle, what: &str, done: impl Fn(&crate::status::JobSnapshot) -> bool) {
+    for _ in 0..1000 {
+        if done(&job.snapshot()) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let s = job.snapshot();
+    panic!("{what}: {:?} {:?} {:?}", s.state, s.metrics, s.exceptions);
+}
+
+#[tokio::test]
+async fn a_timed_out_sink_restarts_the_job_until_it_gets_through() {
+    let r = run(
+        1,
+        &[
+            (
+                "restart-strategy.exponential-delay.initial-backoff",
+                "300 ms",
+            ),
+            ("restart-strategy.exponential-delay.jitter-factor", "0"),
+        ],
+    )
+    .await;
+    until(&r.job, "restarting", |s| {
+        s.state == crate::status::FlinkState::Restarting
+    })
+    .await;
+    let snap = r.job.snapshot();
+    assert!(
+        snap.failure
+            .as_deref()
+            .unwrap_or_default()
+            .contains("timed out"),
+        "{snap:?}"
+    );
+    assert_eq!(snap.metrics.uptime_ms, 0);
+    until(&r.job, "snapshot window completed", |s| {
+        s.metrics.windows_completed > 0
+    })
+    .await;
+    let snap = r.job.snapshot();
+    assert_eq!(r.job.status(), JobStatus::Running);
+    assert_eq!(snap.metrics.restarts, 1, "{:?}", snap.metrics);
+    assert_eq!(snap.metrics.downtime_ms, 0);
+    assert_eq!(snap.exceptions.len(), 1);
+    assert!(snap
+        .exceptions
+        .iter()
+        .all(|e| e.restarted && e.exception_name == "SinkWrite"));
+    // Both splits' rows arrived (a restart may write some twice).
+    assert!(r.written.load(Ordering::SeqCst) >= 6);
+    r.job.cancel().await;
+}
+
+#[tokio::test]
+async fn without_a_restart_strategy_a_transient_failure_fails_the_job() {
+    let r = run(1, &[("restart-strategy.type", "none")]).await;
+    match r.job.wait().await {
+        JobStatus::Failed { error } => assert!(
+            error.starts_with("restart strategy exhausted after 0 restart(s) (restart-strategy.type is none); last failure: writing sink table 't'"),
+            "{error}"
+        ),
+        other => panic!("{other:?}"),
+    }
+    let exceptions = r.job.exceptions();
+    assert_eq!(exceptions.len(), 1);
+    assert!(!exceptions[0].restarted);
+}
+
+#[tokio::test]
+async fn fixed_delay_gives_up_after_its_attempts() {
+    let r = run(
+        5,
+        &[
+            ("restart-strategy.type", "fixed-delay"),
+            ("restart-strategy.fixed-delay.attempts", "2"),
+            ("restart-strategy.fixed-delay.delay", "20 ms"),
+        ],
+    )
+    .await;
+    match r.job.wait().await {
+        JobStatus::Failed { error } => {
+            assert!(error.contains("after 2 restart(s)"), "{error}");
+            assert!(error.contains("allows 2 restart(s)"), "{error}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(r.job.snapshot().metrics.restarts, 2);
+    assert_eq!(r.job.exceptions().len(), 3);
+}
+
+#[tokio::test]
+async fn requests_during_a_restart_are_refused_and_cancel_works() {
+    let r = run(
+        1,
+        &[
+            (
+                "restart-strategy.exponential-delay.initial-backoff",
+                "1 min",
+            ),
+            ("restart-strategy.exponential-delay.max-backoff", "1 min"),
+        ],
+    )
+    .await;
+    until(&r.job, "restarting", |s| {
+        s.state == crate::status::FlinkState::Restarting
+    })
+    .await;
+    let refused = r
+        .job
+        .savepoint(Some(StorageLocation::parse("/mem/sp").expect("dir")))
+        .await;
+    assert!(
+        matches!(refused, Err(ControlError::Restarting)),
+        "{refused:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(r.job.snapshot().metrics.downtime_ms >= 50);
+    r.job.cancel().await;
+    assert_eq!(r.job.wait().await, JobStatus::Canceled);
+}
