@@ -13,7 +13,6 @@
 //! run goes on, and the verdict says it failed.
 
 mod fault;
-mod placeholder;
 
 use super::Ctx;
 use crate::env::unix_micros;
@@ -24,10 +23,10 @@ use anyhow::{anyhow, bail, Context, Result};
 pub use fault::FaultKind;
 use fault::FaultRecord;
 use ferry_engine::checkpoint::{CheckpointStore, JobId, StorageLocation};
+use ferry_fixtures::compare::compare_tables;
+use ferry_fixtures::workload::{Workload, WorkloadOptions, WorkloadStats};
+use ferry_testkit::fault::{NetNs, SmallFs};
 use kudu_client::{KuduClient, TableBuilder};
-use placeholder::compare::compare_tables;
-use placeholder::fault::{NetNs, SmallFs};
-use placeholder::workload::{Workload, WorkloadStats};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 use serde::Serialize;
@@ -76,7 +75,35 @@ pub struct Comparison {
     /// The comparison's own description of the first differences.
     pub detail: String,
     /// What the workload did since the previous quiet point.
-    pub workload: WorkloadStats,
+    pub workload: WorkloadCounts,
+}
+
+/// A workload's counts, for the report.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct WorkloadCounts {
+    /// Operations the source acknowledged.
+    pub applied: u64,
+    /// Operations that failed (they may or may not have landed).
+    pub failed: u64,
+    pub inserts: u64,
+    pub upserts: u64,
+    pub updates: u64,
+    pub deletes: u64,
+    pub last_error: Option<String>,
+}
+
+impl WorkloadCounts {
+    fn add(&mut self, s: &WorkloadStats) {
+        self.applied += s.applied;
+        self.failed += s.failed;
+        self.inserts += s.inserts;
+        self.upserts += s.upserts;
+        self.updates += s.updates;
+        self.deletes += s.deletes;
+        if s.last_error.is_some() {
+            self.last_error.clone_from(&s.last_error);
+        }
+    }
 }
 
 /// ferry exiting on its own.
@@ -129,7 +156,9 @@ struct Soak<'a> {
     seed: u64,
     workload: Option<Workload>,
     workload_runs: u64,
-    workload_total: WorkloadStats,
+    /// The key the next workload inserts first (each run continues the keys).
+    next_id: i64,
+    workload_total: WorkloadCounts,
     /// The fault in progress, for exits.
     current_fault: Option<FaultKind>,
     exits: Vec<FerryExit>,
@@ -198,8 +227,9 @@ pub async fn run(ctx: &Ctx, p: Params) -> Result<PathBuf> {
     opts.checkpointing_ms = Some(1000);
     opts.checkpoints = checkpoints.clone();
     if let Some(ns) = &ns {
-        opts.wrapper = vec!["ip".into(), "netns".into(), "exec".into(), ns.name().into()];
-        opts.metrics_address = ns_address(ns.name());
+        // `NetNs::command` as argv: `ip netns exec` execs ferry, same pid.
+        opts.wrapper = vec!["ip".into(), "netns".into(), "exec".into(), ns.name()];
+        opts.metrics_address = Some(ns.addr_inside().to_string());
     }
     let store = CheckpointStore::open_local(
         &StorageLocation::local(&checkpoints).map_err(|e| anyhow!("{e}"))?,
@@ -227,7 +257,8 @@ pub async fn run(ctx: &Ctx, p: Params) -> Result<PathBuf> {
         seed: p.seed,
         workload: None,
         workload_runs: 0,
-        workload_total: WorkloadStats::default(),
+        next_id: 0,
+        workload_total: WorkloadCounts::default(),
         current_fault: None,
         exits: Vec::new(),
         ferry_starts: 0,
@@ -295,21 +326,6 @@ fn fault_environment(
         }
     }
     (ns, fs)
-}
-
-/// The IPv4 address of namespace `name`'s own end of its veth pair, where
-/// ferry's metrics endpoint listens so the bench can scrape it.
-fn ns_address(name: &str) -> Option<String> {
-    let out = std::process::Command::new("ip")
-        .args(["-n", name, "-4", "-o", "addr", "show", "scope", "global"])
-        .output()
-        .ok()?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    let cidr = text
-        .split_whitespace()
-        .skip_while(|w| *w != "inet")
-        .nth(1)?;
-    cidr.split('/').next().map(str::to_string)
 }
 
 fn unix_ms() -> f64 {
@@ -435,8 +451,25 @@ impl Soak<'_> {
 
     fn start_workload(&mut self) {
         self.workload_runs += 1;
-        let seed = self.seed.wrapping_add(self.workload_runs);
-        self.workload = Some(Workload::start(self.sc.clone(), TABLE, self.rate, seed));
+        let options = WorkloadOptions {
+            ops_per_sec: self.rate,
+            seed: self.seed.wrapping_add(self.workload_runs),
+            first_id: self.next_id,
+            key_floor: 0,
+        };
+        self.workload = Some(Workload::start_with(self.sc.clone(), TABLE, options));
+    }
+
+    /// Stops the workload (if running) and adds its counts to the total.
+    async fn stop_workload(&mut self) -> WorkloadCounts {
+        let mut counts = WorkloadCounts::default();
+        if let Some(w) = self.workload.take() {
+            let stats = w.stop().await;
+            self.next_id = self.next_id.max(stats.next_id);
+            counts.add(&stats);
+            self.workload_total.add(&stats);
+        }
+        counts
     }
 
     /// Starts ferry, resuming from the newest complete checkpoint of the
@@ -579,12 +612,7 @@ impl Soak<'_> {
     /// Pauses the workload, waits until ferry passes the pause, compares
     /// the tables, and (if `resume`) starts the workload again.
     async fn quiet_point(&mut self, label: &str, resume: bool) -> Result<Comparison> {
-        let workload = match self.workload.take() {
-            Some(w) => w.stop().await,
-            None => WorkloadStats::default(),
-        };
-        self.workload_total.applied += workload.applied;
-        self.workload_total.failed += workload.failed;
+        let workload = self.stop_workload().await;
         let at_s = self.elapsed_s();
         let paused_ms = unix_ms();
         let caught_up_s = self.wait_end_past(paused_ms).await?;
@@ -772,16 +800,14 @@ impl Soak<'_> {
                    "comparisons": comparisons.len(), "comparisons_equal": equal,
                    "final_equal": last.equal}),
         );
-        self.report.result("workload", self.workload_total);
+        self.report.result("workload", &self.workload_total);
     }
 
     /// Stops ferry, writes the report (also after a failed run) and says
     /// whether the soak passed.
     async fn finish(mut self, outcome: Result<()>) -> Result<PathBuf> {
         self.sampler.abort();
-        if let Some(w) = self.workload.take() {
-            w.stop().await;
-        }
+        self.stop_workload().await;
         if let Some(f) = self.ferry.take() {
             self.closed_restart_lines += f.restart_lines().len();
             if let Ok(usage) = f.stop().await {
@@ -860,26 +886,9 @@ fn truncate(s: &str, max: usize) -> String {
     format!("{}…", &s[..end])
 }
 
-/// The `/24` a cluster's daemons live in (`127.a.b.0/24`), from one of
-/// their addresses.
-fn subnet_of(addr: &str) -> Option<String> {
-    let ip = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
-    let (net, _) = ip.rsplit_once('.')?;
-    Some(format!("{net}.0/24"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn subnet_from_address() {
-        assert_eq!(
-            subnet_of("127.31.7.11:7051").as_deref(),
-            Some("127.31.7.0/24")
-        );
-        assert_eq!(subnet_of("nonsense"), None);
-    }
 
     #[test]
     fn truncates_on_char_boundaries() {

@@ -2,7 +2,7 @@
 //! held, and the record of one fault from injecting it until ferry has
 //! recovered.
 
-use super::{subnet_of, unix_ms, Comparison, Soak};
+use super::{unix_ms, Comparison, Soak};
 use crate::report::f1;
 use anyhow::{anyhow, bail, Result};
 use ferry_testkit::DaemonKind;
@@ -173,9 +173,15 @@ impl Soak<'_> {
             FaultKind::SinkHang => {
                 let hold = self.hold(every);
                 let n = self.dst.tserver_rpc.len();
-                each_tserver(n, |i| self.dst.cluster.pause(DaemonKind::TabletServer, i))?;
+                tokio::task::block_in_place(|| {
+                    self.dst.cluster.pause_all(DaemonKind::TabletServer)
+                })
+                .map_err(|e| anyhow!("pausing the sink tablet servers: {e}"))?;
                 self.idle(hold).await?;
-                each_tserver(n, |i| self.dst.cluster.resume(DaemonKind::TabletServer, i))?;
+                tokio::task::block_in_place(|| {
+                    self.dst.cluster.resume_all(DaemonKind::TabletServer)
+                })
+                .map_err(|e| anyhow!("resuming the sink tablet servers: {e}"))?;
                 Ok(format!(
                     "{n} sink tablet servers stopped for {} s",
                     hold.as_secs()
@@ -185,24 +191,13 @@ impl Soak<'_> {
                 let hold = Duration::from_secs(self.rng.gen_range((k / 6).max(3)..=(k / 3).max(4)));
                 let n = self.dst.tserver_rpc.len();
                 let stopping = Instant::now();
-                tokio::task::block_in_place(|| -> ferry_testkit::Result<()> {
-                    for i in 0..n {
-                        self.dst.cluster.stop(DaemonKind::TabletServer, i)?;
-                    }
-                    self.dst.cluster.stop(DaemonKind::Master, 0)
-                })
-                .map_err(|e| anyhow!("stopping the sink cluster: {e}"))?;
+                tokio::task::block_in_place(|| self.dst.cluster.stop_all())
+                    .map_err(|e| anyhow!("stopping the sink cluster: {e}"))?;
                 let stop_s = stopping.elapsed().as_secs_f64();
                 self.idle(hold).await?;
                 let starting = Instant::now();
-                tokio::task::block_in_place(|| -> ferry_testkit::Result<()> {
-                    self.dst.cluster.start(DaemonKind::Master, 0)?;
-                    for i in 0..n {
-                        self.dst.cluster.start(DaemonKind::TabletServer, i)?;
-                    }
-                    Ok(())
-                })
-                .map_err(|e| anyhow!("starting the sink cluster again: {e}"))?;
+                tokio::task::block_in_place(|| self.dst.cluster.start_all())
+                    .map_err(|e| anyhow!("starting the sink cluster again: {e}"))?;
                 self.ctx.monitor.track(self.dst.cluster.pids());
                 Ok(format!(
                     "sink master + {n} tablet servers stopped (took {stop_s:.1} s), down {} s, started in {:.1} s",
@@ -224,8 +219,7 @@ impl Soak<'_> {
             FaultKind::MasterLeaderChange => self.master_leader_change().await,
             FaultKind::Partition => {
                 let hold = self.hold(every);
-                let subnet = subnet_of(&self.dst.masters)
-                    .ok_or_else(|| anyhow!("no subnet in {}", self.dst.masters))?;
+                let subnet = self.dst.cluster.subnet();
                 let Some(ns) = &self.ns else {
                     bail!("partition fault without a network namespace");
                 };
@@ -322,14 +316,4 @@ impl Soak<'_> {
             self.idle(Duration::from_secs(1)).await?;
         }
     }
-}
-
-/// Runs `op` on tablet servers `0..n` (on this thread: they block).
-fn each_tserver(n: usize, mut op: impl FnMut(usize) -> ferry_testkit::Result<()>) -> Result<()> {
-    tokio::task::block_in_place(|| {
-        for i in 0..n {
-            op(i).map_err(|e| anyhow!("ts-{i}: {e}"))?;
-        }
-        Ok(())
-    })
 }
