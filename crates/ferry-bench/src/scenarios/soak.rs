@@ -13,20 +13,22 @@
 //! run goes on, and the verdict says it failed.
 
 mod fault;
+mod quiet;
+mod summary;
 
 use super::Ctx;
 use crate::env::unix_micros;
 use crate::ferry::{scrape_metric, Ferry, FerryOptions, Progress};
 use crate::kudu::Cluster;
-use crate::report::{f0, f1, percentile, Report, Table};
+use crate::report::Report;
 use anyhow::{anyhow, bail, Context, Result};
 pub use fault::FaultKind;
 use fault::FaultRecord;
 use ferry_engine::checkpoint::{CheckpointStore, JobId, StorageLocation};
-use ferry_fixtures::compare::compare_tables;
-use ferry_fixtures::workload::{Workload, WorkloadOptions, WorkloadStats};
+use ferry_fixtures::workload::Workload;
 use ferry_testkit::fault::{NetNs, SmallFs};
 use kudu_client::{KuduClient, TableBuilder};
+use quiet::{Comparison, WorkloadCounts};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 use serde::Serialize;
@@ -57,53 +59,6 @@ pub struct Params {
     pub seed: u64,
     /// The faults to draw from.
     pub kinds: Vec<FaultKind>,
-}
-
-/// One cell-by-cell comparison at a quiet point.
-#[derive(Debug, Clone, Serialize)]
-pub struct Comparison {
-    pub label: String,
-    /// Seconds since the soak started, when the workload was paused.
-    pub at_s: f64,
-    /// Seconds from the pause until ferry's lastEndTimestamp passed it.
-    pub caught_up_s: Option<f64>,
-    /// `None` when ferry never passed the pause (nothing compared).
-    pub equal: Option<bool>,
-    pub attempts: u32,
-    /// Rows in the source table.
-    pub source_rows: Option<u64>,
-    /// The comparison's own description of the first differences.
-    pub detail: String,
-    /// What the workload did since the previous quiet point.
-    pub workload: WorkloadCounts,
-}
-
-/// A workload's counts, for the report.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct WorkloadCounts {
-    /// Operations the source acknowledged.
-    pub applied: u64,
-    /// Operations that failed (they may or may not have landed).
-    pub failed: u64,
-    pub inserts: u64,
-    pub upserts: u64,
-    pub updates: u64,
-    pub deletes: u64,
-    pub last_error: Option<String>,
-}
-
-impl WorkloadCounts {
-    fn add(&mut self, s: &WorkloadStats) {
-        self.applied += s.applied;
-        self.failed += s.failed;
-        self.inserts += s.inserts;
-        self.upserts += s.upserts;
-        self.updates += s.updates;
-        self.deletes += s.deletes;
-        if s.last_error.is_some() {
-            self.last_error.clone_from(&s.last_error);
-        }
-    }
 }
 
 /// ferry exiting on its own.
@@ -449,29 +404,6 @@ impl Soak<'_> {
             .and_then(|mut f| std::io::Write::write_all(&mut f, format!("{line}\n").as_bytes()));
     }
 
-    fn start_workload(&mut self) {
-        self.workload_runs += 1;
-        let options = WorkloadOptions {
-            ops_per_sec: self.rate,
-            seed: self.seed.wrapping_add(self.workload_runs),
-            first_id: self.next_id,
-            key_floor: 0,
-        };
-        self.workload = Some(Workload::start_with(self.sc.clone(), TABLE, options));
-    }
-
-    /// Stops the workload (if running) and adds its counts to the total.
-    async fn stop_workload(&mut self) -> WorkloadCounts {
-        let mut counts = WorkloadCounts::default();
-        if let Some(w) = self.workload.take() {
-            let stats = w.stop().await;
-            self.next_id = self.next_id.max(stats.next_id);
-            counts.add(&stats);
-            self.workload_total.add(&stats);
-        }
-        counts
-    }
-
     /// Starts ferry, resuming from the newest complete checkpoint of the
     /// job `previous` ran, if it left one (else from the last resume point).
     async fn start_ferry(&mut self, previous: Option<String>) -> Result<()> {
@@ -609,200 +541,6 @@ impl Soak<'_> {
             .map(|v| (generation, v))
     }
 
-    /// Pauses the workload, waits until ferry passes the pause, compares
-    /// the tables, and (if `resume`) starts the workload again.
-    async fn quiet_point(&mut self, label: &str, resume: bool) -> Result<Comparison> {
-        let workload = self.stop_workload().await;
-        let at_s = self.elapsed_s();
-        let paused_ms = unix_ms();
-        let caught_up_s = self.wait_end_past(paused_ms).await?;
-        let mut cmp = Comparison {
-            label: label.into(),
-            at_s,
-            caught_up_s,
-            equal: None,
-            attempts: 0,
-            source_rows: None,
-            detail: format!(
-                "not compared: ferry did not pass the pause within {} s",
-                RECOVERY_TIMEOUT.as_secs()
-            ),
-            workload,
-        };
-        if caught_up_s.is_some() {
-            self.compare(&mut cmp).await?;
-        }
-        if resume {
-            self.start_workload();
-        }
-        Ok(cmp)
-    }
-
-    /// Cell-by-cell comparison, up to three attempts 5 s apart (a restart
-    /// of ferry in between replays windows the sink already had).
-    async fn compare(&mut self, cmp: &mut Comparison) -> Result<()> {
-        cmp.source_rows = crate::data::fingerprint(&self.sc, TABLE, None, true)
-            .await
-            .ok()
-            .map(|fp| fp.rows);
-        for attempt in 1..=3 {
-            cmp.attempts = attempt;
-            let (sc, dc) = (self.sc.clone(), self.dc.clone());
-            // The comparison panics on a failed scan (it is a test fixture).
-            let task = tokio::spawn(async move { compare_tables(&sc, &dc, TABLE, TABLE).await });
-            match tokio::time::timeout(RECOVERY_TIMEOUT, task).await {
-                Ok(Ok(diff)) => {
-                    cmp.equal = Some(diff.is_equal());
-                    cmp.detail = truncate(&diff.to_string(), 2000);
-                    if diff.is_equal() {
-                        return Ok(());
-                    }
-                }
-                Ok(Err(e)) => {
-                    cmp.equal = None;
-                    cmp.detail = format!("the comparison failed: {e}");
-                }
-                Err(_) => {
-                    cmp.equal = None;
-                    cmp.detail = format!(
-                        "the comparison took longer than {} s",
-                        RECOVERY_TIMEOUT.as_secs()
-                    );
-                }
-            }
-            self.idle(Duration::from_secs(5)).await?;
-        }
-        Ok(())
-    }
-
-    /// The report's tables and summary.
-    fn summarise(&mut self, faults: &[FaultRecord], last: &Comparison) {
-        let mut t = Table::new(
-            "soak: faults (recovered = ferry's lastEndTimestamp passed the fault's end; lag = now − lastEndTimestamp)",
-            &[
-                "#",
-                "at s",
-                "fault",
-                "detail",
-                "held s",
-                "recovered after s",
-                "max lag s",
-                "restarts",
-                "exits",
-                "sink == source",
-            ],
-        );
-        for f in faults {
-            t.row(vec![
-                f.n.to_string(),
-                f0(f.start_s),
-                f.kind.name().into(),
-                f.detail.clone(),
-                f1(f.duration_s),
-                f.recover_s.map_or("NOT RECOVERED".into(), f1),
-                f.max_lag_s.map_or("-".into(), f1),
-                f.engine_restarts.to_string(),
-                f.ferry_exits.to_string(),
-                verdict_cell(f.comparison.as_ref()),
-            ]);
-        }
-        self.report.tables.push(t);
-
-        let recovers: Vec<f64> = sorted(faults.iter().filter_map(|f| f.recover_s));
-        let max_lag = faults.iter().filter_map(|f| f.max_lag_s).reduce(f64::max);
-        let comparisons: Vec<&Comparison> = faults
-            .iter()
-            .filter_map(|f| f.comparison.as_ref())
-            .chain(std::iter::once(last))
-            .collect();
-        let equal = comparisons.iter().filter(|c| c.equal == Some(true)).count();
-        let recovered = recovers.len();
-        let restarts = self.restart_lines();
-        let mut by_kind = serde_json::Map::new();
-        for f in faults {
-            let e = by_kind.entry(f.kind.name()).or_insert(json!(0));
-            *e = json!(e.as_u64().unwrap_or(0) + 1);
-        }
-        let passed = recovered == faults.len()
-            && equal == comparisons.len()
-            && self.exits.is_empty()
-            && !faults.is_empty();
-        let lag_all: Vec<f64> = sorted(
-            self.gauges
-                .lock()
-                .map(|g| g.samples.iter().map(|s| s.1 / 1000.0).collect::<Vec<_>>())
-                .unwrap_or_default(),
-        );
-        let mut s = Table::new("soak: summary", &["measure", "value"]);
-        s.row(vec!["faults".into(), faults.len().to_string()]);
-        s.row(vec![
-            "recovered (lastEndTimestamp passed the fault's end)".into(),
-            format!("{recovered} of {}", faults.len()),
-        ]);
-        s.row(vec![
-            "time to recover p50 / max (s)".into(),
-            format!(
-                "{} / {}",
-                f1(percentile(&recovers, 50.0)),
-                f1(recovers.last().copied().unwrap_or(f64::NAN))
-            ),
-        ]);
-        s.row(vec![
-            "lag p50 / p99 over the run (s)".into(),
-            format!(
-                "{} / {}",
-                f1(percentile(&lag_all, 50.0)),
-                f1(percentile(&lag_all, 99.0))
-            ),
-        ]);
-        s.row(vec![
-            "max lag during a fault (s)".into(),
-            max_lag.map_or("-".into(), f1),
-        ]);
-        s.row(vec![
-            "restarts by ferry's restart strategy (log)".into(),
-            restarts.to_string(),
-        ]);
-        s.row(vec![
-            "ferry exits (restarted by the bench)".into(),
-            self.exits.len().to_string(),
-        ]);
-        s.row(vec![
-            "comparisons sink == source".into(),
-            format!("{equal} of {}", comparisons.len()),
-        ]);
-        s.row(vec!["final comparison".into(), verdict_cell(Some(last))]);
-        s.row(vec![
-            "workload ops applied / failed".into(),
-            format!(
-                "{} / {}",
-                f0(self.workload_total.applied as f64),
-                f0(self.workload_total.failed as f64)
-            ),
-        ]);
-        s.row(vec![
-            "verdict".into(),
-            if passed { "PASS" } else { "FAIL" }.into(),
-        ]);
-        self.report.tables.push(s);
-        self.report.result(
-            "summary",
-            json!({"verdict": if passed { "pass" } else { "fail" },
-                   "faults": faults.len(), "faults_by_kind": by_kind, "recovered": recovered,
-                   "recover_s_p50": finite(percentile(&recovers, 50.0)),
-                   "recover_s_max": recovers.last(),
-                   "max_lag_during_fault_s": max_lag,
-                   "lag_s_p50": finite(percentile(&lag_all, 50.0)),
-                   "lag_s_p99": finite(percentile(&lag_all, 99.0)),
-                   "lag_s_max": lag_all.last(),
-                   "engine_restarts": restarts, "ferry_exits": self.exits.len(),
-                   "ferry_starts": self.ferry_starts,
-                   "comparisons": comparisons.len(), "comparisons_equal": equal,
-                   "final_equal": last.equal}),
-        );
-        self.report.result("workload", &self.workload_total);
-    }
-
     /// Stops ferry, writes the report (also after a failed run) and says
     /// whether the soak passed.
     async fn finish(mut self, outcome: Result<()>) -> Result<PathBuf> {
@@ -854,45 +592,5 @@ impl Soak<'_> {
             );
         }
         Ok(path)
-    }
-}
-
-fn sorted(v: impl IntoIterator<Item = f64>) -> Vec<f64> {
-    let mut v: Vec<f64> = v.into_iter().filter(|x| x.is_finite()).collect();
-    v.sort_by(|a, b| a.total_cmp(b));
-    v
-}
-
-fn finite(v: f64) -> Option<f64> {
-    v.is_finite().then_some(v)
-}
-
-fn verdict_cell(c: Option<&Comparison>) -> String {
-    match c.and_then(|c| c.equal) {
-        Some(true) => "equal".into(),
-        Some(false) => "NOT EQUAL".into(),
-        None => "not compared".into(),
-    }
-}
-
-fn truncate(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_string();
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &s[..end])
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn truncates_on_char_boundaries() {
-        assert_eq!(truncate("abc", 5), "abc");
-        assert_eq!(truncate("ééé", 3), "é…");
     }
 }
