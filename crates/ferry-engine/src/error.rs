@@ -56,6 +56,7 @@ impl EngineError {
                 source.is_transient()
             }
             EngineError::Checkpoint(e) => e.is_retryable(),
+            EngineError::SinkTable(e) => e.is_retryable(),
             _ => false,
         }
     }

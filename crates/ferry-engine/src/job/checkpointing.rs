@@ -35,12 +35,15 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
         let started = Instant::now();
         let capture = self.enumerator.capture();
         let id = self.next_checkpoint_id;
+        // A failed attempt uses up its id too (as in Flink): a write that
+        // failed late may have left chk-<id>/_metadata behind, and metadata
+        // is never overwritten.
+        self.next_checkpoint_id += 1;
         let state = self.state(&capture, SnapshotKind::Checkpoint, id);
         let written = self
             .store
             .write_checkpoint(&self.options.job_id, id, &state)
             .await?;
-        self.next_checkpoint_id += 1;
         self.failed_checkpoints = 0;
         let duration = started.elapsed().as_millis() as u64;
         let size = crate::checkpoint::encode_metadata(&state)

@@ -283,7 +283,12 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
             }
             _ = std::future::ready(()), if drained => {
                 if let Err(e) = self.checkpoint().await {
-                    return self.on_checkpoint_failed(e);
+                    let flow = self.on_checkpoint_failed(e);
+                    if let Flow::Continue = flow {
+                        // Tolerated: try again soon, not in a busy loop.
+                        tokio::time::sleep(Duration::from_millis(500)).await;
+                    }
+                    return flow;
                 }
             }
             _ = sleep_until(self.next_window_at), if window_due => {}

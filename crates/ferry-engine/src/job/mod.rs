@@ -63,6 +63,7 @@ use crate::connector::{Sink, Source};
 #[cfg(doc)]
 use crate::enumerator::Enumerator;
 use crate::error::{RestoreError, StartError};
+use crate::restart::{RestartBackoff, RestartDecision};
 
 /// What a job needs besides its configuration and connectors.
 #[derive(Debug, Clone)]
@@ -164,7 +165,7 @@ impl Job {
         K: Sink<S::Batch>,
     {
         let restore = restore.map(|r| r.check(config)).transpose()?;
-        sink.prepare().await.map_err(StartError::Sink)?;
+        prepare_sink(config, &mut sink).await?;
         Ok(handle::spawn(
             source,
             sink,
@@ -173,6 +174,31 @@ impl Job {
             options,
             restore,
         ))
+    }
+}
+
+/// Prepares the sink; a cluster that cannot be reached yet (a restart
+/// during an outage) is retried on the restart strategy's schedule, so
+/// the job starts once the outage ends. Other problems are reported at
+/// once.
+async fn prepare_sink<B, K: Sink<B>>(config: &JobConfig, sink: &mut K) -> Result<(), StartError>
+where
+    B: crate::connector::Batch,
+{
+    let mut backoff = RestartBackoff::new(config.restart.strategy());
+    loop {
+        let error = match sink.prepare().await {
+            Ok(()) => return Ok(()),
+            Err(e) if e.is_transient() => e,
+            Err(e) => return Err(StartError::Sink(e)),
+        };
+        match backoff.on_failure(std::time::Instant::now()) {
+            RestartDecision::RestartAfter(delay) => {
+                tracing::warn!(error = %error, delay_ms = delay.as_millis() as u64, "preparing the sink failed; retrying");
+                tokio::time::sleep(delay).await;
+            }
+            RestartDecision::GiveUp(_) => return Err(StartError::Sink(error)),
+        }
     }
 }
 

@@ -12,10 +12,24 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 
-/// Fails the first `failures` writes with a (transient) timeout.
+/// Fails the first `failures` writes with a (transient) timeout, and the
+/// first `prepare_failures` preparations likewise.
 struct FlakySink {
     failures_left: Arc<AtomicU64>,
     written: Arc<AtomicU64>,
+    prepare_failures: u64,
+}
+
+fn timed_out() -> EngineError {
+    EngineError::Sink {
+        table: "t".into(),
+        source: kudu_client::Error::TimedOut {
+            operation: "Write".into(),
+            attempts: 3,
+            elapsed: Duration::from_secs(1),
+            last: "no answer".into(),
+        },
+    }
 }
 
 struct FlakyWriter {
@@ -25,6 +39,14 @@ struct FlakyWriter {
 
 impl Sink<Numbers> for FlakySink {
     type Writer = FlakyWriter;
+
+    async fn prepare(&mut self) -> Result<(), EngineError> {
+        if self.prepare_failures > 0 {
+            self.prepare_failures -= 1;
+            return Err(timed_out());
+        }
+        Ok(())
+    }
 
     async fn writer(&self) -> Result<FlakyWriter, EngineError> {
         Ok(FlakyWriter {
@@ -41,15 +63,7 @@ impl SinkWriter<Numbers> for FlakyWriter {
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
             .is_ok();
         if failing {
-            return Err(EngineError::Sink {
-                table: "t".into(),
-                source: kudu_client::Error::TimedOut {
-                    operation: "Write".into(),
-                    attempts: 3,
-                    elapsed: Duration::from_secs(1),
-                    last: "no answer".into(),
-                },
-            });
+            return Err(timed_out());
         }
         self.written
             .fetch_add(batch.0.len() as u64, Ordering::SeqCst);
@@ -77,6 +91,7 @@ async fn run(failures: u64, restart: &[(&str, &str)]) -> Run {
     let sink = FlakySink {
         failures_left: Arc::new(AtomicU64::new(failures)),
         written: written.clone(),
+        prepare_failures: 0,
     };
     let source = GatedSource {
         clock: AtomicU64::new(100),
@@ -210,4 +225,145 @@ async fn requests_during_a_restart_are_refused_and_cancel_works() {
     assert!(r.job.snapshot().metrics.downtime_ms >= 50);
     r.job.cancel().await;
     assert_eq!(r.job.wait().await, JobStatus::Canceled);
+}
+
+/// A memory store whose writes fail while `down` is set.
+#[derive(Debug)]
+struct FlakyStore {
+    inner: MemoryStateStore,
+    down: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl crate::checkpoint::StateStore for FlakyStore {
+    fn put_if_absent<'a>(
+        &'a self,
+        key: &'a crate::checkpoint::StateKey,
+        bytes: bytes::Bytes,
+    ) -> crate::checkpoint::StoreFuture<'a, ()> {
+        if self.down.load(Ordering::SeqCst) {
+            return Box::pin(async move {
+                Err(crate::checkpoint::StoreError::backend(
+                    "create",
+                    key,
+                    std::io::Error::new(std::io::ErrorKind::ReadOnlyFilesystem, "read-only"),
+                ))
+            });
+        }
+        self.inner.put_if_absent(key, bytes)
+    }
+
+    fn get<'a>(
+        &'a self,
+        key: &'a crate::checkpoint::StateKey,
+    ) -> crate::checkpoint::StoreFuture<'a, Option<bytes::Bytes>> {
+        self.inner.get(key)
+    }
+
+    fn list<'a>(
+        &'a self,
+        prefix: &'a crate::checkpoint::StateKey,
+    ) -> crate::checkpoint::StoreFuture<'a, Vec<crate::checkpoint::StateKey>> {
+        self.inner.list(prefix)
+    }
+
+    fn delete<'a>(
+        &'a self,
+        key: &'a crate::checkpoint::StateKey,
+    ) -> crate::checkpoint::StoreFuture<'a, ()> {
+        self.inner.delete(key)
+    }
+}
+
+#[tokio::test]
+async fn unwritable_checkpoints_hold_the_job_at_its_durable_window_until_storage_returns() {
+    let config = config_with(&[
+        ("execution.checkpointing.tolerable-failed-checkpoints", "3"),
+        (
+            "restart-strategy.exponential-delay.initial-backoff",
+            "50 ms",
+        ),
+        ("restart-strategy.exponential-delay.max-backoff", "200 ms"),
+    ]);
+    let down = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let store = CheckpointStore::new(
+        Arc::new(FlakyStore {
+            inner: MemoryStateStore::new(),
+            down: down.clone(),
+        }),
+        &config.checkpoints_directory,
+        NonZeroUsize::MIN,
+    );
+    let (_gate, gate_rx) = watch::channel(true);
+    let sink = FlakySink {
+        failures_left: Arc::new(AtomicU64::new(0)),
+        written: Arc::new(AtomicU64::new(0)),
+        prepare_failures: 0,
+    };
+    let source = GatedSource {
+        clock: AtomicU64::new(100),
+        gate: gate_rx,
+    };
+    let job = Job::start(&config, None, source, sink, store, JobOptions::new(2))
+        .await
+        .expect("starts");
+    until(&job, "first window", |s| s.metrics.windows_completed >= 1).await;
+    down.store(true, Ordering::SeqCst);
+    // The open window may still complete in memory, but no window opens
+    // or completes durably while storage is down.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let held = job.snapshot().metrics.windows_completed;
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    let snap = job.snapshot();
+    assert_eq!(snap.metrics.windows_completed, held, "no window completed");
+    assert!(snap.metrics.checkpoints_failed > 3, "{:?}", snap.metrics);
+    // Past the tolerable count the job restarts (and keeps trying).
+    assert!(snap.metrics.restarts >= 1, "{:?}", snap.metrics);
+    assert!(
+        snap.exceptions
+            .iter()
+            .all(|e| e.exception_name == "Checkpoint" && e.restarted),
+        "{:?}",
+        snap.exceptions
+    );
+    assert!(!job.status().is_terminal());
+    down.store(false, Ordering::SeqCst);
+    until(&job, "windows again", |s| {
+        s.metrics.windows_completed > held + 1
+    })
+    .await;
+    job.cancel().await;
+}
+
+#[tokio::test]
+async fn an_unreachable_sink_at_start_is_retried_on_the_restart_schedule() {
+    let start = |prepare_failures, restart: &[(&str, &str)]| {
+        let config = config_with(restart);
+        let store = CheckpointStore::new(
+            Arc::new(MemoryStateStore::new()),
+            &config.checkpoints_directory,
+            NonZeroUsize::MIN,
+        );
+        let (_gate, gate_rx) = watch::channel(true);
+        let sink = FlakySink {
+            failures_left: Arc::new(AtomicU64::new(0)),
+            written: Arc::new(AtomicU64::new(0)),
+            prepare_failures,
+        };
+        let source = GatedSource {
+            clock: AtomicU64::new(100),
+            gate: gate_rx,
+        };
+        async move { Job::start(&config, None, source, sink, store, JobOptions::new(1)).await }
+    };
+    let fast = [(
+        "restart-strategy.exponential-delay.initial-backoff",
+        "10 ms",
+    )];
+    let job = start(3, &fast).await.expect("started after three failures");
+    job.cancel().await;
+    let refused = start(1, &[("restart-strategy.type", "none")]).await;
+    assert!(
+        matches!(&refused, Err(StartError::Sink(e)) if e.is_transient()),
+        "{refused:?}"
+    );
 }
