@@ -42,6 +42,14 @@ pub struct FerryOptions {
     pub perf: Option<PathBuf>,
     /// Extra environment for ferry.
     pub env: Vec<(&'static str, String)>,
+    /// Resume from this checkpoint or savepoint (`-s`).
+    pub resume: Option<String>,
+    /// A command ferry runs under, e.g. `ip netns exec <ns>`.
+    pub wrapper: Vec<String>,
+    /// Address the metrics endpoint listens on and is scraped at (ferry's
+    /// default, loopback, when `None`); another one for a ferry inside a
+    /// network namespace.
+    pub metrics_address: Option<String>,
 }
 
 /// One completed window as ferry logged it.
@@ -69,6 +77,8 @@ struct Shared {
     job_id: Option<String>,
     windows: Vec<WindowDone>,
     errors: Vec<String>,
+    /// `job restarting` lines the engine logged (its restart strategy at work).
+    restarts: Vec<String>,
 }
 
 /// A running `ferry run`.
@@ -76,7 +86,8 @@ pub struct Ferry {
     proc: Proc,
     shared: Arc<Mutex<Shared>>,
     pub command: String,
-    pub metrics_port: Option<u16>,
+    /// `host:port` of the metrics endpoint, if this ferry serves one.
+    pub metrics_addr: Option<String>,
     pub log: PathBuf,
     /// `perf record` attached to ferry, and where its data go.
     perf: Option<(Proc, PathBuf)>,
@@ -121,10 +132,16 @@ fn run_args(o: &FerryOptions) -> Result<(Vec<String>, Option<u16>)> {
     if let Some(p) = o.parallelism {
         args.extend(["-p".into(), p.to_string()]);
     }
+    if let Some(r) = &o.resume {
+        args.extend(["-s".into(), r.clone()]);
+    }
     let help = run_help(&o.bin);
     let metrics_port = if help.contains("--metrics.port") {
         let port = free_port()?;
         args.extend(["--metrics.port".into(), port.to_string()]);
+        if let Some(a) = &o.metrics_address {
+            args.extend(["--metrics.address".into(), a.clone()]);
+        }
         Some(port)
     } else {
         None
@@ -184,6 +201,10 @@ fn watch_stderr(
                 if let Ok(mut g) = shared.lock() {
                     g.errors.push(clean);
                 }
+            } else if clean.contains("job restarting") {
+                if let Ok(mut g) = shared.lock() {
+                    g.restarts.push(clean);
+                }
             }
         }
     });
@@ -225,14 +246,16 @@ impl Ferry {
             ("NO_COLOR", "1".to_string()),
         ];
         env.extend(o.env.iter().map(|(k, v)| (*k, v.clone())));
-        let mut proc = Proc::spawn(
-            o.bin.as_os_str(),
-            &args,
-            &env,
-            Stdio::piped(),
-            Stdio::piped(),
-            None,
-        )?;
+        let (program, args) = match o.wrapper.split_first() {
+            None => (o.bin.clone().into_os_string(), args),
+            Some((first, rest)) => {
+                let mut all = rest.to_vec();
+                all.push(o.bin.to_string_lossy().into_owned());
+                all.extend(args);
+                (first.into(), all)
+            }
+        };
+        let mut proc = Proc::spawn(&program, &args, &env, Stdio::piped(), Stdio::piped(), None)?;
         monitor.track([proc.pid]);
         let shared = Arc::new(Mutex::new(Shared::default()));
         let stdout = proc
@@ -257,14 +280,52 @@ impl Ferry {
             None => None,
             Some(data) => Some((start_perf(data, proc.pid, monitor)?, data.clone())),
         };
+        let host = o.metrics_address.as_deref().unwrap_or("127.0.0.1");
         Ok(Ferry {
             command: proc.command.clone(),
             proc,
             shared,
-            metrics_port,
+            metrics_addr: metrics_port.map(|p| format!("{host}:{p}")),
             log: o.log.clone(),
             perf,
         })
+    }
+
+    /// The job id ferry printed, once it has.
+    pub fn job_id(&self) -> Option<String> {
+        self.shared.lock().ok().and_then(|g| g.job_id.clone())
+    }
+
+    /// Whether the process is still running.
+    pub fn alive(&self) -> bool {
+        ferry_testkit::process::alive(self.proc.pid)
+    }
+
+    /// `job restarting` lines logged so far.
+    pub fn restart_lines(&self) -> Vec<String> {
+        self.shared
+            .lock()
+            .map(|g| g.restarts.clone())
+            .unwrap_or_default()
+    }
+
+    /// ERROR lines logged so far.
+    pub fn error_lines(&self) -> Vec<String> {
+        self.shared
+            .lock()
+            .map(|g| g.errors.clone())
+            .unwrap_or_default()
+    }
+
+    /// Waits for a process that has ended (or kills it after `timeout`).
+    pub async fn reap(self, timeout: Duration) -> Result<Usage> {
+        self.proc.wait_or_kill(timeout).await
+    }
+
+    /// `kill -9`, then reaps the process.
+    pub async fn kill(self) -> Result<Usage> {
+        self.proc.signal(libc::SIGKILL);
+        self.proc.wait_or_kill(Duration::from_secs(10)).await
     }
 
     pub fn pid(&self) -> u32 {
@@ -327,7 +388,7 @@ impl Ferry {
     pub fn progress(&self) -> Progress {
         Progress {
             shared: self.shared.clone(),
-            metrics_port: self.metrics_port,
+            metrics_addr: self.metrics_addr.clone(),
         }
     }
 
@@ -372,15 +433,15 @@ impl Ferry {
 #[derive(Clone)]
 pub struct Progress {
     shared: Arc<Mutex<Shared>>,
-    metrics_port: Option<u16>,
+    metrics_addr: Option<String>,
 }
 
 impl Progress {
     /// The end of the last completed window, epoch ms, and where it came
     /// from: ferry's metrics endpoint when it serves one, else its log.
     pub async fn last_end_ms(&self) -> Option<(f64, &'static str)> {
-        if let Some(port) = self.metrics_port {
-            if let Ok(v) = scrape_last_end(port).await {
+        if let Some(addr) = &self.metrics_addr {
+            if let Ok(v) = scrape_metric(addr, LAST_END_METRIC).await {
                 if v > 0.0 {
                     return Some((v, "metrics"));
                 }
@@ -391,17 +452,21 @@ impl Progress {
     }
 }
 
-/// Reads the lastEndTimestamp gauge (epoch ms) from ferry's metrics.
-pub async fn scrape_last_end(port: u16) -> Result<f64> {
-    let body = http_get(&format!("127.0.0.1:{port}"), "/metrics").await?;
+/// Reads one Prometheus sample (the first series of `name`) from ferry's
+/// metrics endpoint at `addr` (`host:port`).
+pub async fn scrape_metric(addr: &str, name: &str) -> Result<f64> {
+    let body = http_get(addr, "/metrics").await?;
     let line = body
         .lines()
-        .find(|l| l.starts_with(LAST_END_METRIC))
-        .ok_or_else(|| anyhow!("no {LAST_END_METRIC} in ferry's metrics"))?;
+        .find(|l| {
+            l.strip_prefix(name)
+                .is_some_and(|rest| rest.starts_with([' ', '{']))
+        })
+        .ok_or_else(|| anyhow!("no {name} in ferry's metrics"))?;
     let value = line.rsplit(' ').next().unwrap_or_default();
     value
         .parse::<f64>()
-        .map_err(|e| anyhow!("{LAST_END_METRIC} value {value:?}: {e}"))
+        .map_err(|e| anyhow!("{name} value {value:?}: {e}"))
 }
 
 /// Removes ANSI escape sequences.

@@ -23,9 +23,11 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    /// Starts 1 master and `tservers` tablet servers (torn down on drop).
+    /// Starts `masters` masters (1 or 3) and `tservers` tablet servers
+    /// (torn down on drop).
     pub async fn start(
         name: String,
+        masters: usize,
         tservers: usize,
         tserver_flags: &[String],
         monitor: &Monitor,
@@ -37,7 +39,10 @@ impl Cluster {
         flags.insert(0, "--codegen_time_compilation=true".to_string());
         let tserver_flags = flags.clone();
         let cluster = tokio::task::spawn_blocking(move || {
-            let mut b = MiniCluster::builder().name(n).tservers(tservers);
+            let mut b = MiniCluster::builder()
+                .name(n)
+                .masters(masters)
+                .tservers(tservers);
             for f in flags {
                 b = b.tserver_flag(f);
             }
@@ -56,7 +61,7 @@ impl Cluster {
             cluster,
         };
         println!(
-            "  cluster {name}: 1 master + {tservers} tablet servers at {} (up in {:.1} s)",
+            "  cluster {name}: {masters} master(s) + {tservers} tablet servers at {} (up in {:.1} s)",
             c.masters,
             started.elapsed().as_secs_f64()
         );
@@ -65,13 +70,19 @@ impl Cluster {
 
     /// The equivalent CLI invocation, for the record.
     pub fn up_command(&self, tservers: usize) -> String {
+        let masters = self.cluster.info().masters.len();
+        let masters = if masters > 1 {
+            format!(" --masters {masters}")
+        } else {
+            String::new()
+        };
         let flags: String = self
             .tserver_flags
             .iter()
             .map(|f| format!(" --tserver-flag={f}"))
             .collect();
         format!(
-            "ferry-testkit up --name {} --tservers {tservers}{flags}   # via the ferry-testkit library",
+            "ferry-testkit up --name {}{masters} --tservers {tservers}{flags}   # via the ferry-testkit library",
             self.cluster.name()
         )
     }

@@ -7,6 +7,7 @@
 //! bench/run lag [--seconds S] [--rate R] [--initial-rows N]
 //! bench/run idle-cycle [--sizes 1000000,4000000] [--windows K]
 //! bench/run memory [--sizes 1000000,4000000]
+//! bench/run soak [--minutes N] [--fault-every K] [--rate R] [--seed S] [--faults a,b]
 //! bench/run all
 //! ```
 //!
@@ -105,6 +106,26 @@ enum Scenario {
         #[arg(long, value_delimiter = ',', default_value = "1000000,4000000")]
         sizes: Vec<u64>,
     },
+    /// Faults every K seconds for N minutes under a mixed workload;
+    /// recovery, lag, restarts and cell-by-cell comparisons (not in `all`).
+    Soak {
+        /// How long faults are injected (the run ends with one more
+        /// recovery and the final comparison).
+        #[arg(long, default_value_t = 30.0, value_parser = positive_minutes)]
+        minutes: f64,
+        /// Seconds between the starts of two faults.
+        #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(10..))]
+        fault_every: u64,
+        /// Workload operations per second (upserts, updates, deletes).
+        #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u32).range(1..))]
+        rate: u32,
+        /// Seed of the fault sequence and the workload (default: from the clock).
+        #[arg(long)]
+        seed: Option<u64>,
+        /// The faults to draw from (default: all).
+        #[arg(long, value_delimiter = ',', value_enum)]
+        faults: Vec<scenarios::soak::FaultKind>,
+    },
     /// Every scenario at its default size, one after the other.
     All,
 }
@@ -185,6 +206,28 @@ async fn run(cli: Cli) -> Result<()> {
             check_sizes(&sizes)?;
             scenarios::memory::run(&ctx, &sizes).await?;
         }
+        Scenario::Soak {
+            minutes,
+            fault_every,
+            rate,
+            seed,
+            faults,
+        } => {
+            let seed = seed.unwrap_or_else(|| env::unix_micros() % 1_000_000);
+            let kinds = if faults.is_empty() {
+                scenarios::soak::FaultKind::ALL.to_vec()
+            } else {
+                faults
+            };
+            let params = scenarios::soak::Params {
+                minutes,
+                fault_every_s: fault_every,
+                rate,
+                seed,
+                kinds,
+            };
+            scenarios::soak::run(&ctx, params).await?;
+        }
         Scenario::All => {
             scenarios::snapshot::run(&ctx, 2_000_000, cores, 3).await?;
             scenarios::lag::run(&ctx, 120, 5_000.0, 1_000_000, None).await?;
@@ -193,6 +236,13 @@ async fn run(cli: Cli) -> Result<()> {
         }
     }
     Ok(())
+}
+
+fn positive_minutes(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(m) if m.is_finite() && m > 0.0 => Ok(m),
+        _ => Err(format!("'{s}' is not a positive number of minutes")),
+    }
 }
 
 fn check_sizes(sizes: &[u64]) -> Result<()> {

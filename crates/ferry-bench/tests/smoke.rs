@@ -67,3 +67,65 @@ fn snapshot_scenario_runs_and_reports_every_figure() {
     );
     assert!(stdout.contains("ratios"), "{stdout}");
 }
+
+/// A tiny soak: two faults (ferry killed, sink hung) 12 s apart, each
+/// followed by a quiet-point comparison, then the final one. About 1 min.
+#[test]
+fn soak_scenario_records_each_fault_and_comparison() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let results = tmp.path().join("results");
+    let out = Command::new(env!("CARGO_BIN_EXE_ferry-bench"))
+        .arg("--ferry")
+        .arg(ferry_binary())
+        .arg("--results")
+        .arg(&results)
+        .arg("--work")
+        .arg(tmp.path().join("work"))
+        .args([
+            "soak",
+            "--minutes",
+            "0.6",
+            "--fault-every",
+            "12",
+            "--rate",
+            "50",
+            "--seed",
+            "3",
+            "--faults",
+            "ferry-kill,sink-hang",
+        ])
+        .output()
+        .expect("run ferry-bench");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "ferry-bench soak failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(results.join("soak.json")).expect("soak.json"),
+    )
+    .expect("valid JSON");
+    let r = &json["results"];
+    let faults = r["faults"].as_array().expect("faults");
+    let mut kinds: Vec<&str> = faults.iter().filter_map(|f| f["kind"].as_str()).collect();
+    kinds.sort();
+    assert_eq!(kinds, ["ferry-kill", "sink-hang"], "{}", r["faults"]);
+    for f in faults {
+        assert!(f["recover_s"].as_f64().is_some(), "not recovered: {f}");
+        assert!(f["duration_s"].as_f64().unwrap_or(0.0) > 0.0, "{f}");
+        assert_eq!(f["comparison"]["equal"], true, "{f}");
+    }
+    assert_eq!(
+        r["final_comparison"]["equal"], true,
+        "{}",
+        r["final_comparison"]
+    );
+    assert_eq!(r["summary"]["verdict"], "pass", "{}", r["summary"]);
+    assert!(
+        r["workload"]["applied"].as_u64().unwrap_or(0) > 0,
+        "{}",
+        r["workload"]
+    );
+    assert!(stdout.contains("soak: summary"), "{stdout}");
+}

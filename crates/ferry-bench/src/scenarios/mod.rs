@@ -6,6 +6,7 @@ pub mod idle;
 pub mod lag;
 pub mod memory;
 pub mod snapshot;
+pub mod soak;
 
 use crate::data::{self, LoadStats};
 use crate::env::{Machine, Versions};
@@ -83,12 +84,14 @@ impl Ctx {
         let (a, b) = tokio::join!(
             Cluster::start(
                 format!("bench-{scenario}-src-{tag}"),
+                1,
                 self.tservers,
                 &self.source_tserver_flags,
                 &self.monitor
             ),
             Cluster::start(
                 format!("bench-{scenario}-dst-{tag}"),
+                1,
                 self.tservers,
                 &[],
                 &self.monitor
@@ -124,6 +127,9 @@ impl Ctx {
                 .perf
                 .then(|| work.join(format!("ferry-{label}.perf.data"))),
             env: Vec::new(),
+            resume: None,
+            wrapper: Vec::new(),
+            metrics_address: None,
         }
     }
 }
