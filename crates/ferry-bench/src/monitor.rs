@@ -6,7 +6,7 @@
 use crate::env::load_average;
 use crate::procs::cpu_seconds;
 use serde::Serialize;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -50,24 +50,36 @@ impl Monitor {
         tokio::spawn(async move {
             let started = Instant::now();
             let mut prev: Option<(f64, f64, Instant)> = None;
+            // CPU seconds of each tracked process at the previous sample: a
+            // process that ended (a killed daemon) must not count as negative
+            // time of ours, which would show up as other load.
+            let mut last: HashMap<u32, f64> = HashMap::new();
             loop {
                 let busy = machine_busy_seconds();
-                let ours = {
-                    let pids: Vec<u32> = inner
-                        .lock()
-                        .map(|g| g.tracked.iter().copied().collect())
-                        .unwrap_or_default();
-                    self_seconds() + pids.iter().filter_map(|p| cpu_seconds(*p)).sum::<f64>()
-                };
-                if let (Some((b0, o0, t0)), Some(b1)) = (prev, busy) {
+                let pids: Vec<u32> = inner
+                    .lock()
+                    .map(|g| g.tracked.iter().copied().collect())
+                    .unwrap_or_default();
+                let now: HashMap<u32, f64> = pids
+                    .iter()
+                    .filter_map(|p| cpu_seconds(*p).map(|c| (*p, c)))
+                    .collect();
+                let children: f64 = now
+                    .iter()
+                    .map(|(p, c)| c - last.get(p).copied().unwrap_or(*c))
+                    .sum();
+                last = now;
+                let me = self_seconds();
+                if let (Some((b0, me0, t0)), Some(b1)) = (prev, busy) {
                     let dt = t0.elapsed().as_secs_f64().max(0.1);
-                    let other = ((b1 - b0) - (ours - o0)).max(0.0) / dt;
+                    let ours = (me - me0).max(0.0) + children.max(0.0);
+                    let other = ((b1 - b0) - ours).max(0.0) / dt;
                     if let Ok(mut g) = inner.lock() {
                         g.samples
                             .push((started.elapsed().as_secs_f64(), other, load_average()[0]));
                     }
                 }
-                prev = busy.map(|b| (b, ours, Instant::now()));
+                prev = busy.map(|b| (b, me, Instant::now()));
                 tokio::time::sleep(Duration::from_secs(2)).await;
             }
         });
