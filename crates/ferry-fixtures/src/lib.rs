@@ -4,8 +4,10 @@
 //! fault-tolerant mixed writer ([`workload`]) and a cell-by-cell table
 //! comparison ([`compare`]).
 //!
-//! A dev-dependency only (kudu-client's own integration tests use it too,
-//! which Cargo allows for dev-dependencies); tests may panic, so these
+//! For tests and benchmarks only: a dev-dependency of the crates whose
+//! tests use it (kudu-client's own integration tests too, which Cargo
+//! allows for dev-dependencies), and a dependency of `ferry-bench`, whose
+//! soak runs the same workload and comparison. Tests may panic, so most
 //! helpers `expect` rather than return errors.
 
 pub mod compare;

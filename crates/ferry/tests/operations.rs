@@ -103,8 +103,14 @@ async fn upsert_rows(client: &KuduClient, table: &KuduTable, ids: std::ops::Rang
     s.flush().await.expect("flush");
 }
 
+/// Rows in `name`; 0 while it does not exist (a job creates its sink table
+/// once it runs, after `ferry run` printed the job id).
 async fn count_rows(client: &KuduClient, name: &str) -> usize {
-    let table = client.open_table(name).await.expect("open");
+    let table = match client.open_table(name).await {
+        Ok(table) => table,
+        Err(kudu_client::Error::TableNotFound(_)) => return 0,
+        Err(e) => panic!("open {name}: {e}"),
+    };
     let mut scanner = client.scan_builder(&table).build().expect("scanner");
     let mut n = 0;
     while let Some(batch) = scanner.next_batch().await.expect("scan") {
