@@ -2,7 +2,8 @@
 //! file builds the same tables the same way: one every-type schema, one
 //! small `id`/`v` schema, a pair of clusters, full-table reads, a
 //! fault-tolerant mixed writer ([`workload`]) and a cell-by-cell table
-//! comparison ([`compare`]).
+//! comparison ([`compare`]), and a blocking HTTP client for ferry's REST
+//! API ([`http`]).
 //!
 //! For tests and benchmarks only: a dev-dependency of the crates whose
 //! tests use it (kudu-client's own integration tests too, which Cargo
@@ -11,6 +12,7 @@
 //! helpers `expect` rather than return errors.
 
 pub mod compare;
+pub mod http;
 pub mod workload;
 
 use std::collections::BTreeMap;
@@ -94,8 +96,15 @@ fn built(b: ColumnSchemaBuilder) -> ColumnSchema {
 /// Two independent clusters (1 master + 3 tablet servers each), started
 /// side by side: a source and a sink.
 pub fn two_clusters() -> (MiniCluster, MiniCluster) {
-    let a = std::thread::spawn(|| {
+    two_clusters_with(1)
+}
+
+/// Like [`two_clusters`], with `source_masters` masters on the source (3
+/// for leader changes).
+pub fn two_clusters_with(source_masters: usize) -> (MiniCluster, MiniCluster) {
+    let a = std::thread::spawn(move || {
         MiniCluster::builder()
+            .masters(source_masters)
             .tservers(3)
             .start()
             .expect("source cluster")

@@ -35,24 +35,6 @@ fn blocking<T>(f: impl FnOnce() -> T) -> T {
     tokio::task::block_in_place(f)
 }
 
-/// Source and sink clusters, started side by side.
-fn clusters(source_masters: usize) -> (MiniCluster, MiniCluster) {
-    let a = std::thread::spawn(move || {
-        MiniCluster::builder()
-            .masters(source_masters)
-            .tservers(3)
-            .start()
-            .expect("source cluster")
-    });
-    let b = std::thread::spawn(|| {
-        MiniCluster::builder()
-            .tservers(3)
-            .start()
-            .expect("sink cluster")
-    });
-    (a.join().expect("source"), b.join().expect("sink"))
-}
-
 async fn create_table(client: &KuduClient) {
     let b = TableBuilder::new(TABLE, ferry_fixtures::all_types_schema())
         .add_hash_partitions(&["id"], 3, 0)
@@ -109,7 +91,7 @@ impl Harness {
         checkpoints: Option<PathBuf>,
     ) -> Harness {
         let started = Instant::now();
-        let (src, dst) = blocking(|| clusters(source_masters));
+        let (src, dst) = blocking(|| ferry_fixtures::two_clusters_with(source_masters));
         let source = KuduClient::new(&src.master_addrs()).expect("source client");
         let sink = KuduClient::new(&dst.master_addrs()).expect("sink client");
         create_table(&source).await;

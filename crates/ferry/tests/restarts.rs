@@ -18,62 +18,16 @@ use ferry_testkit::{DaemonKind, MiniCluster};
 use kudu_client::write::{FlushMode, Operation, SessionOptions};
 use kudu_client::{KuduClient, KuduTable, TableBuilder};
 use serde_json::Value;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Read};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use ferry_fixtures::http::{get_json, http};
+
 const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
 const TABLE: &str = "restarts";
-
-/// A blocking HTTP/1.1 call: (status, body).
-fn http(method: &str, port: u16, path: &str) -> (u16, String) {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(30)))
-        .expect("timeout");
-    let req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
-    );
-    s.write_all(req.as_bytes()).expect("send");
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).expect("read");
-    let text = String::from_utf8_lossy(&raw).into_owned();
-    let (head, rest) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let body = if head
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked")
-    {
-        dechunk(rest)
-    } else {
-        rest.to_string()
-    };
-    (status, body)
-}
-
-fn dechunk(mut s: &str) -> String {
-    let mut out = String::new();
-    while let Some((size, rest)) = s.split_once("\r\n") {
-        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
-        if n == 0 {
-            break;
-        }
-        out.push_str(&rest[..n]);
-        s = &rest[n + 2..];
-    }
-    out
-}
-
-fn get_json(port: u16, path: &str) -> Value {
-    let (status, body) = http("GET", port, path);
-    assert_eq!(status, 200, "GET {path}: {body}");
-    serde_json::from_str(&body).unwrap_or_else(|e| panic!("GET {path}: {e}: {body}"))
-}
 
 /// The job-scope Flink gauges and ferry's restart gauge of one scrape (one
 /// view of the job, so they agree with each other).
@@ -87,7 +41,7 @@ struct Scrape {
 }
 
 fn scrape(port: u16, job: &str) -> Scrape {
-    let (status, body) = http("GET", port, "/metrics");
+    let (status, body) = http("GET", port, "/metrics", None);
     assert_eq!(status, 200);
     let value = |name: &str| -> f64 {
         body.lines()
@@ -459,6 +413,7 @@ async fn a_frozen_sink_restarts_the_job_and_the_operator_sees_it() {
         "GET",
         ferry.rest,
         &format!("/jobs/{}/exceptions?maxExceptions=many", ferry.id),
+        None,
     );
     assert_eq!(code, 400, "{body}");
     assert!(body.contains("maxExceptions"), "{body}");
@@ -466,6 +421,7 @@ async fn a_frozen_sink_restarts_the_job_and_the_operator_sees_it() {
         "GET",
         ferry.rest,
         "/jobs/0123456789abcdef0123456789abcdef/exceptions",
+        None,
     );
     assert_eq!(code, 404, "{body}");
 
@@ -653,6 +609,7 @@ async fn a_waiting_session_client_says_when_its_job_restarts() {
         "PATCH",
         server.rest,
         &format!("/jobs/{}?mode=cancel", client.id),
+        None,
     );
     assert_eq!(code, 202, "{body}");
     let status = client.wait_exit(Duration::from_secs(30));

@@ -86,21 +86,37 @@ async fn run(failures: u64, restart: &[(&str, &str)]) -> Run {
         &config.checkpoints_directory,
         NonZeroUsize::MIN,
     );
-    let (_gate, gate_rx) = watch::channel(true);
     let written = Arc::new(AtomicU64::new(0));
     let sink = FlakySink {
         failures_left: Arc::new(AtomicU64::new(failures)),
         written: written.clone(),
         prepare_failures: 0,
     };
+    let job = start(&config, sink, store, 2).await.expect("starts");
+    Run { job, written }
+}
+
+/// Starts a job on an always-open gated source.
+async fn start(
+    config: &JobConfig,
+    sink: FlakySink,
+    store: CheckpointStore,
+    parallelism: usize,
+) -> Result<JobHandle, StartError> {
+    let (_gate, gate_rx) = watch::channel(true);
     let source = GatedSource {
         clock: AtomicU64::new(100),
         gate: gate_rx,
     };
-    let job = Job::start(&config, None, source, sink, store, JobOptions::new(2))
-        .await
-        .expect("starts");
-    Run { job, written }
+    Job::start(
+        config,
+        None,
+        source,
+        sink,
+        store,
+        JobOptions::new(parallelism),
+    )
+    .await
 }
 
 /// Waits until `done` holds for the job's snapshot, or fails after 10 s.
@@ -293,19 +309,12 @@ async fn unwritable_checkpoints_hold_the_job_at_its_durable_window_until_storage
         &config.checkpoints_directory,
         NonZeroUsize::MIN,
     );
-    let (_gate, gate_rx) = watch::channel(true);
     let sink = FlakySink {
         failures_left: Arc::new(AtomicU64::new(0)),
         written: Arc::new(AtomicU64::new(0)),
         prepare_failures: 0,
     };
-    let source = GatedSource {
-        clock: AtomicU64::new(100),
-        gate: gate_rx,
-    };
-    let job = Job::start(&config, None, source, sink, store, JobOptions::new(2))
-        .await
-        .expect("starts");
+    let job = start(&config, sink, store, 2).await.expect("starts");
     until(&job, "first window", |s| s.metrics.windows_completed >= 1).await;
     down.store(true, Ordering::SeqCst);
     // The open window may still complete in memory, but no window opens
@@ -343,17 +352,12 @@ async fn an_unreachable_sink_at_start_is_retried_with_the_job_visible() {
             &config.checkpoints_directory,
             NonZeroUsize::MIN,
         );
-        let (_gate, gate_rx) = watch::channel(true);
         let sink = FlakySink {
             failures_left: Arc::new(AtomicU64::new(0)),
             written: Arc::new(AtomicU64::new(0)),
             prepare_failures,
         };
-        let source = GatedSource {
-            clock: AtomicU64::new(100),
-            gate: gate_rx,
-        };
-        async move { Job::start(&config, None, source, sink, store, JobOptions::new(1)).await }
+        async move { start(&config, sink, store, 1).await }
     };
     let job = start(
         2,
