@@ -13,7 +13,7 @@
 //!   location, and the secret key appears in no output.
 
 use ferry_engine::checkpoint::{
-    CheckpointStore, JobId, SkipReason, StateStore, StorageLocation, StoreResolver,
+    CheckpointStore, JobId, SkipReason, StorageLocation, StoreResolver,
 };
 use ferry_fixtures::compare::compare_tables;
 use ferry_fixtures::workload::Workload;
@@ -59,6 +59,7 @@ struct Ferry {
     child: Child,
     job_id: Arc<OnceLock<JobId>>,
     log: PathBuf,
+    rest_port: u16,
 }
 
 impl Drop for Ferry {
@@ -78,6 +79,7 @@ fn start_ferry(
     via_env: bool,
     log: &Path,
 ) -> Ferry {
+    let rest_port = ferry_fixtures::free_port();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_ferry"));
     cmd.args([
         "run",
@@ -96,7 +98,7 @@ fn start_ferry(
         "--savepointPath",
         SAVEPOINTS,
         "--rest.port",
-        &ferry_fixtures::free_port().to_string(),
+        &rest_port.to_string(),
         "--metrics.port",
         &ferry_fixtures::free_port().to_string(),
         "--metrics.kudu.pollIntervalMillis",
@@ -140,6 +142,7 @@ fn start_ferry(
         child,
         job_id,
         log: log.to_path_buf(),
+        rest_port,
     }
 }
 
@@ -290,7 +293,7 @@ async fn kill_9_resumes_from_the_newest_complete_checkpoint_in_the_bucket() {
     let log1 = logs.path().join("ferry-1.log");
     let mut f = start_ferry(&s3, &src_addrs, &dst_addrs, None, false, &log1);
     let job1 = wait_for_job_id(&mut f).await;
-    let newest = wait_for_checkpoint(&store, &mut f, &job1, 3, None).await;
+    let newest = wait_for_checkpoint(&store, &mut f, &job1, 6, None).await;
     kill9(&mut f);
     let newest = store
         .latest_complete(&job1)
@@ -352,10 +355,39 @@ async fn kill_9_resumes_from_the_newest_complete_checkpoint_in_the_bucket() {
     let log2 = logs.path().join("ferry-2.log");
     let mut f = start_ferry(&s3, &src_addrs, &dst_addrs, Some(&pointer), true, &log2);
     let job2 = wait_for_job_id(&mut f).await;
-    wait_for_checkpoint(&store, &mut f, &job2, 1, None).await;
+    let port = f.rest_port;
+    let checkpoints = tokio::task::block_in_place(|| {
+        ferry_fixtures::http::get_json(port, &format!("/jobs/{job2}/checkpoints"))
+    });
+    assert!(
+        checkpoints.to_string().contains(&pointer),
+        "restored from {pointer}: {checkpoints}"
+    );
+    wait_for_checkpoint(&store, &mut f, &job2, 4, None).await;
+    // A savepoint through REST to another s3:// target, as a CronJob would.
+    let target = format!("{SAVEPOINTS}-rest");
+    let rest_savepoint = tokio::task::block_in_place(|| rest_savepoint(port, &job2, &target));
+    assert!(rest_savepoint.starts_with(&target), "{rest_savepoint}");
+    store
+        .load(&rest_savepoint)
+        .await
+        .expect("load the REST savepoint");
+    // Secrets appear in no REST answer.
+    for path in [
+        format!("/jobs/{job2}"),
+        format!("/jobs/{job2}/config"),
+        format!("/jobs/{job2}/checkpoints"),
+        format!("/jobs/{job2}/checkpoints/config"),
+        "/config".to_string(),
+        "/ferry/overview".to_string(),
+    ] {
+        let (_, body) =
+            tokio::task::block_in_place(|| ferry_fixtures::http::http("GET", port, &path, None));
+        assert!(!body.contains(s3.secret_key()), "secret in {path}");
+    }
     let stats = writer.stop().await;
     assert_eq!(stats.failed, 0, "{stats:?}");
-    assert!(stats.applied > 500, "{stats:?}");
+    assert!(stats.applied > 100, "{stats:?}");
     let stopped_at = source.server_clock().await.expect("clock").raw();
     wait_for_checkpoint(&store, &mut f, &job2, 1, Some(stopped_at)).await;
     let diff = compare_tables(&source, &sink, TABLE, TABLE).await;
@@ -388,6 +420,37 @@ async fn kill_9_resumes_from_the_newest_complete_checkpoint_in_the_bucket() {
         assert!(!text.contains(s3.secret_key()), "secret in ferry's output");
     }
     eprintln!("[s3] done in {:?}", started.elapsed());
+}
+
+/// `POST /jobs/:id/savepoints` with `target`, polled until it completes;
+/// returns the savepoint's location.
+fn rest_savepoint(port: u16, job: &JobId, target: &str) -> String {
+    let body = format!("{{\"target-directory\": \"{target}\", \"cancel-job\": false}}");
+    let (code, answer) = ferry_fixtures::http::http(
+        "POST",
+        port,
+        &format!("/jobs/{job}/savepoints"),
+        Some(&body),
+    );
+    assert_eq!(code, 202, "{answer}");
+    let answer: serde_json::Value = serde_json::from_str(&answer).expect("json");
+    let trigger = answer["request-id"]
+        .as_str()
+        .expect("request-id")
+        .to_string();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let status =
+            ferry_fixtures::http::get_json(port, &format!("/jobs/{job}/savepoints/{trigger}"));
+        if status["status"]["id"] == "COMPLETED" {
+            return status["operation"]["location"]
+                .as_str()
+                .unwrap_or_else(|| panic!("no location: {status}"))
+                .to_string();
+        }
+        assert!(Instant::now() < deadline, "savepoint not done: {status}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 /// `ferry run` with checkpoints on `location` and the given S3 settings;
