@@ -557,3 +557,16 @@ fn bad_credentials_unknown_bucket_and_unreachable_endpoint_fail_at_start() {
             .expect("write with the right key");
     });
 }
+
+/// The engine's `StateStore` contract holds on the real server: create-only
+/// writes (`If-None-Match: *`), read-after-write, recursive segment-aware
+/// listing, idempotent delete, atomic replace. The "one of many racing
+/// creators wins" check is left out: s3s-fs does not make the conditional
+/// PUT atomic against a concurrent writer (AWS S3 does).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_s3_store_keeps_the_state_store_contract() {
+    let s3 = s3_server("s3-conform");
+    let location = StorageLocation::parse("s3://ferry-state/conformance").expect("location");
+    let store = resolver(&s3).open(&location).expect("open");
+    ferry_engine::checkpoint::conformance::run_without_races(store, location.key()).await;
+}
