@@ -119,7 +119,11 @@ impl Setup {
             if let Some(id) = found.get() {
                 break *id;
             }
-            assert!(Instant::now() < deadline, "no job id; see {}", log.display());
+            assert!(
+                Instant::now() < deadline,
+                "no job id; see {}",
+                log.display()
+            );
             std::thread::sleep(Duration::from_millis(50));
         };
         Ferry {
@@ -272,7 +276,8 @@ async fn restarts_from_an_early_savepoint_end_with_sink_equal_to_source() {
     assert!(diff.is_equal(), "{diff}");
     if with_position {
         assert_eq!(
-            resumed, RESTARTS,
+            resumed,
+            RESTARTS,
             "every restart continued from the sink position (logs in {})",
             setup.logs.display()
         );
