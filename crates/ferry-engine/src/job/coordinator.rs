@@ -315,7 +315,7 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
             }
             _ = sleep_until(self.next_window_at), if window_due => {}
             _ = sleep_until(drain_deadline.unwrap_or_else(Instant::now)), if drain_deadline.is_some() => {
-                self.mode.drain_timed_out();
+                self.mode.drain_timed_out(&self.status);
             }
             ctl = control.recv() => return self.on_control(ctl, workers).await,
         }
