@@ -1,7 +1,8 @@
 //! Restoring an older state is exact (issue 11, item 6): while a mixed
 //! insert/upsert/update/delete writer runs on an all-types table, `ferry
 //! run` takes a savepoint early, and is then killed with SIGKILL several
-//! times, each time restarted from that same early savepoint — so each
+//! times (once right after it decided where to continue, inside the window
+//! it re-reads), each time restarted from that same early savepoint — so each
 //! restart meets a sink that is further than the state it restores. The
 //! sink position (docs/semantics.md, "Restoring an older state") makes the
 //! job continue from where the sink is; at the end sink == source, cell by
@@ -26,7 +27,9 @@ use std::time::{Duration, Instant};
 
 const TABLE: &str = "older_state";
 /// Restarts from the early savepoint.
-const RESTARTS: usize = 4;
+const RESTARTS: usize = 5;
+/// The iteration whose run is killed right after its resume decision.
+const QUICK_KILL: usize = 2;
 
 struct Ferry {
     child: Child,
@@ -156,6 +159,26 @@ async fn window_completed_after(store: &CheckpointStore, f: &Ferry, after: u64, 
     }
 }
 
+/// Whether `f`'s log says it continued from the sink position.
+fn says_resumed(log: &Path) -> bool {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .contains("continuing from the sink position")
+}
+
+/// Waits until `f` logged that it continued from the sink position.
+async fn resumed_at_position(f: &Ferry, within: Duration) {
+    let deadline = Instant::now() + within;
+    while !says_resumed(&f.log) {
+        assert!(
+            Instant::now() < deadline,
+            "no resume from the sink position; see {}",
+            f.log.display()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// Takes a savepoint into `dir` through the REST API; returns its path.
 fn savepoint(f: &Ferry, dir: &Path) -> String {
     let id = f.job_id.to_string();
@@ -234,10 +257,17 @@ async fn restarts_from_an_early_savepoint_end_with_sink_equal_to_source() {
 
     // Each run goes several windows past the savepoint before the kill, so
     // the sink is always further than the savepoint it is restarted from.
+    // One run (the third) is killed as soon as it has decided where to
+    // continue, inside the re-read window: the next one resumes from there.
     for i in 0..RESTARTS {
-        let t = clock(&source).await;
-        window_completed_after(&store, &f, t, Duration::from_secs(60)).await;
-        tokio::time::sleep(Duration::from_millis(2_000 + 700 * i as u64)).await;
+        if i == QUICK_KILL && with_position {
+            resumed_at_position(&f, Duration::from_secs(30)).await;
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        } else {
+            let t = clock(&source).await;
+            window_completed_after(&store, &f, t, Duration::from_secs(60)).await;
+            tokio::time::sleep(Duration::from_millis(2_000 + 500 * i as u64)).await;
+        }
         kill9(&mut f.child);
         f = setup.start(Some(&early));
     }
@@ -253,12 +283,7 @@ async fn restarts_from_an_early_savepoint_end_with_sink_equal_to_source() {
     kill9(&mut f.child);
 
     let resumed = (2..=setup.runs)
-        .filter(|run| {
-            let log = setup.logs.join(format!("ferry-{run}.log"));
-            std::fs::read_to_string(log)
-                .unwrap_or_default()
-                .contains("continuing from the sink position")
-        })
+        .filter(|run| says_resumed(&setup.logs.join(format!("ferry-{run}.log"))))
         .count();
     let diff = ferry_fixtures::compare::compare_tables(&source, &sink, TABLE, TABLE).await;
     eprintln!(
