@@ -36,6 +36,9 @@
 //!   its checksummed `_metadata` encoding, the small [`checkpoint::StateStore`]
 //!   trait over `object_store`, and [`checkpoint::CheckpointStore`] (write,
 //!   find the latest complete one, retention, load for `ferry run -s`).
+//! - [`sink_position`]: the sink position, a record on the sink cluster of
+//!   the window the sink may hold rows of, so a restore from an older state
+//!   resumes where the sink is.
 //! - [`sink_table`]: create the sink table as a copy of the source
 //!   (`job.createTable`), or check that an existing one can take its rows.
 
@@ -55,4 +58,5 @@ pub mod status;
 
 pub use error::{ControlError, EngineError, RestoreError, StartError};
 pub use job::{Job, JobHandle, JobOptions, JobStatus, RestorePoint, StopMode};
+pub mod sink_position;
 pub mod sink_table;
