@@ -36,6 +36,9 @@
 //!   its checksummed `_metadata` encoding, the small [`checkpoint::StateStore`]
 //!   trait over `object_store`, and [`checkpoint::CheckpointStore`] (write,
 //!   find the latest complete one, retention, load for `ferry run -s`).
+//! - [`replication`]: copies of every completed checkpoint and savepoint
+//!   to replica locations (`job.stateReplicas`), in the background, with
+//!   lag metrics; [`replication::mirror`] for `ferry state mirror`.
 //! - [`sink_table`]: create the sink table as a copy of the source
 //!   (`job.createTable`), or check that an existing one can take its rows.
 
@@ -50,6 +53,7 @@ pub mod kudu_source;
 pub mod metrics;
 mod pipeline;
 mod prefetch;
+pub mod replication;
 pub mod restart;
 pub mod status;
 

@@ -35,6 +35,8 @@ pub enum ValueKind {
     Port,
     /// A local path or `file://` URI (object-store URIs later).
     Location,
+    /// A comma-separated list of locations (empty: none).
+    Locations,
     /// `true` or `false`.
     Bool,
     /// A whole number of milliseconds, greater than zero.
@@ -67,6 +69,7 @@ impl ValueKind {
             ValueKind::Host => "<host>",
             ValueKind::Port => "<port>",
             ValueKind::Location => "<path|file:///path>",
+            ValueKind::Locations => "<location,...>",
             ValueKind::Bool => "<true|false>",
             ValueKind::Millis | ValueKind::MillisOrZero => "<ms>",
             ValueKind::Seconds => "<seconds>",

@@ -43,12 +43,15 @@
 //! - `stop`: the stop / drain modes;
 //! - `recovery`: failures, the restart strategy, restarts from the newest
 //!   complete checkpoint;
-//! - `checkpointing`: checkpoints, savepoints and their history.
+//! - `checkpointing`: checkpoints, savepoints and their history;
+//! - `replicas`: periodic savepoints, and notices of completed states to
+//!   the state replicas (`crate::replication`).
 
 mod checkpointing;
 mod coordinator;
 mod handle;
 mod recovery;
+mod replicas;
 #[cfg(test)]
 mod restart_tests;
 mod stop;
