@@ -152,6 +152,11 @@ enum Command {
         full: bool,
         job_id: String,
     },
+    /// Checkpoint and savepoint storage tools (`ferry state mirror SRC DST`).
+    State {
+        #[command(subcommand)]
+        command: cli::state::StateCommand,
+    },
     /// The demo's source workload (used by scripts/demo).
     #[command(hide = true)]
     DemoWriter(demo_writer::DemoWriterArgs),
@@ -254,6 +259,10 @@ fn main() -> ExitCode {
         } => verb(async move {
             cli::checkpoint(&cli::Rest::new(&target.jobmanager), &job_id, full).await
         }),
+        Command::State { command } => {
+            init_logging();
+            cli::state::run(command)
+        }
         Command::DemoWriter(args) => {
             init_logging();
             verb(demo_writer::run(args))

@@ -76,6 +76,25 @@ pub struct JobLive {
     /// Every savepoint, newest first.
     pub savepoints: Vec<CheckpointEntry>,
     pub restored_from: Option<String>,
+    /// Each state replica (`job.stateReplicas`): lag, last success,
+    /// failures, newest state copied.
+    #[serde(default)]
+    pub replicas: Vec<ferry_engine::replication::ReplicaSnapshot>,
+    /// Periodic savepoints (`job.periodicSavepointInterval`).
+    #[serde(default)]
+    pub periodic_savepoints: PeriodicSavepoints,
+}
+
+/// Periodic savepoints of one job.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeriodicSavepoints {
+    /// The interval in ms (0 = off).
+    pub interval_ms: u64,
+    pub completed: u64,
+    pub failed: u64,
+    /// When the last one completed, epoch ms (0 = none yet).
+    pub last_at: u64,
+    pub last_path: Option<String>,
 }
 
 /// One sample of the lag history, sent as a JSON array to keep the page's

@@ -4,6 +4,7 @@
 //! answers as the typed bodies of [`crate::api`].
 
 mod drain;
+pub mod state;
 
 pub use drain::{drain_check, DrainCheck};
 
