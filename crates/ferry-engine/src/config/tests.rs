@@ -482,12 +482,14 @@ fn checkpoints_directory_forms() {
         c.checkpoints_directory,
         StorageLocation::Local(PathBuf::from("/data/ferry/ckpt"))
     );
-    let err = reject(&with(ConfigKey::CheckpointsDirectory, "s3://bucket/ckpt"));
+    let c = parse(&with(ConfigKey::CheckpointsDirectory, "s3://bucket/ckpt/"));
+    assert_eq!(c.checkpoints_directory.to_uri(), "s3://bucket/ckpt");
+    let err = reject(&with(ConfigKey::CheckpointsDirectory, "hdfs://nn/ckpt"));
     assert_names(
         &err,
         ConfigKey::CheckpointsDirectory,
-        "s3://bucket/ckpt",
-        "not supported yet",
+        "hdfs://nn/ckpt",
+        "not supported",
     );
     let err = reject(&with(ConfigKey::CheckpointsDirectory, ""));
     assert_names(&err, ConfigKey::CheckpointsDirectory, "", "empty");
