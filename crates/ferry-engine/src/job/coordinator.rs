@@ -120,6 +120,7 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
         }
         let now = Instant::now();
         let backoff = RestartBackoff::new(config.restart.strategy());
+        let replication = super::replicas::start_replication(&config, &store);
         Coordinator {
             source,
             sink,
@@ -138,7 +139,7 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
             last_complete: restore,
             failed_checkpoints: 0,
             backoff,
-            replication: super::replicas::start_replication(&config),
+            replication,
             config,
         }
     }

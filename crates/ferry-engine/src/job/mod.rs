@@ -53,6 +53,8 @@ mod handle;
 mod recovery;
 mod replicas;
 #[cfg(test)]
+mod replicas_tests;
+#[cfg(test)]
 mod restart_tests;
 mod stop;
 #[cfg(test)]

@@ -9,14 +9,13 @@
 //! - after every completed checkpoint and savepoint the coordinator hands a
 //!   [`StateNotice`] to the [`Replication`] (a channel send, never a wait).
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::time::Interval;
 
 use super::coordinator::Coordinator;
-use crate::checkpoint::{JobState, ObjectStateStore, StateStore, StorageLocation};
+use crate::checkpoint::{CheckpointStore, JobState, StorageLocation};
 use crate::config::JobConfig;
 use crate::connector::{Sink, Source};
 use crate::replication::{
@@ -28,16 +27,12 @@ use crate::replication::{
 /// states (the final savepoint of a stop).
 pub(super) const REPLICA_FINISH_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Opens the store a location lives in.
-fn open_store(location: &StorageLocation) -> Result<Arc<dyn StateStore>, String> {
-    match location.as_local_path() {
-        Some(_) => Ok(Arc::new(ObjectStateStore::local())),
-        None => Err(format!("no store for '{}'", location.to_uri())),
-    }
-}
-
-/// The replica tasks of a job, if it names replicas.
-pub(super) fn start_replication(config: &JobConfig) -> Option<Replication> {
+/// The replica tasks of a job, if it names replicas. Their stores come
+/// from the checkpoint store's resolver (the binary's knows S3 settings).
+pub(super) fn start_replication(
+    config: &JobConfig,
+    store: &CheckpointStore,
+) -> Option<Replication> {
     if config.state_replicas.is_empty() {
         return None;
     }
@@ -46,7 +41,9 @@ pub(super) fn start_replication(config: &JobConfig) -> Option<Replication> {
         .iter()
         .map(|location| ReplicaTarget {
             location: location.clone(),
-            store: open_store(location),
+            store: store
+                .store_for(location)
+                .map_err(|e| crate::replication::chain(&e)),
         })
         .collect();
     let settings = ReplicaSettings::new(
@@ -81,13 +78,10 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
         if let Some(dir) = &self.options.default_savepoint_dir {
             return Ok(dir.clone());
         }
-        let base = &self.config.checkpoints_directory;
-        match base.as_local_path() {
-            Some(path) => {
-                StorageLocation::local(&path.join(SAVEPOINTS_DIR)).map_err(|e| e.to_string())
-            }
-            None => Err(format!("no savepoint directory under '{}'", base.to_uri())),
-        }
+        self.config
+            .checkpoints_directory
+            .join(SAVEPOINTS_DIR)
+            .map_err(|e| e.to_string())
     }
 
     /// Takes a periodic savepoint; a failure is logged and counted only.
@@ -107,16 +101,17 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
             Ok((path, state)) => {
                 self.metrics.periodic_savepoint_completed(path);
                 let keep = self.config.periodic_savepoints_retained.get();
+                let store = match self.store.store_for(&dir) {
+                    Ok(store) => store,
+                    Err(e) => {
+                        let error = crate::replication::chain(&e);
+                        tracing::warn!(%error, "periodic savepoint retention");
+                        return;
+                    }
+                };
                 // Retention lists and reads the directory: off the
                 // coordinator's loop.
                 tokio::spawn(async move {
-                    let store = match open_store(&dir) {
-                        Ok(store) => store,
-                        Err(error) => {
-                            tracing::warn!(%error, "periodic savepoint retention");
-                            return;
-                        }
-                    };
                     let report =
                         prune_periodic_savepoints(store.as_ref(), &dir.key(), &state, keep).await;
                     for error in &report.errors {

@@ -201,8 +201,7 @@ impl Replication {
 
 /// A key of a location's store, as a URI for messages and metrics.
 pub(crate) fn uri(base: &StorageLocation, key: &StateKey) -> String {
-    let _ = base;
-    StorageLocation::local_from_key(key).to_uri()
+    base.with_key(key.clone()).to_uri()
 }
 
 /// An error with its causes, for logs and the last-error field (each

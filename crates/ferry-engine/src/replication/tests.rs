@@ -91,6 +91,12 @@ impl StateStore for Flaky {
             self.inner.put_if_absent(key, bytes).await
         })
     }
+    fn put<'a>(&'a self, key: &'a StateKey, bytes: Bytes) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            self.check("write", key)?;
+            self.inner.put(key, bytes).await
+        })
+    }
     fn get<'a>(&'a self, key: &'a StateKey) -> StoreFuture<'a, Option<Bytes>> {
         Box::pin(async move {
             self.check("read", key)?;

@@ -268,6 +268,17 @@ mod tests {
             }],
             savepoints: vec![],
             restored_from: None,
+            replicas: vec![ferry_engine::replication::ReplicaSnapshot {
+                location: "s3://dr/ferry".into(),
+                lag_ms: 250,
+                behind: false,
+                last_success_ms: 4_900,
+                failures: 2,
+                states_copied: 7,
+                newest: Some("s3://dr/ferry/0123456789abcdef0123456789abcdef/chk-1".into()),
+                last_error: None,
+            }],
+            periodic_savepoints: PeriodicSavepoints::default(),
         }
     }
 
@@ -287,6 +298,10 @@ mod tests {
             json!({ "records_out_per_second": 0.0, "records_in_per_second": 0.0 })
         );
         assert_eq!(v["kudu"]["tables"][0]["cluster"], "source");
+        assert_eq!(v["replicas"][0]["location"], "s3://dr/ferry");
+        assert_eq!(v["replicas"][0]["lagMs"], 250);
+        assert_eq!(v["replicas"][0]["lastSuccessMs"], 4_900);
+        assert_eq!(v["periodic_savepoints"]["interval_ms"], 0);
         assert_eq!(v["kudu"]["tables"][0]["counters"]["rows_upserted"], 10);
         assert_eq!(v["checkpoints"][0]["completed_at"], 4100);
         assert_eq!(v["error"], json!(null));
