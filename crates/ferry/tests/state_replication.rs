@@ -13,9 +13,7 @@
 //!
 //! A second test drives `ferry state mirror` (no Kudu).
 
-use ferry_engine::checkpoint::{
-    CheckpointStore, JobId, JobState, SnapshotKind, StorageLocation,
-};
+use ferry_engine::checkpoint::{CheckpointStore, JobId, JobState, SnapshotKind, StorageLocation};
 use ferry_fixtures::compare::compare_tables;
 use ferry_fixtures::free_port;
 use ferry_fixtures::http::{get_json, http};
@@ -139,7 +137,11 @@ async fn until(ferry: &mut Ferry, what: &str, within: Duration, mut f: impl FnMu
         if f(ferry) {
             return;
         }
-        assert!(Instant::now() < deadline, "timed out: {what}; live: {}", ferry.live());
+        assert!(
+            Instant::now() < deadline,
+            "timed out: {what}; live: {}",
+            ferry.live()
+        );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }
@@ -154,10 +156,13 @@ async fn a_dr_store_outage_delays_the_replica_not_the_replication() {
     let source = KuduClient::new(&src.master_addrs()).expect("source client");
     let sink = KuduClient::new(&dst.master_addrs()).expect("sink client");
     create_table(&source).await;
+    create_table(&sink).await;
     let logs = tempfile::tempdir().expect("dir");
     let chk = logs.path().join("chk");
     let dr = SmallFs::mount(64 << 20).expect("DR filesystem");
-    let replica_uri = StorageLocation::local(dr.path()).expect("location").to_uri();
+    let replica_uri = StorageLocation::local(dr.path())
+        .expect("location")
+        .to_uri();
 
     let workload = Workload::start(source.clone(), TABLE, OPS_PER_SEC, 11);
     let mut ferry = start_ferry(
@@ -167,11 +172,16 @@ async fn a_dr_store_outage_delays_the_replica_not_the_replication() {
         &replica_uri,
         logs.path(),
     );
-    until(&mut ferry, "replicating, replica caught up", Duration::from_secs(120), |f| {
-        let live = f.live();
-        let r = &live["replicas"][0];
-        u(&live["last_end_timestamp"]) > 0 && u(&r["statesCopied"]) > 3 && r["failures"] == 0
-    })
+    until(
+        &mut ferry,
+        "replicating, replica caught up",
+        Duration::from_secs(120),
+        |f| {
+            let live = f.live();
+            let r = &live["replicas"][0];
+            u(&live["last_end_timestamp"]) > 0 && u(&r["statesCopied"]) > 3 && r["failures"] == 0
+        },
+    )
     .await;
     assert_eq!(ferry.replica()["location"], replica_uri.as_str());
     let lag = ferry.scrape("lag_seconds");
@@ -182,9 +192,12 @@ async fn a_dr_store_outage_delays_the_replica_not_the_replication() {
     dr.make_unwritable().expect("read-only");
     let down_at = Instant::now();
     let end_before = u(&ferry.live()["last_end_timestamp"]);
-    until(&mut ferry, "copies to the replica fail", Duration::from_secs(10), |f| {
-        u(&f.replica()["failures"]) > 0
-    })
+    until(
+        &mut ferry,
+        "copies to the replica fail",
+        Duration::from_secs(10),
+        |f| u(&f.replica()["failures"]) > 0,
+    )
     .await;
     let early = ferry.replica();
     tokio::time::sleep(OUTAGE.saturating_sub(down_at.elapsed())).await;
@@ -193,10 +206,18 @@ async fn a_dr_store_outage_delays_the_replica_not_the_replication() {
     let r = &late["replicas"][0];
     eprintln!("during the outage: {early} then {r}");
     assert_eq!(r["behind"], true);
-    assert!(u(&r["failures"]) > u(&early["failures"]), "failures keep being counted");
-    assert!(u(&r["lagMs"]) >= 20_000, "the lag grows during the outage: {r}");
+    assert!(
+        u(&r["failures"]) > u(&early["failures"]),
+        "failures keep being counted"
+    );
+    assert!(
+        u(&r["lagMs"]) >= 20_000,
+        "the lag grows during the outage: {r}"
+    );
     assert!(u(&r["lagMs"]) > u(&early["lagMs"]));
-    assert!(r["lastError"].as_str().is_some_and(|e| e.contains(&*dr.path().to_string_lossy())));
+    assert!(r["lastError"]
+        .as_str()
+        .is_some_and(|e| e.contains(&*dr.path().to_string_lossy())));
     assert!(ferry.scrape("lag_seconds") >= 20.0);
     assert!(ferry.scrape("failures") >= u(&r["failures"]) as f64);
     // Kudu replication went on.
@@ -221,10 +242,15 @@ async fn a_dr_store_outage_delays_the_replica_not_the_replication() {
         .checkpoint
         .expect("a checkpoint")
         .id;
-    until(&mut ferry, "the replica caught up", Duration::from_secs(30), |f| {
-        let r = f.replica();
-        r["behind"] == false && u(&r["lagMs"]) < 5_000
-    })
+    until(
+        &mut ferry,
+        "the replica caught up",
+        Duration::from_secs(30),
+        |f| {
+            let r = f.replica();
+            r["behind"] == false && u(&r["lagMs"]) < 5_000
+        },
+    )
     .await;
     let replica = CheckpointStore::open_local(
         &StorageLocation::local(dr.path()).expect("location"),
@@ -254,7 +280,11 @@ async fn a_dr_store_outage_delays_the_replica_not_the_replication() {
     let stopped_at = source.server_clock().await.expect("clock").raw();
     let caught_up = Instant::now() + Duration::from_secs(120);
     loop {
-        let latest = primary.latest_complete(&job).await.expect("primary").checkpoint;
+        let latest = primary
+            .latest_complete(&job)
+            .await
+            .expect("primary")
+            .checkpoint;
         if latest.is_some_and(|c| c.state.last_end_timestamp.is_some_and(|t| t > stopped_at)) {
             break;
         }
@@ -270,7 +300,14 @@ async fn a_dr_store_outage_delays_the_replica_not_the_replication() {
 
 /// A state written with the engine's own store, as ferry writes it.
 fn state(job: JobId, kind: SnapshotKind, id: u64) -> JobState {
-    let mut s = JobState::new(job, kind, id, "t", vec!["a:7051".into()], vec!["b:7051".into()]);
+    let mut s = JobState::new(
+        job,
+        kind,
+        id,
+        "t",
+        vec!["a:7051".into()],
+        vec!["b:7051".into()],
+    );
     s.last_end_timestamp = Some(1_000 + id);
     s
 }
@@ -326,12 +363,20 @@ async fn mirror_copies_complete_states_and_skips_broken_ones() {
     assert_eq!(code, 0, "{out}{err}");
     for n in [1, 2, 4] {
         let path = format!("{}/chk-{n}", job_dir.display());
-        assert!(err.contains(&format!("warning: skipped file://{path}")), "chk-{n} named:\n{err}");
+        assert!(
+            err.contains(&format!("warning: skipped file://{path}")),
+            "chk-{n} named:\n{err}"
+        );
     }
     assert!(out.contains("2 copied"), "{out}");
     let dst_loc = StorageLocation::local(&dst).expect("location");
     let copy = CheckpointStore::open_local(&dst_loc, NonZeroUsize::MIN);
-    let latest = copy.latest_complete(&job).await.expect("read").checkpoint.expect("chk-3");
+    let latest = copy
+        .latest_complete(&job)
+        .await
+        .expect("read")
+        .checkpoint
+        .expect("chk-3");
     assert_eq!(latest.id, 3);
     let sp_name = sp.key().file_name().expect("name").to_string();
     let sp_copy = copy
@@ -382,7 +427,9 @@ async fn mirror_watch_keeps_copying_until_terminated() {
             .write_checkpoint(&job, id, &state(job, SnapshotKind::Checkpoint, id))
             .await
             .expect("checkpoint");
-        let copied = dst.join(job.to_string()).join(format!("chk-{id}/_metadata"));
+        let copied = dst
+            .join(job.to_string())
+            .join(format!("chk-{id}/_metadata"));
         let deadline = Instant::now() + Duration::from_secs(10);
         while !copied.exists() {
             assert!(Instant::now() < deadline, "chk-{id} mirrored");
@@ -391,7 +438,10 @@ async fn mirror_watch_keeps_copying_until_terminated() {
     }
     // SIGTERM: a clean stop.
     let pid = child.id().to_string();
-    Command::new("kill").args(["-TERM", &pid]).status().expect("kill");
+    Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill");
     let status = child.wait().expect("wait");
     assert_eq!(status.code(), Some(0));
 }

@@ -82,6 +82,9 @@ pub(super) struct Replica {
     pending: Pending,
     /// Completion time of the newest state on the replica.
     newest_copied_ms: u64,
+    /// Completion time of the oldest state not yet on the replica,
+    /// superseded checkpoints included (the lag's origin).
+    behind_since: Option<u64>,
 }
 
 /// Why one attempt failed.
@@ -103,14 +106,24 @@ impl Replica {
             metrics,
             pending: Pending::default(),
             newest_copied_ms: 0,
+            behind_since: None,
         }
     }
 
     fn receive(&mut self, notice: StateNotice) {
+        let at = notice.completed_at_ms;
+        self.behind_since = Some(self.behind_since.map_or(at, |since| since.min(at)));
         self.pending
             .add(notice, self.settings.retained_periodic.get());
-        self.metrics
-            .set_behind_since(self.pending.oldest_completed_at());
+        self.metrics.set_behind_since(self.behind_since);
+    }
+
+    /// After a state left the pending set: what is still missing is what
+    /// is pending (a superseded checkpoint is covered by the newer one,
+    /// which is copied first).
+    fn settle(&mut self) {
+        self.behind_since = self.pending.oldest_completed_at();
+        self.metrics.set_behind_since(self.behind_since);
     }
 
     /// Runs until the coordinator is gone and nothing is pending.
@@ -151,8 +164,7 @@ impl Replica {
                             // Retrying cannot help; the next state may.
                             tracing::error!(replica = %self.location.to_uri(), error = %text, "state not replicated");
                             self.pending.remove(&next);
-                            self.metrics
-                                .set_behind_since(self.pending.oldest_completed_at());
+                            self.settle();
                             continue;
                         }
                     }
@@ -207,8 +219,7 @@ impl Replica {
             self.newest_copied_ms = notice.completed_at_ms;
         }
         self.pending.remove(notice);
-        self.metrics
-            .set_behind_since(self.pending.oldest_completed_at());
+        self.settle();
         self.metrics
             .copied(notice.completed_at_ms, super::uri(&location, &dir), newest);
         tracing::debug!(replica = %location.to_uri(), dir = %dir, "state replicated");
