@@ -219,7 +219,7 @@ async fn a_dr_store_outage_delays_the_replica_not_the_replication() {
         .as_str()
         .is_some_and(|e| e.contains(&*dr.path().to_string_lossy())));
     assert!(ferry.scrape("lag_seconds") >= 20.0);
-    assert!(ferry.scrape("failures") >= u(&r["failures"]) as f64);
+    assert!(ferry.scrape("failures_total") >= u(&r["failures"]) as f64);
     // Kudu replication went on.
     assert!(
         u(&late["last_end_timestamp"]) > end_before + 15_000,
