@@ -39,6 +39,9 @@
 //! - [`replication`]: copies of every completed checkpoint and savepoint
 //!   to replica locations (`job.stateReplicas`), in the background, with
 //!   lag metrics; [`replication::mirror`] for `ferry state mirror`.
+//! - [`sink_position`]: the sink position, a record on the sink cluster of
+//!   the window the sink may hold rows of, so a restore from an older state
+//!   resumes where the sink is.
 //! - [`sink_table`]: create the sink table as a copy of the source
 //!   (`job.createTable`), or check that an existing one can take its rows.
 
@@ -59,4 +62,5 @@ pub mod status;
 
 pub use error::{ControlError, EngineError, RestoreError, StartError};
 pub use job::{Job, JobHandle, JobOptions, JobStatus, RestorePoint, StopMode};
+pub mod sink_position;
 pub mod sink_table;

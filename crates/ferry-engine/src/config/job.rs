@@ -188,6 +188,9 @@ pub struct JobConfig {
     /// savepoints are copied; distinct, none equal to the checkpoints
     /// directory.
     pub state_replicas: Vec<StorageLocation>,
+    /// `job.positionTable` (ferry only): the sink position table; `None`
+    /// (the key set empty) turns the sink position off.
+    pub position_table: Option<String>,
     /// `reader.*`.
     pub reader: ReaderConfig,
     /// `writer.*`.
@@ -226,6 +229,9 @@ impl JobConfig {
                 .optional_duration(ConfigKey::PeriodicSavepointInterval)?,
             periodic_savepoints_retained: v.count(ConfigKey::PeriodicSavepointsRetained)?,
             state_replicas: v.replicas(&checkpoints_directory)?,
+            position_table: Some(v.required_value(ConfigKey::PositionTable)?.trim())
+                .filter(|t| !t.is_empty())
+                .map(str::to_owned),
             table_name,
             reader: ReaderConfig {
                 batch_size_bytes: v.batch_size()?,
@@ -309,6 +315,7 @@ impl JobConfig {
                         .map(StorageLocation::to_uri)
                         .collect::<Vec<_>>()
                         .join(","),
+                    ConfigKey::PositionTable => self.position_table.clone().unwrap_or_default(),
                     ConfigKey::BatchSizeBytes => self.reader.batch_size_bytes.to_string(),
                     ConfigKey::SplitSizeBytes => match self.reader.split_size_bytes {
                         Some(n) => n.to_string(),

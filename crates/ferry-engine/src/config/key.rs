@@ -57,6 +57,8 @@ pub enum ConfigKey {
     PeriodicSavepointsRetained,
     /// `job.stateReplicas` (ferry only)
     StateReplicas,
+    /// `job.positionTable` (ferry only)
+    PositionTable,
     /// `reader.batchSizeBytes`
     BatchSizeBytes,
     /// `reader.splitSizeBytes`
@@ -267,6 +269,16 @@ const CATALOG: &[(ConfigKey, KeySpec)] = &[
             ValueKind::Locations,
             Ferry,
             "Replica locations (comma-separated) every completed checkpoint and savepoint is copied to, as <replica>/<job-id>/chk-<N> and <replica>/savepoints/savepoint-*; empty = none.",
+        ),
+    ),
+    (
+        ConfigKey::PositionTable,
+        KeySpec::new(
+            "job.positionTable",
+            Value("ferry_positions"),
+            ValueKind::Text,
+            Ferry,
+            "Table on the sink cluster where ferry records how far each sink table is (created if missing), so a restore from an older checkpoint or savepoint resumes where the sink is. Empty turns it off: UNSAFE, such a restore may then bring back rows the source deleted.",
         ),
     ),
     (
@@ -537,6 +549,7 @@ const ALL: &[ConfigKey] = &[
     ConfigKey::PeriodicSavepointInterval,
     ConfigKey::PeriodicSavepointsRetained,
     ConfigKey::StateReplicas,
+    ConfigKey::PositionTable,
     ConfigKey::BatchSizeBytes,
     ConfigKey::SplitSizeBytes,
     ConfigKey::ScanRequestTimeout,
@@ -743,7 +756,8 @@ mod tests {
                 "job.name",
                 "job.periodicSavepointInterval",
                 "job.periodicSavepointsRetained",
-                "job.stateReplicas"
+                "job.stateReplicas",
+                "job.positionTable"
             ]
         );
         assert_eq!(ConfigKey::CheckpointsRetained.default_value(), Some("3"));

@@ -132,6 +132,7 @@ fn every_key_set_explicitly() {
         ("kubernetes.operator.periodic.savepoint.interval", "10 min"),
         ("kubernetes.operator.savepoint.history.max.count", "4"),
         ("job.stateReplicas", "/tmp/dr1, file:///tmp/dr2"),
+        ("job.positionTable", "dr_positions"),
         ("reader.batchSizeBytes", "65536"),
         ("reader.splitSizeBytes", "1024"),
         ("reader.scanRequestTimeout", "1234"),
@@ -202,6 +203,7 @@ fn every_key_set_explicitly() {
     );
     assert_eq!(c.periodic_savepoints_retained.get(), 4);
     assert_eq!(c.state_replicas.len(), 2);
+    assert_eq!(c.position_table.as_deref(), Some("dr_positions"));
     assert_eq!(c.reader.batch_size_bytes, 65536);
     assert_eq!(c.reader.split_size_bytes, NonZeroU64::new(1024));
     assert_eq!(c.reader.scan_request_timeout, Duration::from_millis(1234));
@@ -585,4 +587,19 @@ fn periodic_savepoints_and_state_replicas() {
         let err = with(&[(key, value)]).expect_err(value).to_string();
         assert!(err.contains(key) && err.contains(why), "{value}: {err}");
     }
+}
+
+#[test]
+fn the_position_table_has_a_default_and_an_unsafe_off_switch() {
+    let base = [
+        ("job.sourceMasterAddresses", "a:7051"),
+        ("job.sinkMasterAddresses", "b:7051"),
+        ("job.tableName", "t"),
+        ("job.checkpointsDirectory", "/tmp/chk"),
+    ];
+    let c = JobConfig::from_named_pairs(base).expect("valid");
+    assert_eq!(c.position_table.as_deref(), Some("ferry_positions"));
+    let off = JobConfig::from_named_pairs(base.into_iter().chain([("job.positionTable", " ")]))
+        .expect("valid");
+    assert_eq!(off.position_table, None);
 }
