@@ -275,6 +275,37 @@ async fn a_dr_store_outage_delays_the_replica_not_the_replication() {
         "periodic savepoints replicated, retention applied: {savepoints:?}"
     );
 
+    // Periodic savepoints: in the checkpoint history as Flink shows
+    // savepoints, and counted.
+    let stats = blocking(|| get_json(ferry.rest, &format!("/jobs/{}/checkpoints", ferry.job)));
+    let periodic = stats["history"]
+        .as_array()
+        .expect("history")
+        .iter()
+        .filter(|c| c["is_savepoint"] == true && c["checkpoint_type"] == "SAVEPOINT")
+        .count();
+    // (Flink's history shows the newest 10; checkpoints every 300 ms.)
+    assert!(periodic >= 1, "a savepoint in the history: {stats}");
+    let latest = &stats["latest"]["savepoint"];
+    assert_eq!(latest["is_savepoint"], true);
+    assert!(latest["external_path"]
+        .as_str()
+        .is_some_and(|p| p.contains("/savepoints/savepoint-")));
+    let live = ferry.live();
+    assert!(
+        live["savepoints"].as_array().is_some_and(|s| s.len() >= 5),
+        "{live}"
+    );
+    assert!(u(&live["periodic_savepoints"]["completed"]) >= 5, "{live}");
+    assert_eq!(live["periodic_savepoints"]["failed"], 0);
+    let last = live["periodic_savepoints"]["last_path"]
+        .as_str()
+        .expect("path");
+    assert!(
+        last.starts_with(&format!("file://{}/savepoints/savepoint-", chk.display())),
+        "{last}"
+    );
+
     // Writer stops; ferry catches up; sink == source.
     let stats = workload.stop().await;
     let stopped_at = source.server_clock().await.expect("clock").raw();
