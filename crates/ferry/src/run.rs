@@ -25,7 +25,7 @@ const RESULT_GRACE: Duration = Duration::from_secs(10);
 
 /// Runs the job in this process until it ends; returns its final status.
 pub async fn run(args: RunArgs) -> Result<JobStatus> {
-    let registry = Registry::new(Mode::Application);
+    let registry = Registry::new(Mode::Application, crate::submit::resolver(&args.process));
     let bound = crate::server::start(registry.clone(), &args.process.server).await?;
     let entry = match crate::submit::start_job(&registry, args).await {
         Ok(e) => e,
@@ -91,7 +91,7 @@ async fn stop_on_signal(entry: &Arc<JobEntry>) -> JobStatus {
 
 /// `ferry server`: session mode.
 pub async fn serve(opts: ProcessOptions) -> Result<()> {
-    let registry = Registry::new(Mode::Session);
+    let registry = Registry::new(Mode::Session, crate::submit::resolver(&opts));
     let mut server = opts.server.clone();
     // The REST API is the point of a session server: a busy default port
     // is an error here.

@@ -2,8 +2,14 @@
 //! mode) and `POST /ferry/jobs` (session mode): connect to both clusters,
 //! load the restore point if any, start the engine job (which checks the
 //! restore point and prepares the sink table) and register it.
+//!
+//! Checkpoints may live on an object store: the checkpoints directory is
+//! probed first (one listing), so wrong credentials, an unknown bucket or an
+//! unreachable endpoint stop the start with a message naming the location
+//! (exit code 1), before any cluster work.
 
 use crate::kudu_activity::KuduActivity;
+use crate::process_opts::ProcessOptions;
 use crate::registry::{now_ms, JobEntry, Registry, RestoreInfo};
 use crate::run_args::RunArgs;
 use anyhow::{anyhow, Context, Result};
@@ -11,12 +17,38 @@ use ferry_engine::checkpoint::{CheckpointStore, SnapshotKind, StorageLocation};
 use ferry_engine::kudu_sink::KuduSink;
 use ferry_engine::kudu_source::KuduSource;
 use ferry_engine::{Job, JobOptions, RestorePoint};
+use ferry_objstore::ObjectStoreResolver;
 use kudu_client::KuduClient;
 use std::sync::Arc;
+
+/// The process's resolver: its `s3.*` settings over the `AWS_*` environment.
+pub fn resolver(process: &ProcessOptions) -> Arc<ObjectStoreResolver> {
+    Arc::new(ObjectStoreResolver::from_settings(
+        &process.s3.clone().with_process_env(),
+    ))
+}
+
+/// Opens the checkpoints directory through the process's resolver and
+/// checks that the store answers.
+pub async fn open_checkpoints(
+    resolver: &Arc<ObjectStoreResolver>,
+    dir: &StorageLocation,
+    retained: std::num::NonZeroUsize,
+) -> Result<CheckpointStore> {
+    resolver.probe(dir).await.map_err(|e| anyhow!("{e}"))?;
+    // Not `?` on the error itself: its text is already complete.
+    CheckpointStore::open(dir, retained, resolver.clone()).map_err(|e| anyhow!("{e}"))
+}
 
 /// Starts the job described by `args` and registers it.
 pub async fn start_job(registry: &Registry, args: RunArgs) -> Result<Arc<JobEntry>> {
     let cfg = &args.config;
+    let store = open_checkpoints(
+        &registry.resolver,
+        &cfg.checkpoints_directory,
+        cfg.checkpoints_retained,
+    )
+    .await?;
     let source_client = KuduClient::builder(&cfg.source_master_addresses)
         .operation_timeout(cfg.reader.scan_request_timeout)
         .build()
@@ -27,7 +59,6 @@ pub async fn start_job(registry: &Registry, args: RunArgs) -> Result<Arc<JobEntr
         .context("sink cluster")?;
     let sink_table_name = cfg.sink_table_name();
 
-    let store = CheckpointStore::open_local(&cfg.checkpoints_directory, cfg.checkpoints_retained);
     let mut restored = None;
     let restore = match &args.from_savepoint {
         None => None,
@@ -35,7 +66,7 @@ pub async fn start_job(registry: &Registry, args: RunArgs) -> Result<Arc<JobEntr
             let loaded = store
                 .load(path)
                 .await
-                .with_context(|| format!("cannot resume from '{path}'"))?;
+                .map_err(|e| anyhow!("cannot resume from '{}': {e}", shown(path)))?;
             let state = loaded.state;
             restored = Some(RestoreInfo {
                 checkpoint_id: state.checkpoint_id,
@@ -55,6 +86,13 @@ pub async fn start_job(registry: &Registry, args: RunArgs) -> Result<Arc<JobEntr
         .map(StorageLocation::parse)
         .transpose()
         .map_err(|e| anyhow!("--savepointPath: {e}"))?;
+    if let Some(dir) = &default_savepoint_dir {
+        registry
+            .resolver
+            .probe(dir)
+            .await
+            .map_err(|e| anyhow!("--savepointPath: {e}"))?;
+    }
 
     // The snapshot progress estimate: the master's live row count.
     let source_rows_estimate = match source_client.list_tables(&cfg.table_name).await {
@@ -94,4 +132,13 @@ pub async fn start_job(registry: &Registry, args: RunArgs) -> Result<Arc<JobEntr
         start_time_ms,
     );
     Ok(registry.add(entry))
+}
+
+/// A pointer as given, for messages: a URI with credentials in it
+/// (refused anyway) is not repeated.
+fn shown(pointer: &str) -> String {
+    match StorageLocation::parse(pointer) {
+        Ok(location) => location.to_string(),
+        Err(e) => e.input,
+    }
 }
