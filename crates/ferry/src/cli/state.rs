@@ -7,7 +7,9 @@
 //! `_metadata` created only if absent, read back and decoded (checksum)
 //! after the copy; torn or damaged source states are skipped with a
 //! warning naming them; nothing is deleted at `DST`. `--watch` repeats the
-//! pass every `--interval` seconds until SIGTERM / Ctrl-C.
+//! pass every `--interval` seconds until SIGTERM / Ctrl-C. Object stores
+//! (`s3://`, …) take the `s3.*` keys as `-D key=value` and the `AWS_*`
+//! environment, as `ferry run` does (one S3 endpoint for both sides).
 //!
 //! Exit codes: 0 every valid state is at `DST` (or `--watch` was stopped),
 //! 1 a copy or the listing failed, 2 usage error.
@@ -17,8 +19,9 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferry_engine::checkpoint::{ObjectStateStore, StateStore, StorageLocation};
+use ferry_engine::checkpoint::{StateStore, StorageLocation, StoreResolver};
 use ferry_engine::replication::{mirror, MirrorReport};
+use ferry_objstore::{redact, ObjectStoreResolver, S3Key, S3Settings};
 
 /// `ferry state ...`.
 #[derive(clap::Subcommand, Debug)]
@@ -43,17 +46,59 @@ pub struct MirrorArgs {
     /// Seconds between passes with --watch.
     #[arg(long, default_value_t = 5.0)]
     pub interval: f64,
+    /// An `s3.*` setting (s3.endpoint, s3.access-key, s3.secret-key,
+    /// s3.path.style.access, s3.region, …); the AWS_* environment is read
+    /// too.
+    #[arg(short = 'D', value_name = "KEY=VALUE")]
+    pub settings: Vec<String>,
 }
+
+const S3_KEYS: &[S3Key] = &[
+    S3Key::Endpoint,
+    S3Key::AccessKey,
+    S3Key::SecretKey,
+    S3Key::SessionToken,
+    S3Key::PathStyleAccess,
+    S3Key::Region,
+    S3Key::AllowHttp,
+];
+
+/// The `-D` settings (only `s3.*` keys; values of secret keys are never
+/// shown in errors).
+fn s3_settings(pairs: &[String]) -> Result<S3Settings, String> {
+    let mut settings = S3Settings::default();
+    for pair in pairs {
+        let (name, value) = pair
+            .split_once('=')
+            // The argument is not shown: it may be a misplaced secret.
+            .ok_or_else(|| "-D expects KEY=VALUE".to_string())?;
+        let key = S3_KEYS
+            .iter()
+            .copied()
+            .find(|k| k.name() == name.trim())
+            .ok_or_else(|| {
+                let known: Vec<_> = S3_KEYS.iter().map(|k| k.name()).collect();
+                format!("-D {}: unknown key; known: {}", name.trim(), known.join(", "))
+            })?;
+        settings.set(key, value).map_err(|e| format!("-D {e}"))?;
+    }
+    Ok(settings.with_process_env())
+}
+
 
 /// Exit code for usage errors.
 const EXIT_USAGE: u8 = 2;
 
-/// The store a location lives in.
-fn open(location: &StorageLocation) -> Result<Arc<dyn StateStore>, String> {
-    match location.as_local_path() {
-        Some(_) => Ok(Arc::new(ObjectStateStore::local())),
-        None => Err(format!("no store for '{}'", location.to_uri())),
-    }
+/// The store a location lives in, checked to answer (wrong credentials,
+/// unknown bucket, unreachable endpoint fail here, naming the location).
+async fn open(
+    resolver: &ObjectStoreResolver,
+    location: &StorageLocation,
+) -> Result<Arc<dyn StateStore>, String> {
+    resolver.probe(location).await.map_err(|e| e.to_string())?;
+    resolver
+        .open(location)
+        .map_err(|e| redact(&chain(&e), resolver.secrets()))
 }
 
 fn location(what: &str, value: &str) -> Result<StorageLocation, String> {
@@ -83,9 +128,9 @@ fn run_mirror(args: MirrorArgs) -> ExitCode {
                 args.interval
             ));
         }
-        Ok((src, dst))
+        Ok((src, dst, s3_settings(&args.settings)?))
     })();
-    let (src, dst) = match parsed {
+    let (src, dst, settings) = match parsed {
         Ok(p) => p,
         Err(e) => {
             eprintln!("error: {e}");
@@ -101,20 +146,22 @@ fn run_mirror(args: MirrorArgs) -> ExitCode {
         }
     };
     runtime.block_on(async move {
-        let stores = open(&src).and_then(|s| Ok((s, open(&dst)?)));
-        let (src_store, dst_store) = match stores {
-            Ok(stores) => stores,
-            Err(e) => {
+        let resolver = ObjectStoreResolver::from_settings(&settings);
+        let (src_store, dst_store) = match (open(&resolver, &src).await, open(&resolver, &dst).await) {
+            (Ok(s), Ok(d)) => (s, d),
+            (Err(e), _) | (_, Err(e)) => {
                 eprintln!("error: {e}");
                 return ExitCode::FAILURE;
             }
         };
+        let secrets = resolver.secrets().to_vec();
         let mut mirror = Mirror {
             src,
             dst,
             src_store,
             dst_store,
             warned: HashSet::new(),
+            secrets,
         };
         if !args.watch {
             return if mirror.pass().await {
@@ -143,6 +190,8 @@ struct Mirror {
     dst_store: Arc<dyn StateStore>,
     /// Skipped states already warned about (`--watch` says it once).
     warned: HashSet<String>,
+    /// Kept out of every message.
+    secrets: Vec<ferry_objstore::Secret>,
 }
 
 impl Mirror {
@@ -158,7 +207,7 @@ impl Mirror {
         match report {
             Ok(report) => self.print(&report),
             Err(e) => {
-                eprintln!("error: {}", chain(&e));
+                eprintln!("error: {}", redact(&chain(&e), &self.secrets));
                 false
             }
         }
@@ -174,7 +223,10 @@ impl Mirror {
             }
         }
         for (path, error) in &report.failed {
-            eprintln!("error: {path} not copied: {}", chain(error));
+            eprintln!(
+                "error: {path} not copied: {}",
+                redact(&chain(error), &self.secrets)
+            );
         }
         if !report.copied.is_empty() || !report.failed.is_empty() {
             crate::say!(
