@@ -8,29 +8,51 @@
 //! store is back the replica catches up (it holds the newest checkpoint,
 //! lag small again). At the end the sink equals the source cell by cell.
 //!
-//! The DR store here is a small tmpfs remounted read-only for the outage
-//! (ferry_testkit's `SmallFs`; needs root).
+//! The DR store is a real S3 server (`s3s-fs`, started by the test kit);
+//! the outage stops its process and starts it again on the same port and
+//! data. Checkpoints stay on local disk (one S3 endpoint per process).
 //!
 //! A second test drives `ferry state mirror` (no Kudu).
 
-use ferry_engine::checkpoint::{CheckpointStore, JobId, JobState, SnapshotKind, StorageLocation};
+use ferry_engine::checkpoint::{
+    CheckpointStore, JobId, JobState, SnapshotKind, StateKey, StorageLocation, StoreResolver,
+};
 use ferry_fixtures::compare::compare_tables;
 use ferry_fixtures::free_port;
 use ferry_fixtures::http::{get_json, http};
 use ferry_fixtures::workload::Workload;
-use ferry_testkit::fault::SmallFs;
+use ferry_objstore::{ObjectStoreResolver, S3Key, S3Settings};
+use ferry_testkit::S3Server;
 use kudu_client::{KuduClient, TableBuilder};
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read};
 use std::num::NonZeroUsize;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
 const TABLE: &str = "replicated";
 const OPS_PER_SEC: u32 = 150;
 const OUTAGE: Duration = Duration::from_secs(30);
+const BUCKET: &str = "ferry-dr";
+const REPLICA: &str = "s3://ferry-dr/replica";
+
+/// The test's own view of the DR bucket, with the settings ferry gets.
+fn resolver(s3: &S3Server) -> Arc<ObjectStoreResolver> {
+    let mut settings = S3Settings::default();
+    settings
+        .set(S3Key::Endpoint, &s3.endpoint())
+        .expect("endpoint");
+    settings
+        .set(S3Key::AccessKey, s3.access_key())
+        .expect("key");
+    settings
+        .set(S3Key::SecretKey, s3.secret_key())
+        .expect("secret");
+    Arc::new(ObjectStoreResolver::from_settings(&settings))
+}
 
 fn blocking<T>(f: impl FnOnce() -> T) -> T {
     tokio::task::block_in_place(f)
@@ -90,7 +112,7 @@ fn tail(path: &Path, n: usize) -> String {
     lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
-fn start_ferry(src: &str, dst: &str, chk: &Path, replica: &str, logs: &Path) -> Ferry {
+fn start_ferry(src: &str, dst: &str, chk: &Path, s3: &S3Server, logs: &Path) -> Ferry {
     let (rest, metrics) = (free_port(), free_port());
     let log = logs.join("ferry.log");
     let mut child = Command::new(FERRY)
@@ -99,7 +121,10 @@ fn start_ferry(src: &str, dst: &str, chk: &Path, replica: &str, logs: &Path) -> 
         .args(["--job.checkpointsDirectory", &chk.to_string_lossy()])
         .args(["--job.discoveryIntervalSeconds", "1"])
         .args(["--job.checkpointingIntervalMillis", "300"])
-        .args(["--job.stateReplicas", replica])
+        .args(["--job.stateReplicas", REPLICA])
+        .arg(format!("-Ds3.endpoint={}", s3.endpoint()))
+        .arg(format!("-Ds3.access-key={}", s3.access_key()))
+        .arg(format!("-Ds3.secret-key={}", s3.secret_key()))
         .args(["--job.periodicSavepointInterval", "3 s"])
         .args(["--job.periodicSavepointsRetained", "2"])
         .args(["--rest.port", &rest.to_string()])
@@ -159,17 +184,17 @@ async fn a_dr_store_outage_delays_the_replica_not_the_replication() {
     create_table(&sink).await;
     let logs = tempfile::tempdir().expect("dir");
     let chk = logs.path().join("chk");
-    let dr = SmallFs::mount(64 << 20).expect("DR filesystem");
-    let replica_uri = StorageLocation::local(dr.path())
-        .expect("location")
-        .to_uri();
+    let mut dr = S3Server::start(&format!("dr-{}", std::process::id()))
+        .expect("s3s-fs (run scripts/test once to install it)");
+    dr.create_bucket(BUCKET).expect("bucket");
+    let secret = dr.secret_key().to_string();
 
     let workload = Workload::start(source.clone(), TABLE, OPS_PER_SEC, 11);
     let mut ferry = start_ferry(
         &src.master_addrs_joined(),
         &dst.master_addrs_joined(),
         &chk,
-        &replica_uri,
+        &dr,
         logs.path(),
     );
     until(
@@ -183,13 +208,13 @@ async fn a_dr_store_outage_delays_the_replica_not_the_replication() {
         },
     )
     .await;
-    assert_eq!(ferry.replica()["location"], replica_uri.as_str());
+    assert_eq!(ferry.replica()["location"], REPLICA);
     let lag = ferry.scrape("lag_seconds");
     assert!(lag < 5.0, "lag before the outage: {lag} s");
     assert!(ferry.scrape("last_success_timestamp_ms") > 0.0);
 
-    // The DR store goes away for 30 s.
-    dr.make_unwritable().expect("read-only");
+    // The DR store's server goes away for 30 s.
+    blocking(|| dr.stop()).expect("stop the DR server");
     let down_at = Instant::now();
     let end_before = u(&ferry.live()["last_end_timestamp"]);
     until(
@@ -215,9 +240,9 @@ async fn a_dr_store_outage_delays_the_replica_not_the_replication() {
         "the lag grows during the outage: {r}"
     );
     assert!(u(&r["lagMs"]) > u(&early["lagMs"]));
-    assert!(r["lastError"]
-        .as_str()
-        .is_some_and(|e| e.contains(&*dr.path().to_string_lossy())));
+    let error = r["lastError"].as_str().expect("the failure");
+    assert!(error.contains(REPLICA), "{error}");
+    assert!(!late.to_string().contains(&secret), "no secret in REST");
     assert!(ferry.scrape("lag_seconds") >= 20.0);
     assert!(ferry.scrape("failures_total") >= u(&r["failures"]) as f64);
     // Kudu replication went on.
@@ -228,8 +253,9 @@ async fn a_dr_store_outage_delays_the_replica_not_the_replication() {
     );
     assert_eq!(late["state"], "RUNNING");
 
-    // Back: the replica catches up, newest first.
-    dr.make_writable().expect("writable");
+    // Back on the same port, with its data: the replica catches up,
+    // newest first.
+    blocking(|| dr.restart()).expect("restart the DR server");
     let job: JobId = ferry.job.parse().expect("job id");
     let primary = CheckpointStore::open_local(
         &StorageLocation::local(&chk).expect("location"),
@@ -252,10 +278,10 @@ async fn a_dr_store_outage_delays_the_replica_not_the_replication() {
         },
     )
     .await;
-    let replica = CheckpointStore::open_local(
-        &StorageLocation::local(dr.path()).expect("location"),
-        NonZeroUsize::MIN,
-    );
+    let dr_view = resolver(&dr);
+    let replica_loc = StorageLocation::parse(REPLICA).expect("location");
+    let replica = CheckpointStore::open(&replica_loc, NonZeroUsize::MIN, dr_view.clone())
+        .expect("replica store");
     let on_replica = replica
         .latest_complete(&job)
         .await
@@ -267,27 +293,28 @@ async fn a_dr_store_outage_delays_the_replica_not_the_replication() {
         "the replica has the newest checkpoint: {} < {newest_at_return}",
         on_replica.id
     );
-    let savepoints: Vec<_> = std::fs::read_dir(dr.path().join("savepoints"))
+    let bucket = dr_view.open(&replica_loc).expect("bucket");
+    let savepoints: Vec<StateKey> = bucket
+        .list(&replica_loc.key().child("savepoints").expect("key"))
+        .await
         .expect("replica savepoints")
+        .into_iter()
+        .filter(|k| k.file_name() == Some("_metadata"))
         .collect();
+    let (_, metrics_body) = blocking(|| http("GET", ferry.metrics, "/metrics", None));
+    assert!(!metrics_body.contains(&secret), "no secret in metrics");
     assert!(
         (1..=3).contains(&savepoints.len()),
         "periodic savepoints replicated, retention applied: {savepoints:?}"
     );
 
-    // Periodic savepoints: in the checkpoint history as Flink shows
-    // savepoints, and counted.
+    // Periodic savepoints: shown as Flink shows savepoints, and counted.
     let stats = blocking(|| get_json(ferry.rest, &format!("/jobs/{}/checkpoints", ferry.job)));
-    let periodic = stats["history"]
-        .as_array()
-        .expect("history")
-        .iter()
-        .filter(|c| c["is_savepoint"] == true && c["checkpoint_type"] == "SAVEPOINT")
-        .count();
-    // (Flink's history shows the newest 10; checkpoints every 300 ms.)
-    assert!(periodic >= 1, "a savepoint in the history: {stats}");
+    // (Flink's history shows only the newest 10, mostly checkpoints at a
+    // 300 ms interval; `latest.savepoint` is the newest savepoint.)
     let latest = &stats["latest"]["savepoint"];
     assert_eq!(latest["is_savepoint"], true);
+    assert_eq!(latest["checkpoint_type"], "SAVEPOINT");
     assert!(latest["external_path"]
         .as_str()
         .is_some_and(|p| p.contains("/savepoints/savepoint-")));
@@ -327,6 +354,7 @@ async fn a_dr_store_outage_delays_the_replica_not_the_replication() {
     assert!(diff.is_equal(), "{diff}");
     assert!(stats.applied > 1_000, "the workload ran: {stats:?}");
     drop(ferry);
+    let _ = dr.destroy();
 }
 
 /// A state written with the engine's own store, as ferry writes it.

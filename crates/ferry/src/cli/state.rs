@@ -78,13 +78,16 @@ fn s3_settings(pairs: &[String]) -> Result<S3Settings, String> {
             .find(|k| k.name() == name.trim())
             .ok_or_else(|| {
                 let known: Vec<_> = S3_KEYS.iter().map(|k| k.name()).collect();
-                format!("-D {}: unknown key; known: {}", name.trim(), known.join(", "))
+                format!(
+                    "-D {}: unknown key; known: {}",
+                    name.trim(),
+                    known.join(", ")
+                )
             })?;
         settings.set(key, value).map_err(|e| format!("-D {e}"))?;
     }
     Ok(settings.with_process_env())
 }
-
 
 /// Exit code for usage errors.
 const EXIT_USAGE: u8 = 2;
@@ -147,13 +150,14 @@ fn run_mirror(args: MirrorArgs) -> ExitCode {
     };
     runtime.block_on(async move {
         let resolver = ObjectStoreResolver::from_settings(&settings);
-        let (src_store, dst_store) = match (open(&resolver, &src).await, open(&resolver, &dst).await) {
-            (Ok(s), Ok(d)) => (s, d),
-            (Err(e), _) | (_, Err(e)) => {
-                eprintln!("error: {e}");
-                return ExitCode::FAILURE;
-            }
-        };
+        let (src_store, dst_store) =
+            match (open(&resolver, &src).await, open(&resolver, &dst).await) {
+                (Ok(s), Ok(d)) => (s, d),
+                (Err(e), _) | (_, Err(e)) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
         let secrets = resolver.secrets().to_vec();
         let mut mirror = Mirror {
             src,
