@@ -19,7 +19,8 @@
 //!   `view`: one job's state, read once per request by `rest` and `prom`.
 //! - `prom`: the Prometheus exposition; `sampler`: lag history and rates;
 //!   `kudu_activity`: tablet-server write counters per table.
-//! - `cli`: the client verbs; `http_client`: their HTTP client.
+//! - `cli`: the client verbs and `ferry state mirror`; `http_client`:
+//!   the verbs' HTTP client.
 //! - `progress`: snapshot progress on the terminal.
 //! - `demo_writer`: the demo's workload.
 

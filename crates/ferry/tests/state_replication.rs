@@ -504,3 +504,45 @@ async fn mirror_watch_keeps_copying_until_terminated() {
     let status = child.wait().expect("wait");
     assert_eq!(status.code(), Some(0));
 }
+
+#[tokio::test]
+async fn mirror_copies_to_s3_without_showing_the_secret() {
+    let dir = tempfile::tempdir().expect("dir");
+    let src = dir.path().join("src");
+    let src_loc = StorageLocation::local(&src).expect("location");
+    let store = CheckpointStore::open_local(&src_loc, NonZeroUsize::new(10).expect("10"));
+    let job = JobId::random();
+    for id in 1..=2 {
+        store
+            .write_checkpoint(&job, id, &state(job, SnapshotKind::Checkpoint, id))
+            .await
+            .expect("checkpoint");
+    }
+    let s3 = S3Server::start(&format!("mirror-{}", std::process::id())).expect("s3s-fs");
+    s3.create_bucket(BUCKET).expect("bucket");
+    let dst = "s3://ferry-dr/mirror";
+    let endpoint = format!("-Ds3.endpoint={}", s3.endpoint());
+    let access = format!("-Ds3.access-key={}", s3.access_key());
+    let secret = format!("-Ds3.secret-key={}", s3.secret_key());
+    let (code, out, err) = mirror(&[&endpoint, &access, &secret, &src.to_string_lossy(), dst]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("2 copied"), "{out}");
+    let dst_loc = StorageLocation::parse(dst).expect("location");
+    let copy = CheckpointStore::open(&dst_loc, NonZeroUsize::MIN, resolver(&s3)).expect("store");
+    let latest = copy.latest_complete(&job).await.expect("read").checkpoint;
+    assert_eq!(latest.map(|c| c.id), Some(2));
+
+    // Wrong secret: exit 1, the location named, the secret not shown.
+    let wrong = "-Ds3.secret-key=not-the-right-secret-123";
+    let (code, out, err) = mirror(&[&endpoint, &access, wrong, &src.to_string_lossy(), dst]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(err.contains(dst), "{err}");
+    assert!(
+        !err.contains("not-the-right-secret-123") && !out.contains("not-the-right"),
+        "{err}"
+    );
+    // An unknown -D key is a usage error.
+    let (code, _, err) = mirror(&["-Ds3.nope=1", &src.to_string_lossy(), dst]);
+    assert_eq!(code, 2, "{err}");
+    let _ = s3.destroy();
+}
