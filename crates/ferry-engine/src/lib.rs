@@ -36,6 +36,9 @@
 //!   its checksummed `_metadata` encoding, the small [`checkpoint::StateStore`]
 //!   trait over `object_store`, and [`checkpoint::CheckpointStore`] (write,
 //!   find the latest complete one, retention, load for `ferry run -s`).
+//! - [`replication`]: copies of every completed checkpoint and savepoint
+//!   to replica locations (`job.stateReplicas`), in the background, with
+//!   lag metrics; [`replication::mirror`] for `ferry state mirror`.
 //! - [`sink_position`]: the sink position, a record on the sink cluster of
 //!   the window the sink may hold rows of, so a restore from an older state
 //!   resumes where the sink is.
@@ -53,6 +56,7 @@ pub mod kudu_source;
 pub mod metrics;
 mod pipeline;
 mod prefetch;
+pub mod replication;
 pub mod restart;
 pub mod status;
 

@@ -19,7 +19,8 @@
 //!   `view`: one job's state, read once per request by `rest` and `prom`.
 //! - `prom`: the Prometheus exposition; `sampler`: lag history and rates;
 //!   `kudu_activity`: tablet-server write counters per table.
-//! - `cli`: the client verbs; `http_client`: their HTTP client.
+//! - `cli`: the client verbs and `ferry state mirror`; `http_client`:
+//!   the verbs' HTTP client.
 //! - `progress`: snapshot progress on the terminal.
 //! - `demo_writer`: the demo's workload.
 
@@ -152,6 +153,11 @@ enum Command {
         full: bool,
         job_id: String,
     },
+    /// Checkpoint and savepoint storage tools (`ferry state mirror SRC DST`).
+    State {
+        #[command(subcommand)]
+        command: cli::state::StateCommand,
+    },
     /// The demo's source workload (used by scripts/demo).
     #[command(hide = true)]
     DemoWriter(demo_writer::DemoWriterArgs),
@@ -254,6 +260,10 @@ fn main() -> ExitCode {
         } => verb(async move {
             cli::checkpoint(&cli::Rest::new(&target.jobmanager), &job_id, full).await
         }),
+        Command::State { command } => {
+            init_logging();
+            cli::state::run(command)
+        }
         Command::DemoWriter(args) => {
             init_logging();
             verb(demo_writer::run(args))

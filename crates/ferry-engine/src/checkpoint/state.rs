@@ -182,6 +182,16 @@ pub struct JobState {
     /// (including finished ones awaiting this checkpoint); re-read from their
     /// resume key on restore.
     pub pending: Vec<SplitState>,
+    /// A savepoint taken by the periodic schedule
+    /// (`job.periodicSavepointInterval`): only these are subject to
+    /// `job.periodicSavepointsRetained`. Absent (false) for checkpoints and
+    /// user savepoints, so their `_metadata` is unchanged.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub periodic: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 impl JobState {
@@ -208,6 +218,7 @@ impl JobState {
             window: None,
             unassigned: Vec::new(),
             pending: Vec::new(),
+            periodic: false,
         }
     }
 
