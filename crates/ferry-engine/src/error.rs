@@ -39,6 +39,9 @@ pub enum EngineError {
     /// The job was cancelled.
     #[error("the job was cancelled")]
     Cancelled,
+    /// This instance lost its lease (high availability): it must not write.
+    #[error(transparent)]
+    Fenced(#[from] crate::lease::Fenced),
 }
 
 impl From<SinkTableError> for EngineError {
@@ -71,6 +74,7 @@ impl EngineError {
             EngineError::Restore(_) => "Restore",
             EngineError::Internal(_) => "Internal",
             EngineError::Cancelled => "Cancelled",
+            EngineError::Fenced(_) => "Fenced",
         }
     }
 

@@ -36,6 +36,8 @@
 //!   its checksummed `_metadata` encoding, the small [`checkpoint::StateStore`]
 //!   trait over `object_store`, and [`checkpoint::CheckpointStore`] (write,
 //!   find the latest complete one, retention, load for `ferry run -s`).
+//! - [`lease`]: high availability — find the newest valid state in a store,
+//!   the lease a standby takes over, the fence that stops a stale active.
 //! - [`sink_table`]: create the sink table as a copy of the source
 //!   (`job.createTable`), or check that an existing one can take its rows.
 
@@ -47,6 +49,7 @@ pub mod error;
 pub mod job;
 pub mod kudu_sink;
 pub mod kudu_source;
+pub mod lease;
 pub mod metrics;
 mod pipeline;
 mod prefetch;

@@ -182,6 +182,10 @@ pub struct JobState {
     /// (including finished ones awaiting this checkpoint); re-read from their
     /// resume key on restore.
     pub pending: Vec<SplitState>,
+    /// The lease generation of the instance that wrote this state (0
+    /// without high availability); see [`crate::lease`].
+    #[serde(default)]
+    pub generation: u64,
 }
 
 impl JobState {
@@ -208,6 +212,7 @@ impl JobState {
             window: None,
             unassigned: Vec::new(),
             pending: Vec::new(),
+            generation: 0,
         }
     }
 

@@ -152,6 +152,7 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
                     events_tx.clone(),
                     stop_rx.clone(),
                     self.metrics.clone(),
+                    self.options.fence.clone(),
                 )
             })
             .collect();
