@@ -11,8 +11,8 @@
 //! without `_metadata` (in progress, torn copies) and damaged ones are
 //! listed as skipped, each with a warning naming it.
 
-use std::cmp::Ordering;
 use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
 
 use crate::checkpoint::{
     decode_metadata, is_savepoint_dir_name, parse_checkpoint_dir_name, JobId, JobState,
@@ -69,6 +69,10 @@ pub struct Search {
     pub valid: Vec<FoundState>,
     /// Directories passed over.
     pub skipped: Vec<SkippedState>,
+    /// How long the listing took (the rest is reading and verifying).
+    pub listed_in: Duration,
+    /// States taken from `known` instead of being read again.
+    pub reused: usize,
 }
 
 /// The listing or a read failed.
@@ -99,15 +103,39 @@ pub async fn find_newest(
     location: &StorageLocation,
     job: Option<JobId>,
 ) -> Result<Search, FindError> {
+    find_newest_reusing(store, location, job, &[]).await
+}
+
+/// [`find_newest`], taking states found by an earlier search from `known`
+/// instead of reading them again: `_metadata` is create-only and never
+/// rewritten, so a directory still listed with it still holds that state.
+/// This is how a standby keeps the newest state pre-loaded.
+pub async fn find_newest_reusing(
+    store: &dyn StateStore,
+    location: &StorageLocation,
+    job: Option<JobId>,
+    known: &[FoundState],
+) -> Result<Search, FindError> {
+    let started = Instant::now();
     let root = location.key();
     let listing = store.list(&root).await.map_err(|source| FindError {
         path: location.to_string(),
         source,
     })?;
     let dirs = group(&root, &listing, job);
-    let mut search = Search::default();
+    let mut search = Search {
+        listed_in: started.elapsed(),
+        ..Search::default()
+    };
     for (dir_key, dir) in dirs {
         let dir_location = StorageLocation::local_from_key(&dir_key);
+        if dir.has_metadata {
+            if let Some(found) = known.iter().find(|f| f.location == dir_location) {
+                search.valid.push(found.clone());
+                search.reused += 1;
+                continue;
+            }
+        }
         let skip = |reason: String| SkippedState {
             location: dir_location.clone(),
             reason,
@@ -148,11 +176,14 @@ pub async fn find_newest(
     for s in &search.skipped {
         tracing::warn!(path = %s.location, reason = %s.reason, "skipping state");
     }
-    search
-        .valid
-        .sort_by(|a, b| b.order_key().cmp(&a.order_key()).then(Ordering::Equal));
+    sort_newest_first(&mut search.valid);
     search.newest = search.valid.first().cloned();
     Ok(search)
+}
+
+/// Sorts states newest first by what they record (see [`find_newest`]).
+pub fn sort_newest_first(states: &mut [FoundState]) {
+    states.sort_by_key(|s| std::cmp::Reverse(s.order_key()));
 }
 
 /// A decoded state must be what its directory says it is.
@@ -319,6 +350,11 @@ mod tests {
             Some(500)
         );
         assert!(search.skipped.is_empty());
+        // A second search reuses what the first verified.
+        let again = find_newest_reusing(&store, &loc, job, &search.valid)
+            .await
+            .expect("search");
+        assert_eq!((again.reused, again.newest), (4, search.newest));
     }
 
     #[tokio::test]

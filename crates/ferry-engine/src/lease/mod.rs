@@ -21,5 +21,8 @@ mod find;
 mod protocol;
 
 pub use fence::{Fence, Fenced};
-pub use find::{find_newest, FindError, FoundState, Search, SkippedState};
+pub use find::{
+    find_newest, find_newest_reusing, sort_newest_first, FindError, FoundState, Search,
+    SkippedState,
+};
 pub use protocol::{acquire, Held, Lease, LeaseError, LeaseRecord, Watcher, WhenEmpty, LEASE_DIR};

@@ -4,6 +4,8 @@
 //! answers as the typed bodies of [`crate::api`].
 
 mod drain;
+pub mod failover;
+pub mod standby;
 
 pub use drain::{drain_check, DrainCheck};
 
