@@ -158,13 +158,23 @@ pub enum Outcome {
 }
 
 /// Timings of a takeover, printed when the first window completes.
+/// [`Rto::default`] records but prints nothing (a plain `ferry run`).
 #[derive(Debug, Clone, Default)]
 pub struct Rto {
     /// Steps before the job started, in order, with their durations.
     pub steps: Vec<(&'static str, Duration)>,
+    print: bool,
 }
 
 impl Rto {
+    /// A breakdown that is printed.
+    pub fn printed() -> Self {
+        Rto {
+            steps: Vec::new(),
+            print: true,
+        }
+    }
+
     /// Adds a step.
     pub fn step(&mut self, name: &'static str, took: Duration) {
         self.steps.push((name, took));
@@ -178,6 +188,9 @@ impl Rto {
         began: Instant,
         json: bool,
     ) {
+        if !self.print {
+            return;
+        }
         let entry = entry.clone();
         let started = Instant::now();
         tokio::spawn(async move {
@@ -302,7 +315,7 @@ pub async fn connect(run: &RunArgs) -> Result<(KuduClient, KuduClient)> {
 pub async fn failover(args: DrArgs) -> Result<Outcome> {
     let began = Instant::now();
     let search = search_all(&args.from, args.job, &[]).await?;
-    let mut rto = Rto::default();
+    let mut rto = Rto::printed();
     rto.step("find", search.listed_in);
     rto.step("verify", began.elapsed().saturating_sub(search.listed_in));
     print_search(&search, &args.from, args.json);

@@ -106,12 +106,22 @@ async fn run_holding(
     began: Instant,
     json: bool,
 ) -> Result<JobStatus> {
+    let generation = held.generation;
     let keeper = lease.keep(held);
+    let mut metrics = None;
     let status = crate::run::run_with(run, extras, |entry| {
+        metrics = Some(entry.handle.metrics().clone());
         rto.report_when_first_window_completes(entry, began, json)
     })
     .await;
     keeper.abort();
+    // What this generation wrote, for operators (and the fencing test).
+    if let Some(m) = metrics.map(|m| m.snapshot()) {
+        eprintln!(
+            "ferry: generation {generation} ended; rows written by this instance: {}",
+            m.rows_upserted + m.rows_deleted
+        );
+    }
     status
 }
 
@@ -161,7 +171,7 @@ pub async fn standby(args: DrArgs) -> Result<JobStatus> {
     let mut watcher = Watcher::new();
     let mut said = Instant::now();
     let poll = (lease.renew_interval / 2).max(Duration::from_millis(50));
-    let (held, detected) = loop {
+    let (held, detected, silent) = loop {
         match watcher.poll(&lease).await {
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "cannot read the lease; retrying"),
@@ -174,7 +184,7 @@ pub async fn standby(args: DrArgs) -> Result<JobStatus> {
                 silent.as_millis()
             );
             if let Some(held) = lease.claim(watcher.newest.as_ref()).await? {
-                break (held, detected);
+                break (held, detected, silent);
             }
             watcher = Watcher::new();
             continue;
@@ -192,7 +202,7 @@ pub async fn standby(args: DrArgs) -> Result<JobStatus> {
         }
         tokio::time::sleep(poll).await;
     };
-    take_over(args, lease, held, detected, clients, known).await
+    take_over(args, lease, held, (detected, silent), clients, known).await
 }
 
 /// Claimed: find the newest state (reusing the pre-loaded ones) and start.
@@ -200,11 +210,14 @@ async fn take_over(
     args: DrArgs,
     lease: Arc<Lease>,
     held: Held,
-    detected: Instant,
+    (detected, silent): (Instant, Duration),
     clients: Option<(kudu_client::KuduClient, kudu_client::KuduClient)>,
     known: Vec<FoundState>,
 ) -> Result<JobStatus> {
-    let mut rto = Rto::default();
+    // The RTO counts from the last renewal this standby saw.
+    let began = detected.checked_sub(silent).unwrap_or(detected);
+    let mut rto = Rto::printed();
+    rto.step("lease silent", silent);
     rto.step("claim", detected.elapsed());
     eprintln!(
         "ferry standby: claimed generation {} of the lease",
@@ -231,7 +244,7 @@ async fn take_over(
         fence: held.fence.clone(),
         clients: Some(clients),
     };
-    run_holding(lease, held, args.run, extras, rto, detected, false).await
+    run_holding(lease, held, args.run, extras, rto, began, false).await
 }
 
 /// Connects and opens the tables; `None` (and a warning) if a cluster is
