@@ -6,6 +6,8 @@
 //! last row. A [`Sink`] is prepared once before the job starts (created or
 //! checked) and then makes [`SinkWriter`]s that apply a batch and return
 //! only when it is durably written, so "progress" can follow the flush.
+//! A sink may also keep a position record (which window its rows may come
+//! from) so that a restore from an older state resumes where the sink is.
 //!
 //! The batch type is the source's choice ([`Source::Batch`]); a job pairs a
 //! source with a sink that accepts that type (`K: Sink<S::Batch>`), so
@@ -14,6 +16,7 @@
 
 use crate::checkpoint::{SplitState, WindowState};
 use crate::error::EngineError;
+use crate::sink_position::SinkPosition;
 use std::future::Future;
 
 /// What the engine needs to know of a batch, for its metrics.
@@ -95,6 +98,25 @@ pub trait Sink<B: Batch>: Send + Sync + 'static {
 
     /// A new writer.
     fn writer(&self) -> impl Future<Output = Result<Self::Writer, EngineError>> + Send;
+
+    /// Records on the sink how far it may be: `position`'s window may have
+    /// rows in the sink from now on (docs/semantics.md, "Restoring an older
+    /// state"). Durable when it returns. Sinks without a position keep the
+    /// default, which records nothing.
+    fn record_position(
+        &self,
+        position: &SinkPosition,
+    ) -> impl Future<Output = Result<(), EngineError>> + Send {
+        let _ = position;
+        async { Ok(()) }
+    }
+
+    /// The position last recorded on the sink, if any (after `prepare`).
+    fn read_position(
+        &self,
+    ) -> impl Future<Output = Result<Option<SinkPosition>, EngineError>> + Send {
+        async { Ok(None) }
+    }
 }
 
 /// Applies batches of type `B` to the sink.

@@ -3,6 +3,7 @@
 
 use crate::checkpoint::CheckpointError;
 use crate::enumerator::EnumeratorError;
+use crate::sink_position::PositionError;
 use crate::sink_table::SinkTableError;
 use std::time::Duration;
 
@@ -33,6 +34,9 @@ pub enum EngineError {
     /// A restored state does not fit this job.
     #[error(transparent)]
     Restore(#[from] RestoreError),
+    /// The sink position could not be read or written.
+    #[error(transparent)]
+    Position(Box<PositionError>),
     /// An internal protocol error (a bug).
     #[error("internal error: {0}")]
     Internal(#[from] EnumeratorError),
@@ -50,6 +54,12 @@ impl From<SinkTableError> for EngineError {
     }
 }
 
+impl From<PositionError> for EngineError {
+    fn from(e: PositionError) -> Self {
+        EngineError::Position(Box::new(e))
+    }
+}
+
 impl EngineError {
     /// Whether retrying (re-reading the split from its resume key) may
     /// succeed. Fatal errors stop the job with a message saying what to do.
@@ -60,6 +70,7 @@ impl EngineError {
             }
             EngineError::Checkpoint(e) => e.is_retryable(),
             EngineError::SinkTable(e) => e.is_retryable(),
+            EngineError::Position(e) => e.is_transient(),
             _ => false,
         }
     }
@@ -72,6 +83,7 @@ impl EngineError {
             EngineError::Checkpoint(_) => "Checkpoint",
             EngineError::SinkTable(_) => "SinkTable",
             EngineError::Restore(_) => "Restore",
+            EngineError::Position(_) => "SinkPosition",
             EngineError::Internal(_) => "Internal",
             EngineError::Cancelled => "Cancelled",
             EngineError::Fenced(_) => "Fenced",
@@ -96,6 +108,10 @@ impl EngineError {
                 source: kudu_client::Error::TableNotFound(_),
                 ..
             } => Some("create the sink table or pass --job.createTable true"),
+            EngineError::Position(e) if e.is_not_authorized() => Some(
+                "the job's user needs SELECT, INSERT and UPDATE on the position table \
+                 (job.positionTable) on the sink cluster, and CREATE once if it does not exist yet",
+            ),
             _ => None,
         }
     }

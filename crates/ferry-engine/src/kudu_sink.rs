@@ -2,11 +2,15 @@
 //! diff scan reports deleted become key-only DELETE_IGNORE, so replaying a
 //! batch (after a crash or a retried split) is harmless. Before the job
 //! starts, [`Sink::prepare`] creates the sink table as a copy of the source
-//! (`job.createTable`) or checks that the existing one can take its rows.
+//! (`job.createTable`) or checks that the existing one can take its rows,
+//! and opens (or creates) the position table (`job.positionTable`) where
+//! the job records which window the sink may hold rows of
+//! ([`crate::sink_position`]).
 
 use crate::config::{FlushMode, JobConfig, WriterConfig};
 use crate::connector::{Sink, SinkWriter, WriteStats};
 use crate::error::EngineError;
+use crate::sink_position::{PositionTable, SinkPosition};
 use crate::sink_table::{prepare_sink_table, SinkTableAction, SinkTableError, SinkTableOptions};
 use kudu_client::scan::RowBatch;
 use kudu_client::write::{FlushMode as ClientFlushMode, Operation, Session, SessionOptions};
@@ -23,6 +27,9 @@ pub struct KuduSink {
     /// Set by `prepare`.
     table: Option<KuduTable>,
     writer: WriterConfig,
+    /// Where the sink position is recorded; `None`: nowhere (unsafe for
+    /// restores from older states).
+    position: Option<PositionTable>,
 }
 
 impl KuduSink {
@@ -42,7 +49,15 @@ impl KuduSink {
             options,
             table: None,
             writer,
+            position: None,
         }
+    }
+
+    /// Records the sink position in `table` on the sink cluster (`None`:
+    /// nowhere).
+    pub fn with_position_table(mut self, table: Option<String>) -> Self {
+        self.position = table.map(|name| PositionTable::new(self.client.clone(), name));
+        self
     }
 
     /// The sink of a job configured by `config`: table `job.tableName` +
@@ -60,6 +75,12 @@ impl KuduSink {
             options,
             config.writer.clone(),
         )
+        .with_position_table(config.position_table.clone())
+    }
+
+    /// The sink table and position table, once prepared.
+    fn prepared(&self) -> Option<(&KuduTable, &PositionTable)> {
+        Some((self.table.as_ref()?, self.position.as_ref()?))
     }
 
     /// The sink table, once prepared.
@@ -99,8 +120,30 @@ impl Sink<RowBatch> for KuduSink {
             }
             _ => tracing::info!(table = %name, "sink table found and compatible"),
         }
+        if let Some(position) = &mut self.position {
+            position.prepare(plan.table.num_replicas()).await?;
+        } else {
+            tracing::warn!(
+                table = %name,
+                "job.positionTable is empty: no sink position is recorded, so a restore from an older checkpoint or savepoint may bring back rows the source deleted"
+            );
+        }
         self.table = Some(plan.table);
         Ok(())
+    }
+
+    async fn record_position(&self, position: &SinkPosition) -> Result<(), EngineError> {
+        match self.prepared() {
+            Some((table, positions)) => Ok(positions.write(table, position).await?),
+            None => Ok(()),
+        }
+    }
+
+    async fn read_position(&self) -> Result<Option<SinkPosition>, EngineError> {
+        match self.prepared() {
+            Some((table, positions)) => Ok(positions.read(table).await?),
+            None => Ok(None),
+        }
     }
 
     async fn writer(&self) -> Result<KuduSinkWriter, EngineError> {

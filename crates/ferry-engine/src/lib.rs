@@ -38,6 +38,9 @@
 //!   find the latest complete one, retention, load for `ferry run -s`).
 //! - [`lease`]: high availability — find the newest valid state in a store,
 //!   the lease a standby takes over, the fence that stops a stale active.
+//! - [`sink_position`]: the sink position, a record on the sink cluster of
+//!   the window the sink may hold rows of, so a restore from an older state
+//!   resumes where the sink is.
 //! - [`sink_table`]: create the sink table as a copy of the source
 //!   (`job.createTable`), or check that an existing one can take its rows.
 
@@ -58,4 +61,5 @@ pub mod status;
 
 pub use error::{ControlError, EngineError, RestoreError, StartError};
 pub use job::{Job, JobHandle, JobOptions, JobStatus, RestorePoint, StopMode};
+pub mod sink_position;
 pub mod sink_table;

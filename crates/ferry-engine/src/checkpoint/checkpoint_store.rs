@@ -7,6 +7,12 @@
 //! one (disk fault, hand edit) fails its checksum and is skipped with a
 //! warning. Deletion runs the other way round: `_metadata` first, so a
 //! half-deleted checkpoint is merely incomplete, never mistaken for whole.
+//!
+//! The checkpoints directory lives in one store (opened once); savepoint
+//! targets and restore pointers may name other stores and are opened through
+//! the [`StoreResolver`]. Every location handed back is built from the
+//! location it was found under ([`StorageLocation::with_key`]), so an S3 key
+//! comes back as an `s3://` URI, never as a local path.
 
 use std::collections::BTreeMap;
 use std::num::NonZeroUsize;
@@ -18,10 +24,11 @@ use super::error::CheckpointError;
 use super::key::StateKey;
 use super::location::StorageLocation;
 use super::metadata::{self, MetadataError};
-use super::object::ObjectStateStore;
 use super::paths::{self, CheckpointPaths, METADATA_FILE};
 use super::state::{JobId, JobState, SnapshotKind, StateInvariant};
-use super::store::{StateStore, StoreError};
+use super::store::{
+    LocalResolver, SingleStoreResolver, StateStore, StoreError, StoreResolver, UnavailableStore,
+};
 
 /// How many random names to try when a savepoint name is taken.
 const SAVEPOINT_NAME_ATTEMPTS: usize = 5;
@@ -29,7 +36,12 @@ const SAVEPOINT_NAME_ATTEMPTS: usize = 5;
 /// Writes, finds, prunes and loads checkpoints and savepoints.
 #[derive(Debug, Clone)]
 pub struct CheckpointStore {
+    /// The store of the checkpoints directory.
     store: Arc<dyn StateStore>,
+    /// Opens the stores of other locations (savepoint targets, pointers).
+    resolver: Arc<dyn StoreResolver>,
+    /// `job.checkpointsDirectory`.
+    dir: StorageLocation,
     paths: CheckpointPaths,
     retained: NonZeroUsize,
 }
@@ -113,28 +125,62 @@ struct CheckpointDir {
 }
 
 impl CheckpointStore {
+    /// Keeps checkpoints under `checkpoints_dir`, in the store `resolver`
+    /// opens for it, retaining the newest `retained` completed ones. Fails
+    /// only if the resolver cannot open that store (no I/O happens here; a
+    /// caller that wants to know the store answers lists it).
+    pub fn open(
+        checkpoints_dir: &StorageLocation,
+        retained: NonZeroUsize,
+        resolver: Arc<dyn StoreResolver>,
+    ) -> Result<Self, CheckpointError> {
+        let store = resolver
+            .open(checkpoints_dir)
+            .map_err(|source| CheckpointError::Store {
+                path: checkpoints_dir.to_string(),
+                source,
+            })?;
+        Ok(Self::with_parts(store, resolver, checkpoints_dir, retained))
+    }
+
     /// A store keeping checkpoints under `checkpoints_dir` (its
-    /// [`StorageLocation::key`] in `store`) and retaining the newest
-    /// `retained` completed ones.
+    /// [`StorageLocation::key`] in `store`); every other location resolves
+    /// to `store` too. For tests and single-store tools.
     pub fn new(
         store: Arc<dyn StateStore>,
         checkpoints_dir: &StorageLocation,
         retained: NonZeroUsize,
     ) -> Self {
+        let resolver = Arc::new(SingleStoreResolver(store.clone()));
+        Self::with_parts(store, resolver, checkpoints_dir, retained)
+    }
+
+    /// [`open`](Self::open) with the [`LocalResolver`] (fsynced local
+    /// files). Given an object store location, every operation fails with
+    /// a message saying object stores need the binary's resolver.
+    pub fn open_local(checkpoints_dir: &StorageLocation, retained: NonZeroUsize) -> Self {
+        let resolver: Arc<dyn StoreResolver> = Arc::new(LocalResolver);
+        let store = resolver.open(checkpoints_dir).unwrap_or_else(|error| {
+            Arc::new(UnavailableStore {
+                reason: error.to_string(),
+            })
+        });
+        Self::with_parts(store, resolver, checkpoints_dir, retained)
+    }
+
+    fn with_parts(
+        store: Arc<dyn StateStore>,
+        resolver: Arc<dyn StoreResolver>,
+        checkpoints_dir: &StorageLocation,
+        retained: NonZeroUsize,
+    ) -> Self {
         CheckpointStore {
             store,
+            resolver,
+            dir: checkpoints_dir.clone(),
             paths: CheckpointPaths::new(checkpoints_dir.key()),
             retained,
         }
-    }
-
-    /// A store on the local filesystem (fsynced writes).
-    pub fn open_local(checkpoints_dir: &StorageLocation, retained: NonZeroUsize) -> Self {
-        Self::new(
-            Arc::new(ObjectStateStore::local()),
-            checkpoints_dir,
-            retained,
-        )
     }
 
     /// The path builder for this store's checkpoints directory.
@@ -142,10 +188,41 @@ impl CheckpointStore {
         &self.paths
     }
 
-    /// The underlying store, for tests that inspect it.
-    #[cfg(test)]
-    pub(crate) fn store_for_tests(&self) -> &dyn StateStore {
-        self.store.as_ref()
+    /// The store holding the checkpoints directory.
+    pub fn store(&self) -> &Arc<dyn StateStore> {
+        &self.store
+    }
+
+    /// The resolver other locations are opened with.
+    pub fn resolver(&self) -> &Arc<dyn StoreResolver> {
+        &self.resolver
+    }
+
+    /// The checkpoints directory (`job.checkpointsDirectory`).
+    pub fn checkpoints_dir(&self) -> &StorageLocation {
+        &self.dir
+    }
+
+    /// The location of `key` in the checkpoints directory's store.
+    pub fn location_of(&self, key: &StateKey) -> StorageLocation {
+        self.dir.with_key(key.clone())
+    }
+
+    /// The store holding `location`: the checkpoints store when it is the
+    /// same one, else whatever the resolver opens.
+    pub fn store_for(
+        &self,
+        location: &StorageLocation,
+    ) -> Result<Arc<dyn StateStore>, CheckpointError> {
+        if location.same_store(&self.dir) {
+            return Ok(self.store.clone());
+        }
+        self.resolver
+            .open(location)
+            .map_err(|source| CheckpointError::Store {
+                path: location.to_string(),
+                source,
+            })
     }
 
     /// How many completed checkpoints retention keeps.
@@ -184,16 +261,17 @@ impl CheckpointStore {
         };
         if let Some(reason) = mismatch {
             return Err(CheckpointError::StateMismatch {
-                path: display(&dir),
+                path: self.display(&dir),
                 reason,
             });
         }
-        self.publish(&dir, state).await?;
-        tracing::debug!(job = %job_id, checkpoint = n, path = %display(&dir), "checkpoint written");
+        let at = self.location_of(&dir);
+        publish(self.store.as_ref(), &at, state).await?;
+        tracing::debug!(job = %job_id, checkpoint = n, path = %at, "checkpoint written");
         let retention = self.apply_retention(job_id, n).await;
         Ok(WrittenCheckpoint {
             id: n,
-            location: location(&dir),
+            location: at,
             retention,
         })
     }
@@ -201,6 +279,8 @@ impl CheckpointStore {
     /// Writes `state` as a savepoint in a new directory
     /// `<target_dir>/savepoint-<job6>-<rand12>` and returns that directory
     /// (what `ferry run -s` takes). Savepoints are never deleted by ferry.
+    /// `target_dir` may be in another store than the checkpoints (it is
+    /// opened through the resolver).
     pub async fn write_savepoint(
         &self,
         target_dir: &StorageLocation,
@@ -213,13 +293,15 @@ impl CheckpointStore {
                 reason: format!("the state is a {}, not a savepoint", state.kind),
             });
         }
+        let store = self.store_for(target_dir)?;
         let mut last = None;
         for _ in 0..SAVEPOINT_NAME_ATTEMPTS {
-            let dir = paths::savepoint_dir(&root, &state.job_id, rand::random());
-            match self.publish(&dir, state).await {
+            let dir =
+                target_dir.with_key(paths::savepoint_dir(&root, &state.job_id, rand::random()));
+            match publish(store.as_ref(), &dir, state).await {
                 Ok(()) => {
-                    tracing::info!(job = %state.job_id, path = %display(&dir), "savepoint written");
-                    return Ok(location(&dir));
+                    tracing::info!(job = %state.job_id, path = %dir, "savepoint written");
+                    return Ok(dir);
                 }
                 // Random name taken (astronomically unlikely): draw again.
                 Err(e @ CheckpointError::AlreadyExists { .. }) => last = Some(e),
@@ -252,7 +334,7 @@ impl CheckpointStore {
                         return Ok(LatestCheckpoint {
                             checkpoint: Some(CompletedCheckpoint {
                                 id,
-                                location: location(&dir_key),
+                                location: self.location_of(&dir_key),
                                 state,
                             }),
                             skipped,
@@ -260,7 +342,7 @@ impl CheckpointStore {
                     }
                     Some(Err(error)) if !error.is_corruption() => {
                         return Err(CheckpointError::InvalidMetadata {
-                            path: display(&paths::metadata_key(&dir_key)),
+                            path: self.display(&paths::metadata_key(&dir_key)),
                             error,
                         });
                     }
@@ -268,7 +350,7 @@ impl CheckpointStore {
                         tracing::warn!(
                             job = %job_id,
                             checkpoint = id,
-                            path = %display(&paths::metadata_key(&dir_key)),
+                            path = %self.display(&paths::metadata_key(&dir_key)),
                             %error,
                             "skipping damaged checkpoint"
                         );
@@ -278,12 +360,17 @@ impl CheckpointStore {
                     None => SkipReason::MissingMetadata,
                 }
             } else {
-                tracing::info!(job = %job_id, checkpoint = id, "skipping incomplete checkpoint");
+                tracing::warn!(
+                    job = %job_id,
+                    checkpoint = id,
+                    path = %self.display(&dir_key),
+                    "skipping incomplete checkpoint (no _metadata)"
+                );
                 SkipReason::MissingMetadata
             };
             skipped.push(SkippedCheckpoint {
                 id,
-                location: location(&dir_key),
+                location: self.location_of(&dir_key),
                 reason,
             });
         }
@@ -359,54 +446,6 @@ impl CheckpointStore {
         report
     }
 
-    /// Loads a checkpoint or savepoint for `ferry run -s PATH`. `pointer` is
-    /// its directory or its `_metadata` file, as a path or `file://` URI.
-    pub async fn load(&self, pointer: &str) -> Result<LoadedState, CheckpointError> {
-        let loc = StorageLocation::parse(pointer).map_err(|e| CheckpointError::InvalidPointer {
-            pointer: pointer.to_string(),
-            reason: e.reason,
-        })?;
-        let key = loc.key();
-        let (dir, meta) = if key.file_name() == Some(METADATA_FILE) {
-            (key.parent().unwrap_or_default(), key)
-        } else {
-            (key.clone(), paths::metadata_key(&key))
-        };
-        let bytes = match self.get(&meta).await? {
-            Some(bytes) => bytes,
-            None => return Err(self.explain_missing_metadata(pointer, &dir).await),
-        };
-        let state = metadata::decode(&bytes).map_err(|error| CheckpointError::InvalidMetadata {
-            path: display(&meta),
-            error,
-        })?;
-        Ok(LoadedState {
-            location: location(&dir),
-            state,
-        })
-    }
-
-    /// Encodes and publishes `_metadata` in `dir`. Any other files of a
-    /// checkpoint would be written before this, so that `_metadata` appearing
-    /// means the directory is whole; today the state fits in `_metadata`.
-    async fn publish(&self, dir: &StateKey, state: &JobState) -> Result<(), CheckpointError> {
-        let meta = paths::metadata_key(dir);
-        let bytes = metadata::encode(state).map_err(|error| CheckpointError::InvalidMetadata {
-            path: display(&meta),
-            error,
-        })?;
-        match self.store.put_if_absent(&meta, Bytes::from(bytes)).await {
-            Ok(()) => Ok(()),
-            Err(StoreError::AlreadyExists { .. }) => Err(CheckpointError::AlreadyExists {
-                path: display(&meta),
-            }),
-            Err(source) => Err(CheckpointError::Store {
-                path: display(&meta),
-                source,
-            }),
-        }
-    }
-
     /// Reads and decodes `chk-<id>/_metadata`: `None` if absent, the decode
     /// outcome otherwise. A checkpoint must also belong to `job_id` and carry
     /// its directory's number — a copied-in directory does not count.
@@ -436,13 +475,7 @@ impl CheckpointStore {
     }
 
     async fn get(&self, key: &StateKey) -> Result<Option<Bytes>, CheckpointError> {
-        self.store
-            .get(key)
-            .await
-            .map_err(|source| CheckpointError::Store {
-                path: display(key),
-                source,
-            })
+        get(self.store.as_ref(), &self.location_of(key)).await
     }
 
     async fn list_job(&self, job_id: &JobId) -> Result<Vec<StateKey>, CheckpointError> {
@@ -451,7 +484,7 @@ impl CheckpointStore {
             .list(&dir)
             .await
             .map_err(|source| CheckpointError::Store {
-                path: display(&dir),
+                path: self.display(&dir),
                 source,
             })
     }
@@ -485,61 +518,12 @@ impl CheckpointStore {
                 .delete(key)
                 .await
                 .map_err(|source| CheckpointError::Store {
-                    path: display(key),
+                    path: self.display(key),
                     source,
                 })?;
         }
         tracing::debug!(job = %job_id, checkpoint = id, "checkpoint deleted by retention");
         Ok(())
-    }
-
-    /// The most helpful error for a pointer whose `_metadata` is missing.
-    ///
-    /// Only directories whose names bound their size (a job directory, a
-    /// `chk-<N>` or `savepoint-…` directory) are listed: listing is
-    /// recursive, and `ferry run -s /` must not walk the whole disk just to
-    /// word an error.
-    async fn explain_missing_metadata(&self, pointer: &str, dir: &StateKey) -> CheckpointError {
-        let name = dir.file_name().unwrap_or_default();
-        let is_job_dir = name.parse::<JobId>().is_ok();
-        let is_snapshot_dir =
-            paths::parse_checkpoint_dir_name(name).is_some() || paths::is_savepoint_dir_name(name);
-        if !is_job_dir && !is_snapshot_dir {
-            return CheckpointError::NotFound { path: display(dir) };
-        }
-        let listing = match self.store.list(dir).await {
-            Ok(listing) => listing,
-            Err(source) => {
-                return CheckpointError::Store {
-                    path: display(dir),
-                    source,
-                }
-            }
-        };
-        if is_job_dir {
-            // Point the user at the job's newest complete checkpoint.
-            let newest = listing
-                .iter()
-                .filter_map(|key| match key.strip_prefix(dir)?.as_slice() {
-                    [chk, file] if *file == METADATA_FILE => paths::parse_checkpoint_dir_name(chk),
-                    _ => None,
-                })
-                .max();
-            if let Some(n) = newest {
-                return CheckpointError::InvalidPointer {
-                    pointer: pointer.to_string(),
-                    reason: format!(
-                        "this is a job's checkpoint directory; restore from one of its checkpoints, e.g. {}",
-                        display(&dir.join_valid(&paths::checkpoint_dir_name(n)))
-                    ),
-                };
-            }
-        }
-        if listing.is_empty() {
-            CheckpointError::NotFound { path: display(dir) }
-        } else {
-            CheckpointError::Incomplete { path: display(dir) }
-        }
     }
 }
 
@@ -561,13 +545,52 @@ fn group_checkpoint_dirs(
     dirs
 }
 
-/// A key shown as the path an operator would type.
-fn display(key: &StateKey) -> String {
-    location(key).to_string()
+impl CheckpointStore {
+    /// A key of the checkpoints store, shown as an operator would type it.
+    fn display(&self, key: &StateKey) -> String {
+        self.location_of(key).to_string()
+    }
 }
 
-fn location(key: &StateKey) -> StorageLocation {
-    StorageLocation::local_from_key(key)
+/// Encodes and publishes `_metadata` in `dir` (a directory in `store`). Any
+/// other files of a checkpoint would be written before this, so that
+/// `_metadata` appearing means the directory is whole; today the state fits
+/// in `_metadata`.
+pub(super) async fn publish(
+    store: &dyn StateStore,
+    dir: &StorageLocation,
+    state: &JobState,
+) -> Result<(), CheckpointError> {
+    let meta = paths::metadata_key(&dir.key());
+    let shown = || dir.with_key(meta.clone()).to_string();
+    let bytes = metadata::encode(state).map_err(|error| CheckpointError::InvalidMetadata {
+        path: shown(),
+        error,
+    })?;
+    match store.put_if_absent(&meta, Bytes::from(bytes)).await {
+        Ok(()) => Ok(()),
+        Err(StoreError::AlreadyExists { .. }) => {
+            Err(CheckpointError::AlreadyExists { path: shown() })
+        }
+        Err(source) => Err(CheckpointError::Store {
+            path: shown(),
+            source,
+        }),
+    }
+}
+
+/// Reads the object at `at` (a location in `store`).
+pub(super) async fn get(
+    store: &dyn StateStore,
+    at: &StorageLocation,
+) -> Result<Option<Bytes>, CheckpointError> {
+    store
+        .get(&at.key())
+        .await
+        .map_err(|source| CheckpointError::Store {
+            path: at.to_string(),
+            source,
+        })
 }
 
 #[cfg(test)]

@@ -37,7 +37,9 @@ pub(crate) async fn run(store: Arc<dyn StateStore>, root: StateKey) {
     empty_objects_are_objects(s, &root).await;
     large_objects_round_trip(s, &root).await;
     delete_is_visible_and_idempotent(s, &root).await;
+    put_replaces_whole(s, &root).await;
     one_concurrent_creator_wins(&store, &root).await;
+    concurrent_puts_leave_one_whole_object(&store, &root).await;
 }
 
 /// Absent key reads as None; listing an absent prefix is empty.
@@ -152,6 +154,53 @@ async fn delete_is_visible_and_idempotent(s: &dyn StateStore, root: &StateKey) {
         s.get(&a).await.expect("get"),
         Some(Bytes::from_static(b"again"))
     );
+}
+
+/// `put` creates or replaces, whole; the object is then create-protected
+/// like any other.
+async fn put_replaces_whole(s: &dyn StateStore, root: &StateKey) {
+    let lease = key(root, "lease/current");
+    s.put(&lease, Bytes::from_static(b"generation-1"))
+        .await
+        .expect("put creates");
+    assert_eq!(
+        s.get(&lease).await.expect("get"),
+        Some(Bytes::from_static(b"generation-1"))
+    );
+    s.put(&lease, Bytes::from_static(b"g2"))
+        .await
+        .expect("put replaces");
+    assert_eq!(
+        s.get(&lease).await.expect("get"),
+        Some(Bytes::from_static(b"g2"))
+    );
+    assert!(matches!(
+        s.put_if_absent(&lease, Bytes::from_static(b"x")).await,
+        Err(StoreError::AlreadyExists { .. })
+    ));
+    assert_eq!(
+        sorted_list(s, &key(root, "lease")).await,
+        vec![lease.clone()]
+    );
+    s.delete(&lease).await.expect("delete");
+    assert_eq!(s.get(&lease).await.expect("get"), None);
+}
+
+/// Concurrent `put`s of one key leave exactly one writer's bytes, whole.
+async fn concurrent_puts_leave_one_whole_object(store: &Arc<dyn StateStore>, root: &StateKey) {
+    let k = key(root, "lease/racy");
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..8u8 {
+        let store = store.clone();
+        let k = k.clone();
+        tasks.spawn(async move { store.put(&k, Bytes::from(vec![i; 64 * 1024])).await });
+    }
+    while let Some(joined) = tasks.join_next().await {
+        joined.expect("task").expect("put");
+    }
+    let stored = store.get(&k).await.expect("get").expect("present");
+    assert_eq!(stored.len(), 64 * 1024);
+    assert!(stored.iter().all(|&b| b == stored[0]));
 }
 
 /// Of many concurrent creators of one key, exactly one wins, and the

@@ -1,10 +1,12 @@
 //! [`StorageLocation`]: where checkpoints and savepoints live, as given by a
 //! user (`job.checkpointsDirectory`, `ferry run -s PATH`, a savepoint target).
 //!
-//! Today only the local filesystem is supported, given as a plain path or a
-//! `file://` URI. The type is an enum so `s3://bucket/prefix` can be added
-//! without changing its users; until then such URIs are rejected with a clear
-//! message instead of being mistaken for relative paths.
+//! Two kinds: the local filesystem (a plain path or a `file://` URI) and an
+//! object store bucket (`s3://bucket/prefix`, `gs://…`, `az://container/…`).
+//! A location is a *store* (the filesystem, or one bucket) plus a *key* in
+//! it ([`StorageLocation::key`]); [`super::StoreResolver`] opens the store,
+//! and [`StorageLocation::with_key`] turns a key found in that store back
+//! into a location an operator can paste into `ferry run -s`.
 
 use std::fmt;
 use std::path::{Component, Path, PathBuf};
@@ -18,22 +20,91 @@ pub enum StorageLocation {
     /// A local or mounted filesystem path; always absolute and lexically
     /// normalized (no `.` or `..` components).
     Local(PathBuf),
+    /// A prefix in an object store bucket.
+    Object(ObjectLocation),
+}
+
+/// A prefix in one bucket of an object store.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ObjectLocation {
+    /// Which kind of object store.
+    pub scheme: ObjectScheme,
+    /// The bucket (S3, GCS) or container (Azure).
+    pub bucket: String,
+    /// The key prefix inside the bucket (the root for the whole bucket).
+    pub prefix: StateKey,
+}
+
+/// The object stores a location can name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum ObjectScheme {
+    /// Amazon S3 or an S3-compatible server: `s3://` (`s3a://` and `s3p://`,
+    /// Flink's spellings, are read as `s3://`).
+    S3,
+    /// Google Cloud Storage: `gs://`.
+    Gs,
+    /// Azure Blob Storage: `az://container/…`.
+    Az,
+}
+
+impl ObjectScheme {
+    /// The canonical URI scheme: `s3`, `gs` or `az`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ObjectScheme::S3 => "s3",
+            ObjectScheme::Gs => "gs",
+            ObjectScheme::Az => "az",
+        }
+    }
+
+    fn from_uri_scheme(scheme: &str) -> Option<Self> {
+        match scheme.to_ascii_lowercase().as_str() {
+            "s3" | "s3a" | "s3p" => Some(ObjectScheme::S3),
+            "gs" => Some(ObjectScheme::Gs),
+            "az" => Some(ObjectScheme::Az),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for ObjectScheme {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl ObjectLocation {
+    /// `scheme://bucket/prefix` (`scheme://bucket` for the bucket root).
+    pub fn to_uri(&self) -> String {
+        if self.prefix.is_root() {
+            format!("{}://{}", self.scheme, self.bucket)
+        } else {
+            format!("{}://{}/{}", self.scheme, self.bucket, self.prefix)
+        }
+    }
+}
+
+impl fmt::Display for ObjectLocation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_uri())
+    }
 }
 
 /// Why a string is not a usable [`StorageLocation`].
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("invalid storage location '{input}': {reason}")]
 pub struct LocationError {
-    /// The text as given.
+    /// The text as given (credentials embedded in a URI are replaced by `***`).
     pub input: String,
     /// What is wrong with it.
     pub reason: String,
 }
 
 impl StorageLocation {
-    /// Parses a plain path (absolute or relative to the current directory)
-    /// or a `file:` URI (`file:///abs/path`, `file://localhost/abs/path`).
-    /// Other URI schemes are rejected for now.
+    /// Parses a plain path (absolute or relative to the current directory),
+    /// a `file:` URI (`file:///abs/path`, `file://localhost/abs/path`) or an
+    /// object store URI (`s3://bucket/prefix`, `gs://…`, `az://…`).
     pub fn parse(input: &str) -> Result<Self, LocationError> {
         let fail = |reason: String| LocationError {
             input: input.to_string(),
@@ -53,9 +124,13 @@ impl StorageLocation {
                 })?;
                 Self::local(&path).map_err(|e| fail(e.reason))
             }
-            Some(scheme) => Err(fail(format!(
-                "the '{scheme}' scheme is not supported yet; use a local path or a file:// URI"
-            ))),
+            Some(scheme) => match ObjectScheme::from_uri_scheme(scheme) {
+                Some(object) => parse_object(object, scheme, input),
+                None => Err(fail(format!(
+                    "the '{scheme}' scheme is not supported; use a local path, a file:// URI, \
+                     or s3://, gs:// or az://"
+                ))),
+            },
             None => Self::local(Path::new(input)).map_err(|e| fail(e.reason)),
         }
     }
@@ -98,22 +173,32 @@ impl StorageLocation {
     pub fn as_local_path(&self) -> Option<&Path> {
         match self {
             StorageLocation::Local(path) => Some(path),
+            StorageLocation::Object(_) => None,
         }
     }
 
-    /// The location as a URI (`file:///abs/path`).
+    /// The bucket and prefix, for object store locations.
+    pub fn as_object(&self) -> Option<&ObjectLocation> {
+        match self {
+            StorageLocation::Local(_) => None,
+            StorageLocation::Object(object) => Some(object),
+        }
+    }
+
+    /// The location as a URI (`file:///abs/path`, `s3://bucket/prefix`).
     pub fn to_uri(&self) -> String {
         match self {
             StorageLocation::Local(path) => match url::Url::from_file_path(path) {
                 Ok(url) => url.to_string(),
                 Err(()) => format!("file://{}", path.display()),
             },
+            StorageLocation::Object(object) => object.to_uri(),
         }
     }
 
-    /// The object-store key of this location in a store rooted at `/`
-    /// (what [`super::ObjectStateStore::local`] uses): the absolute path
-    /// without its leading slash.
+    /// The key of this location inside its store. Local: the absolute path
+    /// without its leading slash (the local store is rooted at `/`, see
+    /// [`super::ObjectStateStore::local`]); object: the prefix in the bucket.
     pub fn key(&self) -> StateKey {
         match self {
             StorageLocation::Local(path) => {
@@ -126,6 +211,41 @@ impl StorageLocation {
                 }
                 key
             }
+            StorageLocation::Object(object) => object.prefix.clone(),
+        }
+    }
+
+    /// The location of `key` in the same store as this one (same
+    /// filesystem, or same bucket).
+    pub fn with_key(&self, key: StateKey) -> StorageLocation {
+        match self {
+            StorageLocation::Local(_) => Self::local_from_key(&key),
+            StorageLocation::Object(object) => StorageLocation::Object(ObjectLocation {
+                scheme: object.scheme,
+                bucket: object.bucket.clone(),
+                prefix: key,
+            }),
+        }
+    }
+
+    /// This location with one more path segment.
+    pub fn join(&self, segment: &str) -> Result<StorageLocation, LocationError> {
+        let key = self.key().child(segment).map_err(|e| LocationError {
+            input: format!("{self}/{segment}"),
+            reason: e.to_string(),
+        })?;
+        Ok(self.with_key(key))
+    }
+
+    /// Whether `other` lives in the same store as this location, so one
+    /// opened [`super::StateStore`] serves both.
+    pub fn same_store(&self, other: &StorageLocation) -> bool {
+        match (self, other) {
+            (StorageLocation::Local(_), StorageLocation::Local(_)) => true,
+            (StorageLocation::Object(a), StorageLocation::Object(b)) => {
+                a.scheme == b.scheme && a.bucket == b.bucket
+            }
+            _ => false,
         }
     }
 
@@ -140,13 +260,55 @@ impl StorageLocation {
 }
 
 impl fmt::Display for StorageLocation {
-    /// Local locations print as plain paths, which is what an operator
-    /// pastes back into `ferry run -s`.
+    /// Local locations print as plain paths, object locations as URIs:
+    /// what an operator pastes back into `ferry run -s`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             StorageLocation::Local(path) => write!(f, "{}", path.display()),
+            StorageLocation::Object(object) => write!(f, "{object}"),
         }
     }
+}
+
+/// `scheme://bucket/prefix` → an object location. Credentials in the URI
+/// (`s3://key:secret@bucket`) are refused, and blanked in the error.
+fn parse_object(
+    scheme: ObjectScheme,
+    given_scheme: &str,
+    input: &str,
+) -> Result<StorageLocation, LocationError> {
+    let rest = &input[given_scheme.len() + "://".len()..];
+    let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+    if let Some((_, host)) = authority.rsplit_once('@') {
+        return Err(LocationError {
+            input: format!("{given_scheme}://***@{host}/{path}"),
+            reason: "credentials do not belong in a location; use the s3.* settings or \
+                     AWS_* environment variables"
+                .to_string(),
+        });
+    }
+    let fail = |reason: String| LocationError {
+        input: input.to_string(),
+        reason,
+    };
+    let bucket_ok = !authority.is_empty()
+        && authority
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_'))
+        && authority != "."
+        && authority != "..";
+    if !bucket_ok {
+        return Err(fail(format!(
+            "'{authority}' is not a bucket name ({scheme}://bucket/prefix; letters, digits, \
+             '-', '.' and '_')"
+        )));
+    }
+    let prefix = StateKey::parse(path.trim_matches('/')).map_err(|e| fail(e.to_string()))?;
+    Ok(StorageLocation::Object(ObjectLocation {
+        scheme,
+        bucket: authority.to_string(),
+        prefix,
+    }))
 }
 
 /// The scheme of `input` if it looks like a URI (`scheme://…` or `file:…`),
@@ -169,6 +331,15 @@ mod tests {
     fn local(s: &str) -> PathBuf {
         match StorageLocation::parse(s) {
             Ok(StorageLocation::Local(p)) => p,
+            Ok(other) => panic!("{s}: not local: {other:?}"),
+            Err(e) => panic!("{s}: {e}"),
+        }
+    }
+
+    fn object(s: &str) -> ObjectLocation {
+        match StorageLocation::parse(s) {
+            Ok(StorageLocation::Object(o)) => o,
+            Ok(other) => panic!("{s}: not an object location: {other:?}"),
             Err(e) => panic!("{s}: {e}"),
         }
     }
@@ -198,14 +369,55 @@ mod tests {
     }
 
     #[test]
+    fn object_uris() {
+        let o = object("s3://my-bucket/ferry/ckpt/");
+        assert_eq!(o.scheme, ObjectScheme::S3);
+        assert_eq!(o.bucket, "my-bucket");
+        assert_eq!(o.prefix.as_str(), "ferry/ckpt");
+        assert_eq!(o.to_uri(), "s3://my-bucket/ferry/ckpt");
+        assert_eq!(object("s3a://b/x").to_uri(), "s3://b/x");
+        assert_eq!(object("S3P://b/x").scheme, ObjectScheme::S3);
+        assert_eq!(object("gs://b").to_uri(), "gs://b");
+        assert!(object("gs://b/").prefix.is_root());
+        assert_eq!(object("az://container/a/b").scheme, ObjectScheme::Az);
+    }
+
+    #[test]
+    fn keys_stay_in_their_store() {
+        let loc = StorageLocation::parse("s3://bkt/ferry/ckpt").expect("valid");
+        assert_eq!(loc.key().as_str(), "ferry/ckpt");
+        assert_eq!(loc.to_string(), "s3://bkt/ferry/ckpt");
+        let other = loc.with_key(StateKey::parse("elsewhere/sp").expect("valid"));
+        assert_eq!(other.to_uri(), "s3://bkt/elsewhere/sp");
+        assert!(loc.same_store(&other));
+        let joined = loc.join("chk-1").expect("valid");
+        assert_eq!(joined.to_string(), "s3://bkt/ferry/ckpt/chk-1");
+        assert!(loc.join("a/b").is_err());
+        assert!(!loc.same_store(&StorageLocation::parse("s3://other/ferry").expect("valid")));
+        assert!(!loc.same_store(&StorageLocation::parse("gs://bkt/ferry").expect("valid")));
+        assert!(!loc.same_store(&StorageLocation::parse("/bkt/ferry").expect("valid")));
+        let disk = StorageLocation::parse("/var/a").expect("valid");
+        assert_eq!(
+            disk.join("b").expect("valid"),
+            StorageLocation::parse("/var/a/b").expect("valid")
+        );
+        assert!(disk.same_store(&StorageLocation::parse("/tmp").expect("valid")));
+    }
+
+    #[test]
     fn rejected_locations() {
         for (bad, why) in [
             ("", "empty"),
             ("  ", "empty"),
-            ("s3://bucket/prefix", "'s3' scheme is not supported yet"),
-            ("hdfs:///ckpt", "'hdfs' scheme is not supported yet"),
+            ("hdfs:///ckpt", "'hdfs' scheme is not supported"),
             ("file://otherhost/ckpt", "absolute local path"),
             ("/tmp/a\u{1}b", "control characters"),
+            ("s3://", "not a bucket name"),
+            ("s3:///prefix", "not a bucket name"),
+            ("s3://bad*bucket/x", "not a bucket name"),
+            ("s3://b/a//c", "empty path segment"),
+            ("s3://b/a/../c", "'..'"),
+            ("s3://b/a?x=1", "not allowed"),
         ] {
             let err = StorageLocation::parse(bad).unwrap_err();
             assert!(err.to_string().contains(why), "{bad:?}: {err}");
@@ -213,10 +425,22 @@ mod tests {
     }
 
     #[test]
+    fn credentials_in_a_uri_are_refused_and_not_echoed() {
+        let err = StorageLocation::parse("s3://AKIDEXAMPLE:s3cr3t@bucket/x").unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("s3://***@bucket/x"), "{text}");
+        assert!(
+            !text.contains("s3cr3t") && !text.contains("AKIDEXAMPLE"),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn key_and_back() {
         let loc = StorageLocation::parse("/var/ferry/ckpt").expect("valid");
         assert_eq!(loc.key().as_str(), "var/ferry/ckpt");
         assert_eq!(StorageLocation::local_from_key(&loc.key()), loc);
+        assert_eq!(loc.with_key(loc.key()), loc);
         assert_eq!(loc.to_uri(), "file:///var/ferry/ckpt");
         assert_eq!(loc.to_string(), "/var/ferry/ckpt");
         let root = StorageLocation::parse("/").expect("valid");

@@ -61,6 +61,13 @@ impl StateStore for MemoryStateStore {
         })
     }
 
+    fn put<'a>(&'a self, key: &'a StateKey, bytes: Bytes) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            self.lock().insert(key.clone(), bytes);
+            Ok(())
+        })
+    }
+
     fn get<'a>(&'a self, key: &'a StateKey) -> StoreFuture<'a, Option<Bytes>> {
         Box::pin(async move { Ok(self.lock().get(key).cloned()) })
     }

@@ -21,13 +21,16 @@
 //!   CRC32C) — [`encode_metadata`], [`decode_metadata`].
 //! - `paths`: every object name ([`CheckpointPaths`]); pure.
 //! - `key` / `location`: object keys ([`StateKey`]) and user-facing
-//!   locations ([`StorageLocation`]: a path or `file://` URI).
+//!   locations ([`StorageLocation`]: a path, `file://` URI, or an object
+//!   store URI `s3://bucket/prefix`, `gs://…`, `az://…`).
 //! - `store`: the small [`StateStore`] trait and its consistency contract,
 //!   implemented by [`ObjectStateStore`] (object_store; local disk with
-//!   fsync) and [`MemoryStateStore`] (tests).
+//!   fsync, or any object_store backend) and [`MemoryStateStore`] (tests);
+//!   [`StoreResolver`] opens the store a location lives in
+//!   ([`LocalResolver`] here; the binary's also knows object stores).
 //! - `checkpoint_store`: [`CheckpointStore`] — write a checkpoint or
-//!   savepoint, find the latest complete checkpoint, retention, load a
-//!   restore pointer.
+//!   savepoint, find the latest complete checkpoint, retention;
+//!   `pointer`: load a restore pointer.
 
 mod checkpoint_store;
 mod error;
@@ -37,6 +40,7 @@ mod memory;
 mod metadata;
 mod object;
 mod paths;
+mod pointer;
 mod state;
 mod store;
 
@@ -51,7 +55,7 @@ pub use checkpoint_store::{
 };
 pub use error::CheckpointError;
 pub use key::{InvalidKey, StateKey};
-pub use location::{LocationError, StorageLocation};
+pub use location::{LocationError, ObjectLocation, ObjectScheme, StorageLocation};
 pub use memory::MemoryStateStore;
 pub use metadata::{
     decode as decode_metadata, encode as encode_metadata, MetadataError, HEADER_LEN, MAGIC,
@@ -67,4 +71,6 @@ pub use state::{
     InvalidJobId, JobId, JobState, SnapshotKind, SplitState, StateInvariant, WindowState,
     FORMAT_VERSION,
 };
-pub use store::{StateStore, StoreError, StoreFuture};
+pub use store::{
+    LocalResolver, SingleStoreResolver, StateStore, StoreError, StoreFuture, StoreResolver,
+};

@@ -4,7 +4,9 @@
 //! staging file and hard-links it into place (atomic, fails if the name
 //! exists); on S3 it is a conditional PUT. The local store is opened with
 //! fsync on, because object_store's default is off and a checkpoint that
-//! vanishes in a power cut is worse than no checkpoint.
+//! vanishes in a power cut is worse than no checkpoint. `put` is a plain
+//! PUT (local disk: staging file renamed into place), atomic on every
+//! backend.
 
 use std::sync::Arc;
 
@@ -85,6 +87,17 @@ impl StateStore for ObjectStateStore {
                 ) => Err(StoreError::AlreadyExists { key: key.clone() }),
                 Err(e) => Err(StoreError::backend("create", key, e)),
             }
+        })
+    }
+
+    fn put<'a>(&'a self, key: &'a StateKey, bytes: Bytes) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            let path = Self::path("write", key)?;
+            self.store
+                .put_opts(&path, PutPayload::from(bytes), PutMode::Overwrite.into())
+                .await
+                .map(|_| ())
+                .map_err(|e| StoreError::backend("write", key, e))
         })
     }
 

@@ -181,6 +181,9 @@ pub struct JobConfig {
     pub checkpoints_retained: NonZeroUsize,
     /// `job.name` (ferry only).
     pub job_name: String,
+    /// `job.positionTable` (ferry only): the sink position table; `None`
+    /// (the key set empty) turns the sink position off.
+    pub position_table: Option<String>,
     /// `reader.*`.
     pub reader: ReaderConfig,
     /// `writer.*`.
@@ -218,6 +221,9 @@ impl JobConfig {
                 Some(_) => v.text(ConfigKey::JobName)?,
                 None => format!("ferry-replication-{table_name}"),
             },
+            position_table: Some(v.required_value(ConfigKey::PositionTable)?.trim())
+                .filter(|t| !t.is_empty())
+                .map(str::to_owned),
             table_name,
             reader: ReaderConfig {
                 batch_size_bytes: v.batch_size()?,
@@ -304,6 +310,7 @@ impl JobConfig {
                     ConfigKey::RestoreOwner => self.restore_owner.to_string(),
                     ConfigKey::CheckpointsRetained => self.checkpoints_retained.to_string(),
                     ConfigKey::JobName => self.job_name.clone(),
+                    ConfigKey::PositionTable => self.position_table.clone().unwrap_or_default(),
                     ConfigKey::BatchSizeBytes => self.reader.batch_size_bytes.to_string(),
                     ConfigKey::SplitSizeBytes => match self.reader.split_size_bytes {
                         Some(n) => n.to_string(),

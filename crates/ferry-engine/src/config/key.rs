@@ -51,6 +51,8 @@ pub enum ConfigKey {
     CheckpointsRetained,
     /// `job.name` (ferry only)
     JobName,
+    /// `job.positionTable` (ferry only)
+    PositionTable,
     /// `reader.batchSizeBytes`
     BatchSizeBytes,
     /// `reader.splitSizeBytes`
@@ -242,6 +244,16 @@ const CATALOG: &[(ConfigKey, KeySpec)] = &[
             ValueKind::Text,
             Ferry,
             "Job name shown in the REST API and metrics.",
+        ),
+    ),
+    (
+        ConfigKey::PositionTable,
+        KeySpec::new(
+            "job.positionTable",
+            Value("ferry_positions"),
+            ValueKind::Text,
+            Ferry,
+            "Table on the sink cluster where ferry records how far each sink table is (created if missing), so a restore from an older checkpoint or savepoint resumes where the sink is. Empty turns it off: UNSAFE, such a restore may then bring back rows the source deleted.",
         ),
     ),
     (
@@ -560,6 +572,7 @@ const ALL: &[ConfigKey] = &[
     ConfigKey::RestoreOwner,
     ConfigKey::CheckpointsRetained,
     ConfigKey::JobName,
+    ConfigKey::PositionTable,
     ConfigKey::BatchSizeBytes,
     ConfigKey::SplitSizeBytes,
     ConfigKey::ScanRequestTimeout,
@@ -776,6 +789,7 @@ mod tests {
             [
                 "job.checkpointsRetained",
                 "job.name",
+                "job.positionTable",
                 "high-availability.lease-duration",
                 "high-availability.renew-interval"
             ]

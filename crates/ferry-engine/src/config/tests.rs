@@ -129,6 +129,7 @@ fn every_key_set_explicitly() {
         ("job.restoreOwner", "TRUE"),
         ("job.checkpointsRetained", "5"),
         ("job.name", "my-job"),
+        ("job.positionTable", "dr_positions"),
         ("reader.batchSizeBytes", "65536"),
         ("reader.splitSizeBytes", "1024"),
         ("reader.scanRequestTimeout", "1234"),
@@ -198,6 +199,7 @@ fn every_key_set_explicitly() {
     assert_eq!(c.sink_table_name(), "t_copy");
     assert_eq!(c.checkpoints_retained.get(), 5);
     assert_eq!(c.job_name, "my-job");
+    assert_eq!(c.position_table.as_deref(), Some("dr_positions"));
     assert_eq!(c.reader.batch_size_bytes, 65536);
     assert_eq!(c.reader.split_size_bytes, NonZeroU64::new(1024));
     assert_eq!(c.reader.scan_request_timeout, Duration::from_millis(1234));
@@ -478,12 +480,14 @@ fn checkpoints_directory_forms() {
         c.checkpoints_directory,
         StorageLocation::Local(PathBuf::from("/data/ferry/ckpt"))
     );
-    let err = reject(&with(ConfigKey::CheckpointsDirectory, "s3://bucket/ckpt"));
+    let c = parse(&with(ConfigKey::CheckpointsDirectory, "s3://bucket/ckpt/"));
+    assert_eq!(c.checkpoints_directory.to_uri(), "s3://bucket/ckpt");
+    let err = reject(&with(ConfigKey::CheckpointsDirectory, "hdfs://nn/ckpt"));
     assert_names(
         &err,
         ConfigKey::CheckpointsDirectory,
-        "s3://bucket/ckpt",
-        "not supported yet",
+        "hdfs://nn/ckpt",
+        "not supported",
     );
     let err = reject(&with(ConfigKey::CheckpointsDirectory, ""));
     assert_names(&err, ConfigKey::CheckpointsDirectory, "", "empty");
@@ -526,4 +530,19 @@ fn effective_values_round_trip() {
             assert_eq!(value, default, "{key}");
         }
     }
+}
+
+#[test]
+fn the_position_table_has_a_default_and_an_unsafe_off_switch() {
+    let base = [
+        ("job.sourceMasterAddresses", "a:7051"),
+        ("job.sinkMasterAddresses", "b:7051"),
+        ("job.tableName", "t"),
+        ("job.checkpointsDirectory", "/tmp/chk"),
+    ];
+    let c = JobConfig::from_named_pairs(base).expect("valid");
+    assert_eq!(c.position_table.as_deref(), Some("ferry_positions"));
+    let off = JobConfig::from_named_pairs(base.into_iter().chain([("job.positionTable", " ")]))
+        .expect("valid");
+    assert_eq!(off.position_table, None);
 }

@@ -5,7 +5,7 @@
 use super::handle::{Control, Exceptions, History, JobStatus};
 use super::stop::Mode;
 use super::JobOptions;
-use crate::checkpoint::{CheckpointStore, JobState};
+use crate::checkpoint::{CheckpointStore, JobState, WindowState};
 use crate::config::JobConfig;
 use crate::connector::{Sink, Source};
 use crate::enumerator::Enumerator;
@@ -73,7 +73,7 @@ pub(super) enum Flow {
 }
 
 pub(super) struct Coordinator<S: Source, K: Sink<S::Batch>> {
-    source: Arc<S>,
+    pub(super) source: Arc<S>,
     pub(super) sink: Arc<K>,
     pub(super) store: CheckpointStore,
     pub(super) config: JobConfig,
@@ -88,6 +88,11 @@ pub(super) struct Coordinator<S: Source, K: Sink<S::Batch>> {
     next_window_at: Instant,
     /// Whether the open window's boundaries are in a completed checkpoint.
     pub(super) window_durable: bool,
+    /// The window this coordinator last recorded as the sink position.
+    pub(super) position_for: Option<WindowState>,
+    /// The state the job was started from, until the sink position was
+    /// compared with it (`position`).
+    pub(super) restored: Option<JobState>,
     /// Running, draining or stopping.
     pub(super) mode: Mode,
     /// The state of the newest complete checkpoint (or the restored one):
@@ -133,6 +138,8 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
             window_opened: None,
             next_window_at: now,
             window_durable: false,
+            position_for: None,
+            restored: restore.clone(),
             mode: Mode::Running,
             last_complete: restore,
             failed_checkpoints: 0,
@@ -251,7 +258,7 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
 
     /// What the coordinator does before it waits: stop at a window
     /// boundary if a stop is due, else open a window if one is due, make
-    /// it durable, hand out splits.
+    /// it durable, record it as the sink position, hand out splits.
     async fn step(&mut self, workers: &mut Workers) -> Flow {
         if self.mode.is_draining() && self.between_windows() {
             self.mode.drained(workers);
@@ -277,7 +284,15 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
                 Err(e) => return self.on_checkpoint_failed(e),
             }
         }
-        if self.window_durable {
+        if self.window_durable && !self.position_recorded() {
+            // The sink must say it may hold this window's rows before it
+            // holds any; like the checkpoint above, retried on the next
+            // step until it succeeds.
+            if let Err(e) = self.record_position().await {
+                return self.on_checkpoint_failed(e);
+            }
+        }
+        if self.window_durable && self.position_recorded() {
             self.assign(workers).await;
         }
         Flow::Continue
@@ -317,7 +332,7 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
             }
             _ = sleep_until(self.next_window_at), if window_due => {}
             _ = sleep_until(drain_deadline.unwrap_or_else(Instant::now)), if drain_deadline.is_some() => {
-                self.mode.drain_timed_out();
+                self.mode.drain_timed_out(&self.status);
             }
             ctl = control.recv() => return self.on_control(ctl, workers).await,
         }

@@ -23,10 +23,14 @@
 //! written: opening a window (or resuming one) takes a checkpoint first,
 //! and splits are handed out only after it completed. So the sink never
 //! holds changes from beyond the window recorded in the newest complete
-//! checkpoint. Without this, a restore from an older checkpoint would
-//! replay a wider window, and a row inserted (and already copied) then
-//! deleted inside it would not come back from the diff scan — the sink
-//! would keep it.
+//! checkpoint. Without this, a restore from that checkpoint would replay
+//! a wider window, and a row inserted (and already copied) then deleted
+//! inside it would not come back from the diff scan — the sink would keep
+//! it. A restore from an *older* checkpoint or savepoint (a DR copy) meets
+//! a sink that is further than the state it restores; there the sink
+//! position decides (`position`): each window is also recorded on the
+//! sink cluster before its splits are handed out, and a job started from
+//! a restore point continues from the later of the two.
 //!
 //! Stopping is a mode of the coordinator (`stop`): a plain stop makes the
 //! pipelines stop after their current batch and then writes the savepoint;
@@ -41,6 +45,8 @@
 //! - `handle`: [`JobHandle`], [`JobStatus`], [`StopMode`], the requests;
 //! - `coordinator`: the coordinator's loop, windows and pipeline events;
 //! - `stop`: the stop / drain modes;
+//! - `position`: the sink position: recorded before a window's splits
+//!   are handed out, compared with a restored state at start;
 //! - `recovery`: failures, the restart strategy, restarts from the newest
 //!   complete checkpoint;
 //! - `checkpointing`: checkpoints, savepoints and their history.
@@ -48,6 +54,9 @@
 mod checkpointing;
 mod coordinator;
 mod handle;
+mod position;
+#[cfg(test)]
+mod position_tests;
 mod recovery;
 #[cfg(test)]
 mod restart_tests;

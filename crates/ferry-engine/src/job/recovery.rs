@@ -62,7 +62,8 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
     }
 
     /// Prepares the sink (create or check the sink table) before the first
-    /// pipeline starts. A cluster that cannot be reached yet — a restart
+    /// pipeline starts, then (on a start from a restore point) compares the
+    /// sink position with the restored state. A cluster that cannot be reached yet — a restart
     /// during an outage — is a failure like any other: the job is visible,
     /// RESTARTING, and tries again on the restart strategy's schedule.
     /// `Some` if the job ended instead.
@@ -74,7 +75,11 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
             // No pipeline exists yet, so the coordinator holds the only
             // reference to the sink.
             let sink = Arc::get_mut(&mut self.sink)?;
-            let error = match sink.prepare().await {
+            let prepared = match sink.prepare().await {
+                Ok(()) => self.merge_position().await,
+                Err(e) => Err(e),
+            };
+            let error = match prepared {
                 Ok(()) => return None,
                 Err(e) => e,
             };

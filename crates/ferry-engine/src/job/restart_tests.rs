@@ -268,6 +268,14 @@ impl crate::checkpoint::StateStore for FlakyStore {
         self.inner.put_if_absent(key, bytes)
     }
 
+    fn put<'a>(
+        &'a self,
+        key: &'a crate::checkpoint::StateKey,
+        bytes: bytes::Bytes,
+    ) -> crate::checkpoint::StoreFuture<'a, ()> {
+        self.inner.put(key, bytes)
+    }
+
     fn get<'a>(
         &'a self,
         key: &'a crate::checkpoint::StateKey,

@@ -119,12 +119,15 @@ impl Mode {
     }
 
     /// The drain took too long: the request fails, the job runs on.
-    pub(super) fn drain_timed_out(&mut self) {
+    pub(super) fn drain_timed_out(&mut self, status: &tokio::sync::watch::Sender<JobStatus>) {
         if let Mode::Draining {
             request, timeout, ..
         } = std::mem::take(self)
         {
             tracing::warn!(?timeout, "drain gave up; the job keeps running");
+            // RUNNING again before the requester hears of it, so it never
+            // sees the STOPPING of a drain that is over.
+            status.send_replace(JobStatus::Running);
             let _ = request.reply.send(Err(ControlError::DrainTimeout(timeout)));
         }
     }

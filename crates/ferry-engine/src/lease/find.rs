@@ -128,7 +128,7 @@ pub async fn find_newest_reusing(
         ..Search::default()
     };
     for (dir_key, dir) in dirs {
-        let dir_location = StorageLocation::local_from_key(&dir_key);
+        let dir_location = location.with_key(dir_key.clone());
         if dir.has_metadata {
             if let Some(found) = known.iter().find(|f| f.location == dir_location) {
                 search.valid.push(found.clone());
@@ -157,7 +157,7 @@ pub async fn find_newest_reusing(
             }
             Err(source) => {
                 return Err(FindError {
-                    path: StorageLocation::local_from_key(&meta).to_string(),
+                    path: location.with_key(meta.clone()).to_string(),
                     source,
                 })
             }

@@ -109,7 +109,7 @@ impl Lease {
             .key()
             .join_valid(&job.to_string())
             .join_valid(LEASE_DIR);
-        let location = StorageLocation::local_from_key(&dir);
+        let location = storage_dir.with_key(dir.clone());
         Lease {
             store,
             dir,
@@ -131,7 +131,7 @@ impl Lease {
     }
 
     fn path(&self, key: &StateKey) -> String {
-        StorageLocation::local_from_key(key).to_string()
+        self.location.with_key(key.clone()).to_string()
     }
 
     /// The newest lease object, if any.

@@ -18,7 +18,9 @@ use crate::registry::{now_ms, JobEntry};
 use crate::run_args::{self, RunArgs, RunCommand};
 use crate::submit::StartExtras;
 use anyhow::{bail, Context, Result};
-use ferry_engine::checkpoint::{JobId, LoadedState, ObjectStateStore, StateStore, StorageLocation};
+use ferry_engine::checkpoint::{
+    JobId, LoadedState, LocalResolver, StateStore, StorageLocation, StoreResolver,
+};
 use ferry_engine::config::HaKind;
 use ferry_engine::lease::{find_newest_reusing, sort_newest_first, FoundState, Search};
 use ferry_engine::JobStatus;
@@ -115,8 +117,11 @@ pub fn parse(args: &[String], verb: &str) -> Result<Option<DrArgs>, String> {
 }
 
 /// The store a location lives in.
-pub fn store_for(_location: &StorageLocation) -> Arc<dyn StateStore> {
-    Arc::new(ObjectStateStore::local())
+// objstore: switch to the S3-aware resolver once the binary has one.
+pub fn store_for(location: &StorageLocation) -> Result<Arc<dyn StateStore>> {
+    LocalResolver
+        .open(location)
+        .with_context(|| format!("opening the store of {location}"))
 }
 
 /// Searches every location; states already in `known` are not read again.
@@ -127,7 +132,7 @@ pub async fn search_all(
 ) -> Result<Search> {
     let mut all = Search::default();
     for location in from {
-        let store = store_for(location);
+        let store = store_for(location)?;
         let search = find_newest_reusing(store.as_ref(), location, job, known)
             .await
             .with_context(|| format!("searching {location}"))?;

@@ -43,15 +43,15 @@ fn owner() -> String {
 }
 
 /// The lease of `cfg`'s HA job.
-pub fn lease_for(cfg: &JobConfig) -> Arc<Lease> {
+pub fn lease_for(cfg: &JobConfig) -> Result<Arc<Lease>> {
     let dir = cfg.ha_storage_dir();
-    Arc::new(Lease::new(
-        super::failover::store_for(dir),
+    Ok(Arc::new(Lease::new(
+        super::failover::store_for(dir)?,
         dir,
         &cfg.ha_job_id(),
         &cfg.ha,
         owner(),
-    ))
+    )))
 }
 
 fn waiting_line(record: Option<&LeaseRecord>, silent: Duration) -> String {
@@ -75,7 +75,7 @@ pub async fn hold_and_run(
     began: Instant,
     json: bool,
 ) -> Result<JobStatus> {
-    let lease = lease_for(&run.config);
+    let lease = lease_for(&run.config)?;
     let t = Instant::now();
     let mut said = Instant::now();
     let held = acquire(&lease, WhenEmpty::Claim, |record, silent| {
@@ -154,7 +154,7 @@ pub async fn standby(args: DrArgs) -> Result<JobStatus> {
     if cfg.ha.kind != HaKind::Lease {
         bail!("ferry standby needs high-availability.type lease (the active instance must hold a lease to be taken over from)");
     }
-    let lease = lease_for(cfg);
+    let lease = lease_for(cfg)?;
     let job = cfg.ha_job_id();
     eprintln!(
         "ferry standby: job {job}, lease at {}, state from {}",

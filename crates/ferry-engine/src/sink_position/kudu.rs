@@ -1,0 +1,354 @@
+//! The position table on the sink cluster: one row per sink table, keyed by
+//! its name, written with UPSERT once per window and read once when a job
+//! starts from a restore point.
+//!
+//! It is a small table of ferry's own (one tablet, the sink table's
+//! replication factor), created when missing — like the checkpoints
+//! directory, it is the job's bookkeeping, so it does not depend on
+//! `job.createTable`. Reads go to the tablet leader with READ_LATEST, so a
+//! job sees the last position written by whichever process wrote it.
+
+use super::{PositionError, SinkPosition};
+use crate::checkpoint::WindowState;
+use kudu_client::error::StatusCode;
+use kudu_client::scan::{ComparisonOp, Predicate, ReadMode, ReplicaSelection, RowView};
+use kudu_client::write::{FlushMode, Operation, SessionOptions};
+use kudu_client::{ColumnSchema, DataType, Error as KuduError, KuduClient, KuduTable, Schema};
+use kudu_client::{Row, TableBuilder};
+
+/// `job.positionTable`'s default.
+pub const DEFAULT_POSITION_TABLE: &str = "ferry_positions";
+
+/// The columns: (name, type, nullable). The first is the key.
+const COLUMNS: &[(&str, DataType, bool)] = &[
+    ("sink_table", DataType::String, false),
+    ("sink_table_id", DataType::String, true),
+    ("source_table", DataType::String, false),
+    ("job_id", DataType::String, false),
+    ("generation", DataType::Int64, false),
+    ("last_end", DataType::Int64, true),
+    ("window_start", DataType::Int64, true),
+    ("window_end", DataType::Int64, false),
+    ("snapshot", DataType::Bool, false),
+    ("updated_at", DataType::UnixtimeMicros, false),
+];
+
+/// The position table of one sink cluster.
+#[derive(Debug, Clone)]
+pub struct PositionTable {
+    client: KuduClient,
+    name: String,
+    /// Set by [`PositionTable::prepare`].
+    table: Option<KuduTable>,
+}
+
+impl PositionTable {
+    /// The table `name` on the cluster of `client` (not opened yet).
+    pub fn new(client: KuduClient, name: impl Into<String>) -> Self {
+        PositionTable {
+            client,
+            name: name.into(),
+            table: None,
+        }
+    }
+
+    /// Its name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn kudu(&self, action: &'static str) -> impl FnOnce(KuduError) -> PositionError + '_ {
+        move |cause| PositionError::Kudu {
+            table: self.name.clone(),
+            action,
+            cause,
+        }
+    }
+
+    /// Opens the table, creating it (one tablet, `replicas` replicas) if it
+    /// does not exist, and checks its columns.
+    pub async fn prepare(&mut self, replicas: i32) -> Result<(), PositionError> {
+        let table = match self.client.open_table(&self.name).await {
+            Ok(t) => t,
+            Err(KuduError::TableNotFound(_)) => self.create(replicas).await?,
+            Err(e) => return Err(self.kudu("opening the position table")(e)),
+        };
+        check_schema(&self.name, table.schema())?;
+        self.table = Some(table);
+        Ok(())
+    }
+
+    async fn create(&self, replicas: i32) -> Result<KuduTable, PositionError> {
+        let columns = COLUMNS
+            .iter()
+            .enumerate()
+            .map(|(i, &(name, kind, nullable))| {
+                ColumnSchema::builder(name, kind)
+                    .key(i == 0)
+                    .nullable(nullable)
+                    .build()
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(self.kudu("describing the position table"))?;
+        let schema = Schema::new(columns).map_err(self.kudu("describing the position table"))?;
+        let builder = TableBuilder::new(&self.name, schema)
+            .set_range_partition_columns(&["sink_table"])
+            .num_replicas(replicas)
+            .comment("ferry: how far each sink table is (docs/semantics.md)");
+        tracing::info!(table = %self.name, replicas, "creating the position table on the sink cluster");
+        match self.client.create_table(&builder).await {
+            Ok(_) => {}
+            // Another job created it meanwhile.
+            Err(KuduError::Status { status, .. }) if status.code == StatusCode::AlreadyPresent => {}
+            Err(e) => return Err(self.kudu("creating the position table")(e)),
+        }
+        self.client
+            .open_table(&self.name)
+            .await
+            .map_err(self.kudu("opening the position table"))
+    }
+
+    fn opened(&self) -> Result<&KuduTable, PositionError> {
+        // Only reachable if a sink skipped `prepare` (a bug); say so as a
+        // missing table rather than panic.
+        self.table.as_ref().ok_or_else(|| PositionError::Kudu {
+            table: self.name.clone(),
+            action: "using the position table before it was opened",
+            cause: KuduError::TableNotFound(self.name.clone()),
+        })
+    }
+
+    /// Records `position` for `sink` (UPSERT, durable when this returns).
+    pub async fn write(
+        &self,
+        sink: &KuduTable,
+        position: &SinkPosition,
+    ) -> Result<(), PositionError> {
+        let table = self.opened()?;
+        let row = self.encode(table, sink, position)?;
+        let mut session = self
+            .client
+            .new_session_with(SessionOptions::default().flush_mode(FlushMode::AutoFlushSync))
+            .map_err(self.kudu("writing the sink position"))?;
+        session
+            .apply(Operation::upsert(table, row))
+            .await
+            .map_err(self.kudu("writing the sink position"))?;
+        session
+            .flush()
+            .await
+            .map_err(self.kudu("writing the sink position"))
+    }
+
+    fn encode(
+        &self,
+        table: &KuduTable,
+        sink: &KuduTable,
+        p: &SinkPosition,
+    ) -> Result<Row, PositionError> {
+        let int = |what: &'static str, v: u64| {
+            i64::try_from(v).map_err(|_| PositionError::OutOfRange {
+                table: self.name.clone(),
+                what,
+                value: v,
+            })
+        };
+        let set = self.kudu("encoding the sink position");
+        let mut row = table.new_row();
+        let filled: Result<(), KuduError> = (|| {
+            row.set_str("sink_table", sink.name())?
+                .set_str("sink_table_id", sink.id())?
+                .set_str("source_table", &p.source_table)?
+                .set_str("job_id", &p.job_id)?
+                .set_bool("snapshot", p.window.is_snapshot())?
+                .set_timestamp_micros("updated_at", now_micros())?;
+            Ok(())
+        })();
+        filled.map_err(set)?;
+        let ints = [
+            ("generation", Some(int("generation", p.generation)?)),
+            (
+                "last_end",
+                p.last_end.map(|t| int("last_end", t)).transpose()?,
+            ),
+            (
+                "window_start",
+                p.window
+                    .start_timestamp
+                    .map(|t| int("window_start", t))
+                    .transpose()?,
+            ),
+            (
+                "window_end",
+                Some(int("window_end", p.window.end_timestamp)?),
+            ),
+        ];
+        for (column, value) in ints {
+            let r = match value {
+                Some(v) => row.set_i64(column, v).map(|_| ()),
+                None => row.set_null(column).map(|_| ()),
+            };
+            r.map_err(self.kudu("encoding the sink position"))?;
+        }
+        Ok(row)
+    }
+
+    /// The position recorded for `sink`, if any. A record left by an
+    /// earlier table of the same name (another table id) describes rows
+    /// that are gone: it is ignored with a warning.
+    pub async fn read(&self, sink: &KuduTable) -> Result<Option<SinkPosition>, PositionError> {
+        let table = self.opened()?;
+        let mut scanner = self
+            .client
+            .scan_builder(table)
+            .predicate(Predicate::comparison(
+                "sink_table",
+                ComparisonOp::Equal,
+                sink.name().to_owned(),
+            ))
+            .read_mode(ReadMode::Latest)
+            .replica_selection(ReplicaSelection::LeaderOnly)
+            .build()
+            .map_err(self.kudu("reading the sink position"))?;
+        while let Some(batch) = scanner
+            .next_batch()
+            .await
+            .map_err(self.kudu("reading the sink position"))?
+        {
+            if let Some(row) = batch.rows().next() {
+                let (id, position) = self.decode(sink.name(), &row)?;
+                if id.as_deref().is_some_and(|id| id != sink.id()) {
+                    tracing::warn!(
+                        sink = sink.name(),
+                        recorded_id = ?id,
+                        id = sink.id(),
+                        "ignoring the sink position of an earlier table of the same name"
+                    );
+                    return Ok(None);
+                }
+                return Ok(Some(position));
+            }
+        }
+        Ok(None)
+    }
+
+    fn decode(
+        &self,
+        sink_table: &str,
+        row: &RowView<'_>,
+    ) -> Result<(Option<String>, SinkPosition), PositionError> {
+        let bad = |reason: String| PositionError::Record {
+            table: self.name.clone(),
+            sink_table: sink_table.to_owned(),
+            reason,
+        };
+        let opt_int = |c: &str| -> Result<Option<u64>, PositionError> {
+            if row.is_null(c).map_err(|e| bad(e.to_string()))? {
+                return Ok(None);
+            }
+            let v = row.get_i64(c).map_err(|e| bad(e.to_string()))?;
+            u64::try_from(v)
+                .map(Some)
+                .map_err(|_| bad(format!("{c} is negative ({v})")))
+        };
+        let int = |c: &str| opt_int(c)?.ok_or_else(|| bad(format!("{c} is NULL")));
+        let text = |c: &str| {
+            row.get_str(c)
+                .map(str::to_owned)
+                .map_err(|e| bad(e.to_string()))
+        };
+        let id = match row
+            .is_null("sink_table_id")
+            .map_err(|e| bad(e.to_string()))?
+        {
+            true => None,
+            false => Some(text("sink_table_id")?),
+        };
+        let last_end = opt_int("last_end")?;
+        let window = WindowState {
+            start_timestamp: opt_int("window_start")?,
+            end_timestamp: int("window_end")?,
+        };
+        if window.start_timestamp != last_end
+            || window
+                .start_timestamp
+                .is_some_and(|s| s >= window.end_timestamp)
+        {
+            return Err(bad(format!(
+                "window [{:?}, {}) does not follow last_end {last_end:?}",
+                window.start_timestamp, window.end_timestamp
+            )));
+        }
+        let position = SinkPosition {
+            source_table: text("source_table")?,
+            job_id: text("job_id")?,
+            generation: int("generation")?,
+            last_end,
+            window,
+        };
+        Ok((id, position))
+    }
+}
+
+/// Refuses a position table without the columns ferry writes.
+fn check_schema(name: &str, schema: &Schema) -> Result<(), PositionError> {
+    for &(column, kind, _) in COLUMNS {
+        let ok = schema
+            .column_by_name(column)
+            .is_some_and(|c| c.data_type() == kind);
+        if !ok {
+            return Err(PositionError::Schema {
+                table: name.to_owned(),
+                column,
+                kind: type_name(kind),
+            });
+        }
+    }
+    Ok(())
+}
+
+fn type_name(kind: DataType) -> &'static str {
+    match kind {
+        DataType::String => "STRING",
+        DataType::Int64 => "INT64",
+        DataType::Bool => "BOOL",
+        DataType::UnixtimeMicros => "UNIXTIME_MICROS",
+        _ => "?",
+    }
+}
+
+fn now_micros() -> i64 {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    i64::try_from(now.as_micros()).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_created_schema_passes_its_own_check() {
+        let columns = COLUMNS
+            .iter()
+            .enumerate()
+            .map(|(i, &(name, kind, nullable))| {
+                ColumnSchema::builder(name, kind)
+                    .key(i == 0)
+                    .nullable(nullable)
+                    .build()
+                    .expect("column")
+            })
+            .collect();
+        let schema = Schema::new(columns).expect("schema");
+        assert!(check_schema("p", &schema).is_ok());
+        let short = Schema::new(vec![ColumnSchema::builder("sink_table", DataType::String)
+            .key(true)
+            .build()
+            .expect("key")])
+        .expect("schema");
+        let e = check_schema("p", &short).expect_err("missing columns");
+        assert!(e.to_string().contains("sink_table_id"), "{e}");
+    }
+}
