@@ -3,10 +3,11 @@
 //!
 //! - `kill_9_of_the_active`: an active `ferry run` holding the lease is
 //!   killed with SIGKILL while a mixed writer runs; `ferry standby` takes
-//!   over from the replicated state (a second directory kept up to date by
-//!   a copier, standing in for `ferry state mirror --watch`) under the same
-//!   job id, and after the writer stops the sink equals the source cell by
-//!   cell.
+//!   over from the replicated state (a second directory a copier fills 3 s
+//!   behind the primary, standing in for a lagging `ferry state mirror
+//!   --watch` or CRR: the state restored is older than what the sink holds,
+//!   which the sink position makes exact) under the same job id, and after
+//!   the writer stops the sink equals the source cell by cell.
 //! - `a_resumed_active_writes_nothing`: the active is paused with SIGSTOP,
 //!   the standby takes over while new changes arrive, then the active is
 //!   resumed: it exits fenced, wrote no further row (its own count of rows
@@ -34,6 +35,8 @@ static CLUSTERS: Shared<(MiniCluster, MiniCluster)> = Shared::new();
 const OPS_PER_SEC: u32 = 200;
 const LEASE: &str = "2s";
 const RENEW: &str = "500ms";
+/// How far the simulated replica lags behind the primary.
+const REPLICA_LAG: Duration = Duration::from_secs(3);
 
 fn now_ms() -> u64 {
     SystemTime::now()
@@ -247,9 +250,9 @@ impl Setup {
     }
 }
 
-/// Copies every complete checkpoint from `from` to `to` (`_metadata` last,
-/// via a temporary name and rename), every 200 ms, until dropped: the
-/// replica a DR standby reads.
+/// Copies every complete checkpoint at least [`REPLICA_LAG`] old from
+/// `from` to `to` (`_metadata` via a temporary name and rename), every
+/// 200 ms, until dropped: the lagging replica a DR standby reads.
 struct Copier {
     stop: Arc<std::sync::atomic::AtomicBool>,
 }
@@ -292,6 +295,12 @@ fn copy_new(from: &Path, to: &Path) {
             if target.join("_metadata").exists() {
                 continue;
             }
+            let old_enough = std::fs::metadata(&src)
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t.elapsed().is_ok_and(|age| age >= REPLICA_LAG));
+            if !old_enough {
+                continue;
+            }
             let Ok(bytes) = std::fs::read(&src) else {
                 continue;
             };
@@ -331,6 +340,13 @@ async fn kill_9_of_the_active() {
         standby.stderr()
     );
 
+    let primary_newest = s
+        .store()
+        .latest_complete(&s.job)
+        .await
+        .expect("list")
+        .checkpoint
+        .map(|c| c.id);
     active.signal(libc::SIGKILL);
     let line = standby.line("JobID", Duration::from_secs(30)).await;
     assert!(line.ends_with(&s.job.to_string()), "same job id: {line}");
@@ -340,6 +356,17 @@ async fn kill_9_of_the_active() {
         "restored from the replica: {newest}"
     );
     standby.line("RTO: ", Duration::from_secs(30)).await;
+    // The replica lagged: the standby restored an older checkpoint.
+    let restored_id: u64 = newest
+        .split("/chk-")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("checkpoint number in {newest}"));
+    assert!(
+        primary_newest.is_some_and(|p| restored_id < p),
+        "restored chk-{restored_id}, primary had {primary_newest:?}"
+    );
 
     tokio::time::sleep(Duration::from_secs(3)).await;
     let stats = writer.stop().await;
