@@ -21,7 +21,7 @@ use super::Ctx;
 use crate::kudu::Cluster;
 use crate::report::{f0, percentile, Table};
 use anyhow::{anyhow, bail, Context, Result};
-use ferry_engine::checkpoint::{CheckpointStore, ObjectStateStore, StorageLocation};
+use ferry_engine::checkpoint::{CheckpointStore, JobId, ObjectStateStore, StorageLocation};
 use ferry_engine::lease::find_newest;
 use ferry_fixtures::workload::Workload;
 use kudu_client::{KuduClient, TableBuilder};
@@ -150,23 +150,7 @@ fn spawn_copier(from: PathBuf, to: PathBuf, stop: Arc<std::sync::atomic::AtomicB
     });
 }
 
-pub async fn run(ctx: &Ctx, takeovers: usize, rate: u32) -> Result<PathBuf> {
-    let mut report = ctx.report(
-        "failover",
-        json!({"takeovers": takeovers, "rate_ops_per_s": rate, "lease": "defaults (5 s, renew 1 s)",
-               "discovery_interval_s": 2, "checkpointing_interval_ms": 1000, "copier_interval_ms": 500}),
-    )?;
-    let work = report.work_dir.clone();
-    let (src, dst) = ctx.clusters("failover", &mut report).await?;
-    let client = |c: &Cluster| KuduClient::new(&c.masters.split(',').collect::<Vec<_>>());
-    let (sc, dc) = (client(&src)?, client(&dst)?);
-    let replicas = ctx.tservers.min(3) as i32;
-    let b = TableBuilder::new(TABLE, ferry_fixtures::all_types_schema())
-        .add_hash_partitions(&["id"], 4, 0)
-        .num_replicas(replicas);
-    sc.create_table(&b).await?;
-    report.command(format!("# ferry-bench (in process): create table {TABLE} (all types, 4 hash tablets, {replicas} replicas); the job creates the sink table"));
-    let (chk, dr) = (work.join("checkpoints"), work.join("dr"));
+fn job_args(ctx: &Ctx, src: &Cluster, dst: &Cluster, chk: &Path) -> Vec<String> {
     let mut args: Vec<String> = [
         "--job.sourceMasterAddresses",
         &src.masters,
@@ -193,84 +177,127 @@ pub async fn run(ctx: &Ctx, takeovers: usize, rate: u32) -> Result<PathBuf> {
     .map(|s| s.to_string())
     .collect();
     args.extend(ctx.ferry_args.iter().cloned());
-    let standby_args = |args: &[String]| {
-        let mut a = args.to_vec();
-        a.extend(["--from".to_string(), dr.to_string_lossy().to_string()]);
-        a
-    };
-    report.command(format!("ferry run {}", args.join(" ")));
-    report.command(format!("ferry standby {}", standby_args(&args).join(" ")));
+    args
+}
 
-    let workload = Workload::start(sc.clone(), TABLE, rate, 7);
-    let stop_copier = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    spawn_copier(chk.clone(), dr.clone(), stop_copier.clone());
-    let bin = &ctx.ferry_bin;
-    let mut active = Proc::spawn(bin, "run", &args, work.join("ferry-0.log"))?;
-    active.wait_line("JobID", Duration::from_secs(300)).await?;
-    let mut standby = Proc::spawn(
-        bin,
-        "standby",
-        &standby_args(&args),
-        work.join("ferry-1.log"),
-    )?;
-    let dr_loc = StorageLocation::local(&dr).map_err(|e| anyhow!("{e}"))?;
-    let job = ferry_engine::config::ha_job_id(&format!("ferry-replication-{TABLE}"));
-    let mut results = Vec::new();
-    for round in 1..=takeovers {
-        // Warm standby, steady replication.
-        tokio::time::sleep(Duration::from_secs(12)).await;
-        let rpo = find_newest(&ObjectStateStore::local(), &dr_loc, Some(job))
+/// The active and the standby of the moment.
+struct Pair<'a> {
+    bin: &'a Path,
+    work: &'a Path,
+    standby_args: Vec<String>,
+    active: Proc,
+    standby: Proc,
+}
+
+impl Pair<'_> {
+    /// Kills the active, waits for the standby's first window, starts a
+    /// new standby.
+    async fn takeover(
+        &mut self,
+        round: usize,
+        dr: &StorageLocation,
+        job: JobId,
+    ) -> Result<Takeover> {
+        let rpo = find_newest(&ObjectStateStore::local(), dr, Some(job))
             .await?
             .newest
             .map(|f| now_ms().saturating_sub(f.state.created_at_ms));
         let killed = Instant::now();
-        active.kill9();
-        let (at, line) = standby.wait_line("RTO: ", Duration::from_secs(120)).await?;
-        let restored = standby
+        self.active.kill9();
+        let (at, line) = self
+            .standby
+            .wait_line("RTO: ", Duration::from_secs(120))
+            .await?;
+        let restored = self
+            .standby
             .wait_line("Newest: ", Duration::from_secs(1))
             .await
             .map(|(_, l)| l)
             .unwrap_or_default();
         let rto_ms = at.saturating_duration_since(killed).as_millis() as u64;
         println!("  takeover {round}: RTO {rto_ms} ms, RPO of the DR copy {rpo:?} ms; {line}");
-        results.push(Takeover {
+        let log = self.work.join(format!("ferry-{}.log", round + 1));
+        let next = Proc::spawn(self.bin, "standby", &self.standby_args, log)?;
+        self.active = std::mem::replace(&mut self.standby, next);
+        Ok(Takeover {
             round,
             rto_ms,
             standby_breakdown: line,
             rpo_dr_ms: rpo,
             restored,
-        });
-        active = std::mem::replace(
-            &mut standby,
-            Proc::spawn(
-                bin,
-                "standby",
-                &standby_args(&args),
-                work.join(format!("ferry-{}.log", round + 1)),
-            )?,
-        );
+        })
     }
-    let stats = workload.stop().await;
-    let stopped = sc.server_clock().await?.raw();
+}
+
+/// Waits until the newest checkpoint's window ends after `ts`.
+async fn catch_up(chk: &Path, job: JobId, ts: u64) -> Result<()> {
     let store = CheckpointStore::open_local(
-        &StorageLocation::local(&chk).map_err(|e| anyhow!("{e}"))?,
+        &StorageLocation::local(chk).map_err(|e| anyhow!("{e}"))?,
         NonZeroUsize::MIN,
     );
     let deadline = Instant::now() + Duration::from_secs(180);
     loop {
         let latest = store.latest_complete(&job).await?.checkpoint;
-        if latest.is_some_and(|c| c.state.last_end_timestamp.is_some_and(|t| t > stopped)) {
-            break;
+        if latest.is_some_and(|c| c.state.last_end_timestamp.is_some_and(|t| t > ts)) {
+            return Ok(());
         }
         if Instant::now() > deadline {
             bail!("the last active did not catch up");
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+}
+
+pub async fn run(ctx: &Ctx, takeovers: usize, rate: u32) -> Result<PathBuf> {
+    let mut report = ctx.report(
+        "failover",
+        json!({"takeovers": takeovers, "rate_ops_per_s": rate, "lease": "defaults (5 s, renew 1 s)",
+               "discovery_interval_s": 2, "checkpointing_interval_ms": 1000, "copier_interval_ms": 500}),
+    )?;
+    let work = report.work_dir.clone();
+    let (src, dst) = ctx.clusters("failover", &mut report).await?;
+    let client = |c: &Cluster| KuduClient::new(&c.masters.split(',').collect::<Vec<_>>());
+    let (sc, dc) = (client(&src)?, client(&dst)?);
+    let replicas = ctx.tservers.min(3) as i32;
+    let b = TableBuilder::new(TABLE, ferry_fixtures::all_types_schema())
+        .add_hash_partitions(&["id"], 4, 0)
+        .num_replicas(replicas);
+    sc.create_table(&b).await?;
+    report.command(format!("# ferry-bench (in process): create table {TABLE} (all types, 4 hash tablets, {replicas} replicas); the job creates the sink table"));
+    let (chk, dr) = (work.join("checkpoints"), work.join("dr"));
+    let args = job_args(ctx, &src, &dst, &chk);
+    let mut standby_args = args.clone();
+    standby_args.extend(["--from".to_string(), dr.to_string_lossy().to_string()]);
+    report.command(format!("ferry run {}", args.join(" ")));
+    report.command(format!("ferry standby {}", standby_args.join(" ")));
+
+    let workload = Workload::start(sc.clone(), TABLE, rate, 7);
+    let stop_copier = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    spawn_copier(chk.clone(), dr.clone(), stop_copier.clone());
+    let bin = &ctx.ferry_bin;
+    let active = Proc::spawn(bin, "run", &args, work.join("ferry-0.log"))?;
+    active.wait_line("JobID", Duration::from_secs(300)).await?;
+    let standby = Proc::spawn(bin, "standby", &standby_args, work.join("ferry-1.log"))?;
+    let mut pair = Pair {
+        bin,
+        work: &work,
+        standby_args,
+        active,
+        standby,
+    };
+    let dr_loc = StorageLocation::local(&dr).map_err(|e| anyhow!("{e}"))?;
+    let job = ferry_engine::config::ha_job_id(&format!("ferry-replication-{TABLE}"));
+    let mut results = Vec::new();
+    for round in 1..=takeovers {
+        // Warm standby, steady replication.
+        tokio::time::sleep(Duration::from_secs(12)).await;
+        results.push(pair.takeover(round, &dr_loc, job).await?);
+    }
+    let stats = workload.stop().await;
+    catch_up(&chk, job, sc.server_clock().await?.raw()).await?;
     let diff = ferry_fixtures::compare::compare_tables(&sc, &dc, TABLE, TABLE).await;
     stop_copier.store(true, std::sync::atomic::Ordering::Relaxed);
-    drop(standby);
-    drop(active);
+    drop(pair);
     summarize(
         &mut report,
         &results,

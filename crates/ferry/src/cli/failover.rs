@@ -133,9 +133,7 @@ pub async fn search_all(
     let mut all = Search::default();
     for location in from {
         let store = store_for(location)?;
-        let search = find_newest_reusing(store.as_ref(), location, job, known)
-            .await
-            .with_context(|| format!("searching {location}"))?;
+        let search = find_newest_reusing(store.as_ref(), location, job, known).await?;
         all.valid.extend(search.valid);
         all.skipped.extend(search.skipped);
         all.listed_in += search.listed_in;
@@ -319,10 +317,17 @@ pub async fn connect(run: &RunArgs) -> Result<(KuduClient, KuduClient)> {
 /// `ferry failover`.
 pub async fn failover(args: DrArgs) -> Result<Outcome> {
     let began = Instant::now();
-    let search = search_all(&args.from, args.job, &[]).await?;
     let mut rto = Rto::printed();
+    let ha = args.run.config.ha.kind == HaKind::Lease;
+    let claimed = if ha && !args.dry_run {
+        Some(super::standby::claim(&args.run, &mut rto).await?)
+    } else {
+        None
+    };
+    let t = Instant::now();
+    let search = search_all(&args.from, args.job, &[]).await?;
     rto.step("find", search.listed_in);
-    rto.step("verify", began.elapsed().saturating_sub(search.listed_in));
+    rto.step("verify", t.elapsed().saturating_sub(search.listed_in));
     print_search(&search, &args.from, args.json);
     let Some(found) = search.newest else {
         return Ok(Outcome::NothingFound);
@@ -333,7 +338,7 @@ pub async fn failover(args: DrArgs) -> Result<Outcome> {
     let t = Instant::now();
     let clients = connect(&args.run).await?;
     rto.step("connect", t.elapsed());
-    let job_id = if args.run.config.ha.kind == HaKind::Lease {
+    let job_id = if ha {
         args.run.config.ha_job_id()
     } else {
         found.state.job_id
@@ -349,13 +354,14 @@ pub async fn failover(args: DrArgs) -> Result<Outcome> {
     };
     crate::say!("Starting job {job_id} from {}", found.location);
     let json = args.json;
-    let status = if args.run.config.ha.kind == HaKind::Lease {
-        super::standby::hold_and_run(args.run, extras, rto, began, json).await?
-    } else {
-        crate::run::run_with(args.run, extras, |entry| {
-            rto.report_when_first_window_completes(entry, began, json)
-        })
-        .await?
+    let status = match claimed {
+        Some(claimed) => claimed.run(args.run, extras, rto, began, json).await?,
+        None => {
+            crate::run::run_with(args.run, extras, |entry| {
+                rto.report_when_first_window_completes(entry, began, json)
+            })
+            .await?
+        }
     };
     if let JobStatus::Failed { error } = &status {
         bail!("the job failed: {error}");

@@ -66,15 +66,15 @@ fn waiting_line(record: Option<&LeaseRecord>, silent: Duration) -> String {
     }
 }
 
-/// Claims the lease (waiting while another instance holds it), keeps it
-/// renewed and runs the job under its fence.
-pub async fn hold_and_run(
-    run: RunArgs,
-    mut extras: StartExtras,
-    mut rto: Rto,
-    began: Instant,
-    json: bool,
-) -> Result<JobStatus> {
+/// A lease claimed by `ferry run` or `ferry failover`, not yet renewed.
+pub struct Claimed {
+    lease: Arc<Lease>,
+    held: Held,
+}
+
+/// Claims the lease, waiting while another instance holds it. Claim
+/// first, search after: the state cannot move on once the lease is ours.
+pub async fn claim(run: &RunArgs, rto: &mut Rto) -> Result<Claimed> {
     let lease = lease_for(&run.config)?;
     let t = Instant::now();
     let mut said = Instant::now();
@@ -91,9 +91,24 @@ pub async fn hold_and_run(
         held.generation,
         lease.location()
     );
-    extras.fence = held.fence.clone();
-    extras.job_id = Some(run.config.ha_job_id());
-    run_holding(lease, held, run, extras, rto, began, json).await
+    Ok(Claimed { lease, held })
+}
+
+impl Claimed {
+    /// Runs the job under the lease's fence and the HA job id, renewing
+    /// the lease until the job ends.
+    pub async fn run(
+        self,
+        run: RunArgs,
+        mut extras: StartExtras,
+        rto: Rto,
+        began: Instant,
+        json: bool,
+    ) -> Result<JobStatus> {
+        extras.fence = self.held.fence.clone();
+        extras.job_id = Some(run.config.ha_job_id());
+        run_holding(self.lease, self.held, run, extras, rto, began, json).await
+    }
 }
 
 /// Runs the job while `held` is renewed; stops renewing when it ends.
@@ -127,6 +142,8 @@ async fn run_holding(
 
 /// `ferry run` with `high-availability.type lease`.
 pub async fn run_leased(run: RunArgs) -> Result<JobStatus> {
+    let mut rto = Rto::default();
+    let claimed = claim(&run, &mut rto).await?;
     let mut extras = StartExtras::default();
     if run.from_savepoint.is_none() {
         // Like a restarted Flink JobManager: continue from the HA job's
@@ -138,7 +155,7 @@ pub async fn run_leased(run: RunArgs) -> Result<JobStatus> {
             extras.restore = Some(loaded(&found));
         }
     }
-    hold_and_run(run, extras, Rto::default(), Instant::now(), false).await
+    claimed.run(run, extras, rto, Instant::now(), false).await
 }
 
 fn loaded(found: &FoundState) -> LoadedState {
