@@ -183,9 +183,14 @@ pub struct JobState {
     /// resume key on restore.
     pub pending: Vec<SplitState>,
     /// The lease generation of the instance that wrote this state (0
-    /// without high availability); see [`crate::lease`].
-    #[serde(default)]
+    /// without high availability); see [`crate::lease`]. Left out when 0,
+    /// so states of jobs without a lease stay readable by older builds.
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub generation: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl JobState {

@@ -415,6 +415,15 @@ mod tests {
         );
     }
 
+    #[test]
+    fn the_generation_round_trips_and_is_left_out_when_zero() {
+        let mut s = state(SnapshotKind::Checkpoint, 1, 100, None);
+        assert!(!String::from_utf8_lossy(&meta(&s)).contains("generation"));
+        s.generation = 3;
+        let back = decode_metadata(&meta(&s)).expect("decode");
+        assert_eq!(back.generation, 3);
+    }
+
     #[tokio::test]
     async fn other_jobs_and_an_empty_store() {
         let store = MemoryStateStore::new();
