@@ -49,3 +49,14 @@ ensure_kudu() {
   cargo build -q -p ferry-testkit --bin ferry-testkit
   ./target/debug/ferry-testkit install
 }
+
+# ensure_s3: the S3-compatible test server (s3s-fs 0.14.1, with its `binary`
+# feature) for the tests of state on object stores, built once into
+# ~/.cache/ferry (where ferry-testkit looks for it).
+S3S_FS_VERSION=0.14.1
+ensure_s3() {
+  local root="$HOME/.cache/ferry/s3s-fs-$S3S_FS_VERSION"
+  [ -x "$root/bin/s3s-fs" ] && return 0
+  log "installing s3s-fs $S3S_FS_VERSION into $root"
+  cargo install -q --root "$root" s3s-fs --version "$S3S_FS_VERSION" --features binary --locked
+}

@@ -83,7 +83,7 @@ impl EngineError {
             EngineError::Checkpoint(_) => "Checkpoint",
             EngineError::SinkTable(_) => "SinkTable",
             EngineError::Restore(_) => "Restore",
-            EngineError::Position(_) => "SinkPosition",
+            EngineError::Position(e) => e.kind_name(),
             EngineError::Internal(_) => "Internal",
             EngineError::Cancelled => "Cancelled",
             EngineError::Fenced(_) => "Fenced",

@@ -78,9 +78,20 @@ impl KuduSink {
         .with_position_table(config.position_table.clone())
     }
 
-    /// The sink table and position table, once prepared.
-    fn prepared(&self) -> Option<(&KuduTable, &PositionTable)> {
-        Some((self.table.as_ref()?, self.position.as_ref()?))
+    /// The sink table and the position table; `None` without a position
+    /// table. Fails closed: a position table that was not prepared is an
+    /// error, never a silent no-op.
+    fn positions(&self) -> Result<Option<(&KuduTable, &PositionTable)>, EngineError> {
+        let Some(positions) = &self.position else {
+            return Ok(None);
+        };
+        match &self.table {
+            Some(table) => Ok(Some((table, positions))),
+            None => Err(self.err(kudu_client::Error::TableNotFound(format!(
+                "{} (the sink was not prepared)",
+                self.options.sink_table_name
+            )))),
+        }
     }
 
     /// The sink table, once prepared.
@@ -133,14 +144,14 @@ impl Sink<RowBatch> for KuduSink {
     }
 
     async fn record_position(&self, position: &SinkPosition) -> Result<(), EngineError> {
-        match self.prepared() {
+        match self.positions()? {
             Some((table, positions)) => Ok(positions.write(table, position).await?),
             None => Ok(()),
         }
     }
 
     async fn read_position(&self) -> Result<Option<SinkPosition>, EngineError> {
-        match self.prepared() {
+        match self.positions()? {
             Some((table, positions)) => Ok(positions.read(table).await?),
             None => Ok(None),
         }

@@ -17,6 +17,8 @@
 //!   tear everything down on drop (also when a test panics).
 //! - [`fault`]: faults to survive — a network namespace whose traffic can be
 //!   dropped, a small filesystem that can turn read-only.
+//! - [`s3`]: [`S3Server`] — a real S3-compatible server (`s3s-fs`) on
+//!   loopback, for state on object stores; stop/start keeps port and data.
 //!
 //! # Example
 //! ```no_run
@@ -31,9 +33,11 @@ pub mod cluster;
 pub mod fault;
 pub mod net;
 pub mod process;
+pub mod s3;
 
 pub use binaries::KuduBinaries;
 pub use cluster::{ClusterBuilder, ClusterInfo, Daemon, DaemonKind, MiniCluster};
+pub use s3::{S3Info, S3Server};
 
 use std::path::PathBuf;
 

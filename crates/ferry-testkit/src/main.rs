@@ -11,13 +11,17 @@
 //! ip netns exec ferry-nsN ferry run ...         # clusters stay reachable inside
 //! ferry-testkit netns partition ferry-nsN 127.a.b.0/24 | heal ferry-nsN
 //! ferry-testkit netns down ferry-nsN | ferry-testkit netns down --all
+//! eval "$(ferry-testkit s3 up --name dr --bucket state)"  # FERRY_S3_ENDPOINT=... lines
+//! ferry-testkit s3 bucket --name dr other-bucket
+//! ferry-testkit s3 stop --name dr | ferry-testkit s3 start --name dr  # same port, same data
+//! ferry-testkit s3 down --name dr | ferry-testkit s3 down --all
 //! ```
 
 use clap::{Parser, Subcommand};
 use ferry_testkit::binaries::Provenance;
 use ferry_testkit::fault::NetNs;
 use ferry_testkit::process::alive;
-use ferry_testkit::{KuduBinaries, MiniCluster};
+use ferry_testkit::{KuduBinaries, MiniCluster, S3Server};
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -73,6 +77,12 @@ enum Command {
         #[command(subcommand)]
         command: NetnsCommand,
     },
+    /// A real S3-compatible server (s3s-fs) on loopback, for state on
+    /// object stores.
+    S3 {
+        #[command(subcommand)]
+        command: S3Command,
+    },
     /// Run the bundled `kudu` CLI with the right environment.
     Kudu {
         /// Arguments for `kudu`, after `--`.
@@ -105,6 +115,56 @@ enum NetnsCommand {
         #[arg(required_unless_present = "all", conflicts_with = "all")]
         name: Option<String>,
         /// Every `ferry-ns*` namespace in which nothing runs.
+        #[arg(long)]
+        all: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum S3Command {
+    /// Start a server in the background; print shell assignments
+    /// `FERRY_S3_ENDPOINT=…`, `FERRY_S3_ACCESS_KEY=…`, `FERRY_S3_SECRET_KEY=…`
+    /// (use with `eval`).
+    Up {
+        /// Server name ([A-Za-z0-9_-], unique among running servers).
+        #[arg(long)]
+        name: String,
+        /// Create this bucket (repeatable).
+        #[arg(long)]
+        bucket: Vec<String>,
+    },
+    /// Create a bucket on a running server.
+    Bucket {
+        /// Server name.
+        #[arg(long)]
+        name: String,
+        /// Bucket name ([a-z0-9.-], 3-63 characters).
+        bucket: String,
+    },
+    /// Print a server's assignments again (and whether it runs).
+    Status {
+        /// Server name.
+        #[arg(long)]
+        name: String,
+    },
+    /// Kill the server process; port and data are kept.
+    Stop {
+        /// Server name.
+        #[arg(long)]
+        name: String,
+    },
+    /// Start a stopped server again on the same port with the same data.
+    Start {
+        /// Server name.
+        #[arg(long)]
+        name: String,
+    },
+    /// Stop a server and remove its data.
+    Down {
+        /// Server name.
+        #[arg(long, required_unless_present = "all", conflicts_with = "all")]
+        name: Option<String>,
+        /// Every server started with `s3 up`.
         #[arg(long)]
         all: bool,
     },
@@ -147,7 +207,60 @@ fn run(command: Command) -> ferry_testkit::Result<ExitCode> {
         Command::Install => install(),
         Command::Kudu { args } => kudu(&args),
         Command::Netns { command } => netns(command),
+        Command::S3 { command } => s3(command),
     }
+}
+
+/// `s3 up|bucket|status|stop|start|down`.
+fn s3(command: S3Command) -> ferry_testkit::Result<ExitCode> {
+    let print = |s: &S3Server| {
+        let info = s.info();
+        println!("FERRY_S3_NAME={}", info.name);
+        println!("FERRY_S3_ENDPOINT={}", info.endpoint());
+        println!("FERRY_S3_ACCESS_KEY={}", info.access_key);
+        println!("FERRY_S3_SECRET_KEY={}", info.secret_key);
+        println!("FERRY_S3_DATA={}", info.data_dir().display());
+    };
+    match command {
+        S3Command::Up { name, bucket } => {
+            let server = S3Server::start_detached(&name)?;
+            for b in &bucket {
+                server.create_bucket(b)?;
+            }
+            print(&server);
+            server.detach();
+        }
+        S3Command::Bucket { name, bucket } => S3Server::attach(&name)?.create_bucket(&bucket)?,
+        S3Command::Status { name } => {
+            let server = S3Server::attach(&name)?;
+            print(&server);
+            println!("FERRY_S3_RUNNING={}", server.is_running());
+        }
+        S3Command::Stop { name } => S3Server::attach(&name)?.stop()?,
+        S3Command::Start { name } => {
+            let mut server = S3Server::attach(&name)?;
+            server.restart()?;
+            server.detach();
+        }
+        S3Command::Down { name, all } => {
+            let names = if all {
+                S3Server::list_names()
+            } else {
+                name.into_iter().collect()
+            };
+            for name in names {
+                let server = S3Server::attach(&name)?;
+                // A test's own server dies with the test.
+                if all && !server.info().detached && server.is_running() {
+                    println!("{name} skipped: owned by a running test");
+                    continue;
+                }
+                server.destroy()?;
+                println!("{name} down");
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `netns up|partition|heal|down`.

@@ -5,7 +5,11 @@
 //! Keys use Flink's names where Flink has one (`rest.address`, `rest.port`,
 //! `rest.bind-address`, `rest.bind-port`, `metrics.reporter.prom.port`) so
 //! `-Drest.port=8082` habits carry over; ferry adds `metrics.port`,
-//! `metrics.address` and the `metrics.kudu.*` keys. The keys are a catalog
+//! `metrics.address` and the `metrics.kudu.*` keys. The `s3.*` keys say how
+//! to reach S3 for checkpoints and savepoints on `s3://` (Flink's names:
+//! `s3.endpoint`, `s3.access-key`, `s3.secret-key`, `s3.path.style.access`);
+//! they belong to the process, so a session server's jobs all use its
+//! settings and no credential travels in a job submission. The keys are a catalog
 //! of [`KeySpec`] rows like the job's; `crate::settings` reads them from
 //! `--key value`, `--key=value`, `-Dkey=value`, `-D key=value` and the
 //! `--config` TOML file, and [`ProcessOptions::from_pairs`] validates them.
@@ -13,6 +17,7 @@
 use std::time::Duration;
 
 use ferry_engine::config::{KeyDefault, KeyOrigin, KeySpec, ValueKind};
+use ferry_objstore::{S3Key, S3Settings};
 
 /// Default REST port (Flink's `rest.port`).
 pub const DEFAULT_REST_PORT: u16 = 8081;
@@ -108,6 +113,13 @@ pub enum ProcessKey {
     SourceMasterHttp,
     SinkMasterHttp,
     KuduPollInterval,
+    S3Endpoint,
+    S3AccessKey,
+    S3SecretKey,
+    S3SessionToken,
+    S3PathStyleAccess,
+    S3Region,
+    S3AllowHttp,
 }
 
 // Row i describes ALL[i]; a unit test checks the two line up.
@@ -186,6 +198,80 @@ const CATALOG: &[(ProcessKey, KeySpec)] = &[
             "How often tablet server metrics are polled; 0 disables.",
         ),
     ),
+    (
+        ProcessKey::S3Endpoint,
+        KeySpec::new(
+            "s3.endpoint",
+            KeyDefault::Derived("AWS_ENDPOINT_URL, else AWS"),
+            ValueKind::Text,
+            KeyOrigin::Flink,
+            "URL of an S3-compatible server for s3:// state (http only on loopback unless s3.allow-http).",
+        ),
+    ),
+    (
+        ProcessKey::S3AccessKey,
+        KeySpec::new(
+            "s3.access-key",
+            KeyDefault::Derived("AWS_ACCESS_KEY_ID"),
+            ValueKind::Text,
+            KeyOrigin::Flink,
+            "S3 access key; when set, the AWS_* credentials are ignored.",
+        )
+        .with_aliases(&["s3.access.key"]),
+    ),
+    (
+        ProcessKey::S3SecretKey,
+        KeySpec::new(
+            "s3.secret-key",
+            KeyDefault::Derived("AWS_SECRET_ACCESS_KEY"),
+            ValueKind::Secret,
+            KeyOrigin::Flink,
+            "S3 secret key; never shown in logs, REST or errors.",
+        )
+        .with_aliases(&["s3.secret.key"]),
+    ),
+    (
+        ProcessKey::S3SessionToken,
+        KeySpec::new(
+            "s3.session-token",
+            KeyDefault::Derived("AWS_SESSION_TOKEN"),
+            ValueKind::Secret,
+            KeyOrigin::Ferry,
+            "Session token of temporary S3 credentials; never shown.",
+        )
+        .with_aliases(&["s3.session.token"]),
+    ),
+    (
+        ProcessKey::S3PathStyleAccess,
+        KeySpec::new(
+            "s3.path.style.access",
+            KeyDefault::Derived("true with s3.endpoint, else false"),
+            ValueKind::Bool,
+            KeyOrigin::Flink,
+            "Path-style S3 requests (endpoint/bucket/key) instead of virtual-hosted ones.",
+        ),
+    ),
+    (
+        ProcessKey::S3Region,
+        KeySpec::new(
+            "s3.region",
+            KeyDefault::Derived("AWS_REGION, else us-east-1"),
+            ValueKind::Text,
+            KeyOrigin::Ferry,
+            "S3 region.",
+        )
+        .with_aliases(&["s3.endpoint.region"]),
+    ),
+    (
+        ProcessKey::S3AllowHttp,
+        KeySpec::new(
+            "s3.allow-http",
+            KeyDefault::Derived("true for a loopback s3.endpoint"),
+            ValueKind::Bool,
+            KeyOrigin::Ferry,
+            "Allow plain http to s3.endpoint.",
+        ),
+    ),
 ];
 
 const ALL: &[ProcessKey] = &[
@@ -196,6 +282,13 @@ const ALL: &[ProcessKey] = &[
     ProcessKey::SourceMasterHttp,
     ProcessKey::SinkMasterHttp,
     ProcessKey::KuduPollInterval,
+    ProcessKey::S3Endpoint,
+    ProcessKey::S3AccessKey,
+    ProcessKey::S3SecretKey,
+    ProcessKey::S3SessionToken,
+    ProcessKey::S3PathStyleAccess,
+    ProcessKey::S3Region,
+    ProcessKey::S3AllowHttp,
 ];
 
 impl ProcessKey {
@@ -218,6 +311,20 @@ impl ProcessKey {
     /// The key named `name` or one of its aliases.
     pub fn lookup(name: &str) -> Option<ProcessKey> {
         ALL.iter().copied().find(|k| k.spec().answers_to(name))
+    }
+
+    /// The `s3.*` setting this key is, if it is one.
+    pub fn s3_key(self) -> Option<S3Key> {
+        Some(match self {
+            ProcessKey::S3Endpoint => S3Key::Endpoint,
+            ProcessKey::S3AccessKey => S3Key::AccessKey,
+            ProcessKey::S3SecretKey => S3Key::SecretKey,
+            ProcessKey::S3SessionToken => S3Key::SessionToken,
+            ProcessKey::S3PathStyleAccess => S3Key::PathStyleAccess,
+            ProcessKey::S3Region => S3Key::Region,
+            ProcessKey::S3AllowHttp => S3Key::AllowHttp,
+            _ => return None,
+        })
     }
 
     /// Whether `ferry server` uses this key (the `metrics.kudu.*` keys are
@@ -252,6 +359,9 @@ pub struct OptionError {
 pub struct ProcessOptions {
     pub server: ServerOptions,
     pub kudu: KuduMetricsOptions,
+    /// `s3.*` as given (secrets print as `***`); merged with the `AWS_*`
+    /// environment when the resolver is built.
+    pub s3: S3Settings,
 }
 
 impl ProcessOptions {
@@ -268,6 +378,18 @@ impl ProcessOptions {
     }
 
     fn set(&mut self, key: ProcessKey, value: &str) -> Result<(), OptionError> {
+        if let Some(s3_key) = key.s3_key() {
+            return self.s3.set(s3_key, value).map_err(|e| OptionError {
+                key: key.name().to_string(),
+                // A secret, or an endpoint with credentials in it, is not echoed.
+                value: if s3_key.is_secret() || value.contains('@') {
+                    "***".to_string()
+                } else {
+                    value.to_string()
+                },
+                reason: e.reason,
+            });
+        }
         let fail = |reason: &str| OptionError {
             key: key.name().to_string(),
             value: value.to_string(),
@@ -308,6 +430,13 @@ impl ProcessOptions {
             ProcessKey::MetricsPort => self.server.metrics_port = port()?,
             ProcessKey::SourceMasterHttp => self.kudu.source_master_http = Some(addresses()?),
             ProcessKey::SinkMasterHttp => self.kudu.sink_master_http = Some(addresses()?),
+            ProcessKey::S3Endpoint
+            | ProcessKey::S3AccessKey
+            | ProcessKey::S3SecretKey
+            | ProcessKey::S3SessionToken
+            | ProcessKey::S3PathStyleAccess
+            | ProcessKey::S3Region
+            | ProcessKey::S3AllowHttp => {} // handled above
             ProcessKey::KuduPollInterval => {
                 let ms = value
                     .trim()
@@ -330,7 +459,7 @@ mod tests {
         for (i, key) in ALL.iter().enumerate() {
             assert_eq!(CATALOG[i].0, *key, "catalog row {i}");
             assert_eq!(*key as usize, i, "{key:?} position");
-            assert!(["rest", "metrics"].contains(&key.spec().section()));
+            assert!(["rest", "metrics", "s3"].contains(&key.spec().section()));
             assert_eq!(ProcessKey::lookup(key.name()), Some(*key));
         }
     }
@@ -391,5 +520,35 @@ mod tests {
         assert!(ProcessOptions::from_pairs([(ProcessKey::MetricsAddress, " ")]).is_err());
         let o = ProcessOptions::from_pairs([(ProcessKey::KuduPollInterval, "0")]).unwrap();
         assert_eq!(o.kudu.poll_interval, Duration::ZERO);
+    }
+
+    #[test]
+    fn s3_keys_are_validated_and_secrets_never_echoed() {
+        let o = ProcessOptions::from_pairs([
+            (ProcessKey::S3Endpoint, "http://127.0.0.1:9000"),
+            (ProcessKey::S3AccessKey, "ferry"),
+            (ProcessKey::S3SecretKey, "very-secret-value"),
+            (ProcessKey::S3PathStyleAccess, "true"),
+        ])
+        .unwrap();
+        assert_eq!(o.s3.endpoint.as_deref(), Some("http://127.0.0.1:9000"));
+        assert_eq!(o.s3.path_style_access, Some(true));
+        assert!(!format!("{o:?}").contains("very-secret-value"));
+        assert_eq!(
+            ProcessKey::lookup("s3.secret.key"),
+            Some(ProcessKey::S3SecretKey)
+        );
+        let err = ProcessOptions::from_pairs([(ProcessKey::S3SecretKey, " ")]).unwrap_err();
+        assert!(err.to_string().contains("s3.secret-key"), "{err}");
+        let err =
+            ProcessOptions::from_pairs([(ProcessKey::S3Endpoint, "http://k:pw@host")]).unwrap_err();
+        assert!(!err.to_string().contains("pw@"), "{err}");
+        let err =
+            ProcessOptions::from_pairs([(ProcessKey::S3PathStyleAccess, "maybe")]).unwrap_err();
+        assert!(
+            err.to_string().contains("'maybe' for s3.path.style.access"),
+            "{err}"
+        );
+        assert!(ProcessKey::S3SecretKey.is_server_key());
     }
 }

@@ -228,15 +228,19 @@ pub struct Registry {
     jobs: RwLock<Vec<Arc<JobEntry>>>,
     /// Cancelled at process shutdown.
     pub shutdown: CancellationToken,
+    /// Opens checkpoint and savepoint locations (local paths and `s3://`,
+    /// with the process's `s3.*` settings) for every job of the process.
+    pub resolver: Arc<ferry_objstore::ObjectStoreResolver>,
 }
 
 impl Registry {
-    pub fn new(mode: Mode) -> Arc<Self> {
+    pub fn new(mode: Mode, resolver: Arc<ferry_objstore::ObjectStoreResolver>) -> Arc<Self> {
         Arc::new(Registry {
             mode,
             started_at_ms: now_ms(),
             jobs: RwLock::new(Vec::new()),
             shutdown: CancellationToken::new(),
+            resolver,
         })
     }
 

@@ -42,7 +42,7 @@ pub async fn run_with(
     extras: StartExtras,
     on_started: impl FnOnce(&Arc<JobEntry>),
 ) -> Result<JobStatus> {
-    let registry = Registry::new(Mode::Application);
+    let registry = Registry::new(Mode::Application, crate::submit::resolver(&args.process));
     let bound = crate::server::start(registry.clone(), &args.process.server).await?;
     let entry = match crate::submit::start_job_with(&registry, args, extras).await {
         Ok(e) => e,
@@ -109,7 +109,7 @@ async fn stop_on_signal(entry: &Arc<JobEntry>) -> JobStatus {
 
 /// `ferry server`: session mode.
 pub async fn serve(opts: ProcessOptions) -> Result<()> {
-    let registry = Registry::new(Mode::Session);
+    let registry = Registry::new(Mode::Session, crate::submit::resolver(&opts));
     let mut server = opts.server.clone();
     // The REST API is the point of a session server: a busy default port
     // is an error here.

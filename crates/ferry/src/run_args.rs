@@ -51,7 +51,7 @@ impl RunArgs {
                 .map(|l| l.to_uri())
                 .map_err(|e| UsageError::InvalidValue {
                     flag: flag.to_string(),
-                    value: path.to_string(),
+                    value: e.input,
                     reason: e.reason,
                 })
         };
@@ -249,18 +249,19 @@ Usage: ferry run [OPTIONS] --job.sourceMasterAddresses ADDRS --job.sinkMasterAdd
                  --job.tableName TABLE --job.checkpointsDirectory DIR [--KEY VALUE ...]
 
 Options:
-  -s, --fromSavepoint PATH   resume from a savepoint or retained checkpoint (directory or its _metadata)
+  -s, --fromSavepoint PATH   resume from a savepoint or retained checkpoint (directory or its _metadata;
+                             a path, file:// or s3://bucket/prefix URI)
   -p, --parallelism N        number of reader-to-writer pipelines [default: number of cores]
       --config FILE          TOML file with the same keys (command-line values win)
-      --savepointPath DIR    on SIGTERM / Ctrl-C, stop with a savepoint in DIR (else cancel)
+      --savepointPath DIR    on SIGTERM / Ctrl-C, stop with a savepoint in DIR (else cancel); DIR may be s3://
   -m, --jobmanager HOST:PORT submit to a running `ferry server` (session mode) instead of
                              running the job in this process (application mode)
   -d, --detached             with --jobmanager: return once the job is submitted
-  -D KEY=VALUE               set a process key (rest.*, metrics.*), Flink style: -Drest.port=8082
+  -D KEY=VALUE               set a process key (rest.*, metrics.*, s3.*), Flink style: -Drest.port=8082
   -h, --help                 print this help
 
-Keys (also accepted as --key=value; rest.* and metrics.* also as -Dkey=value; all of them
-in the --config file, flat, dotted or as [job] / [reader] / [writer] / [rest] / [metrics] tables):
+Keys (also accepted as --key=value; rest.*, metrics.* and s3.* also as -Dkey=value; all of them
+in the --config file, flat, dotted or as [job] / [reader] / [writer] / [rest] / [metrics] / [s3] tables):
 ";
     format!(
         "{usage}{}\nExit codes: 0 stopped cleanly, 1 the job failed, 2 usage or configuration error.\n",

@@ -25,7 +25,7 @@ use crate::process_opts::ProcessKey;
 pub enum Key {
     /// `job.*`, `reader.*`, `writer.*`.
     Job(ConfigKey),
-    /// `rest.*`, `metrics.*`.
+    /// `rest.*`, `metrics.*`, `s3.*`.
     Process(ProcessKey),
 }
 
@@ -137,7 +137,7 @@ fn suggestion_text(suggestion: &Option<&str>) -> String {
     match suggestion {
         Some(key) => format!(" (did you mean '{key}'?)"),
         None => {
-            " (keys start with job., reader., writer., rest. or metrics.; see --help for the list)"
+            " (keys start with job., reader., writer., rest., metrics. or s3.; see --help for the list)"
                 .to_string()
         }
     }
@@ -152,9 +152,25 @@ fn display_file(path: &Option<PathBuf>) -> String {
 
 /// Keys of both catalogs with their values as given, from one source (or
 /// several, merged).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct Settings {
     values: BTreeMap<Key, String>,
+}
+
+impl std::fmt::Debug for Settings {
+    /// Values of secret keys (`s3.secret-key`, …) print as `***`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map()
+            .entries(self.values.iter().map(|(k, v)| {
+                let shown = if k.spec().kind == ValueKind::Secret {
+                    "***"
+                } else {
+                    v.as_str()
+                };
+                (k.name(), shown)
+            }))
+            .finish()
+    }
 }
 
 impl Settings {
@@ -206,8 +222,12 @@ impl Settings {
     /// Adds `-D key=value` (the text after `-D`): process keys only, as in
     /// Flink, where `-D` sets the process's configuration.
     pub fn insert_dynamic(&mut self, pair: &str) -> Result<(), SettingsError> {
+        // The value is not repeated in errors: it may be a secret.
         let invalid = |reason: String| SettingsError::InvalidDynamic {
-            pair: pair.to_string(),
+            pair: match pair.split_once('=') {
+                Some((name, _)) => format!("{name}=…"),
+                None => pair.to_string(),
+            },
             reason,
         };
         let Some((name, value)) = pair.split_once('=') else {

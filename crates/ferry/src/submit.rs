@@ -2,8 +2,14 @@
 //! mode) and `POST /ferry/jobs` (session mode): connect to both clusters,
 //! load the restore point if any, start the engine job (which checks the
 //! restore point and prepares the sink table) and register it.
+//!
+//! Checkpoints may live on an object store: the checkpoints directory is
+//! probed first (one listing), so wrong credentials, an unknown bucket or an
+//! unreachable endpoint stop the start with a message naming the location
+//! (exit code 1), before any cluster work.
 
 use crate::kudu_activity::KuduActivity;
+use crate::process_opts::ProcessOptions;
 use crate::registry::{now_ms, JobEntry, Registry, RestoreInfo};
 use crate::run_args::RunArgs;
 use anyhow::{anyhow, bail, Context, Result};
@@ -15,8 +21,28 @@ use ferry_engine::kudu_sink::KuduSink;
 use ferry_engine::kudu_source::KuduSource;
 use ferry_engine::lease::Fence;
 use ferry_engine::{Job, JobOptions, RestorePoint};
+use ferry_objstore::ObjectStoreResolver;
 use kudu_client::KuduClient;
 use std::sync::Arc;
+
+/// The process's resolver: its `s3.*` settings over the `AWS_*` environment.
+pub fn resolver(process: &ProcessOptions) -> Arc<ObjectStoreResolver> {
+    Arc::new(ObjectStoreResolver::from_settings(
+        &process.s3.clone().with_process_env(),
+    ))
+}
+
+/// Opens the checkpoints directory through the process's resolver and
+/// checks that the store answers.
+pub async fn open_checkpoints(
+    resolver: &Arc<ObjectStoreResolver>,
+    dir: &StorageLocation,
+    retained: std::num::NonZeroUsize,
+) -> Result<CheckpointStore> {
+    resolver.probe(dir).await.map_err(|e| anyhow!("{e}"))?;
+    // Not `?` on the error itself: its text is already complete.
+    CheckpointStore::open(dir, retained, resolver.clone()).map_err(|e| anyhow!("{e}"))
+}
 
 /// What a takeover (`ferry standby`, `ferry failover`) or a lease holder
 /// (`ferry run` with `high-availability.type lease`) adds to a start.
@@ -65,13 +91,18 @@ pub async fn start_job_with(
     extras: StartExtras,
 ) -> Result<Arc<JobEntry>> {
     let cfg = &args.config;
+    let store = open_checkpoints(
+        &registry.resolver,
+        &cfg.checkpoints_directory,
+        cfg.checkpoints_retained,
+    )
+    .await?;
     let (source_client, sink_client) = match extras.clients {
         Some(clients) => clients,
         None => clients(cfg)?,
     };
     let sink_table_name = cfg.sink_table_name();
 
-    let store = CheckpointStore::open_local(&cfg.checkpoints_directory, cfg.checkpoints_retained);
     let mut restored = None;
     let restore = match (extras.restore, &args.from_savepoint) {
         (Some(loaded), _) => {
@@ -93,7 +124,7 @@ pub async fn start_job_with(
             let loaded = store
                 .load(path)
                 .await
-                .with_context(|| format!("cannot resume from '{path}'"))?;
+                .map_err(|e| anyhow!("cannot resume from '{}': {e}", shown(path)))?;
             let state = loaded.state;
             restored = Some(RestoreInfo {
                 checkpoint_id: state.checkpoint_id,
@@ -113,6 +144,13 @@ pub async fn start_job_with(
         .map(StorageLocation::parse)
         .transpose()
         .map_err(|e| anyhow!("--savepointPath: {e}"))?;
+    if let Some(dir) = &default_savepoint_dir {
+        registry
+            .resolver
+            .probe(dir)
+            .await
+            .map_err(|e| anyhow!("--savepointPath: {e}"))?;
+    }
 
     // The snapshot progress estimate: the master's live row count.
     let source_rows_estimate = match source_client.list_tables(&cfg.table_name).await {
@@ -156,4 +194,13 @@ pub async fn start_job_with(
         start_time_ms,
     );
     Ok(registry.add(entry))
+}
+
+/// A pointer as given, for messages: a URI with credentials in it
+/// (refused anyway) is not repeated.
+fn shown(pointer: &str) -> String {
+    match StorageLocation::parse(pointer) {
+        Ok(location) => location.to_string(),
+        Err(e) => e.input,
+    }
 }

@@ -59,10 +59,11 @@ pub enum CheckpointError {
         reason: String,
     },
 
-    /// The storage backend failed.
-    #[error("checkpoint storage failed: {source}")]
+    /// The storage backend failed. Shows the full location (`s3://…` or a
+    /// path) once, then what failed.
+    #[error("checkpoint storage failed at {path}: {}", source.cause())]
     Store {
-        /// The object or directory involved.
+        /// The object or directory involved, as a location.
         path: String,
         /// The backend error.
         source: StoreError,

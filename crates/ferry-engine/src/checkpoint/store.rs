@@ -103,6 +103,16 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    /// What went wrong without the key (for a message that names the full
+    /// location itself): `cannot create: <backend error>`.
+    pub fn cause(&self) -> String {
+        match self {
+            StoreError::AlreadyExists { .. } => "it already exists".to_string(),
+            StoreError::Open { reason, .. } => reason.clone(),
+            StoreError::Backend { op, source, .. } => format!("cannot {op}: {source}"),
+        }
+    }
+
     /// Wraps a backend error.
     pub fn backend(
         op: &'static str,

@@ -173,7 +173,7 @@ const CATALOG: &[(ConfigKey, KeySpec)] = &[
             Required,
             ValueKind::Location,
             Reference,
-            "Where checkpoints are kept (<dir>/<job-id>/chk-<N>/_metadata): a path or file:// URI.",
+            "Where checkpoints are kept (<dir>/<job-id>/chk-<N>/_metadata): a path, file:// URI, or s3://bucket/prefix (gs://, az:// where built in; see the s3.* keys).",
         ),
     ),
     (

@@ -33,8 +33,10 @@ pub enum ValueKind {
     Host,
     /// A TCP port, 0 to 65535.
     Port,
-    /// A local path or `file://` URI (object-store URIs later).
+    /// A local path, `file://` URI or object store URI (`s3://bucket/prefix`).
     Location,
+    /// A credential: accepted like text, never shown.
+    Secret,
     /// `true` or `false`.
     Bool,
     /// A whole number of milliseconds, greater than zero.
@@ -66,7 +68,8 @@ impl ValueKind {
             ValueKind::MasterAddresses | ValueKind::HttpAddresses => "<host:port,...>",
             ValueKind::Host => "<host>",
             ValueKind::Port => "<port>",
-            ValueKind::Location => "<path|file:///path>",
+            ValueKind::Location => "<path|s3://bucket/prefix>",
+            ValueKind::Secret => "<secret>",
             ValueKind::Bool => "<true|false>",
             ValueKind::Millis | ValueKind::MillisOrZero => "<ms>",
             ValueKind::Seconds => "<seconds>",

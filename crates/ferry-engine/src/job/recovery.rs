@@ -63,9 +63,10 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
 
     /// Prepares the sink (create or check the sink table) before the first
     /// pipeline starts, then (on a start from a restore point) compares the
-    /// sink position with the restored state. A cluster that cannot be reached yet — a restart
-    /// during an outage — is a failure like any other: the job is visible,
-    /// RESTARTING, and tries again on the restart strategy's schedule.
+    /// sink position with the restored state. A cluster that cannot be
+    /// reached yet — a restart during an outage — is a failure like any
+    /// other: the job is visible, RESTARTING, and tries again on the
+    /// restart strategy's schedule.
     /// `Some` if the job ended instead.
     pub(super) async fn prepare_sink(
         &mut self,

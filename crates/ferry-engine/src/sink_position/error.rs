@@ -10,12 +10,17 @@ use kudu_client::Error as KuduError;
 #[non_exhaustive]
 pub enum PositionError {
     /// A call to the sink cluster failed. The Kudu error is part of this
-    /// message (not a separate cause), so it is printed once.
-    #[error("{action} (position table '{table}' on the sink cluster): {cause}")]
+    /// message (not a separate cause), so it is printed once. A failed
+    /// write reads like any failed write to the sink ("writing sink table
+    /// …"): to an operator a frozen sink looks the same whichever write
+    /// met it first.
+    #[error("{}: {cause}", describe(*.call, .table, .sink_table.as_deref()))]
     Kudu {
         table: String,
-        action: &'static str,
-        cause: KuduError,
+        /// The sink table whose position was read or written, if any.
+        sink_table: Option<String>,
+        call: Call,
+        cause: Box<KuduError>,
     },
     /// The position table exists but lacks a column ferry writes.
     #[error("position table '{table}' on the sink cluster has no {column} column of type {kind}; drop it (ferry creates it again) or name another table with job.positionTable")]
@@ -40,6 +45,25 @@ pub enum PositionError {
     },
 }
 
+/// Which call to the sink cluster failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Call {
+    Open,
+    Create,
+    Write,
+    Read,
+}
+
+fn describe(call: Call, table: &str, sink_table: Option<&str>) -> String {
+    let sink = sink_table.unwrap_or("?");
+    match call {
+        Call::Open => format!("opening position table '{table}' on the sink cluster"),
+        Call::Create => format!("creating position table '{table}' on the sink cluster"),
+        Call::Write => format!("writing sink table '{sink}' (its position, in table '{table}')"),
+        Call::Read => format!("reading the position of sink table '{sink}' from table '{table}'"),
+    }
+}
+
 impl PositionError {
     /// Whether trying again later may succeed.
     pub fn is_transient(&self) -> bool {
@@ -49,14 +73,69 @@ impl PositionError {
         }
     }
 
+    /// Where it failed, for exception histories: a failed call to the
+    /// sink cluster is a sink write failure like any other.
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            PositionError::Kudu { .. } => "SinkWrite",
+            _ => "SinkPosition",
+        }
+    }
+
     /// Whether the sink cluster refused the job's user.
     pub fn is_not_authorized(&self) -> bool {
-        matches!(
-            self,
-            PositionError::Kudu {
-                cause: KuduError::Status { status, .. },
-                ..
-            } if status.code == StatusCode::NotAuthorized
-        )
+        match self {
+            PositionError::Kudu { cause, .. } => matches!(
+                &**cause,
+                KuduError::Status { status, .. } if status.code == StatusCode::NotAuthorized
+            ),
+            _ => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kudu_client::error::KuduStatus;
+
+    fn kudu(call: Call, code: StatusCode) -> PositionError {
+        PositionError::Kudu {
+            table: "ferry_positions".into(),
+            sink_table: Some("orders_copy".into()),
+            call,
+            cause: Box::new(KuduError::Status {
+                context: "Write".into(),
+                status: KuduStatus {
+                    code,
+                    message: "no".into(),
+                    posix_code: None,
+                },
+            }),
+        }
+    }
+
+    #[test]
+    fn a_failed_write_reads_like_any_sink_write() {
+        let e = kudu(Call::Write, StatusCode::ServiceUnavailable);
+        assert!(
+            e.to_string().starts_with(
+                "writing sink table 'orders_copy' (its position, in table 'ferry_positions'): "
+            ),
+            "{e}"
+        );
+        assert_eq!(e.kind_name(), "SinkWrite");
+        assert!(e.is_transient() && !e.is_not_authorized());
+        let refused = crate::EngineError::from(kudu(Call::Create, StatusCode::NotAuthorized));
+        assert!(!refused.is_transient());
+        assert!(refused
+            .advice()
+            .is_some_and(|a| a.contains("job.positionTable")));
+        let bad = PositionError::Schema {
+            table: "p".into(),
+            column: "window_end",
+            kind: "INT64",
+        };
+        assert_eq!(bad.kind_name(), "SinkPosition");
     }
 }

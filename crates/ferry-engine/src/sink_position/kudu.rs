@@ -8,7 +8,7 @@
 //! `job.createTable`. Reads go to the tablet leader with READ_LATEST, so a
 //! job sees the last position written by whichever process wrote it.
 
-use super::{PositionError, SinkPosition};
+use super::{Call, PositionError, SinkPosition};
 use crate::checkpoint::WindowState;
 use kudu_client::error::StatusCode;
 use kudu_client::scan::{ComparisonOp, Predicate, ReadMode, ReplicaSelection, RowView};
@@ -57,11 +57,17 @@ impl PositionTable {
         &self.name
     }
 
-    fn kudu(&self, action: &'static str) -> impl FnOnce(KuduError) -> PositionError + '_ {
+    fn kudu(
+        &self,
+        call: Call,
+        sink_table: Option<&str>,
+    ) -> impl FnOnce(KuduError) -> PositionError + '_ {
+        let sink_table = sink_table.map(str::to_owned);
         move |cause| PositionError::Kudu {
             table: self.name.clone(),
-            action,
-            cause,
+            sink_table,
+            call,
+            cause: Box::new(cause),
         }
     }
 
@@ -71,7 +77,7 @@ impl PositionTable {
         let table = match self.client.open_table(&self.name).await {
             Ok(t) => t,
             Err(KuduError::TableNotFound(_)) => self.create(replicas).await?,
-            Err(e) => return Err(self.kudu("opening the position table")(e)),
+            Err(e) => return Err(self.kudu(Call::Open, None)(e)),
         };
         check_schema(&self.name, table.schema())?;
         self.table = Some(table);
@@ -89,8 +95,8 @@ impl PositionTable {
                     .build()
             })
             .collect::<Result<Vec<_>, _>>()
-            .map_err(self.kudu("describing the position table"))?;
-        let schema = Schema::new(columns).map_err(self.kudu("describing the position table"))?;
+            .map_err(self.kudu(Call::Create, None))?;
+        let schema = Schema::new(columns).map_err(self.kudu(Call::Create, None))?;
         let builder = TableBuilder::new(&self.name, schema)
             .set_range_partition_columns(&["sink_table"])
             .num_replicas(replicas)
@@ -100,12 +106,12 @@ impl PositionTable {
             Ok(_) => {}
             // Another job created it meanwhile.
             Err(KuduError::Status { status, .. }) if status.code == StatusCode::AlreadyPresent => {}
-            Err(e) => return Err(self.kudu("creating the position table")(e)),
+            Err(e) => return Err(self.kudu(Call::Create, None)(e)),
         }
         self.client
             .open_table(&self.name)
             .await
-            .map_err(self.kudu("opening the position table"))
+            .map_err(self.kudu(Call::Open, None))
     }
 
     fn opened(&self) -> Result<&KuduTable, PositionError> {
@@ -113,8 +119,9 @@ impl PositionTable {
         // missing table rather than panic.
         self.table.as_ref().ok_or_else(|| PositionError::Kudu {
             table: self.name.clone(),
-            action: "using the position table before it was opened",
-            cause: KuduError::TableNotFound(self.name.clone()),
+            sink_table: None,
+            call: Call::Open,
+            cause: Box::new(KuduError::TableNotFound(self.name.clone())),
         })
     }
 
@@ -129,15 +136,15 @@ impl PositionTable {
         let mut session = self
             .client
             .new_session_with(SessionOptions::default().flush_mode(FlushMode::AutoFlushSync))
-            .map_err(self.kudu("writing the sink position"))?;
+            .map_err(self.kudu(Call::Write, Some(sink.name())))?;
         session
             .apply(Operation::upsert(table, row))
             .await
-            .map_err(self.kudu("writing the sink position"))?;
+            .map_err(self.kudu(Call::Write, Some(sink.name())))?;
         session
             .flush()
             .await
-            .map_err(self.kudu("writing the sink position"))
+            .map_err(self.kudu(Call::Write, Some(sink.name())))
     }
 
     fn encode(
@@ -153,7 +160,7 @@ impl PositionTable {
                 value: v,
             })
         };
-        let set = self.kudu("encoding the sink position");
+        let set = self.kudu(Call::Write, Some(sink.name()));
         let mut row = table.new_row();
         let filled: Result<(), KuduError> = (|| {
             row.set_str("sink_table", sink.name())?
@@ -188,7 +195,7 @@ impl PositionTable {
                 Some(v) => row.set_i64(column, v).map(|_| ()),
                 None => row.set_null(column).map(|_| ()),
             };
-            r.map_err(self.kudu("encoding the sink position"))?;
+            r.map_err(self.kudu(Call::Write, Some(sink.name())))?;
         }
         Ok(row)
     }
@@ -209,11 +216,11 @@ impl PositionTable {
             .read_mode(ReadMode::Latest)
             .replica_selection(ReplicaSelection::LeaderOnly)
             .build()
-            .map_err(self.kudu("reading the sink position"))?;
+            .map_err(self.kudu(Call::Read, Some(sink.name())))?;
         while let Some(batch) = scanner
             .next_batch()
             .await
-            .map_err(self.kudu("reading the sink position"))?
+            .map_err(self.kudu(Call::Read, Some(sink.name())))?
         {
             if let Some(row) = batch.rows().next() {
                 let (id, position) = self.decode(sink.name(), &row)?;

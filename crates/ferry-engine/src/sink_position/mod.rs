@@ -19,7 +19,7 @@
 mod error;
 mod kudu;
 
-pub use error::PositionError;
+pub use error::{Call, PositionError};
 pub use kudu::{PositionTable, DEFAULT_POSITION_TABLE};
 
 use crate::checkpoint::{JobState, WindowState};

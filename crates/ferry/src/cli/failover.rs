@@ -18,9 +18,7 @@ use crate::registry::{now_ms, JobEntry};
 use crate::run_args::{self, RunArgs, RunCommand};
 use crate::submit::StartExtras;
 use anyhow::{bail, Context, Result};
-use ferry_engine::checkpoint::{
-    JobId, LoadedState, LocalResolver, StateStore, StorageLocation, StoreResolver,
-};
+use ferry_engine::checkpoint::{JobId, LoadedState, StateStore, StorageLocation, StoreResolver};
 use ferry_engine::config::HaKind;
 use ferry_engine::lease::{find_newest_reusing, sort_newest_first, FoundState, Search};
 use ferry_engine::JobStatus;
@@ -116,23 +114,26 @@ pub fn parse(args: &[String], verb: &str) -> Result<Option<DrArgs>, String> {
     }))
 }
 
-/// The store a location lives in.
-// objstore: switch to the S3-aware resolver once the binary has one.
-pub fn store_for(location: &StorageLocation) -> Result<Arc<dyn StateStore>> {
-    LocalResolver
-        .open(location)
-        .with_context(|| format!("opening the store of {location}"))
+/// The store a location lives in (`s3://` through the process's `s3.*`
+/// settings); the error names the location, never a secret.
+pub fn store_for(
+    resolver: &dyn StoreResolver,
+    location: &StorageLocation,
+) -> Result<Arc<dyn StateStore>> {
+    // Not `?` on the error itself: its text is already complete.
+    resolver.open(location).map_err(|e| anyhow::anyhow!("{e}"))
 }
 
 /// Searches every location; states already in `known` are not read again.
 pub async fn search_all(
+    resolver: &dyn StoreResolver,
     from: &[StorageLocation],
     job: Option<JobId>,
     known: &[FoundState],
 ) -> Result<Search> {
     let mut all = Search::default();
     for location in from {
-        let store = store_for(location)?;
+        let store = store_for(resolver, location)?;
         let search = find_newest_reusing(store.as_ref(), location, job, known).await?;
         all.valid.extend(search.valid);
         all.skipped.extend(search.skipped);
@@ -325,7 +326,8 @@ pub async fn failover(args: DrArgs) -> Result<Outcome> {
         None
     };
     let t = Instant::now();
-    let search = search_all(&args.from, args.job, &[]).await?;
+    let resolver = crate::submit::resolver(&args.run.process);
+    let search = search_all(resolver.as_ref(), &args.from, args.job, &[]).await?;
     rto.step("find", search.listed_in);
     rto.step("verify", t.elapsed().saturating_sub(search.listed_in));
     print_search(&search, &args.from, args.json);

@@ -22,7 +22,7 @@ use super::failover::{connect, print_search, search_all, DrArgs, Rto};
 use crate::run_args::RunArgs;
 use crate::submit::StartExtras;
 use anyhow::{bail, Result};
-use ferry_engine::checkpoint::LoadedState;
+use ferry_engine::checkpoint::{LoadedState, StoreResolver};
 use ferry_engine::config::{HaKind, JobConfig};
 use ferry_engine::lease::{acquire, FoundState, Held, Lease, LeaseRecord, Watcher, WhenEmpty};
 use ferry_engine::JobStatus;
@@ -43,10 +43,10 @@ fn owner() -> String {
 }
 
 /// The lease of `cfg`'s HA job.
-pub fn lease_for(cfg: &JobConfig) -> Result<Arc<Lease>> {
+pub fn lease_for(resolver: &dyn StoreResolver, cfg: &JobConfig) -> Result<Arc<Lease>> {
     let dir = cfg.ha_storage_dir();
     Ok(Arc::new(Lease::new(
-        super::failover::store_for(dir)?,
+        super::failover::store_for(resolver, dir)?,
         dir,
         &cfg.ha_job_id(),
         &cfg.ha,
@@ -75,7 +75,8 @@ pub struct Claimed {
 /// Claims the lease, waiting while another instance holds it. Claim
 /// first, search after: the state cannot move on once the lease is ours.
 pub async fn claim(run: &RunArgs, rto: &mut Rto) -> Result<Claimed> {
-    let lease = lease_for(&run.config)?;
+    let resolver = crate::submit::resolver(&run.process);
+    let lease = lease_for(resolver.as_ref(), &run.config)?;
     let t = Instant::now();
     let mut said = Instant::now();
     let held = acquire(&lease, WhenEmpty::Claim, |record, silent| {
@@ -149,7 +150,9 @@ pub async fn run_leased(run: RunArgs) -> Result<JobStatus> {
         // Like a restarted Flink JobManager: continue from the HA job's
         // newest valid state, if it has one.
         let from = [run.config.checkpoints_directory.clone()];
-        let search = search_all(&from, Some(run.config.ha_job_id()), &[]).await?;
+        let resolver = crate::submit::resolver(&run.process);
+        let job = Some(run.config.ha_job_id());
+        let search = search_all(resolver.as_ref(), &from, job, &[]).await?;
         if let Some(found) = search.newest {
             eprintln!("ferry: resuming from {}", found.location);
             extras.restore = Some(loaded(&found));
@@ -171,7 +174,8 @@ pub async fn standby(args: DrArgs) -> Result<JobStatus> {
     if cfg.ha.kind != HaKind::Lease {
         bail!("ferry standby needs high-availability.type lease (the active instance must hold a lease to be taken over from)");
     }
-    let lease = lease_for(cfg)?;
+    let resolver = crate::submit::resolver(&args.run.process);
+    let lease = lease_for(resolver.as_ref(), cfg)?;
     let job = cfg.ha_job_id();
     eprintln!(
         "ferry standby: job {job}, lease at {}, state from {}",
@@ -208,7 +212,7 @@ pub async fn standby(args: DrArgs) -> Result<JobStatus> {
         }
         if searched_at.is_none_or(|t| t.elapsed() >= PRELOAD_EVERY) {
             searched_at = Some(Instant::now());
-            preload(&args, &mut known).await;
+            preload(resolver.as_ref(), &args, &mut known).await;
             if clients.is_none() {
                 clients = warm_up(&args.run).await;
             }
@@ -241,7 +245,8 @@ async fn take_over(
         held.generation
     );
     let t = Instant::now();
-    let search = search_all(&args.from, args.job, &known).await?;
+    let resolver = crate::submit::resolver(&args.run.process);
+    let search = search_all(resolver.as_ref(), &args.from, args.job, &known).await?;
     rto.step("find", search.listed_in);
     rto.step("verify", t.elapsed().saturating_sub(search.listed_in));
     print_search(&search, &args.from, false);
@@ -277,8 +282,8 @@ async fn warm_up(run: &RunArgs) -> Option<(kudu_client::KuduClient, kudu_client:
 }
 
 /// Refreshes the pre-loaded states (only new directories are read).
-async fn preload(args: &DrArgs, known: &mut Vec<FoundState>) {
-    match search_all(&args.from, args.job, known).await {
+async fn preload(resolver: &dyn StoreResolver, args: &DrArgs, known: &mut Vec<FoundState>) {
+    match search_all(resolver, &args.from, args.job, known).await {
         Ok(search) => {
             let newest = search.newest.as_ref().map(|f| f.location.clone());
             if known.first().map(|f| &f.location) != newest.as_ref() {
