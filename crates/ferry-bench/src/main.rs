@@ -7,6 +7,7 @@
 //! bench/run lag [--seconds S] [--rate R] [--initial-rows N]
 //! bench/run idle-cycle [--sizes 1000000,4000000] [--windows K]
 //! bench/run memory [--sizes 1000000,4000000]
+//! bench/run failover [--takeovers 5] [--rate 300]
 //! bench/run soak [--minutes N] [--fault-every K] [--rate R] [--seed S] [--faults a,b]
 //! bench/run all
 //! ```
@@ -126,6 +127,16 @@ enum Scenario {
         #[arg(long, value_delimiter = ',', value_enum)]
         faults: Vec<scenarios::soak::FaultKind>,
     },
+    /// Warm-standby takeovers (kill -9 of the active): RTO and the DR
+    /// copy's RPO per takeover, then a cell-by-cell comparison (not in `all`).
+    Failover {
+        /// Takeovers to measure.
+        #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
+        takeovers: u64,
+        /// Workload operations per second.
+        #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u32).range(1..))]
+        rate: u32,
+    },
     /// Every scenario at its default size, one after the other.
     All,
 }
@@ -227,6 +238,9 @@ async fn run(cli: Cli) -> Result<()> {
                 kinds,
             };
             scenarios::soak::run(&ctx, params).await?;
+        }
+        Scenario::Failover { takeovers, rate } => {
+            scenarios::failover::run(&ctx, takeovers as usize, rate).await?;
         }
         Scenario::All => {
             scenarios::snapshot::run(&ctx, 2_000_000, cores, 3).await?;

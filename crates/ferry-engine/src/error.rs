@@ -43,6 +43,9 @@ pub enum EngineError {
     /// The job was cancelled.
     #[error("the job was cancelled")]
     Cancelled,
+    /// This instance lost its lease (high availability): it must not write.
+    #[error(transparent)]
+    Fenced(#[from] crate::lease::Fenced),
 }
 
 impl From<SinkTableError> for EngineError {
@@ -83,6 +86,7 @@ impl EngineError {
             EngineError::Position(e) => e.kind_name(),
             EngineError::Internal(_) => "Internal",
             EngineError::Cancelled => "Cancelled",
+            EngineError::Fenced(_) => "Fenced",
         }
     }
 

@@ -39,6 +39,8 @@
 //! - [`replication`]: copies of every completed checkpoint and savepoint
 //!   to replica locations (`job.stateReplicas`), in the background, with
 //!   lag metrics; [`replication::mirror`] for `ferry state mirror`.
+//! - [`lease`]: high availability — find the newest valid state in a store,
+//!   the lease a standby takes over, the fence that stops a stale active.
 //! - [`sink_position`]: the sink position, a record on the sink cluster of
 //!   the window the sink may hold rows of, so a restore from an older state
 //!   resumes where the sink is.
@@ -53,6 +55,7 @@ pub mod error;
 pub mod job;
 pub mod kudu_sink;
 pub mod kudu_source;
+pub mod lease;
 pub mod metrics;
 mod pipeline;
 mod prefetch;

@@ -8,6 +8,7 @@
 use crate::checkpoint::SplitState;
 use crate::connector::{Batch, ReadBatch, Sink, SinkWriter, Source, SplitReader};
 use crate::error::EngineError;
+use crate::lease::Fence;
 use crate::metrics::JobMetrics;
 use std::sync::Arc;
 use tokio::sync::{mpsc, watch};
@@ -52,6 +53,7 @@ pub(crate) fn spawn_worker<S: Source, K: Sink<S::Batch>>(
     events: mpsc::UnboundedSender<PipelineEvent>,
     stop: watch::Receiver<bool>,
     metrics: Arc<JobMetrics>,
+    fence: Fence,
 ) -> Worker {
     let (tx, mut rx) = mpsc::channel::<SplitState>(1);
     let task = tokio::spawn(async move {
@@ -72,7 +74,8 @@ pub(crate) fn spawn_worker<S: Source, K: Sink<S::Batch>>(
                 }
             }
             let Some(w) = writer.as_mut() else { continue };
-            let outcome = run_split(&*source, w, split, &events, stop.clone(), &metrics).await;
+            let outcome =
+                run_split(&*source, w, split, &events, stop.clone(), &metrics, &fence).await;
             let event = match outcome {
                 Ok(true) => PipelineEvent::Finished { worker, split_id },
                 Ok(false) => PipelineEvent::Stopped { worker, split_id },
@@ -102,6 +105,7 @@ async fn run_split<S: Source, W: SinkWriter<S::Batch>>(
     events: &mpsc::UnboundedSender<PipelineEvent>,
     mut stop: watch::Receiver<bool>,
     metrics: &JobMetrics,
+    fence: &Fence,
 ) -> Result<bool, EngineError> {
     let reader = source.open(&split).await?;
     let (tx, mut rx) = mpsc::channel::<Result<ReadBatch<S::Batch>, EngineError>>(READ_AHEAD);
@@ -123,6 +127,8 @@ async fn run_split<S: Source, W: SinkWriter<S::Batch>>(
         let Some(batch) = next else { return Ok(true) };
         let batch = batch?;
         metrics.add_read(batch.rows.len() as u64, batch.rows.byte_size() as u64);
+        // A fenced instance writes no further row (lease module).
+        fence.check()?;
         let stats = writer.write(&batch.rows).await?;
         metrics.add_written(stats.upserts, stats.deletes);
         if let Some(key) = batch.resume_key {

@@ -158,6 +158,20 @@ enum Command {
         #[command(subcommand)]
         command: cli::state::StateCommand,
     },
+    /// Find the newest complete, valid savepoint or checkpoint of a job and
+    /// start the job from it (see `ferry failover --help`).
+    #[command(disable_help_flag = true)]
+    Failover {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// Watch a job's lease and take the job over when it lapses (see
+    /// `ferry standby --help`).
+    #[command(disable_help_flag = true)]
+    Standby {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// The demo's source workload (used by scripts/demo).
     #[command(hide = true)]
     DemoWriter(demo_writer::DemoWriterArgs),
@@ -264,6 +278,8 @@ fn main() -> ExitCode {
             init_logging();
             cli::state::run(command)
         }
+        Command::Failover { args } => dr_command(&args, "failover"),
+        Command::Standby { args } => dr_command(&args, "standby"),
         Command::DemoWriter(args) => {
             init_logging();
             verb(demo_writer::run(args))
@@ -284,6 +300,102 @@ fn run_command(args: &[String]) -> ExitCode {
         Ok(run_args::RunCommand::Run(run)) => run_job(*run),
         Err(e) => usage_error(&e.to_string(), "ferry run --help"),
     }
+}
+
+/// `ferry failover` and `ferry standby`: help, or the takeover.
+fn dr_command(args: &[String], verb: &str) -> ExitCode {
+    use cli::failover::{self, Outcome};
+    let parsed = match failover::parse(args, verb) {
+        Ok(Some(parsed)) => parsed,
+        Ok(None) => {
+            print!("{}", dr_help(verb));
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => return usage_error(&e, &format!("ferry {verb} --help")),
+    };
+    if verb == "standby" && parsed.run.config.ha.kind != ferry_engine::config::HaKind::Lease {
+        return usage_error(
+            "ferry standby needs high-availability.type lease (the active instance must hold a lease to be taken over from)",
+            "ferry standby --help",
+        );
+    }
+    init_logging();
+    let runtime = match runtime() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let outcome = if verb == "standby" {
+        runtime
+            .block_on(cli::standby::standby(parsed))
+            .map(Outcome::Ran)
+    } else {
+        runtime.block_on(failover::failover(parsed))
+    };
+    match outcome {
+        Ok(Outcome::Reported) | Ok(Outcome::Ran(JobStatus::Canceled)) => ExitCode::SUCCESS,
+        Ok(Outcome::Ran(JobStatus::Finished { savepoint })) => {
+            say!("Job finished; savepoint at {savepoint}");
+            ExitCode::SUCCESS
+        }
+        Ok(Outcome::NothingFound) => ExitCode::from(failover::EXIT_NOTHING_FOUND),
+        Ok(Outcome::Ran(JobStatus::Failed { error })) => {
+            eprintln!("error: the job failed: {error}");
+            ExitCode::FAILURE
+        }
+        Ok(Outcome::Ran(other)) => {
+            eprintln!("error: the job ended in state {other:?}");
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn dr_help(verb: &str) -> String {
+    let what = if verb == "failover" {
+        "Find the newest complete, valid savepoint or checkpoint of the job (chosen by the window
+         end it records, torn and damaged directories skipped with a warning), print it (path,
+         window end, age = RPO of that copy) and start the job from it in this process, under
+         the state's job id. Prints an RTO breakdown once the first window completes.
+
+         Usage: ferry failover [--from LOCATION]... [--job-id ID] [--dry-run] [--json] <ferry run options>
+
+               --from LOCATION   where to look (repeatable) [default: job.checkpointsDirectory]
+               --job-id ID       only this job's state [default: the HA job id with
+                                 high-availability.type lease, else any job's]
+               --dry-run         only report what would be started
+               --json            report as JSON
+
+         With high-availability.type lease it claims the lease first (waiting for a live holder's
+         lease to lapse).
+
+         Exit codes: 0 the job ended cleanly or --dry-run found a state, 1 runtime failure,
+         2 usage or configuration error, 3 no valid state found.
+"
+    } else {
+        "Watch the job's lease (high-availability.type lease) with warm Kudu connections and the
+         newest valid state pre-loaded; when the lease has not been renewed for
+         high-availability.lease-duration, claim the next generation and start the job from the
+         newest valid state (same job id), with REST and metrics like `ferry run`.
+
+         Usage: ferry standby [--from LOCATION]... <ferry run options>
+
+               --from LOCATION   where to look for state, e.g. the DR replica (repeatable)
+                                 [default: job.checkpointsDirectory]
+
+         Exit codes: 0 the job ended cleanly, 1 runtime failure, 2 usage or configuration error.
+"
+    };
+    format!(
+        "{what}
+The job's options are `ferry run`'s (see `ferry run --help`); docs/dr.md has the runbook.
+"
+    )
 }
 
 /// `ferry server`: help, or serve jobs over REST.

@@ -13,7 +13,9 @@
 use crate::process_opts::ProcessOptions;
 use crate::registry::{JobEntry, Mode, Registry};
 use crate::run_args::RunArgs;
+use crate::submit::StartExtras;
 use anyhow::{bail, Result};
+use ferry_engine::config::HaKind;
 use ferry_engine::JobStatus;
 use std::io::IsTerminal;
 use std::sync::Arc;
@@ -24,10 +26,25 @@ use std::time::Duration;
 const RESULT_GRACE: Duration = Duration::from_secs(10);
 
 /// Runs the job in this process until it ends; returns its final status.
+/// With `high-availability.type lease` it first waits for and claims the
+/// lease (see `cli::standby`).
 pub async fn run(args: RunArgs) -> Result<JobStatus> {
+    if args.config.ha.kind == HaKind::Lease {
+        return crate::cli::standby::run_leased(args).await;
+    }
+    run_with(args, StartExtras::default(), |_| {}).await
+}
+
+/// [`run`] with a takeover's or lease holder's extras; `on_started` sees
+/// the job once it is registered.
+pub async fn run_with(
+    args: RunArgs,
+    extras: StartExtras,
+    on_started: impl FnOnce(&Arc<JobEntry>),
+) -> Result<JobStatus> {
     let registry = Registry::new(Mode::Application, crate::submit::resolver(&args.process));
     let bound = crate::server::start(registry.clone(), &args.process.server).await?;
-    let entry = match crate::submit::start_job(&registry, args).await {
+    let entry = match crate::submit::start_job_with(&registry, args, extras).await {
         Ok(e) => e,
         Err(e) => {
             registry.shutdown.cancel();
@@ -36,6 +53,7 @@ pub async fn run(args: RunArgs) -> Result<JobStatus> {
         }
     };
     crate::say!("Job has been submitted with JobID {}", entry.id);
+    on_started(&entry);
     if let Some(url) = bound.rest_url() {
         eprintln!("ferry: web page and REST API at {url}");
     }

@@ -12,10 +12,14 @@ use crate::kudu_activity::KuduActivity;
 use crate::process_opts::ProcessOptions;
 use crate::registry::{now_ms, JobEntry, Registry, RestoreInfo};
 use crate::run_args::RunArgs;
-use anyhow::{anyhow, Context, Result};
-use ferry_engine::checkpoint::{CheckpointStore, SnapshotKind, StorageLocation};
+use anyhow::{anyhow, bail, Context, Result};
+use ferry_engine::checkpoint::{
+    CheckpointStore, JobId, LoadedState, SnapshotKind, StorageLocation,
+};
+use ferry_engine::config::{HaKind, JobConfig};
 use ferry_engine::kudu_sink::KuduSink;
 use ferry_engine::kudu_source::KuduSource;
+use ferry_engine::lease::Fence;
 use ferry_engine::{Job, JobOptions, RestorePoint};
 use ferry_objstore::ObjectStoreResolver;
 use kudu_client::KuduClient;
@@ -40,15 +44,24 @@ pub async fn open_checkpoints(
     CheckpointStore::open(dir, retained, resolver.clone()).map_err(|e| anyhow!("{e}"))
 }
 
-/// Starts the job described by `args` and registers it.
-pub async fn start_job(registry: &Registry, args: RunArgs) -> Result<Arc<JobEntry>> {
-    let cfg = &args.config;
-    let store = open_checkpoints(
-        &registry.resolver,
-        &cfg.checkpoints_directory,
-        cfg.checkpoints_retained,
-    )
-    .await?;
+/// What a takeover (`ferry standby`, `ferry failover`) or a lease holder
+/// (`ferry run` with `high-availability.type lease`) adds to a start.
+#[derive(Default)]
+pub struct StartExtras {
+    /// Run under this job id (the state's, or the HA job id), so
+    /// checkpoints continue where the previous instance left them.
+    pub job_id: Option<JobId>,
+    /// The state to start from, already found and verified (wins over `-s`).
+    pub restore: Option<LoadedState>,
+    /// The lease fence (high availability).
+    pub fence: Fence,
+    /// Clients connected beforehand (source, sink), kept warm by a standby.
+    pub clients: Option<(KuduClient, KuduClient)>,
+}
+
+/// Connects to both clusters as a job does (clients are lazy: the first
+/// call connects).
+pub fn clients(cfg: &JobConfig) -> Result<(KuduClient, KuduClient)> {
     let source_client = KuduClient::builder(&cfg.source_master_addresses)
         .operation_timeout(cfg.reader.scan_request_timeout)
         .build()
@@ -57,12 +70,57 @@ pub async fn start_job(registry: &Registry, args: RunArgs) -> Result<Arc<JobEntr
         .operation_timeout(cfg.writer.operation_timeout)
         .build()
         .context("sink cluster")?;
+    Ok((source_client, sink_client))
+}
+
+/// Starts the job described by `args` and registers it.
+pub async fn start_job(registry: &Registry, args: RunArgs) -> Result<Arc<JobEntry>> {
+    if args.config.ha.kind == HaKind::Lease {
+        bail!(
+            "high-availability.type lease is for application mode: run the job with `ferry run` \
+             (it claims the lease) and its standbys with `ferry standby`"
+        );
+    }
+    start_job_with(registry, args, StartExtras::default()).await
+}
+
+/// [`start_job`] with a takeover's or lease holder's extras.
+pub async fn start_job_with(
+    registry: &Registry,
+    args: RunArgs,
+    extras: StartExtras,
+) -> Result<Arc<JobEntry>> {
+    let cfg = &args.config;
+    let store = open_checkpoints(
+        &registry.resolver,
+        &cfg.checkpoints_directory,
+        cfg.checkpoints_retained,
+    )
+    .await?;
+    let (source_client, sink_client) = match extras.clients {
+        Some(clients) => clients,
+        None => clients(cfg)?,
+    };
     let sink_table_name = cfg.sink_table_name();
 
     let mut restored = None;
-    let restore = match &args.from_savepoint {
-        None => None,
-        Some(path) => {
+    let restore = match (extras.restore, &args.from_savepoint) {
+        (Some(loaded), _) => {
+            let state = loaded.state;
+            let path = loaded.location.to_uri();
+            restored = Some(RestoreInfo {
+                checkpoint_id: state.checkpoint_id,
+                path: path.clone(),
+                is_savepoint: state.kind == SnapshotKind::Savepoint,
+                restored_at_ms: now_ms(),
+            });
+            Some(RestorePoint {
+                location: path,
+                state,
+            })
+        }
+        (None, None) => None,
+        (None, Some(path)) => {
             let loaded = store
                 .load(path)
                 .await
@@ -106,8 +164,12 @@ pub async fn start_job(registry: &Registry, args: RunArgs) -> Result<Arc<JobEntr
         }
     };
 
-    let options =
-        JobOptions::new(args.parallelism).default_savepoint_dir(default_savepoint_dir.clone());
+    let mut options = JobOptions::new(args.parallelism)
+        .default_savepoint_dir(default_savepoint_dir.clone())
+        .fence(extras.fence);
+    if let Some(job_id) = extras.job_id {
+        options = options.job_id(job_id);
+    }
     let activity = Arc::new(KuduActivity::new(
         &args.process.kudu,
         &cfg.source_master_addresses,

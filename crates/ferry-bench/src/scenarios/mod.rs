@@ -2,6 +2,7 @@
 //! and flushed source table, and waiting for the clusters to go quiet
 //! between measurements.
 
+pub mod failover;
 pub mod idle;
 pub mod lag;
 pub mod memory;

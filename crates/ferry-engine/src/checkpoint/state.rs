@@ -188,10 +188,19 @@ pub struct JobState {
     /// user savepoints, so their `_metadata` is unchanged.
     #[serde(default, skip_serializing_if = "is_false")]
     pub periodic: bool,
+    /// The lease generation of the instance that wrote this state (0
+    /// without high availability); see [`crate::lease`]. Left out when 0,
+    /// so states of jobs without a lease stay readable by older builds.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub generation: u64,
 }
 
 fn is_false(b: &bool) -> bool {
     !*b
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl JobState {
@@ -219,6 +228,7 @@ impl JobState {
             unassigned: Vec::new(),
             pending: Vec::new(),
             periodic: false,
+            generation: 0,
         }
     }
 

@@ -11,10 +11,11 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use super::error::ConfigError;
+use super::ha::{ha_job_id, HaConfig};
 use super::key::{ConfigKey, FLUSH_MODE_NAMES, REPLICA_SELECTION_NAMES};
 use super::raw::RawConfig;
 use super::restart::RestartConfig;
-use crate::checkpoint::StorageLocation;
+use crate::checkpoint::{JobId, StorageLocation};
 
 /// Which replica of a tablet the reader scans (`reader.replicaSelection`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -198,6 +199,8 @@ pub struct JobConfig {
     /// `restart-strategy.*` and
     /// `execution.checkpointing.tolerable-failed-checkpoints`.
     pub restart: RestartConfig,
+    /// `high-availability.*`.
+    pub ha: HaConfig,
 }
 
 impl JobConfig {
@@ -251,6 +254,7 @@ impl JobConfig {
             },
             restart: RestartConfig::from_values(&v)?,
             checkpoints_directory,
+            ha: HaConfig::from_values(&v)?,
         };
         // Cross-key rule, as in the reference job: the next window opens only
         // after a checkpoint completes once the current window's splits are
@@ -278,6 +282,21 @@ impl JobConfig {
     /// The sink table: `job.tableName` + `job.tableSuffix`.
     pub fn sink_table_name(&self) -> String {
         format!("{}{}", self.table_name, self.table_suffix)
+    }
+
+    /// Where the HA lease lives: `high-availability.storageDir`, else the
+    /// checkpoints directory.
+    pub fn ha_storage_dir(&self) -> &StorageLocation {
+        self.ha
+            .storage_dir
+            .as_ref()
+            .unwrap_or(&self.checkpoints_directory)
+    }
+
+    /// The job id of an HA job: derived from `high-availability.cluster-id`
+    /// (default `job.name`), see [`super::ha_job_id`].
+    pub fn ha_job_id(&self) -> JobId {
+        ha_job_id(self.ha.cluster_id.as_deref().unwrap_or(&self.job_name))
     }
 
     /// Every key with its effective value (given or default), in catalog
@@ -331,7 +350,11 @@ impl JobConfig {
                     ConfigKey::FlushInterval => ms(self.writer.flush_interval),
                     ConfigKey::IgnoreNotFound => self.writer.ignore_not_found.to_string(),
                     ConfigKey::IgnoreDuplicate => self.writer.ignore_duplicate.to_string(),
-                    other => self.restart.value_of(other).unwrap_or_default(),
+                    other => self
+                        .restart
+                        .value_of(other)
+                        .or_else(|| self.ha.value_of(other))
+                        .unwrap_or_default(),
                 };
                 (key, value)
             })
@@ -385,6 +408,12 @@ impl Values<'_> {
             None if key.is_required() => Err(ConfigError::MissingRequired { key }),
             None => Ok(None),
         }
+    }
+
+    /// The given value of a key whose default is derived; empty counts as
+    /// not given (how [`JobConfig::effective_values`] writes such a default).
+    pub(super) fn optional(&self, key: ConfigKey) -> Option<&str> {
+        self.raw.get(key).filter(|v| !v.trim().is_empty())
     }
 
     pub(super) fn required_value(&self, key: ConfigKey) -> Result<&str, ConfigError> {

@@ -109,6 +109,16 @@ pub enum ConfigKey {
     ExponentialAttempts,
     /// `execution.checkpointing.tolerable-failed-checkpoints` (Flink)
     TolerableFailedCheckpoints,
+    /// `high-availability.type` (Flink's key; ferry's `lease` value)
+    HaType,
+    /// `high-availability.storageDir` (Flink)
+    HaStorageDir,
+    /// `high-availability.cluster-id` (Flink)
+    HaClusterId,
+    /// `high-availability.lease-duration` (ferry only)
+    HaLeaseDuration,
+    /// `high-availability.renew-interval` (ferry only)
+    HaRenewInterval,
 }
 
 use KeyDefault::{Derived, Required, Value};
@@ -126,6 +136,9 @@ pub(crate) const RESTART_STRATEGY_NAMES: &[&str] = &[
     "off",
     "disable",
 ];
+
+/// The valid names for `high-availability.type`.
+pub(crate) const HA_TYPE_NAMES: &[&str] = &["none", "lease"];
 
 // The catalog. Row i describes ALL[i]; a unit test checks the two line up.
 const CATALOG: &[(ConfigKey, KeySpec)] = &[
@@ -532,6 +545,57 @@ const CATALOG: &[(ConfigKey, KeySpec)] = &[
             "Consecutive failed checkpoints tolerated; one more restarts the job (restart-strategy.*). Replication never goes past the newest complete checkpoint's window either way.",
         ),
     ),
+    (
+        ConfigKey::HaType,
+        KeySpec::new(
+            "high-availability.type",
+            Value("none"),
+            ValueKind::Enum(HA_TYPE_NAMES),
+            Flink,
+            "none: one instance, no fencing. lease: the active instance renews a lease object in high-availability.storageDir; `ferry standby` takes over when it lapses, and an instance that lost it stops before its next checkpoint or row (docs/dr.md).",
+        )
+        .with_aliases(&["high-availability"]),
+    ),
+    (
+        ConfigKey::HaStorageDir,
+        KeySpec::new(
+            "high-availability.storageDir",
+            Derived("job.checkpointsDirectory"),
+            ValueKind::Location,
+            Flink,
+            "Where the lease lives (<dir>/<job-id>/_lease/); every instance of the job must see the same store.",
+        ),
+    ),
+    (
+        ConfigKey::HaClusterId,
+        KeySpec::new(
+            "high-availability.cluster-id",
+            Derived("job.name"),
+            ValueKind::Text,
+            Flink,
+            "With high-availability.type lease: the job id is derived from it (as Flink's application mode does), so the active and its standbys agree on it.",
+        ),
+    ),
+    (
+        ConfigKey::HaLeaseDuration,
+        KeySpec::new(
+            "high-availability.lease-duration",
+            Value("5 s"),
+            ValueKind::Duration,
+            Ferry,
+            "A standby takes over after the lease went this long without a renewal; the active stops writing a fifth of it earlier.",
+        ),
+    ),
+    (
+        ConfigKey::HaRenewInterval,
+        KeySpec::new(
+            "high-availability.renew-interval",
+            Value("1 s"),
+            ValueKind::Duration,
+            Ferry,
+            "How often the active renews its lease (at most a third of the lease duration).",
+        ),
+    ),
 ];
 
 const ALL: &[ConfigKey] = &[
@@ -575,6 +639,11 @@ const ALL: &[ConfigKey] = &[
     ConfigKey::ExponentialJitter,
     ConfigKey::ExponentialAttempts,
     ConfigKey::TolerableFailedCheckpoints,
+    ConfigKey::HaType,
+    ConfigKey::HaStorageDir,
+    ConfigKey::HaClusterId,
+    ConfigKey::HaLeaseDuration,
+    ConfigKey::HaRenewInterval,
 ];
 
 impl ConfigKey {
@@ -600,8 +669,8 @@ impl ConfigKey {
         self.spec().name
     }
 
-    /// The key's section: `job`, `reader`, `writer`, `restart-strategy`
-    /// or `execution`.
+    /// The key's section: `job`, `reader`, `writer`, `restart-strategy`,
+    /// `execution` or `high-availability`.
     pub fn section(self) -> &'static str {
         self.spec().section()
     }
@@ -680,8 +749,15 @@ mod tests {
             assert_eq!(CATALOG[i].0, *key, "catalog row {i}");
             assert_eq!(*key as usize, i, "{key:?} position");
             assert!(
-                ["job", "reader", "writer", "restart-strategy", "execution"]
-                    .contains(&key.section()),
+                [
+                    "job",
+                    "reader",
+                    "writer",
+                    "restart-strategy",
+                    "execution",
+                    "high-availability"
+                ]
+                .contains(&key.section()),
                 "{} is in section {}",
                 key.name(),
                 key.section()
@@ -757,7 +833,9 @@ mod tests {
                 "job.periodicSavepointInterval",
                 "job.periodicSavepointsRetained",
                 "job.stateReplicas",
-                "job.positionTable"
+                "job.positionTable",
+                "high-availability.lease-duration",
+                "high-availability.renew-interval"
             ]
         );
         assert_eq!(ConfigKey::CheckpointsRetained.default_value(), Some("3"));

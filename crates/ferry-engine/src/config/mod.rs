@@ -18,6 +18,7 @@
 //! command lines work; ferry's own keys are marked [`KeyOrigin::Ferry`].
 
 mod error;
+mod ha;
 mod job;
 mod key;
 mod raw;
@@ -28,6 +29,7 @@ mod spec;
 mod tests;
 
 pub use error::ConfigError;
+pub use ha::{ha_job_id, HaConfig, HaKind};
 pub use job::{FlushMode, JobConfig, ReaderConfig, ReplicaSelection, WriterConfig};
 pub use key::ConfigKey;
 pub use raw::RawConfig;

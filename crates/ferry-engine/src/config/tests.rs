@@ -173,6 +173,11 @@ fn every_key_set_explicitly() {
             "7",
         ),
         ("execution.checkpointing.tolerable-failed-checkpoints", "2"),
+        ("high-availability.type", "lease"),
+        ("high-availability.storageDir", "/tmp/ferry-ha"),
+        ("high-availability.cluster-id", "orders"),
+        ("high-availability.lease-duration", "6 s"),
+        ("high-availability.renew-interval", "2 s"),
     ];
     assert_eq!(pairs.len(), ConfigKey::all().len());
     let c = JobConfig::from_named_pairs(pairs).expect("valid");

@@ -27,11 +27,14 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
         state.window = capture.window;
         state.unassigned = capture.unassigned.clone();
         state.pending = capture.pending.clone();
+        state.generation = self.options.fence.generation();
         state
     }
 
     /// Writes a checkpoint; returns its id.
     pub(super) async fn checkpoint(&mut self) -> Result<u64, EngineError> {
+        // A fenced instance writes no further checkpoint (lease module).
+        self.options.fence.check()?;
         let started = Instant::now();
         let capture = self.enumerator.capture();
         let id = self.next_checkpoint_id;
@@ -92,6 +95,7 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
         let dir = dir
             .or_else(|| self.options.default_savepoint_dir.clone())
             .ok_or(ControlError::NoSavepointDirectory)?;
+        self.options.fence.check().map_err(EngineError::from)?;
         let capture = self.enumerator.capture();
         let mut state = self.state(&capture, SnapshotKind::Savepoint, self.next_checkpoint_id);
         state.periodic = periodic;

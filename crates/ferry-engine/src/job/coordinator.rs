@@ -163,6 +163,7 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
                     events_tx.clone(),
                     stop_rx.clone(),
                     self.metrics.clone(),
+                    self.options.fence.clone(),
                 )
             })
             .collect();
@@ -177,6 +178,7 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
 
     /// Runs the job until it ends, publishes and returns how it ended.
     pub(super) async fn run(mut self, mut control: mpsc::Receiver<Control>) -> JobStatus {
+        self.number_checkpoints_above_existing().await;
         let status = match self.prepare_sink(&mut control).await {
             Some(status) => status,
             None => self.replicate(&mut control).await,
@@ -194,6 +196,21 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
         }
         let _ = self.status.send(status.clone());
         status
+    }
+
+    /// A job that keeps its id across a takeover (or a restore) numbers its
+    /// checkpoints above every `chk-<N>` already there and above the
+    /// restored one, so "highest number" stays "newest".
+    async fn number_checkpoints_above_existing(&mut self) {
+        let restored = self.last_complete.as_ref().map_or(0, |s| s.checkpoint_id);
+        let existing = match self.store.next_checkpoint_id(&self.options.job_id).await {
+            Ok(n) => n,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot list earlier checkpoints of this job id");
+                1
+            }
+        };
+        self.next_checkpoint_id = existing.max(restored.saturating_add(1));
     }
 
     /// The window chain, until the job ends.

@@ -79,6 +79,7 @@ use crate::connector::{Sink, Source};
 #[cfg(doc)]
 use crate::enumerator::Enumerator;
 use crate::error::{RestoreError, StartError};
+use crate::lease::Fence;
 
 /// What a job needs besides its configuration and connectors.
 #[derive(Debug, Clone)]
@@ -90,6 +91,9 @@ pub struct JobOptions {
     pub parallelism: usize,
     /// Where savepoints go when a request names no directory.
     pub default_savepoint_dir: Option<StorageLocation>,
+    /// The lease fence checked before every checkpoint and sink write
+    /// ([`Fence::none`] without high availability).
+    pub fence: Fence,
 }
 
 impl JobOptions {
@@ -99,7 +103,14 @@ impl JobOptions {
             job_id: JobId::random(),
             parallelism,
             default_savepoint_dir: None,
+            fence: Fence::none(),
         }
+    }
+
+    /// With a lease fence (high availability).
+    pub fn fence(mut self, fence: Fence) -> Self {
+        self.fence = fence;
+        self
     }
 
     /// With this job id.

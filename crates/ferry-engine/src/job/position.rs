@@ -25,10 +25,12 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
         let Some(window) = self.enumerator.window() else {
             return Ok(());
         };
+        // A fenced instance writes nothing to the sink (lease module).
+        self.options.fence.check()?;
         let position = SinkPosition {
             source_table: self.config.table_name.clone(),
             job_id: self.options.job_id.to_string(),
-            generation: 0,
+            generation: self.options.fence.generation(),
             last_end: self.enumerator.last_end(),
             window,
         };

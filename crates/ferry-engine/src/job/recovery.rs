@@ -100,6 +100,9 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
     /// then a job failure. Replication goes no further meanwhile: a new
     /// window opens only after a checkpoint recorded it.
     pub(super) fn on_checkpoint_failed(&mut self, error: EngineError) -> Flow {
+        if let EngineError::Fenced(_) = error {
+            return self.on_error(error);
+        }
         self.metrics.checkpoint_failed();
         self.failed_checkpoints = self.failed_checkpoints.saturating_add(1);
         let tolerable = self.config.restart.tolerable_failed_checkpoints;

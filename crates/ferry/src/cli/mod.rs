@@ -6,6 +6,8 @@
 
 mod drain;
 pub mod state;
+pub mod failover;
+pub mod standby;
 
 pub use drain::{drain_check, DrainCheck};
 

@@ -1,0 +1,346 @@
+//! `failover`: warm-standby takeovers under a mixed workload, measured.
+//!
+//! One `ferry run` holds the job's lease (`high-availability.type lease`,
+//! default lease duration and renew interval) and one `ferry standby` waits
+//! with warm connections, reading state from a DR directory that a copier
+//! keeps in step with the primary checkpoints directory (every 500 ms,
+//! `_metadata` via a temporary name — the part `ferry state mirror
+//! --watch` or S3 CRR plays). Each round kills the active instance with
+//! SIGKILL; the standby takes over and a new standby is started for the
+//! next round. Per takeover:
+//!
+//! - **RTO**: from the kill to the standby's first completed window (when
+//!   its `RTO:` line appears), plus the standby's own breakdown;
+//! - **RPO of the DR copy**: the age, at the kill, of the newest valid
+//!   state in the DR directory (what a takeover would restore).
+//!
+//! The run ends with the workload stopped, the last active caught up, and
+//! source and sink compared cell by cell.
+
+use super::Ctx;
+use crate::kudu::Cluster;
+use crate::report::{f0, percentile, Table};
+use anyhow::{anyhow, bail, Context, Result};
+use ferry_engine::checkpoint::{CheckpointStore, JobId, ObjectStateStore, StorageLocation};
+use ferry_engine::lease::find_newest;
+use ferry_fixtures::workload::Workload;
+use kudu_client::{KuduClient, TableBuilder};
+use serde::Serialize;
+use serde_json::json;
+use std::io::{BufRead, BufReader};
+use std::num::NonZeroUsize;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+const TABLE: &str = "failover";
+
+/// One takeover.
+#[derive(Debug, Clone, Serialize)]
+pub struct Takeover {
+    pub round: usize,
+    /// Kill → first window completed by the standby.
+    pub rto_ms: u64,
+    /// The standby's own line (`RTO: … (lease silent …, claim …, …)`).
+    pub standby_breakdown: String,
+    /// Age of the newest valid state in the DR directory at the kill.
+    pub rpo_dr_ms: Option<u64>,
+    /// The state the standby restored.
+    pub restored: String,
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// A ferry process whose stdout lines are collected.
+struct Proc {
+    child: Child,
+    lines: Arc<Mutex<Vec<(Instant, String)>>>,
+}
+
+impl Proc {
+    fn spawn(bin: &Path, verb: &str, args: &[String], log: PathBuf) -> Result<Proc> {
+        let mut child = Command::new(bin)
+            .arg(verb)
+            .args(args)
+            .env("FERRY_LOG", "info")
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&log)?)
+            .spawn()
+            .with_context(|| format!("starting ferry {verb}"))?;
+        let stdout = child.stdout.take().ok_or_else(|| anyhow!("no stdout"))?;
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let sink = lines.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Ok(mut l) = sink.lock() {
+                    l.push((Instant::now(), line));
+                }
+            }
+        });
+        Ok(Proc { child, lines })
+    }
+
+    async fn wait_line(&self, needle: &str, within: Duration) -> Result<(Instant, String)> {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(found) = self
+                .lines
+                .lock()
+                .ok()
+                .and_then(|l| l.iter().find(|(_, s)| s.contains(needle)).cloned())
+            {
+                return Ok(found);
+            }
+            if Instant::now() > deadline {
+                bail!("no '{needle}' line within {within:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+/// Copies complete checkpoints from `from` to `to` until `stop`.
+fn spawn_copier(from: PathBuf, to: PathBuf, stop: Arc<std::sync::atomic::AtomicBool>) {
+    std::thread::spawn(move || {
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            for job in std::fs::read_dir(&from).into_iter().flatten().flatten() {
+                for chk in std::fs::read_dir(job.path())
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                {
+                    let name = chk.file_name();
+                    if !name.to_string_lossy().starts_with("chk-") {
+                        continue;
+                    }
+                    let target = to.join(job.file_name()).join(&name);
+                    if target.join("_metadata").exists() {
+                        continue;
+                    }
+                    let Ok(bytes) = std::fs::read(chk.path().join("_metadata")) else {
+                        continue;
+                    };
+                    let tmp = target.join("_metadata.tmp");
+                    if std::fs::create_dir_all(&target).is_ok()
+                        && std::fs::write(&tmp, bytes).is_ok()
+                    {
+                        let _ = std::fs::rename(&tmp, target.join("_metadata"));
+                    }
+                }
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    });
+}
+
+fn job_args(ctx: &Ctx, src: &Cluster, dst: &Cluster, chk: &Path) -> Vec<String> {
+    let mut args: Vec<String> = [
+        "--job.sourceMasterAddresses",
+        &src.masters,
+        "--job.sinkMasterAddresses",
+        &dst.masters,
+        "--job.tableName",
+        TABLE,
+        "--job.createTable",
+        "true",
+        "--job.checkpointsDirectory",
+        &chk.to_string_lossy(),
+        "--job.discoveryIntervalSeconds",
+        "2",
+        "--job.checkpointingIntervalMillis",
+        "1000",
+        "--high-availability.type",
+        "lease",
+        "--rest.port",
+        "0",
+        "--metrics.port",
+        "0",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.extend(ctx.ferry_args.iter().cloned());
+    args
+}
+
+/// The active and the standby of the moment.
+struct Pair<'a> {
+    bin: &'a Path,
+    work: &'a Path,
+    standby_args: Vec<String>,
+    active: Proc,
+    standby: Proc,
+}
+
+impl Pair<'_> {
+    /// Kills the active, waits for the standby's first window, starts a
+    /// new standby.
+    async fn takeover(
+        &mut self,
+        round: usize,
+        dr: &StorageLocation,
+        job: JobId,
+    ) -> Result<Takeover> {
+        let rpo = find_newest(&ObjectStateStore::local(), dr, Some(job))
+            .await?
+            .newest
+            .map(|f| now_ms().saturating_sub(f.state.created_at_ms));
+        let killed = Instant::now();
+        self.active.kill9();
+        let (at, line) = self
+            .standby
+            .wait_line("RTO: ", Duration::from_secs(120))
+            .await?;
+        let restored = self
+            .standby
+            .wait_line("Newest: ", Duration::from_secs(1))
+            .await
+            .map(|(_, l)| l)
+            .unwrap_or_default();
+        let rto_ms = at.saturating_duration_since(killed).as_millis() as u64;
+        println!("  takeover {round}: RTO {rto_ms} ms, RPO of the DR copy {rpo:?} ms; {line}");
+        let log = self.work.join(format!("ferry-{}.log", round + 1));
+        let next = Proc::spawn(self.bin, "standby", &self.standby_args, log)?;
+        self.active = std::mem::replace(&mut self.standby, next);
+        Ok(Takeover {
+            round,
+            rto_ms,
+            standby_breakdown: line,
+            rpo_dr_ms: rpo,
+            restored,
+        })
+    }
+}
+
+/// Waits until the newest checkpoint's window ends after `ts`.
+async fn catch_up(chk: &Path, job: JobId, ts: u64) -> Result<()> {
+    let store = CheckpointStore::open_local(
+        &StorageLocation::local(chk).map_err(|e| anyhow!("{e}"))?,
+        NonZeroUsize::MIN,
+    );
+    let deadline = Instant::now() + Duration::from_secs(180);
+    loop {
+        let latest = store.latest_complete(&job).await?.checkpoint;
+        if latest.is_some_and(|c| c.state.last_end_timestamp.is_some_and(|t| t > ts)) {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!("the last active did not catch up");
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+pub async fn run(ctx: &Ctx, takeovers: usize, rate: u32) -> Result<PathBuf> {
+    let mut report = ctx.report(
+        "failover",
+        json!({"takeovers": takeovers, "rate_ops_per_s": rate, "lease": "defaults (5 s, renew 1 s)",
+               "discovery_interval_s": 2, "checkpointing_interval_ms": 1000, "copier_interval_ms": 500}),
+    )?;
+    let work = report.work_dir.clone();
+    let (src, dst) = ctx.clusters("failover", &mut report).await?;
+    let client = |c: &Cluster| KuduClient::new(&c.masters.split(',').collect::<Vec<_>>());
+    let (sc, dc) = (client(&src)?, client(&dst)?);
+    let replicas = ctx.tservers.min(3) as i32;
+    let b = TableBuilder::new(TABLE, ferry_fixtures::all_types_schema())
+        .add_hash_partitions(&["id"], 4, 0)
+        .num_replicas(replicas);
+    sc.create_table(&b).await?;
+    report.command(format!("# ferry-bench (in process): create table {TABLE} (all types, 4 hash tablets, {replicas} replicas); the job creates the sink table"));
+    let (chk, dr) = (work.join("checkpoints"), work.join("dr"));
+    let args = job_args(ctx, &src, &dst, &chk);
+    let mut standby_args = args.clone();
+    standby_args.extend(["--from".to_string(), dr.to_string_lossy().to_string()]);
+    report.command(format!("ferry run {}", args.join(" ")));
+    report.command(format!("ferry standby {}", standby_args.join(" ")));
+
+    let workload = Workload::start(sc.clone(), TABLE, rate, 7);
+    let stop_copier = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    spawn_copier(chk.clone(), dr.clone(), stop_copier.clone());
+    let bin = &ctx.ferry_bin;
+    let active = Proc::spawn(bin, "run", &args, work.join("ferry-0.log"))?;
+    active.wait_line("JobID", Duration::from_secs(300)).await?;
+    let standby = Proc::spawn(bin, "standby", &standby_args, work.join("ferry-1.log"))?;
+    let mut pair = Pair {
+        bin,
+        work: &work,
+        standby_args,
+        active,
+        standby,
+    };
+    let dr_loc = StorageLocation::local(&dr).map_err(|e| anyhow!("{e}"))?;
+    let job = ferry_engine::config::ha_job_id(&format!("ferry-replication-{TABLE}"));
+    let mut results = Vec::new();
+    for round in 1..=takeovers {
+        // Warm standby, steady replication.
+        tokio::time::sleep(Duration::from_secs(12)).await;
+        results.push(pair.takeover(round, &dr_loc, job).await?);
+    }
+    let stats = workload.stop().await;
+    catch_up(&chk, job, sc.server_clock().await?.raw()).await?;
+    let diff = ferry_fixtures::compare::compare_tables(&sc, &dc, TABLE, TABLE).await;
+    stop_copier.store(true, std::sync::atomic::Ordering::Relaxed);
+    drop(pair);
+    summarize(
+        &mut report,
+        &results,
+        diff.is_equal(),
+        &diff.to_string(),
+        stats.applied,
+    );
+    report.finish(&ctx.results_dir, &ctx.monitor)
+}
+
+fn summarize(
+    report: &mut crate::report::Report,
+    results: &[Takeover],
+    equal: bool,
+    diff: &str,
+    ops: u64,
+) {
+    let mut rto: Vec<f64> = results.iter().map(|t| t.rto_ms as f64).collect();
+    rto.sort_by(f64::total_cmp);
+    let mut rpo: Vec<f64> = results
+        .iter()
+        .filter_map(|t| t.rpo_dr_ms.map(|v| v as f64))
+        .collect();
+    rpo.sort_by(f64::total_cmp);
+    let mut table = Table::new("Takeovers (kill -9 of the active)", &["", "p50", "max"]);
+    let row = |v: &[f64]| {
+        vec![
+            f0(percentile(v, 50.0)),
+            f0(v.last().copied().unwrap_or(0.0)),
+        ]
+    };
+    let mut r = vec!["RTO ms (kill → first window by the standby)".to_string()];
+    r.extend(row(&rto));
+    table.row(r);
+    let mut r = vec!["RPO ms of the DR copy (age at the kill)".to_string()];
+    r.extend(row(&rpo));
+    table.row(r);
+    println!("{}", table.render());
+    report.tables.push(table);
+    report.result("takeovers", results);
+    report.result("workload_ops_applied", ops);
+    report.result("sink_equals_source", equal);
+    if !equal {
+        report.note(format!("sink != source: {diff}"));
+    }
+}

@@ -1,0 +1,28 @@
+//! High availability: finding the state to take over from, the lease that
+//! says which instance may write, and the fence that stops the one that
+//! lost it.
+//!
+//! - `find`: [`find_newest`] — the newest complete, valid savepoint or
+//!   checkpoint of a job in any store, chosen by recorded window end, with
+//!   torn and damaged directories listed as skipped.
+//! - `protocol`: [`Lease`] — a create-only sequence of lease objects under
+//!   `<high-availability.storageDir>/<job-id>/_lease/`; renewals and claims
+//!   race for the same next name, so exactly one wins; [`Watcher`] measures
+//!   a holder's silence on this instance's monotonic clock; [`acquire`].
+//! - `fence`: [`Fence`] — the holder's local, lock-free check before every
+//!   checkpoint, savepoint and sink write (monotonic deadline + "a higher
+//!   generation was seen").
+//!
+//! Timing assumptions (pauses, clock rates, in-flight writes) are in
+//! docs/dr.md.
+
+mod fence;
+mod find;
+mod protocol;
+
+pub use fence::{Fence, Fenced};
+pub use find::{
+    find_newest, find_newest_reusing, sort_newest_first, FindError, FoundState, Search,
+    SkippedState,
+};
+pub use protocol::{acquire, Held, Lease, LeaseError, LeaseRecord, Watcher, WhenEmpty, LEASE_DIR};

@@ -1,0 +1,497 @@
+//! The lease protocol over a [`StateStore`]: one create-only sequence of
+//! small objects, `<storageDir>/<job-id>/_lease/seq-<k>` (k zero-padded so
+//! names sort), each saying which generation wrote it.
+//!
+//! - The holder of generation N renews by creating `seq-<k+1>` with N.
+//! - A standby that saw the newest object unchanged for the lease duration
+//!   claims by creating `seq-<k+1>` with N+1.
+//!
+//! Both race for the same name and the store lets exactly one create it
+//! (requirement 1 of [`StateStore`]), so a renewal and a claim can never both
+//! succeed: the loser learns who won by reading the object. Two standbys
+//! racing for N+1 likewise produce one winner. Holders delete objects a few
+//! steps behind, so a listing stays a handful of keys.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+
+use super::fence::Fence;
+use crate::checkpoint::{JobId, StateKey, StateStore, StorageLocation, StoreError};
+use crate::config::HaConfig;
+
+/// Name of the lease directory inside the job's directory.
+pub const LEASE_DIR: &str = "_lease";
+/// Sequence objects kept behind the newest (the rest are deleted).
+const KEEP: u64 = 8;
+
+/// What one lease object says.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LeaseRecord {
+    /// Its position in the sequence (from its name).
+    #[serde(skip)]
+    pub seq: u64,
+    /// The generation that wrote it.
+    pub generation: u64,
+    /// Who wrote it (host and pid), for messages.
+    pub owner: String,
+    /// Wall-clock time of writing, ms since the Unix epoch (informational:
+    /// no decision uses another machine's clock).
+    pub at_ms: u64,
+}
+
+/// A failed lease operation.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LeaseError {
+    /// The store failed.
+    #[error("cannot {op} the lease object '{path}'")]
+    Store {
+        /// What was tried.
+        op: &'static str,
+        /// The object or directory.
+        path: String,
+        /// The store's error.
+        #[source]
+        source: StoreError,
+    },
+    /// A lease object is not what ferry writes.
+    #[error("the lease object '{path}' is damaged: {reason}")]
+    Damaged {
+        /// The object.
+        path: String,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+/// One job's lease in one store.
+#[derive(Debug, Clone)]
+pub struct Lease {
+    store: Arc<dyn StateStore>,
+    dir: StateKey,
+    location: StorageLocation,
+    /// How long silence means the holder is gone.
+    pub duration: Duration,
+    /// How often the holder renews.
+    pub renew_interval: Duration,
+    /// How much earlier than `duration` the holder stops writing.
+    pub margin: Duration,
+    owner: String,
+}
+
+/// A lease won: the generation, the sequence position reached, and the
+/// fence the job checks.
+#[derive(Debug, Clone)]
+pub struct Held {
+    /// The generation held.
+    pub generation: u64,
+    /// The newest sequence object this holder wrote.
+    pub seq: u64,
+    /// The job's fence (closes when the lease is lost).
+    pub fence: Fence,
+}
+
+impl Lease {
+    /// The lease of `job` under `storage_dir` (in `store`), with `ha`'s
+    /// timing; `owner` names this instance in the objects it writes.
+    pub fn new(
+        store: Arc<dyn StateStore>,
+        storage_dir: &StorageLocation,
+        job: &JobId,
+        ha: &HaConfig,
+        owner: impl Into<String>,
+    ) -> Self {
+        let dir = storage_dir
+            .key()
+            .join_valid(&job.to_string())
+            .join_valid(LEASE_DIR);
+        let location = storage_dir.with_key(dir.clone());
+        Lease {
+            store,
+            dir,
+            location,
+            duration: ha.lease_duration,
+            renew_interval: ha.renew_interval,
+            margin: ha.safety_margin(),
+            owner: owner.into(),
+        }
+    }
+
+    /// The lease directory, for messages.
+    pub fn location(&self) -> &StorageLocation {
+        &self.location
+    }
+
+    fn key(&self, seq: u64) -> StateKey {
+        self.dir.join_valid(&format!("seq-{seq:020}"))
+    }
+
+    fn path(&self, key: &StateKey) -> String {
+        self.location.with_key(key.clone()).to_string()
+    }
+
+    /// The newest lease object, if any.
+    pub async fn newest(&self) -> Result<Option<LeaseRecord>, LeaseError> {
+        let listing = self
+            .store
+            .list(&self.dir)
+            .await
+            .map_err(|source| LeaseError::Store {
+                op: "list",
+                path: self.location.to_string(),
+                source,
+            })?;
+        let newest = listing
+            .iter()
+            .filter_map(|k| k.file_name()?.strip_prefix("seq-")?.parse::<u64>().ok())
+            .max();
+        match newest {
+            None => Ok(None),
+            // Deleted since the listing (retention): list again next time.
+            Some(seq) => self.read(seq).await,
+        }
+    }
+
+    async fn read(&self, seq: u64) -> Result<Option<LeaseRecord>, LeaseError> {
+        let key = self.key(seq);
+        let bytes = self
+            .store
+            .get(&key)
+            .await
+            .map_err(|source| LeaseError::Store {
+                op: "read",
+                path: self.path(&key),
+                source,
+            })?;
+        let Some(bytes) = bytes else { return Ok(None) };
+        let mut record: LeaseRecord =
+            serde_json::from_slice(&bytes).map_err(|e| LeaseError::Damaged {
+                path: self.path(&key),
+                reason: e.to_string(),
+            })?;
+        record.seq = seq;
+        Ok(Some(record))
+    }
+
+    /// Creates `seq` for `generation`: `Ok(None)` if this call created it,
+    /// else the record that won the name.
+    async fn create(&self, seq: u64, generation: u64) -> Result<Option<LeaseRecord>, LeaseError> {
+        let key = self.key(seq);
+        let record = LeaseRecord {
+            seq,
+            generation,
+            owner: self.owner.clone(),
+            at_ms: crate::checkpoint::state_now_ms(),
+        };
+        let bytes = serde_json::to_vec(&record).map_err(|e| LeaseError::Damaged {
+            path: self.path(&key),
+            reason: e.to_string(),
+        })?;
+        match self.store.put_if_absent(&key, Bytes::from(bytes)).await {
+            Ok(()) => Ok(None),
+            Err(StoreError::AlreadyExists { .. }) => match self.read(seq).await? {
+                Some(winner) => Ok(Some(winner)),
+                None => Err(LeaseError::Damaged {
+                    path: self.path(&key),
+                    reason: "it existed and then vanished".to_string(),
+                }),
+            },
+            Err(source) => Err(LeaseError::Store {
+                op: "create",
+                path: self.path(&key),
+                source,
+            }),
+        }
+    }
+
+    /// Claims the generation after `newest` (or generation 1 on an empty
+    /// lease). `Ok(None)`: another instance won the race (a renewal or a
+    /// competing claim); watch again.
+    pub async fn claim(&self, newest: Option<&LeaseRecord>) -> Result<Option<Held>, LeaseError> {
+        let (seq, generation) = newest.map_or((1, 1), |r| (r.seq + 1, r.generation + 1));
+        let started = Instant::now();
+        match self.create(seq, generation).await? {
+            None => {
+                tracing::info!(generation, lease = %self.location, "lease claimed");
+                Ok(Some(Held {
+                    generation,
+                    seq,
+                    fence: Fence::new(generation, started + self.valid_for()),
+                }))
+            }
+            Some(winner) => {
+                tracing::info!(generation = winner.generation, owner = %winner.owner, "lost the race for the lease");
+                Ok(None)
+            }
+        }
+    }
+
+    /// How long a renewal (or claim) keeps the fence open, from its start.
+    fn valid_for(&self) -> Duration {
+        self.duration.saturating_sub(self.margin)
+    }
+
+    /// Renews `held` until its fence closes or the returned task is
+    /// aborted. A renewal that finds a higher generation closes the fence;
+    /// one that fails (store error) is retried at the next interval, and if
+    /// none succeeds before the deadline the fence closes on its own.
+    pub fn keep(self: Arc<Self>, mut held: Held) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(self.renew_interval);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                if let Err(fenced) = held.fence.check() {
+                    tracing::error!(%fenced, "lease lost; no further checkpoint or row will be written");
+                    return;
+                }
+                let started = Instant::now();
+                match self.create(held.seq + 1, held.generation).await {
+                    Ok(None) => {
+                        held.seq += 1;
+                        held.fence.renewed(started, self.valid_for());
+                        if held.seq > KEEP {
+                            let old = self.key(held.seq - KEEP);
+                            if let Err(e) = self.store.delete(&old).await {
+                                tracing::debug!(error = %e, "lease cleanup");
+                            }
+                        }
+                    }
+                    Ok(Some(winner)) if winner.generation > held.generation => {
+                        held.fence.taken_over(winner.generation);
+                        tracing::error!(
+                            generation = held.generation,
+                            taken_by = winner.generation,
+                            owner = %winner.owner,
+                            "fenced: a newer generation took over; no further checkpoint or row will be written"
+                        );
+                        return;
+                    }
+                    // Our own generation at that position cannot happen
+                    // with one holder; step past it.
+                    Ok(Some(_)) => held.seq += 1,
+                    Err(e) => {
+                        tracing::warn!(error = %e, source = ?std::error::Error::source(&e), "lease renewal failed; retrying")
+                    }
+                }
+            }
+        })
+    }
+}
+
+/// Watches a lease with this instance's own monotonic clock: how long has
+/// the newest object been the same? Clocks of different machines are
+/// never compared.
+#[derive(Debug)]
+pub struct Watcher {
+    last_seq: Option<u64>,
+    changed_at: Instant,
+    /// The newest record seen.
+    pub newest: Option<LeaseRecord>,
+}
+
+impl Default for Watcher {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Watcher {
+    /// Starts watching now (silence is counted from here).
+    pub fn new() -> Self {
+        Watcher {
+            last_seq: None,
+            changed_at: Instant::now(),
+            newest: None,
+        }
+    }
+
+    /// Reads the newest object and notes a change. The change is dated
+    /// when the read returned, which is no earlier than its writing.
+    pub async fn poll(&mut self, lease: &Lease) -> Result<Option<&LeaseRecord>, LeaseError> {
+        let newest = lease.newest().await?;
+        let seq = newest.as_ref().map(|r| r.seq);
+        if seq != self.last_seq {
+            self.last_seq = seq;
+            self.changed_at = Instant::now();
+        }
+        self.newest = newest;
+        Ok(self.newest.as_ref())
+    }
+
+    /// How long the newest object has not changed.
+    pub fn silent_for(&self) -> Duration {
+        self.changed_at.elapsed()
+    }
+}
+
+/// How [`acquire`] treats a lease nobody ever held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WhenEmpty {
+    /// Claim generation 1 at once (`ferry run`).
+    Claim,
+    /// Wait for an active instance to appear (`ferry standby`).
+    Wait,
+}
+
+/// Waits until the lease is free (never held, or silent for the lease
+/// duration) and claims it. `on_wait` is called on every poll while an
+/// active holder renews (with its record and how long it has been silent).
+pub async fn acquire(
+    lease: &Lease,
+    when_empty: WhenEmpty,
+    mut on_wait: impl FnMut(Option<&LeaseRecord>, Duration),
+) -> Result<Held, LeaseError> {
+    let mut watcher = Watcher::new();
+    let poll = (lease.renew_interval / 2).max(Duration::from_millis(50));
+    loop {
+        let newest = watcher.poll(lease).await?.cloned();
+        let free = match &newest {
+            None => when_empty == WhenEmpty::Claim,
+            Some(_) => watcher.silent_for() >= lease.duration,
+        };
+        if free {
+            if let Some(held) = lease.claim(newest.as_ref()).await? {
+                return Ok(held);
+            }
+            watcher = Watcher::new();
+            continue;
+        }
+        on_wait(newest.as_ref(), watcher.silent_for());
+        tokio::time::sleep(poll).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checkpoint::MemoryStateStore;
+    use crate::config::JobConfig;
+
+    fn ha(duration_ms: u64) -> HaConfig {
+        let d = format!("{duration_ms} ms");
+        let r = format!("{} ms", duration_ms / 4);
+        let pairs = [
+            ("job.sourceMasterAddresses", "a:7051"),
+            ("job.sinkMasterAddresses", "b:7051"),
+            ("job.tableName", "t"),
+            ("job.checkpointsDirectory", "/chk"),
+            ("high-availability.type", "lease"),
+            ("high-availability.lease-duration", d.as_str()),
+            ("high-availability.renew-interval", r.as_str()),
+        ];
+        JobConfig::from_named_pairs(pairs).expect("config").ha
+    }
+
+    fn lease(store: &Arc<MemoryStateStore>, owner: &str, duration_ms: u64) -> Arc<Lease> {
+        let job: JobId = "00112233445566778899aabbccddeeff".parse().expect("id");
+        let dir = StorageLocation::parse("/chk").expect("dir");
+        Arc::new(Lease::new(
+            store.clone(),
+            &dir,
+            &job,
+            &ha(duration_ms),
+            owner,
+        ))
+    }
+
+    #[tokio::test]
+    async fn one_claimant_per_generation() {
+        let store = Arc::new(MemoryStateStore::new());
+        let (a, b) = (lease(&store, "a", 800), lease(&store, "b", 800));
+        let held = a.claim(None).await.expect("claim").expect("won");
+        assert_eq!((held.generation, held.seq), (1, 1));
+        let newest = b.newest().await.expect("read").expect("exists");
+        assert_eq!((newest.generation, newest.owner.as_str()), (1, "a"));
+        // b claims generation 2; a third claimant on the same view loses.
+        let b_held = b.claim(Some(&newest)).await.expect("claim").expect("won");
+        assert_eq!(b_held.generation, 2);
+        assert!(a.claim(Some(&newest)).await.expect("claim").is_none());
+    }
+
+    #[tokio::test]
+    async fn a_renewing_holder_keeps_the_lease_and_a_silent_one_loses_it() {
+        let store = Arc::new(MemoryStateStore::new());
+        let active = lease(&store, "active", 800);
+        let held = active.claim(None).await.expect("claim").expect("won");
+        let fence = held.fence.clone();
+        let keeper = active.clone().keep(held);
+        let standby = lease(&store, "standby", 800);
+        // While renewals flow, the standby never sees 800 ms of silence.
+        let mut watcher = Watcher::new();
+        let until = Instant::now() + Duration::from_millis(1500);
+        while Instant::now() < until {
+            watcher.poll(&standby).await.expect("poll");
+            assert!(watcher.silent_for() < Duration::from_millis(800));
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(fence.check().is_ok());
+        // The active stops renewing (killed): the standby takes over.
+        keeper.abort();
+        let took = Instant::now();
+        let held = acquire(&standby, WhenEmpty::Wait, |_, _| {})
+            .await
+            .expect("acquire");
+        assert!(
+            took.elapsed() >= Duration::from_millis(600),
+            "{:?}",
+            took.elapsed()
+        );
+        assert_eq!(held.generation, 2);
+        // The old holder's own deadline passed before the takeover.
+        let err = fence.check().expect_err("fenced");
+        assert!(err.to_string().contains("generation 1"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_resumed_holder_sees_the_new_generation() {
+        let store = Arc::new(MemoryStateStore::new());
+        let old = lease(&store, "old", 60_000);
+        let held = old.claim(None).await.expect("claim").expect("won");
+        let fence = held.fence.clone();
+        let newest = old.newest().await.expect("read");
+        let new = lease(&store, "new", 60_000);
+        new.claim(newest.as_ref())
+            .await
+            .expect("claim")
+            .expect("won");
+        // The old holder's next renewal races for the same name and loses.
+        let keeper = old.clone().keep(held);
+        tokio::time::timeout(Duration::from_secs(60), keeper)
+            .await
+            .expect("ends")
+            .expect("joined");
+        assert_eq!(
+            fence.check().expect_err("fenced"),
+            super::super::Fenced::TakenOver {
+                generation: 1,
+                taken_by: 2
+            }
+        );
+    }
+
+    #[tokio::test]
+    async fn an_empty_lease_is_claimed_by_run_and_awaited_by_standby() {
+        let store = Arc::new(MemoryStateStore::new());
+        let standby = lease(&store, "standby", 800);
+        let waiting = tokio::time::timeout(
+            Duration::from_millis(1200),
+            acquire(&standby, WhenEmpty::Wait, |_, _| {}),
+        )
+        .await;
+        assert!(
+            waiting.is_err(),
+            "a standby must not start a job nobody ran"
+        );
+        let run = lease(&store, "run", 800);
+        let held = acquire(&run, WhenEmpty::Claim, |_, _| {})
+            .await
+            .expect("claim");
+        assert_eq!(held.generation, 1);
+    }
+}

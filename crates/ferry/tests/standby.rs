@@ -1,0 +1,463 @@
+//! Warm standby with fencing (issue 11, item 5), against two real Kudu
+//! clusters and the real `ferry` binary.
+//!
+//! - `kill_9_of_the_active`: an active `ferry run` holding the lease is
+//!   killed with SIGKILL while a mixed writer runs; `ferry standby` takes
+//!   over from the replicated state (a second directory a copier fills 3 s
+//!   behind the primary, standing in for a lagging `ferry state mirror
+//!   --watch` or CRR: the state restored is older than what the sink holds,
+//!   which the sink position makes exact) under the same job id, and after
+//!   the writer stops the sink equals the source cell by cell.
+//! - `a_resumed_active_writes_nothing`: the active is paused with SIGSTOP,
+//!   the standby takes over while new changes arrive, then the active is
+//!   resumed: it exits fenced, wrote no further row (its own count of rows
+//!   written equals the count before the pause, when it was idle) and no
+//!   checkpoint (every generation-1 checkpoint was taken before the
+//!   resume); the sink equals the source.
+
+use ferry_engine::checkpoint::{
+    decode_metadata, CheckpointStore, JobId, JobState, StorageLocation,
+};
+use ferry_fixtures::compare::compare_tables;
+use ferry_fixtures::workload::{Workload, WorkloadOptions};
+use ferry_fixtures::{free_port, Shared};
+use ferry_testkit::MiniCluster;
+use kudu_client::{KuduClient, TableBuilder};
+use std::io::{BufRead, BufReader};
+use std::num::NonZeroUsize;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+static CLUSTERS: Shared<(MiniCluster, MiniCluster)> = Shared::new();
+
+const OPS_PER_SEC: u32 = 200;
+const LEASE: &str = "2s";
+const RENEW: &str = "500ms";
+/// How far the simulated replica lags behind the primary.
+const REPLICA_LAG: Duration = Duration::from_secs(3);
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// A `ferry` process: stdout lines collected, stderr in a file; killed on drop.
+struct Ferry {
+    child: Child,
+    out: Arc<Mutex<Vec<String>>>,
+    err: PathBuf,
+    rest: u16,
+}
+
+impl Ferry {
+    fn spawn(verb: &str, job_args: &[String], extra: &[&str], err: PathBuf) -> Ferry {
+        let rest = free_port();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_ferry"));
+        cmd.arg(verb)
+            .args(job_args)
+            .args(extra)
+            .args(["--rest.port", &rest.to_string()])
+            .env("FERRY_LOG", "info")
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&err).expect("stderr file"));
+        let mut child = cmd.spawn().expect("spawn ferry");
+        let stdout = child.stdout.take().expect("stdout");
+        let out = Arc::new(Mutex::new(Vec::new()));
+        let lines = out.clone();
+        let verb = verb.to_string();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                eprintln!("[{verb}] {line}");
+                lines.lock().expect("lines").push(line);
+            }
+        });
+        Ferry {
+            child,
+            out,
+            err,
+            rest,
+        }
+    }
+
+    /// Waits for a stdout line containing `needle`.
+    async fn line(&self, needle: &str, within: Duration) -> String {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(l) = self
+                .out
+                .lock()
+                .expect("lines")
+                .iter()
+                .find(|l| l.contains(needle))
+            {
+                return l.clone();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no line with {needle:?} within {within:?}; stderr:\n{}",
+                self.stderr()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.err).unwrap_or_default()
+    }
+
+    fn signal(&self, sig: libc::c_int) {
+        // SAFETY: kill(2) on our own child.
+        unsafe {
+            libc::kill(self.child.id() as libc::pid_t, sig);
+        }
+    }
+}
+
+impl Drop for Ferry {
+    fn drop(&mut self) {
+        self.signal(libc::SIGCONT);
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Everything both tests need: clusters, a table, directories, job keys.
+struct Setup {
+    clusters: Arc<(MiniCluster, MiniCluster)>,
+    source: KuduClient,
+    sink: KuduClient,
+    table: String,
+    dir: tempfile::TempDir,
+    job_args: Vec<String>,
+    job: JobId,
+}
+
+impl Setup {
+    async fn new(table: &str) -> Setup {
+        let clusters = tokio::task::block_in_place(|| CLUSTERS.get(ferry_fixtures::two_clusters));
+        let (src, dst) = (&clusters.0, &clusters.1);
+        let source = KuduClient::new(&src.master_addrs()).expect("client");
+        let sink = KuduClient::new(&dst.master_addrs()).expect("client");
+        let b = TableBuilder::new(table, ferry_fixtures::all_types_schema())
+            .add_hash_partitions(&["id"], 3, 0)
+            .num_replicas(3);
+        source.create_table(&b).await.expect("create");
+        let dir = tempfile::tempdir().expect("tmp");
+        let chk = dir.path().join("chk");
+        let job_args: Vec<String> = [
+            "--job.sourceMasterAddresses",
+            &src.master_addrs_joined(),
+            "--job.sinkMasterAddresses",
+            &dst.master_addrs_joined(),
+            "--job.tableName",
+            table,
+            "--job.createTable",
+            "true",
+            "--job.checkpointsDirectory",
+            &chk.to_string_lossy(),
+            "--job.checkpointsRetained",
+            "1000",
+            "--job.discoveryIntervalSeconds",
+            "1",
+            "--job.checkpointingIntervalMillis",
+            "300",
+            "--high-availability.type",
+            "lease",
+            "--high-availability.lease-duration",
+            LEASE,
+            "--high-availability.renew-interval",
+            RENEW,
+            "-p",
+            "2",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let job = ferry_engine::config::ha_job_id(&format!("ferry-replication-{table}"));
+        Setup {
+            clusters: clusters.clone(),
+            source,
+            sink,
+            table: table.to_string(),
+            dir,
+            job_args,
+            job,
+        }
+    }
+
+    fn chk(&self) -> PathBuf {
+        self.dir.path().join("chk")
+    }
+
+    fn store(&self) -> CheckpointStore {
+        CheckpointStore::open_local(
+            &StorageLocation::local(&self.chk()).expect("loc"),
+            NonZeroUsize::new(1000).expect("n"),
+        )
+    }
+
+    fn log(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// Waits until a complete checkpoint of generation `generation` has a
+    /// window end past `ts` (every change before `ts` is in the sink).
+    async fn caught_up(&self, generation: u64, ts: u64, within: Duration) -> JobState {
+        let store = self.store();
+        let deadline = Instant::now() + within;
+        loop {
+            let latest = store.latest_complete(&self.job).await.expect("list");
+            if let Some(c) = latest.checkpoint {
+                if c.state.generation == generation
+                    && c.state.last_end_timestamp.is_some_and(|t| t > ts)
+                {
+                    return c.state;
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "generation {generation} never caught up"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    async fn clock(&self) -> u64 {
+        self.source.server_clock().await.expect("clock").raw()
+    }
+
+    async fn assert_sink_equals_source(&self) {
+        let diff = compare_tables(&self.source, &self.sink, &self.table, &self.table).await;
+        assert!(diff.is_equal(), "{diff}");
+        let _ = &self.clusters;
+    }
+
+    /// Every checkpoint state of the job in the primary directory.
+    fn all_checkpoints(&self) -> Vec<JobState> {
+        let job_dir = self.chk().join(self.job.to_string());
+        let mut states = Vec::new();
+        for entry in std::fs::read_dir(job_dir).expect("job dir").flatten() {
+            let meta = entry.path().join("_metadata");
+            if let Ok(bytes) = std::fs::read(&meta) {
+                states.push(decode_metadata(&bytes).expect("valid checkpoint"));
+            }
+        }
+        states
+    }
+}
+
+/// Copies every complete checkpoint at least [`REPLICA_LAG`] old from
+/// `from` to `to` (`_metadata` via a temporary name and rename), every
+/// 200 ms, until dropped: the lagging replica a DR standby reads.
+struct Copier {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Copier {
+    fn start(from: PathBuf, to: PathBuf) -> Copier {
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        std::thread::spawn(move || {
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                copy_new(&from, &to);
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        });
+        Copier { stop }
+    }
+}
+
+impl Drop for Copier {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+fn copy_new(from: &Path, to: &Path) {
+    let Ok(jobs) = std::fs::read_dir(from) else {
+        return;
+    };
+    for job in jobs.flatten() {
+        let Ok(chks) = std::fs::read_dir(job.path()) else {
+            continue;
+        };
+        for chk in chks.flatten() {
+            let name = chk.file_name();
+            if !name.to_string_lossy().starts_with("chk-") {
+                continue;
+            }
+            let target = to.join(job.file_name()).join(&name);
+            let src = chk.path().join("_metadata");
+            if target.join("_metadata").exists() {
+                continue;
+            }
+            let old_enough = std::fs::metadata(&src)
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t.elapsed().is_ok_and(|age| age >= REPLICA_LAG));
+            if !old_enough {
+                continue;
+            }
+            let Ok(bytes) = std::fs::read(&src) else {
+                continue;
+            };
+            if std::fs::create_dir_all(&target).is_err() {
+                continue;
+            }
+            let tmp = target.join("_metadata.tmp");
+            if std::fs::write(&tmp, &bytes).is_ok() {
+                let _ = std::fs::rename(&tmp, target.join("_metadata"));
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kill_9_of_the_active() {
+    let s = Setup::new("standby_kill").await;
+    let writer = Workload::start(s.source.clone(), &s.table, OPS_PER_SEC, 21);
+    let active = Ferry::spawn("run", &s.job_args, &[], s.log("active.err"));
+    let line = active.line("JobID", Duration::from_secs(60)).await;
+    assert!(line.ends_with(&s.job.to_string()), "{line}");
+    let t0 = s.clock().await;
+    s.caught_up(1, t0, Duration::from_secs(90)).await;
+
+    let dr = s.dir.path().join("dr");
+    let _copier = Copier::start(s.chk(), dr.clone());
+    let standby = Ferry::spawn(
+        "standby",
+        &s.job_args,
+        &["--from", &dr.to_string_lossy()],
+        s.log("standby.err"),
+    );
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert!(
+        standby.out.lock().expect("lines").is_empty(),
+        "the standby must wait while the active renews; stderr:\n{}",
+        standby.stderr()
+    );
+
+    let primary_newest = s
+        .store()
+        .latest_complete(&s.job)
+        .await
+        .expect("list")
+        .checkpoint
+        .map(|c| c.id);
+    active.signal(libc::SIGKILL);
+    let line = standby.line("JobID", Duration::from_secs(30)).await;
+    assert!(line.ends_with(&s.job.to_string()), "same job id: {line}");
+    let newest = standby.line("Newest: ", Duration::from_secs(5)).await;
+    assert!(
+        newest.contains(&dr.to_string_lossy().to_string()),
+        "restored from the replica: {newest}"
+    );
+    standby.line("RTO: ", Duration::from_secs(30)).await;
+    // The replica lagged: the standby restored an older checkpoint.
+    let restored_id: u64 = newest
+        .split("/chk-")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("checkpoint number in {newest}"));
+    assert!(
+        primary_newest.is_some_and(|p| restored_id < p),
+        "restored chk-{restored_id}, primary had {primary_newest:?}"
+    );
+
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let stats = writer.stop().await;
+    assert!(stats.applied > 500, "changes flowed: {stats:?}");
+    let stopped = s.clock().await;
+    let state = s.caught_up(2, stopped, Duration::from_secs(90)).await;
+    assert_eq!(state.job_id, s.job);
+    s.assert_sink_equals_source().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_resumed_active_writes_nothing() {
+    let s = Setup::new("standby_pause").await;
+    let writer = Workload::start(s.source.clone(), &s.table, OPS_PER_SEC, 22);
+    let active = Ferry::spawn("run", &s.job_args, &[], s.log("active.err"));
+    active.line("JobID", Duration::from_secs(60)).await;
+    let standby = Ferry::spawn(
+        "standby",
+        &s.job_args,
+        &["--from", &s.chk().to_string_lossy()],
+        s.log("standby.err"),
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Let the active become idle: no write can be in flight at the pause.
+    let first = writer.stop().await;
+    let t1 = s.clock().await;
+    s.caught_up(1, t1, Duration::from_secs(90)).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let rows = |port: u16| {
+        let live = tokio::task::block_in_place(|| {
+            ferry_fixtures::http::get_json(port, &format!("/ferry/jobs/{}/live", s.job))
+        });
+        let t = &live["totals"];
+        t["rows_upserted"].as_u64().unwrap_or(0) + t["rows_deleted"].as_u64().unwrap_or(0)
+    };
+    let before_pause = rows(active.rest);
+    assert!(before_pause > 0, "the active replicated rows");
+
+    active.signal(libc::SIGSTOP);
+    let writer = Workload::start_with(
+        s.source.clone(),
+        &s.table,
+        WorkloadOptions {
+            ops_per_sec: OPS_PER_SEC,
+            seed: 23,
+            first_id: first.next_id,
+            key_floor: 0,
+        },
+    );
+    standby.line("RTO: ", Duration::from_secs(60)).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let resumed_at = now_ms();
+    active.signal(libc::SIGCONT);
+
+    // The resumed active stops on its own, fenced, having written nothing.
+    let mut active = active;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let code = loop {
+        if let Some(status) = active.child.try_wait().expect("wait") {
+            break status.code();
+        }
+        assert!(Instant::now() < deadline, "the resumed active kept running");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let err = active.stderr();
+    assert_eq!(code, Some(1), "stderr:\n{err}");
+    assert!(err.contains("fenced: "), "stderr:\n{err}");
+    let written = err
+        .lines()
+        .find_map(|l| l.split("rows written by this instance: ").nth(1))
+        .and_then(|n| n.trim().parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("no rows-written line in stderr:\n{err}"));
+    assert_eq!(written, before_pause, "no row after the pause");
+
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let stats = writer.stop().await;
+    assert!(
+        stats.applied > 200,
+        "changes flowed during the takeover: {stats:?}"
+    );
+    let stopped = s.clock().await;
+    s.caught_up(2, stopped, Duration::from_secs(90)).await;
+    let states = s.all_checkpoints();
+    assert!(states.iter().any(|st| st.generation == 2));
+    for st in states.iter().filter(|st| st.generation == 1) {
+        assert!(
+            st.created_at_ms < resumed_at,
+            "checkpoint {} of generation 1 written after the resume",
+            st.checkpoint_id
+        );
+    }
+    s.assert_sink_equals_source().await;
+    drop(standby);
+}
