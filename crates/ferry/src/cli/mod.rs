@@ -5,9 +5,9 @@
 //! tool `ferry state mirror` (no REST; it reads and writes stores).
 
 mod drain;
-pub mod state;
 pub mod failover;
 pub mod standby;
+pub mod state;
 
 pub use drain::{drain_check, DrainCheck};
 
