@@ -6,6 +6,7 @@
 #
 #   deploy/scripts/savepoint.sh [JOBMANAGER] TARGET
 #   deploy/scripts/savepoint.sh 127.0.0.1:8081 file:///var/lib/ferry/savepoints
+#   deploy/scripts/savepoint.sh 127.0.0.1:8081 s3://bucket/savepoints
 set -euo pipefail
 if [ $# -eq 1 ]; then jm=127.0.0.1:8081; target=$1; else jm=$1; target=${2:?TARGET directory}; fi
 api="http://$jm"
@@ -25,9 +26,15 @@ for _ in $(seq 1 600); do
       echo "savepoint failed: $(jq -c '.operation."failure-cause"' <<<"$status")" >&2
       exit 1
     fi
-    dir=${location#file://}
-    dir=${dir#file:}
-    [ -f "$dir/_metadata" ] || { echo "$dir has no _metadata" >&2; exit 1; }
+    case "$location" in
+      file:*|/*)
+        dir=${location#file://}
+        dir=${dir#file:}
+        [ -f "$dir/_metadata" ] || { echo "$dir has no _metadata" >&2; exit 1; } ;;
+      # An object store: COMPLETED means ferry wrote _metadata (create-only,
+      # last) and it answered; there is no local file to look at.
+      *) ;;
+    esac
     echo "$location"
     exit 0
   fi

@@ -36,6 +36,9 @@
 //!   its checksummed `_metadata` encoding, the small [`checkpoint::StateStore`]
 //!   trait over `object_store`, and [`checkpoint::CheckpointStore`] (write,
 //!   find the latest complete one, retention, load for `ferry run -s`).
+//! - [`replication`]: copies of every completed checkpoint and savepoint
+//!   to replica locations (`job.stateReplicas`), in the background, with
+//!   lag metrics; [`replication::mirror`] for `ferry state mirror`.
 //! - [`lease`]: high availability — find the newest valid state in a store,
 //!   the lease a standby takes over, the fence that stops a stale active.
 //! - [`sink_position`]: the sink position, a record on the sink cluster of
@@ -56,6 +59,7 @@ pub mod lease;
 pub mod metrics;
 mod pipeline;
 mod prefetch;
+pub mod replication;
 pub mod restart;
 pub mod status;
 

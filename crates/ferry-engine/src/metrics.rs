@@ -33,6 +33,10 @@ pub struct JobMetrics {
     checkpoints_completed: AtomicU64,
     checkpoints_failed: AtomicU64,
     restarts: AtomicU64,
+    periodic_savepoints: AtomicU64,
+    periodic_savepoints_failed: AtomicU64,
+    last_periodic_savepoint_ms: AtomicU64,
+    last_periodic_savepoint: std::sync::Mutex<Option<String>>,
 }
 
 impl Default for JobMetrics {
@@ -57,6 +61,10 @@ impl Default for JobMetrics {
             checkpoints_completed: AtomicU64::new(0),
             checkpoints_failed: AtomicU64::new(0),
             restarts: AtomicU64::new(0),
+            periodic_savepoints: AtomicU64::new(0),
+            periodic_savepoints_failed: AtomicU64::new(0),
+            last_periodic_savepoint_ms: AtomicU64::new(0),
+            last_periodic_savepoint: std::sync::Mutex::new(None),
         }
     }
 }
@@ -89,6 +97,15 @@ pub struct MetricsSnapshot {
     pub checkpoints_completed: u64,
     pub checkpoints_failed: u64,
     pub restarts: u64,
+    /// Periodic savepoints written (`job.periodicSavepointInterval`).
+    #[serde(default)]
+    pub periodic_savepoints_completed: u64,
+    /// Periodic savepoints that failed (the job went on).
+    #[serde(default)]
+    pub periodic_savepoints_failed: u64,
+    /// When the last periodic savepoint completed (epoch ms; 0 = none).
+    #[serde(default)]
+    pub last_periodic_savepoint_ms: u64,
 }
 
 const NOT_SET: u64 = u64::MAX;
@@ -119,7 +136,32 @@ impl JobMetrics {
             checkpoints_completed: get(&self.checkpoints_completed),
             checkpoints_failed: get(&self.checkpoints_failed),
             restarts: get(&self.restarts),
+            periodic_savepoints_completed: get(&self.periodic_savepoints),
+            periodic_savepoints_failed: get(&self.periodic_savepoints_failed),
+            last_periodic_savepoint_ms: get(&self.last_periodic_savepoint_ms),
         }
+    }
+
+    /// Where the last periodic savepoint went.
+    pub fn last_periodic_savepoint(&self) -> Option<String> {
+        self.last_periodic_savepoint
+            .lock()
+            .map(|p| p.clone())
+            .unwrap_or_default()
+    }
+
+    pub(crate) fn periodic_savepoint_completed(&self, path: String) {
+        self.periodic_savepoints.fetch_add(1, Ordering::Relaxed);
+        self.last_periodic_savepoint_ms
+            .store(crate::checkpoint::state_now_ms(), Ordering::Relaxed);
+        if let Ok(mut last) = self.last_periodic_savepoint.lock() {
+            *last = Some(path);
+        }
+    }
+
+    pub(crate) fn periodic_savepoint_failed(&self) {
+        self.periodic_savepoints_failed
+            .fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn set_split_counts(&self, c: crate::enumerator::SplitCounts) {

@@ -64,6 +64,13 @@ pub struct JobSnapshot {
     /// failure that ended the job, if one did.
     #[serde(default)]
     pub exceptions: Vec<ExceptionRecord>,
+    /// Each state replica (`job.stateReplicas`): lag, last success,
+    /// failures.
+    #[serde(default)]
+    pub replicas: Vec<crate::replication::ReplicaSnapshot>,
+    /// Where the last periodic savepoint went.
+    #[serde(default)]
+    pub last_periodic_savepoint: Option<String>,
 }
 
 /// One failure of a job, as Flink's exception history shows it.
@@ -104,6 +111,8 @@ impl JobSnapshot {
             metrics,
             checkpoints,
             exceptions: Vec::new(),
+            replicas: Vec::new(),
+            last_periodic_savepoint: None,
         }
     }
 

@@ -263,10 +263,14 @@ impl S3Settings {
         if let Some(e) = &endpoint {
             if e.starts_with("http://") && !allow_http {
                 return Err(S3SettingError {
-                    key: S3Key::Endpoint.name(),
-                    reason: format!(
-                        "{e} is plain http on a host that is not loopback; use https or set s3.allow-http=true"
-                    ),
+                    key: if self.endpoint.is_some() {
+                        S3Key::Endpoint.name()
+                    } else {
+                        "AWS_ENDPOINT_URL"
+                    },
+                    reason: "plain http to a host that is not loopback; use https or set \
+                             s3.allow-http=true"
+                        .to_string(),
                 });
             }
         }

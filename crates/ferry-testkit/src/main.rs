@@ -223,6 +223,9 @@ fn s3(command: S3Command) -> ferry_testkit::Result<ExitCode> {
     };
     match command {
         S3Command::Up { name, bucket } => {
+            for b in &bucket {
+                ferry_testkit::s3::validate_bucket(b)?;
+            }
             let server = S3Server::start_detached(&name)?;
             for b in &bucket {
                 server.create_bucket(b)?;

@@ -183,15 +183,7 @@ impl S3Server {
 
     /// Creates bucket `bucket` (a directory under the data root).
     pub fn create_bucket(&self, bucket: &str) -> Result<()> {
-        let valid = (3..=63).contains(&bucket.len())
-            && bucket
-                .chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.');
-        if !valid {
-            return Err(Error::Invalid(format!(
-                "bucket name '{bucket}' must be 3-63 characters of [a-z0-9.-]"
-            )));
-        }
+        validate_bucket(bucket)?;
         let dir = self.info.data_dir().join(bucket);
         fs::create_dir_all(&dir).map_err(io_err(format!("creating {}", dir.display())))
     }
@@ -353,6 +345,21 @@ pub fn s3s_fs_binary() -> Result<PathBuf> {
             cached.display()
         ))
     })
+}
+
+/// Checks an S3 bucket name (3-63 characters of `[a-z0-9.-]`).
+pub fn validate_bucket(bucket: &str) -> Result<()> {
+    let valid = (3..=63).contains(&bucket.len())
+        && bucket
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.');
+    if valid {
+        Ok(())
+    } else {
+        Err(Error::Invalid(format!(
+            "bucket name '{bucket}' must be 3-63 characters of [a-z0-9.-]"
+        )))
+    }
 }
 
 fn validate_name(name: &str) -> Result<String> {

@@ -19,7 +19,8 @@
 //!   `view`: one job's state, read once per request by `rest` and `prom`.
 //! - `prom`: the Prometheus exposition; `sampler`: lag history and rates;
 //!   `kudu_activity`: tablet-server write counters per table.
-//! - `cli`: the client verbs; `http_client`: their HTTP client.
+//! - `cli`: the client verbs and `ferry state mirror`; `http_client`:
+//!   the verbs' HTTP client.
 //! - `progress`: snapshot progress on the terminal.
 //! - `demo_writer`: the demo's workload.
 
@@ -152,6 +153,11 @@ enum Command {
         full: bool,
         job_id: String,
     },
+    /// Checkpoint and savepoint storage tools (`ferry state mirror SRC DST`).
+    State {
+        #[command(subcommand)]
+        command: cli::state::StateCommand,
+    },
     /// Find the newest complete, valid savepoint or checkpoint of a job and
     /// start the job from it (see `ferry failover --help`).
     #[command(disable_help_flag = true)]
@@ -268,6 +274,10 @@ fn main() -> ExitCode {
         } => verb(async move {
             cli::checkpoint(&cli::Rest::new(&target.jobmanager), &job_id, full).await
         }),
+        Command::State { command } => {
+            init_logging();
+            cli::state::run(command)
+        }
         Command::Failover { args } => dr_command(&args, "failover"),
         Command::Standby { args } => dr_command(&args, "standby"),
         Command::DemoWriter(args) => {

@@ -374,6 +374,21 @@ impl ProcessOptions {
         for (key, value) in pairs {
             opts.set(key, value)?;
         }
+        // Keys that only fail together (http endpoint without
+        // s3.allow-http, an access key without its secret) are usage errors
+        // too. The environment is left out: it is checked when an s3://
+        // location is opened, so unrelated AWS_* variables cannot stop a job
+        // that keeps its state on disk.
+        if opts.s3 != S3Settings::default() {
+            opts.s3.resolve().map_err(|e| OptionError {
+                key: e.key.to_string(),
+                value: match e.key {
+                    "s3.endpoint" => opts.s3.endpoint.clone().unwrap_or_default(),
+                    _ => String::new(),
+                },
+                reason: e.reason,
+            })?;
+        }
         Ok(opts)
     }
 
@@ -550,5 +565,10 @@ mod tests {
             "{err}"
         );
         assert!(ProcessKey::S3SecretKey.is_server_key());
+        let err = ProcessOptions::from_pairs([(ProcessKey::S3Endpoint, "http://s3.example.com")])
+            .unwrap_err();
+        assert!(err.to_string().contains("s3.allow-http"), "{err}");
+        let err = ProcessOptions::from_pairs([(ProcessKey::S3AccessKey, "id")]).unwrap_err();
+        assert!(err.to_string().contains("for s3.secret-key"), "{err}");
     }
 }

@@ -8,7 +8,10 @@
 //! PromQL work unchanged. ferry's own counters are `ferry_*_total`; the
 //! tablet servers' per-table write counters are
 //! `ferry_kudu_table_rows_{inserted,upserted,updated,deleted}` gauges with
-//! `cluster` and `table_name` labels.
+//! `cluster` and `table_name` labels. State replicas
+//! (`job.stateReplicas`) are `ferry_state_replica_*` families with a
+//! `replica` label (the location URI); periodic savepoints are
+//! `ferry_periodic_savepoints_*`.
 
 use crate::registry::Registry;
 use crate::sampler::METER_SPAN_MS;
@@ -258,6 +261,72 @@ fn push_ferry(out: &mut Families, v: &JobView, labels: &Labels) {
     );
 }
 
+/// Periodic savepoints and state replicas.
+fn push_dr(out: &mut Families, v: &JobView, labels: &Labels) {
+    let m = &v.metrics;
+    let counter = MetricType::Counter;
+    let gauge = MetricType::Gauge;
+    out.ferry(
+        "periodic_savepoints",
+        "Periodic savepoints written (job.periodicSavepointInterval)",
+        counter,
+        labels.clone(),
+        m.periodic_savepoints_completed as f64,
+    );
+    out.ferry(
+        "periodic_savepoints_failed",
+        "Periodic savepoints that failed (the job went on)",
+        counter,
+        labels.clone(),
+        m.periodic_savepoints_failed as f64,
+    );
+    out.ferry(
+        "last_periodic_savepoint_timestamp_ms",
+        "When the last periodic savepoint completed, epoch ms (0 = none yet)",
+        gauge,
+        labels.clone(),
+        m.last_periodic_savepoint_ms as f64,
+    );
+    for r in &v.replicas {
+        let l = with(labels.clone(), &[("replica", &r.location)]);
+        out.ferry(
+            "state_replica_lag_seconds",
+            "Seconds between a state completing on the primary and on the replica; while behind, age of the oldest state not yet copied",
+            gauge,
+            l.clone(),
+            r.lag_ms as f64 / 1000.0,
+        );
+        out.ferry(
+            "state_replica_behind",
+            "1 while a completed state waits to be copied to the replica",
+            gauge,
+            l.clone(),
+            if r.behind { 1.0 } else { 0.0 },
+        );
+        out.ferry(
+            "state_replica_last_success_timestamp_ms",
+            "When a copy to the replica last succeeded, epoch ms (0 = never)",
+            gauge,
+            l.clone(),
+            r.last_success_ms as f64,
+        );
+        out.ferry(
+            "state_replica_failures",
+            "Failed copy attempts to the replica",
+            counter,
+            l.clone(),
+            r.failures as f64,
+        );
+        out.ferry(
+            "state_replica_copies",
+            "States (checkpoints and savepoints) copied to the replica",
+            counter,
+            l,
+            r.states_copied as f64,
+        );
+    }
+}
+
 /// `ferry_kudu_table_rows_*`: the tablet servers' write counters.
 fn push_kudu_tables(out: &mut Families, v: &JobView, labels: &Labels) {
     for t in v.job.activity.snapshot() {
@@ -295,6 +364,7 @@ impl FerryCollector {
             push_enumerator(&mut out, v, &labels);
             push_operators(&mut out, v, &labels);
             push_ferry(&mut out, v, &labels);
+            push_dr(&mut out, v, &labels);
             push_kudu_tables(&mut out, v, &labels);
         }
         out.0

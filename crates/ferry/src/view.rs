@@ -9,6 +9,7 @@
 use crate::registry::{now_ms, JobEntry};
 use ferry_engine::job::CheckpointRecord;
 use ferry_engine::metrics::MetricsSnapshot;
+use ferry_engine::replication::ReplicaSnapshot;
 use ferry_engine::status::{ExceptionRecord, JobSnapshot};
 use ferry_engine::JobStatus;
 
@@ -28,6 +29,10 @@ pub struct JobView<'a> {
     pub checkpoints: Vec<CheckpointRecord>,
     /// Failures, newest first.
     pub exceptions: Vec<ExceptionRecord>,
+    /// Each state replica (`job.stateReplicas`).
+    pub replicas: Vec<ReplicaSnapshot>,
+    /// Where the last periodic savepoint went.
+    pub last_periodic_savepoint: Option<String>,
     /// When the view was taken, epoch ms.
     pub now_ms: u64,
     /// Epoch ms, or -1 while the job runs.
@@ -46,6 +51,8 @@ impl JobEntry {
             metrics,
             checkpoints,
             exceptions,
+            replicas,
+            last_periodic_savepoint,
             ..
         } = snapshot;
         JobView {
@@ -54,6 +61,8 @@ impl JobEntry {
             metrics,
             checkpoints,
             exceptions,
+            replicas,
+            last_periodic_savepoint,
             now_ms: now_ms(),
             end_time_ms: self.end_time_ms(),
             duration_ms: self.duration_ms(),

@@ -680,6 +680,48 @@ async fn savepoint_script_writes_a_complete_savepoint() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn savepoint_script_writes_a_complete_savepoint_to_s3() {
+    use ferry_engine::checkpoint::{CheckpointStore, SnapshotKind, StorageLocation};
+    use ferry_objstore::{ObjectStoreResolver, S3Key, S3Settings};
+    let s3 = ferry_testkit::S3Server::start(&format!("ops-{}", std::process::id()))
+        .expect("s3s-fs (run scripts/test once to install it)");
+    s3.create_bucket("ferry-ops").expect("bucket");
+    let f = Fixture::new("ops_s3", 100).await;
+    let job = f.replicating_job(&[
+        &format!("-Ds3.endpoint={}", s3.endpoint()),
+        &format!("-Ds3.access-key={}", s3.access_key()),
+        &format!("-Ds3.secret-key={}", s3.secret_key()),
+    ]);
+    let target = "s3://ferry-ops/cron";
+    let location = periodic_savepoint(&job, target);
+    assert!(
+        location.starts_with(&format!("{target}/savepoint-")),
+        "{location}"
+    );
+    // Read back through the S3 API: complete and valid.
+    let mut settings = S3Settings::default();
+    settings
+        .set(S3Key::Endpoint, &s3.endpoint())
+        .expect("endpoint");
+    settings
+        .set(S3Key::AccessKey, s3.access_key())
+        .expect("key");
+    settings
+        .set(S3Key::SecretKey, s3.secret_key())
+        .expect("secret");
+    let resolver = std::sync::Arc::new(ObjectStoreResolver::from_settings(&settings));
+    let base = StorageLocation::parse(target).expect("location");
+    let store = CheckpointStore::open(&base, std::num::NonZeroUsize::MIN, resolver).expect("store");
+    let loaded = store
+        .load(&location)
+        .await
+        .expect("savepoint in the bucket");
+    assert_eq!(loaded.state.kind, SnapshotKind::Savepoint);
+    drop(job);
+    let _ = s3.destroy();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stop_with_savepoint_prints_the_path_and_ends_the_process() {
     let (f, job) = ops_job().await;
     let stop_dir = f.dir.path().join("stop-savepoints");

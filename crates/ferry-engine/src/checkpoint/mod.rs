@@ -44,8 +44,10 @@ mod pointer;
 mod state;
 mod store;
 
-#[cfg(test)]
-mod conformance;
+/// The [`StateStore`] conformance suite, for backends outside this crate
+/// (feature `conformance`).
+#[cfg(any(test, feature = "conformance"))]
+pub mod conformance;
 #[cfg(test)]
 mod tests;
 

@@ -182,11 +182,21 @@ pub struct JobState {
     /// (including finished ones awaiting this checkpoint); re-read from their
     /// resume key on restore.
     pub pending: Vec<SplitState>,
+    /// A savepoint taken by the periodic schedule
+    /// (`job.periodicSavepointInterval`): only these are subject to
+    /// `job.periodicSavepointsRetained`. Absent (false) for checkpoints and
+    /// user savepoints, so their `_metadata` is unchanged.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub periodic: bool,
     /// The lease generation of the instance that wrote this state (0
     /// without high availability); see [`crate::lease`]. Left out when 0,
     /// so states of jobs without a lease stay readable by older builds.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub generation: u64,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -217,6 +227,7 @@ impl JobState {
             window: None,
             unassigned: Vec::new(),
             pending: Vec::new(),
+            periodic: false,
             generation: 0,
         }
     }

@@ -181,6 +181,14 @@ pub struct JobConfig {
     pub checkpoints_retained: NonZeroUsize,
     /// `job.name` (ferry only).
     pub job_name: String,
+    /// `job.periodicSavepointInterval` (ferry only): `None` when 0 (off).
+    pub periodic_savepoint_interval: Option<Duration>,
+    /// `job.periodicSavepointsRetained` (ferry only).
+    pub periodic_savepoints_retained: NonZeroUsize,
+    /// `job.stateReplicas` (ferry only): where completed checkpoints and
+    /// savepoints are copied; distinct, none equal to the checkpoints
+    /// directory.
+    pub state_replicas: Vec<StorageLocation>,
     /// `job.positionTable` (ferry only): the sink position table; `None`
     /// (the key set empty) turns the sink position off.
     pub position_table: Option<String>,
@@ -208,7 +216,6 @@ impl JobConfig {
         let config = JobConfig {
             source_master_addresses,
             sink_master_addresses,
-            checkpoints_directory,
             discovery_interval: Duration::from_secs(
                 v.positive(ConfigKey::DiscoveryIntervalSeconds)?,
             ),
@@ -221,6 +228,10 @@ impl JobConfig {
                 Some(_) => v.text(ConfigKey::JobName)?,
                 None => format!("ferry-replication-{table_name}"),
             },
+            periodic_savepoint_interval: v
+                .optional_duration(ConfigKey::PeriodicSavepointInterval)?,
+            periodic_savepoints_retained: v.count(ConfigKey::PeriodicSavepointsRetained)?,
+            state_replicas: v.replicas(&checkpoints_directory)?,
             position_table: Some(v.required_value(ConfigKey::PositionTable)?.trim())
                 .filter(|t| !t.is_empty())
                 .map(str::to_owned),
@@ -242,6 +253,7 @@ impl JobConfig {
                 ignore_duplicate: v.boolean(ConfigKey::IgnoreDuplicate)?,
             },
             restart: RestartConfig::from_values(&v)?,
+            checkpoints_directory,
             ha: HaConfig::from_values(&v)?,
         };
         // Cross-key rule, as in the reference job: the next window opens only
@@ -310,6 +322,18 @@ impl JobConfig {
                     ConfigKey::RestoreOwner => self.restore_owner.to_string(),
                     ConfigKey::CheckpointsRetained => self.checkpoints_retained.to_string(),
                     ConfigKey::JobName => self.job_name.clone(),
+                    ConfigKey::PeriodicSavepointInterval => self
+                        .periodic_savepoint_interval
+                        .map_or_else(|| "0".to_string(), super::restart::format_duration),
+                    ConfigKey::PeriodicSavepointsRetained => {
+                        self.periodic_savepoints_retained.to_string()
+                    }
+                    ConfigKey::StateReplicas => self
+                        .state_replicas
+                        .iter()
+                        .map(StorageLocation::to_uri)
+                        .collect::<Vec<_>>()
+                        .join(","),
                     ConfigKey::PositionTable => self.position_table.clone().unwrap_or_default(),
                     ConfigKey::BatchSizeBytes => self.reader.batch_size_bytes.to_string(),
                     ConfigKey::SplitSizeBytes => match self.reader.split_size_bytes {
@@ -434,6 +458,51 @@ impl Values<'_> {
     fn location(&self, key: ConfigKey) -> Result<StorageLocation, ConfigError> {
         let value = self.required_value(key)?;
         StorageLocation::parse(value).map_err(|e| invalid(key, value, &e.reason))
+    }
+
+    /// A Flink duration; `0` means off (`None`).
+    fn optional_duration(&self, key: ConfigKey) -> Result<Option<Duration>, ConfigError> {
+        let d = super::restart::parse_duration(key, self.required_value(key)?)?;
+        Ok((!d.is_zero()).then_some(d))
+    }
+
+    /// `job.stateReplicas`: comma-separated locations, each parsed, no
+    /// duplicates, none equal to the checkpoints directory (a replica there
+    /// would be the primary itself).
+    fn replicas(&self, primary: &StorageLocation) -> Result<Vec<StorageLocation>, ConfigError> {
+        let key = ConfigKey::StateReplicas;
+        let value = self.required_value(key)?;
+        if value.trim().is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut replicas: Vec<StorageLocation> = Vec::new();
+        for entry in value.split(',').map(str::trim) {
+            if entry.is_empty() {
+                return Err(invalid(
+                    key,
+                    value,
+                    "has an empty entry in the comma-separated list",
+                ));
+            }
+            let location = StorageLocation::parse(entry)
+                .map_err(|e| invalid(key, value, &format!("replica '{entry}': {}", e.reason)))?;
+            if location == *primary {
+                return Err(invalid(
+                    key,
+                    value,
+                    &format!("replica '{entry}' is job.checkpointsDirectory itself"),
+                ));
+            }
+            if replicas.contains(&location) {
+                return Err(invalid(
+                    key,
+                    value,
+                    &format!("replica '{entry}' is listed twice"),
+                ));
+            }
+            replicas.push(location);
+        }
+        Ok(replicas)
     }
 
     fn boolean(&self, key: ConfigKey) -> Result<bool, ConfigError> {

@@ -51,6 +51,12 @@ pub enum ConfigKey {
     CheckpointsRetained,
     /// `job.name` (ferry only)
     JobName,
+    /// `job.periodicSavepointInterval` (ferry only; Flink operator alias)
+    PeriodicSavepointInterval,
+    /// `job.periodicSavepointsRetained` (ferry only; Flink operator alias)
+    PeriodicSavepointsRetained,
+    /// `job.stateReplicas` (ferry only)
+    StateReplicas,
     /// `job.positionTable` (ferry only)
     PositionTable,
     /// `reader.batchSizeBytes`
@@ -244,6 +250,38 @@ const CATALOG: &[(ConfigKey, KeySpec)] = &[
             ValueKind::Text,
             Ferry,
             "Job name shown in the REST API and metrics.",
+        ),
+    ),
+    (
+        ConfigKey::PeriodicSavepointInterval,
+        KeySpec::new(
+            "job.periodicSavepointInterval",
+            Value("0"),
+            ValueKind::Duration,
+            Ferry,
+            "Take a savepoint this often (Flink duration, e.g. '10 min'), into the savepoint directory (--savepointPath), else <job.checkpointsDirectory>/savepoints; 0 = off. A failed one is logged and counted, never fails the job.",
+        )
+        .with_aliases(&["kubernetes.operator.periodic.savepoint.interval"]),
+    ),
+    (
+        ConfigKey::PeriodicSavepointsRetained,
+        KeySpec::new(
+            "job.periodicSavepointsRetained",
+            Value("10"),
+            ValueKind::Count,
+            Ferry,
+            "How many periodic savepoints of this replication to keep (older ones are deleted; user savepoints never are).",
+        )
+        .with_aliases(&["kubernetes.operator.savepoint.history.max.count"]),
+    ),
+    (
+        ConfigKey::StateReplicas,
+        KeySpec::new(
+            "job.stateReplicas",
+            Value(""),
+            ValueKind::Locations,
+            Ferry,
+            "Replica locations (comma-separated) every completed checkpoint and savepoint is copied to, as <replica>/<job-id>/chk-<N> and <replica>/savepoints/savepoint-*; empty = none.",
         ),
     ),
     (
@@ -572,6 +610,9 @@ const ALL: &[ConfigKey] = &[
     ConfigKey::RestoreOwner,
     ConfigKey::CheckpointsRetained,
     ConfigKey::JobName,
+    ConfigKey::PeriodicSavepointInterval,
+    ConfigKey::PeriodicSavepointsRetained,
+    ConfigKey::StateReplicas,
     ConfigKey::PositionTable,
     ConfigKey::BatchSizeBytes,
     ConfigKey::SplitSizeBytes,
@@ -789,6 +830,9 @@ mod tests {
             [
                 "job.checkpointsRetained",
                 "job.name",
+                "job.periodicSavepointInterval",
+                "job.periodicSavepointsRetained",
+                "job.stateReplicas",
                 "job.positionTable",
                 "high-availability.lease-duration",
                 "high-availability.renew-interval"

@@ -35,6 +35,8 @@ pub enum ValueKind {
     Port,
     /// A local path, `file://` URI or object store URI (`s3://bucket/prefix`).
     Location,
+    /// A comma-separated list of locations (empty: none).
+    Locations,
     /// A credential: accepted like text, never shown.
     Secret,
     /// `true` or `false`.
@@ -69,6 +71,7 @@ impl ValueKind {
             ValueKind::Host => "<host>",
             ValueKind::Port => "<port>",
             ValueKind::Location => "<path|s3://bucket/prefix>",
+            ValueKind::Locations => "<location,...>",
             ValueKind::Secret => "<secret>",
             ValueKind::Bool => "<true|false>",
             ValueKind::Millis | ValueKind::MillisOrZero => "<ms>",

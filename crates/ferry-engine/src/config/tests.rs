@@ -129,6 +129,9 @@ fn every_key_set_explicitly() {
         ("job.restoreOwner", "TRUE"),
         ("job.checkpointsRetained", "5"),
         ("job.name", "my-job"),
+        ("kubernetes.operator.periodic.savepoint.interval", "10 min"),
+        ("kubernetes.operator.savepoint.history.max.count", "4"),
+        ("job.stateReplicas", "/tmp/dr1, file:///tmp/dr2"),
         ("job.positionTable", "dr_positions"),
         ("reader.batchSizeBytes", "65536"),
         ("reader.splitSizeBytes", "1024"),
@@ -199,6 +202,12 @@ fn every_key_set_explicitly() {
     assert_eq!(c.sink_table_name(), "t_copy");
     assert_eq!(c.checkpoints_retained.get(), 5);
     assert_eq!(c.job_name, "my-job");
+    assert_eq!(
+        c.periodic_savepoint_interval,
+        Some(Duration::from_secs(600))
+    );
+    assert_eq!(c.periodic_savepoints_retained.get(), 4);
+    assert_eq!(c.state_replicas.len(), 2);
     assert_eq!(c.position_table.as_deref(), Some("dr_positions"));
     assert_eq!(c.reader.batch_size_bytes, 65536);
     assert_eq!(c.reader.split_size_bytes, NonZeroU64::new(1024));
@@ -529,6 +538,59 @@ fn effective_values_round_trip() {
         if let Some(default) = key.default_value() {
             assert_eq!(value, default, "{key}");
         }
+    }
+}
+
+#[test]
+fn periodic_savepoints_and_state_replicas() {
+    let with = |extra: &[(&str, &str)]| {
+        let mut pairs = vec![
+            ("job.sourceMasterAddresses", "s:7051"),
+            ("job.sinkMasterAddresses", "k:7051"),
+            ("job.tableName", "t"),
+            ("job.checkpointsDirectory", "/tmp/ckpt"),
+        ];
+        pairs.extend_from_slice(extra);
+        JobConfig::from_named_pairs(pairs)
+    };
+    let c = with(&[]).expect("defaults");
+    assert_eq!(c.periodic_savepoint_interval, None);
+    assert_eq!(c.periodic_savepoints_retained.get(), 10);
+    assert!(c.state_replicas.is_empty());
+    let c = with(&[
+        ("job.periodicSavepointInterval", "30 s"),
+        ("job.periodicSavepointsRetained", "2"),
+        ("job.stateReplicas", "/tmp/dr"),
+    ])
+    .expect("valid");
+    assert_eq!(c.periodic_savepoint_interval, Some(Duration::from_secs(30)));
+    let values: std::collections::HashMap<_, _> = c.effective_values().into_iter().collect();
+    assert_eq!(values[&ConfigKey::PeriodicSavepointInterval], "30 s");
+    assert_eq!(values[&ConfigKey::StateReplicas], "file:///tmp/dr");
+    assert_eq!(
+        with(&[("job.periodicSavepointInterval", "0")])
+            .expect("off")
+            .periodic_savepoint_interval,
+        None
+    );
+    for (key, value, why) in [
+        (
+            "job.periodicSavepointInterval",
+            "soon",
+            "expected a duration",
+        ),
+        ("job.periodicSavepointsRetained", "0", "greater than 0"),
+        ("job.stateReplicas", "/tmp/dr,,/tmp/x", "empty entry"),
+        ("job.stateReplicas", "/tmp/dr,/tmp/dr/", "listed twice"),
+        (
+            "job.stateReplicas",
+            "file:///tmp/ckpt",
+            "job.checkpointsDirectory itself",
+        ),
+        ("job.stateReplicas", "hdfs:///dr", "replica 'hdfs:///dr'"),
+    ] {
+        let err = with(&[(key, value)]).expect_err(value).to_string();
+        assert!(err.contains(key) && err.contains(why), "{value}: {err}");
     }
 }
 

@@ -49,11 +49,11 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
             .await?;
         self.failed_checkpoints = 0;
         let duration = started.elapsed().as_millis() as u64;
-        let size = crate::checkpoint::encode_metadata(&state)
-            .map(|b| b.len() as u64)
-            .unwrap_or(0);
+        let metadata = encoded(&state);
+        let size = metadata.len() as u64;
         self.metrics.checkpoint_completed(duration, size);
-        self.record(id, written.location.to_string(), duration, size, false);
+        let completed_at = self.record(id, written.location.to_string(), duration, size, false);
+        self.notify_replicas(&state, &written.location, metadata, completed_at);
         self.last_complete = Some(state);
         if let AfterCheckpoint::WindowCompleted { end, was_snapshot } =
             self.enumerator.checkpoint_completed(&capture)
@@ -81,34 +81,55 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
         &mut self,
         dir: Option<StorageLocation>,
     ) -> Result<String, ControlError> {
+        self.savepoint_as(dir, false).await.map(|(path, _)| path)
+    }
+
+    /// Writes a savepoint (`periodic`: by the schedule) and tells the
+    /// replicas; returns its path and state.
+    pub(super) async fn savepoint_as(
+        &mut self,
+        dir: Option<StorageLocation>,
+        periodic: bool,
+    ) -> Result<(String, JobState), ControlError> {
         let started = Instant::now();
         let dir = dir
             .or_else(|| self.options.default_savepoint_dir.clone())
             .ok_or(ControlError::NoSavepointDirectory)?;
         self.options.fence.check().map_err(EngineError::from)?;
         let capture = self.enumerator.capture();
-        let state = self.state(&capture, SnapshotKind::Savepoint, self.next_checkpoint_id);
+        let mut state = self.state(&capture, SnapshotKind::Savepoint, self.next_checkpoint_id);
+        state.periodic = periodic;
         let location = self
             .store
             .write_savepoint(&dir, &state)
             .await
             .map_err(EngineError::from)?;
         let duration = started.elapsed().as_millis() as u64;
-        let size = crate::checkpoint::encode_metadata(&state)
-            .map(|b| b.len() as u64)
-            .unwrap_or(0);
+        let metadata = encoded(&state);
+        let size = metadata.len() as u64;
         let path = location.to_uri();
-        self.record(self.next_checkpoint_id, path.clone(), duration, size, true);
-        tracing::info!(%path, "savepoint written");
-        Ok(path)
+        let completed_at = self.record(self.next_checkpoint_id, path.clone(), duration, size, true);
+        self.notify_replicas(&state, &location, metadata, completed_at);
+        tracing::info!(%path, periodic, "savepoint written");
+        Ok((path, state))
     }
 
-    fn record(&self, id: u64, path: String, duration_ms: u64, size_bytes: u64, savepoint: bool) {
+    /// Adds a completed checkpoint or savepoint to the history; returns
+    /// its completion time (epoch ms).
+    fn record(
+        &self,
+        id: u64,
+        path: String,
+        duration_ms: u64,
+        size_bytes: u64,
+        savepoint: bool,
+    ) -> u64 {
+        let completed_at_ms = crate::checkpoint::state_now_ms();
         if let Ok(mut h) = self.history.lock() {
             h.push(CheckpointRecord {
                 id,
                 path,
-                completed_at_ms: crate::checkpoint::state_now_ms(),
+                completed_at_ms,
                 duration_ms,
                 size_bytes,
                 savepoint,
@@ -116,5 +137,15 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
             let excess = h.len().saturating_sub(HISTORY_LEN);
             h.drain(..excess);
         }
+        completed_at_ms
     }
+}
+
+/// The `_metadata` bytes of a state just written (same encoding, so the
+/// same bytes as on the primary); empty if it cannot be encoded, which the
+/// write before would have refused.
+fn encoded(state: &JobState) -> bytes::Bytes {
+    crate::checkpoint::encode_metadata(state)
+        .map(bytes::Bytes::from)
+        .unwrap_or_default()
 }

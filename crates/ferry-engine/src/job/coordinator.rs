@@ -101,6 +101,8 @@ pub(super) struct Coordinator<S: Source, K: Sink<S::Batch>> {
     /// Checkpoints failed in a row (`tolerable-failed-checkpoints`).
     pub(super) failed_checkpoints: u32,
     pub(super) backoff: RestartBackoff,
+    /// Copies completed states to `job.stateReplicas`, if any.
+    pub(super) replication: Option<crate::replication::Replication>,
 }
 
 impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
@@ -123,11 +125,11 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
         }
         let now = Instant::now();
         let backoff = RestartBackoff::new(config.restart.strategy());
+        let replication = super::replicas::start_replication(&config, &store);
         Coordinator {
             source,
             sink,
             store,
-            config,
             options,
             metrics,
             history: Arc::new(Mutex::new(Vec::new())),
@@ -144,6 +146,8 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
             last_complete: restore,
             failed_checkpoints: 0,
             backoff,
+            replication,
+            config,
         }
     }
 
@@ -185,6 +189,11 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
             JobStatus::Failed { error } => tracing::error!(%error, "job failed"),
             other => tracing::info!(status = ?other, "job ended"),
         }
+        if let Some(replication) = self.replication.take() {
+            replication
+                .finish(super::replicas::REPLICA_FINISH_TIMEOUT)
+                .await;
+        }
         let _ = self.status.send(status.clone());
         status
     }
@@ -210,6 +219,7 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
         let mut checkpoint_tick = tokio::time::interval(self.config.checkpointing_interval);
         checkpoint_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         checkpoint_tick.tick().await;
+        let mut savepoint_tick = super::replicas::periodic_timer(&self.config);
         // A restored window continues; record when it (re)started.
         if self.enumerator.window().is_some() {
             self.window_opened = Some(Instant::now());
@@ -219,7 +229,14 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
             if let Flow::Continue = flow {
                 self.metrics.set_split_counts(self.enumerator.counts());
                 self.publish_status();
-                flow = self.wait(&mut workers, control, &mut checkpoint_tick).await;
+                flow = self
+                    .wait(
+                        &mut workers,
+                        control,
+                        &mut checkpoint_tick,
+                        &mut savepoint_tick,
+                    )
+                    .await;
             }
             match flow {
                 Flow::Continue => {}
@@ -304,6 +321,7 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
         workers: &mut Workers,
         control: &mut mpsc::Receiver<Control>,
         checkpoint_tick: &mut Interval,
+        savepoint_tick: &mut Option<Interval>,
     ) -> Flow {
         // A drained window completes with a checkpoint right away.
         let drained = self.window_drained();
@@ -320,6 +338,7 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
                     return self.on_checkpoint_failed(e);
                 }
             }
+            _ = super::replicas::periodic_tick(savepoint_tick) => self.periodic_savepoint().await,
             _ = std::future::ready(()), if drained => {
                 if let Err(e) = self.checkpoint().await {
                     let flow = self.on_checkpoint_failed(e);

@@ -143,6 +143,7 @@ pub struct JobHandle {
     metrics: Arc<JobMetrics>,
     history: History,
     exceptions: Exceptions,
+    replicas: Vec<Arc<crate::replication::ReplicaMetrics>>,
 }
 
 impl std::fmt::Debug for JobHandle {
@@ -192,7 +193,14 @@ impl JobHandle {
             self.checkpoint_history(),
         );
         snapshot.exceptions = self.exceptions();
+        snapshot.replicas = self.replicas();
+        snapshot.last_periodic_savepoint = self.metrics.last_periodic_savepoint();
         snapshot
+    }
+
+    /// Each state replica's metrics (`job.stateReplicas`), in order.
+    pub fn replicas(&self) -> Vec<crate::replication::ReplicaSnapshot> {
+        self.replicas.iter().map(|r| r.snapshot()).collect()
     }
 
     async fn ask<T>(&self, make: impl FnOnce(Reply<T>) -> Control) -> Result<T, ControlError> {
@@ -278,6 +286,11 @@ pub(super) fn spawn<S: Source, K: Sink<S::Batch>>(
         metrics: coordinator.metrics.clone(),
         history: coordinator.history.clone(),
         exceptions: coordinator.exceptions.clone(),
+        replicas: coordinator
+            .replication
+            .as_ref()
+            .map(|r| r.metrics().to_vec())
+            .unwrap_or_default(),
     };
     tokio::spawn(coordinator.run(control_rx));
     handle

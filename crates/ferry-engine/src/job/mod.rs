@@ -49,7 +49,9 @@
 //!   are handed out, compared with a restored state at start;
 //! - `recovery`: failures, the restart strategy, restarts from the newest
 //!   complete checkpoint;
-//! - `checkpointing`: checkpoints, savepoints and their history.
+//! - `checkpointing`: checkpoints, savepoints and their history;
+//! - `replicas`: periodic savepoints, and notices of completed states to
+//!   the state replicas (`crate::replication`).
 
 mod checkpointing;
 mod coordinator;
@@ -58,6 +60,9 @@ mod position;
 #[cfg(test)]
 mod position_tests;
 mod recovery;
+mod replicas;
+#[cfg(test)]
+mod replicas_tests;
 #[cfg(test)]
 mod restart_tests;
 mod stop;

@@ -76,6 +76,25 @@ pub struct JobLive {
     /// Every savepoint, newest first.
     pub savepoints: Vec<CheckpointEntry>,
     pub restored_from: Option<String>,
+    /// Each state replica (`job.stateReplicas`): lag, last success,
+    /// failures, newest state copied.
+    #[serde(default)]
+    pub replicas: Vec<ferry_engine::replication::ReplicaSnapshot>,
+    /// Periodic savepoints (`job.periodicSavepointInterval`).
+    #[serde(default)]
+    pub periodic_savepoints: PeriodicSavepoints,
+}
+
+/// Periodic savepoints of one job.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeriodicSavepoints {
+    /// The interval in ms (0 = off).
+    pub interval_ms: u64,
+    pub completed: u64,
+    pub failed: u64,
+    /// When the last one completed, epoch ms (0 = none yet).
+    pub last_at: u64,
+    pub last_path: Option<String>,
 }
 
 /// One sample of the lag history, sent as a JSON array to keep the page's
@@ -249,6 +268,17 @@ mod tests {
             }],
             savepoints: vec![],
             restored_from: None,
+            replicas: vec![ferry_engine::replication::ReplicaSnapshot {
+                location: "s3://dr/ferry".into(),
+                lag_ms: 250,
+                behind: false,
+                last_success_ms: 4_900,
+                failures: 2,
+                states_copied: 7,
+                newest: Some("s3://dr/ferry/0123456789abcdef0123456789abcdef/chk-1".into()),
+                last_error: None,
+            }],
+            periodic_savepoints: PeriodicSavepoints::default(),
         }
     }
 
@@ -268,6 +298,10 @@ mod tests {
             json!({ "records_out_per_second": 0.0, "records_in_per_second": 0.0 })
         );
         assert_eq!(v["kudu"]["tables"][0]["cluster"], "source");
+        assert_eq!(v["replicas"][0]["location"], "s3://dr/ferry");
+        assert_eq!(v["replicas"][0]["lagMs"], 250);
+        assert_eq!(v["replicas"][0]["lastSuccessMs"], 4_900);
+        assert_eq!(v["periodic_savepoints"]["interval_ms"], 0);
         assert_eq!(v["kudu"]["tables"][0]["counters"]["rows_upserted"], 10);
         assert_eq!(v["checkpoints"][0]["completed_at"], 4100);
         assert_eq!(v["error"], json!(null));

@@ -1,11 +1,13 @@
 //! The client verbs (`ferry list / savepoint / stop / cancel / checkpoint`
 //! and `ferry run --jobmanager`), mirroring the `flink` CLI's options and
 //! output lines; each talks to a ferry process's REST API and reads its
-//! answers as the typed bodies of [`crate::api`].
+//! answers as the typed bodies of [`crate::api`]. `state` is the storage
+//! tool `ferry state mirror` (no REST; it reads and writes stores).
 
 mod drain;
 pub mod failover;
 pub mod standby;
+pub mod state;
 
 pub use drain::{drain_check, DrainCheck};
 

@@ -6,15 +6,17 @@
 //! - `GET /ferry/jobs/:jobid/live`: one job's live numbers (lag history,
 //!   split counts, throughput, snapshot progress, tablet-server write
 //!   counters, checkpoints, savepoints); polled by the web page and by
-//!   `ferry stop --drain-check`.
+//!   `ferry stop --drain-check`; also the state replicas' lag, last
+//!   success and failures (`replicas`) and the periodic savepoints
+//!   (`periodic_savepoints`).
 //! - `GET /ferry/overview`: the same for every job, plus process facts.
 
 use super::error::{parse_body, ApiError};
 use super::jobs::find_job;
 use super::AppState;
 use crate::api::live::{
-    CheckpointEntry, FailureEntry, JobLive, KuduTables, ProcessOverview, SnapshotProgress,
-    SplitCounts, SubmitRequestBody, SubmitResponse, Totals,
+    CheckpointEntry, FailureEntry, JobLive, KuduTables, PeriodicSavepoints, ProcessOverview,
+    SnapshotProgress, SplitCounts, SubmitRequestBody, SubmitResponse, Totals,
 };
 use crate::registry::{now_ms, Mode};
 use crate::run_args::RunCommand;
@@ -165,6 +167,17 @@ pub fn job_live(v: &JobView) -> JobLive {
             .collect(),
         savepoints: newest(true).map(checkpoint_entry).collect(),
         restored_from: job.restored.as_ref().map(|r| r.path.clone()),
+        replicas: v.replicas.clone(),
+        periodic_savepoints: PeriodicSavepoints {
+            interval_ms: job
+                .config
+                .periodic_savepoint_interval
+                .map_or(0, |d| d.as_millis() as u64),
+            completed: m.periodic_savepoints_completed,
+            failed: m.periodic_savepoints_failed,
+            last_at: m.last_periodic_savepoint_ms,
+            last_path: v.last_periodic_savepoint.clone(),
+        },
     }
 }
 
