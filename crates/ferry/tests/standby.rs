@@ -8,6 +8,8 @@
 //!   --watch` or CRR: the state restored is older than what the sink holds,
 //!   which the sink position makes exact) under the same job id, and after
 //!   the writer stops the sink equals the source cell by cell.
+//! - `takeover_with_lease_and_state_on_s3`: the same takeover with the
+//!   checkpoints and the lease in a bucket of a real S3 server (s3s-fs).
 //! - `a_resumed_active_writes_nothing`: the active is paused with SIGSTOP,
 //!   the standby takes over while new changes arrive, then the active is
 //!   resumed: it exits fenced, wrote no further row (its own count of rows
@@ -21,7 +23,8 @@ use ferry_engine::checkpoint::{
 use ferry_fixtures::compare::compare_tables;
 use ferry_fixtures::workload::{Workload, WorkloadOptions};
 use ferry_fixtures::{free_port, Shared};
-use ferry_testkit::MiniCluster;
+use ferry_objstore::{ObjectStoreResolver, S3Key, S3Settings};
+use ferry_testkit::{MiniCluster, S3Server};
 use kudu_client::{KuduClient, TableBuilder};
 use std::io::{BufRead, BufReader};
 use std::num::NonZeroUsize;
@@ -127,6 +130,8 @@ impl Drop for Ferry {
 
 /// Everything both tests need: clusters, a table, directories, job keys.
 struct Setup {
+    /// The bucket's resolver when the checkpoints are on S3.
+    s3: Option<(S3Server, Arc<ObjectStoreResolver>)>,
     clusters: Arc<(MiniCluster, MiniCluster)>,
     source: KuduClient,
     sink: KuduClient,
@@ -138,6 +143,36 @@ struct Setup {
 
 impl Setup {
     async fn new(table: &str) -> Setup {
+        Self::with_store(table, None).await
+    }
+
+    /// With the checkpoints (and the lease) in a bucket of a real S3 server.
+    async fn on_s3(table: &str) -> Setup {
+        let s3 = S3Server::start(&format!("standby-{}", std::process::id()))
+            .expect("s3s-fs (run scripts/test once to install it)");
+        s3.create_bucket("ferry-dr").expect("bucket");
+        let mut settings = S3Settings::default();
+        settings
+            .set(S3Key::Endpoint, &s3.endpoint())
+            .expect("endpoint");
+        settings
+            .set(S3Key::AccessKey, s3.access_key())
+            .expect("key");
+        settings
+            .set(S3Key::SecretKey, s3.secret_key())
+            .expect("secret");
+        let resolver = Arc::new(ObjectStoreResolver::from_settings(&settings));
+        let mut s = Self::with_store(table, Some("s3://ferry-dr/prod/checkpoints")).await;
+        s.job_args.extend([
+            format!("-Ds3.endpoint={}", s3.endpoint()),
+            format!("-Ds3.access-key={}", s3.access_key()),
+            format!("-Ds3.secret-key={}", s3.secret_key()),
+        ]);
+        s.s3 = Some((s3, resolver));
+        s
+    }
+
+    async fn with_store(table: &str, checkpoints: Option<&str>) -> Setup {
         let clusters = tokio::task::block_in_place(|| CLUSTERS.get(ferry_fixtures::two_clusters));
         let (src, dst) = (&clusters.0, &clusters.1);
         let source = KuduClient::new(&src.master_addrs()).expect("client");
@@ -147,7 +182,10 @@ impl Setup {
             .num_replicas(3);
         source.create_table(&b).await.expect("create");
         let dir = tempfile::tempdir().expect("tmp");
-        let chk = dir.path().join("chk");
+        let chk = match checkpoints {
+            Some(uri) => uri.to_string(),
+            None => dir.path().join("chk").to_string_lossy().to_string(),
+        };
         let job_args: Vec<String> = [
             "--job.sourceMasterAddresses",
             &src.master_addrs_joined(),
@@ -158,7 +196,7 @@ impl Setup {
             "--job.createTable",
             "true",
             "--job.checkpointsDirectory",
-            &chk.to_string_lossy(),
+            &chk,
             "--job.checkpointsRetained",
             "1000",
             "--job.discoveryIntervalSeconds",
@@ -179,6 +217,7 @@ impl Setup {
         .collect();
         let job = ferry_engine::config::ha_job_id(&format!("ferry-replication-{table}"));
         Setup {
+            s3: None,
             clusters: clusters.clone(),
             source,
             sink,
@@ -194,6 +233,15 @@ impl Setup {
     }
 
     fn store(&self) -> CheckpointStore {
+        if let Some((_, resolver)) = &self.s3 {
+            let loc = StorageLocation::parse("s3://ferry-dr/prod/checkpoints").expect("loc");
+            return CheckpointStore::open(
+                &loc,
+                NonZeroUsize::new(1000).expect("n"),
+                resolver.clone(),
+            )
+            .expect("store");
+        }
         CheckpointStore::open_local(
             &StorageLocation::local(&self.chk()).expect("loc"),
             NonZeroUsize::new(1000).expect("n"),
@@ -375,6 +423,35 @@ async fn kill_9_of_the_active() {
     let state = s.caught_up(2, stopped, Duration::from_secs(90)).await;
     assert_eq!(state.job_id, s.job);
     s.assert_sink_equals_source().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn takeover_with_lease_and_state_on_s3() {
+    let s = Setup::on_s3("standby_s3").await;
+    let writer = Workload::start(s.source.clone(), &s.table, OPS_PER_SEC, 24);
+    let active = Ferry::spawn("run", &s.job_args, &[], s.log("active.err"));
+    active.line("JobID", Duration::from_secs(60)).await;
+    s.caught_up(1, s.clock().await, Duration::from_secs(90))
+        .await;
+    let standby = Ferry::spawn("standby", &s.job_args, &[], s.log("standby.err"));
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    active.signal(libc::SIGKILL);
+    let line = standby.line("JobID", Duration::from_secs(30)).await;
+    assert!(line.ends_with(&s.job.to_string()), "same job id: {line}");
+    let newest = standby.line("Newest: ", Duration::from_secs(5)).await;
+    assert!(
+        newest.contains("s3://ferry-dr/prod/checkpoints/"),
+        "{newest}"
+    );
+    standby.line("RTO: ", Duration::from_secs(30)).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    writer.stop().await;
+    let stopped = s.clock().await;
+    s.caught_up(2, stopped, Duration::from_secs(90)).await;
+    s.assert_sink_equals_source().await;
+    assert!(!standby
+        .stderr()
+        .contains(s.s3.as_ref().map_or("-", |(srv, _)| srv.secret_key())));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
