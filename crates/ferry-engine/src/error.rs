@@ -177,3 +177,19 @@ pub enum ControlError {
     #[error(transparent)]
     Failed(#[from] EngineError),
 }
+
+/// `error` and its sources as one line, `a: b: c`, each cause once (for
+/// logs and status fields; some errors already print their source).
+pub fn display_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(e) = source {
+        let part = e.to_string();
+        if !text.contains(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        source = e.source();
+    }
+    text
+}

@@ -2,8 +2,8 @@
 //! file builds the same tables the same way: one every-type schema, one
 //! small `id`/`v` schema, a pair of clusters, full-table reads, a
 //! fault-tolerant mixed writer ([`workload`]) and a cell-by-cell table
-//! comparison ([`compare`]), and a blocking HTTP client for ferry's REST
-//! API ([`http`]).
+//! comparison ([`compare`]), a blocking HTTP client for ferry's REST
+//! API ([`http`]), and the tests' view of a test S3 server ([`s3`]).
 //!
 //! For tests and benchmarks only: a dev-dependency of the crates whose
 //! tests use it (kudu-client's own integration tests too, which Cargo
@@ -13,6 +13,7 @@
 
 pub mod compare;
 pub mod http;
+pub mod s3;
 pub mod workload;
 
 use std::collections::BTreeMap;

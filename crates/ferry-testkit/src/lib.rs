@@ -89,3 +89,18 @@ pub fn home_dir() -> PathBuf {
         .map(PathBuf::from)
         .unwrap_or_else(|| std::env::temp_dir().join("ferry-testkit"))
 }
+
+/// Names of the components recorded under `<home>/<kind>/`: the folders
+/// that hold a `marker` description file, sorted.
+pub(crate) fn recorded_names(kind: &str, marker: &str) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(home_dir().join(kind)) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = entries
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().join(marker).exists())
+        .filter_map(|e| e.file_name().into_string().ok())
+        .collect();
+    names.sort();
+    names
+}

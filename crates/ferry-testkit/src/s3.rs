@@ -144,16 +144,7 @@ impl S3Server {
 
     /// Names of the servers recorded under the kit's home folder.
     pub fn list_names() -> Vec<String> {
-        let Ok(entries) = fs::read_dir(home_dir().join("s3")) else {
-            return Vec::new();
-        };
-        let mut names: Vec<String> = entries
-            .filter_map(|e| e.ok())
-            .filter(|e| e.path().join("s3.json").exists())
-            .filter_map(|e| e.file_name().into_string().ok())
-            .collect();
-        names.sort();
-        names
+        crate::recorded_names("s3", "s3.json")
     }
 
     /// The description (endpoint, keys, folders).

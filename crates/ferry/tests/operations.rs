@@ -682,7 +682,6 @@ async fn savepoint_script_writes_a_complete_savepoint() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn savepoint_script_writes_a_complete_savepoint_to_s3() {
     use ferry_engine::checkpoint::{CheckpointStore, SnapshotKind, StorageLocation};
-    use ferry_objstore::{ObjectStoreResolver, S3Key, S3Settings};
     let s3 = ferry_testkit::S3Server::start(&format!("ops-{}", std::process::id()))
         .expect("s3s-fs (run scripts/test once to install it)");
     s3.create_bucket("ferry-ops").expect("bucket");
@@ -699,17 +698,7 @@ async fn savepoint_script_writes_a_complete_savepoint_to_s3() {
         "{location}"
     );
     // Read back through the S3 API: complete and valid.
-    let mut settings = S3Settings::default();
-    settings
-        .set(S3Key::Endpoint, &s3.endpoint())
-        .expect("endpoint");
-    settings
-        .set(S3Key::AccessKey, s3.access_key())
-        .expect("key");
-    settings
-        .set(S3Key::SecretKey, s3.secret_key())
-        .expect("secret");
-    let resolver = std::sync::Arc::new(ObjectStoreResolver::from_settings(&settings));
+    let resolver = ferry_fixtures::s3::resolver(&s3);
     let base = StorageLocation::parse(target).expect("location");
     let store = CheckpointStore::open(&base, std::num::NonZeroUsize::MIN, resolver).expect("store");
     let loaded = store

@@ -21,7 +21,6 @@ use ferry_engine::checkpoint::{
 };
 use ferry_fixtures::compare::compare_tables;
 use ferry_fixtures::workload::Workload;
-use ferry_objstore::{ObjectStoreResolver, S3Key, S3Settings};
 use ferry_testkit::S3Server;
 use kudu_client::{KuduClient, TableBuilder};
 use std::io::{BufRead, BufReader, Read};
@@ -41,21 +40,6 @@ fn s3_server(name: &str) -> S3Server {
     let server = S3Server::start(&name).expect("s3s-fs (run scripts/test once to install it)");
     server.create_bucket(BUCKET).expect("bucket");
     server
-}
-
-/// The test's own view of the bucket, with the same settings ferry gets.
-fn resolver(s3: &S3Server) -> Arc<ObjectStoreResolver> {
-    let mut settings = S3Settings::default();
-    settings
-        .set(S3Key::Endpoint, &s3.endpoint())
-        .expect("endpoint");
-    settings
-        .set(S3Key::AccessKey, s3.access_key())
-        .expect("key");
-    settings
-        .set(S3Key::SecretKey, s3.secret_key())
-        .expect("secret");
-    Arc::new(ObjectStoreResolver::from_settings(&settings))
 }
 
 /// A `ferry run` whose stdout and stderr go to a log file.
@@ -283,7 +267,7 @@ async fn kill_9_resumes_from_the_newest_complete_checkpoint_in_the_bucket() {
         client.create_table(&b).await.expect("create table");
     }
     let logs = tempfile::tempdir().expect("logs");
-    let resolver = resolver(&s3);
+    let resolver = ferry_fixtures::s3::resolver(&s3);
     let store = CheckpointStore::open(
         &StorageLocation::parse(CHECKPOINTS).expect("location"),
         NonZeroUsize::MIN,
@@ -540,7 +524,7 @@ fn bad_credentials_unknown_bucket_and_unreachable_endpoint_fail_at_start() {
     }
 
     // The right settings pass the same check (the test's own resolver).
-    let resolver = resolver(&s3);
+    let resolver = ferry_fixtures::s3::resolver(&s3);
     let rt = ferry_fixtures::runtime();
     rt.block_on(async {
         resolver
@@ -571,7 +555,9 @@ fn bad_credentials_unknown_bucket_and_unreachable_endpoint_fail_at_start() {
 async fn the_s3_store_keeps_the_state_store_contract() {
     let s3 = s3_server("s3-conform");
     let location = StorageLocation::parse("s3://ferry-state/conformance").expect("location");
-    let store = resolver(&s3).open(&location).expect("open");
+    let store = ferry_fixtures::s3::resolver(&s3)
+        .open(&location)
+        .expect("open");
     ferry_engine::checkpoint::conformance::run_without_races(store, location.key()).await;
 }
 
@@ -591,7 +577,7 @@ async fn an_s3_outage_fails_checkpoints_and_the_job_recovers_when_it_returns() {
     let store = CheckpointStore::open(
         &StorageLocation::parse(CHECKPOINTS).expect("location"),
         NonZeroUsize::MIN,
-        resolver(&s3),
+        ferry_fixtures::s3::resolver(&s3),
     )
     .expect("open the bucket");
     let writer = Workload::start(source.clone(), TABLE, 300, 9);

@@ -21,7 +21,6 @@ use ferry_fixtures::compare::compare_tables;
 use ferry_fixtures::free_port;
 use ferry_fixtures::http::{get_json, http};
 use ferry_fixtures::workload::Workload;
-use ferry_objstore::{ObjectStoreResolver, S3Key, S3Settings};
 use ferry_testkit::S3Server;
 use kudu_client::{KuduClient, TableBuilder};
 use serde_json::Value;
@@ -29,7 +28,6 @@ use std::io::{BufRead, BufReader, Read};
 use std::num::NonZeroUsize;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
@@ -38,21 +36,6 @@ const OPS_PER_SEC: u32 = 150;
 const OUTAGE: Duration = Duration::from_secs(30);
 const BUCKET: &str = "ferry-dr";
 const REPLICA: &str = "s3://ferry-dr/replica";
-
-/// The test's own view of the DR bucket, with the settings ferry gets.
-fn resolver(s3: &S3Server) -> Arc<ObjectStoreResolver> {
-    let mut settings = S3Settings::default();
-    settings
-        .set(S3Key::Endpoint, &s3.endpoint())
-        .expect("endpoint");
-    settings
-        .set(S3Key::AccessKey, s3.access_key())
-        .expect("key");
-    settings
-        .set(S3Key::SecretKey, s3.secret_key())
-        .expect("secret");
-    Arc::new(ObjectStoreResolver::from_settings(&settings))
-}
 
 fn blocking<T>(f: impl FnOnce() -> T) -> T {
     tokio::task::block_in_place(f)
@@ -278,7 +261,7 @@ async fn a_dr_store_outage_delays_the_replica_not_the_replication() {
         },
     )
     .await;
-    let dr_view = resolver(&dr);
+    let dr_view = ferry_fixtures::s3::resolver(&dr);
     let replica_loc = StorageLocation::parse(REPLICA).expect("location");
     let replica = CheckpointStore::open(&replica_loc, NonZeroUsize::MIN, dr_view.clone())
         .expect("replica store");
@@ -528,7 +511,12 @@ async fn mirror_copies_to_s3_without_showing_the_secret() {
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("2 copied"), "{out}");
     let dst_loc = StorageLocation::parse(dst).expect("location");
-    let copy = CheckpointStore::open(&dst_loc, NonZeroUsize::MIN, resolver(&s3)).expect("store");
+    let copy = CheckpointStore::open(
+        &dst_loc,
+        NonZeroUsize::MIN,
+        ferry_fixtures::s3::resolver(&s3),
+    )
+    .expect("store");
     let latest = copy.latest_complete(&job).await.expect("read").checkpoint;
     assert_eq!(latest.map(|c| c.id), Some(2));
 

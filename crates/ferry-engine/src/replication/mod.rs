@@ -204,19 +204,4 @@ pub(crate) fn uri(base: &StorageLocation, key: &StateKey) -> String {
     base.with_key(key.clone()).to_uri()
 }
 
-/// An error with its causes, for logs and the last-error field (each
-/// error's Display names only itself).
-pub(crate) fn chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(e) = source {
-        let part = e.to_string();
-        // Some store errors already print their source; say it once.
-        if !text.contains(&part) {
-            text.push_str(": ");
-            text.push_str(&part);
-        }
-        source = e.source();
-    }
-    text
-}
+pub(crate) use crate::error::display_chain as chain;

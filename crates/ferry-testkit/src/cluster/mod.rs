@@ -161,16 +161,7 @@ impl MiniCluster {
 
     /// Names of the clusters recorded under the kit's home folder.
     pub fn list_names() -> Vec<String> {
-        let Ok(entries) = fs::read_dir(home_dir().join("clusters")) else {
-            return Vec::new();
-        };
-        let mut names: Vec<String> = entries
-            .filter_map(|e| e.ok())
-            .filter(|e| e.path().join("cluster.json").exists())
-            .filter_map(|e| e.file_name().into_string().ok())
-            .collect();
-        names.sort();
-        names
+        crate::recorded_names("clusters", "cluster.json")
     }
 
     /// The cluster's name.

@@ -20,6 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ferry_engine::checkpoint::{StateStore, StorageLocation, StoreResolver};
+use ferry_engine::error::display_chain;
 use ferry_engine::replication::{mirror, MirrorReport};
 use ferry_objstore::{redact, ObjectStoreResolver, S3Key, S3Settings};
 
@@ -101,7 +102,7 @@ async fn open(
     resolver.probe(location).await.map_err(|e| e.to_string())?;
     resolver
         .open(location)
-        .map_err(|e| redact(&chain(&e), resolver.secrets()))
+        .map_err(|e| redact(&display_chain(&e), resolver.secrets()))
 }
 
 fn location(what: &str, value: &str) -> Result<StorageLocation, String> {
@@ -211,7 +212,7 @@ impl Mirror {
         match report {
             Ok(report) => self.print(&report),
             Err(e) => {
-                eprintln!("error: {}", redact(&chain(&e), &self.secrets));
+                eprintln!("error: {}", redact(&display_chain(&e), &self.secrets));
                 false
             }
         }
@@ -229,7 +230,7 @@ impl Mirror {
         for (path, error) in &report.failed {
             eprintln!(
                 "error: {path} not copied: {}",
-                redact(&chain(error), &self.secrets)
+                redact(&display_chain(error), &self.secrets)
             );
         }
         if !report.copied.is_empty() || !report.failed.is_empty() {
@@ -245,19 +246,4 @@ impl Mirror {
         }
         report.failed.is_empty()
     }
-}
-
-/// An error with its causes, each once.
-fn chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(e) = source {
-        let part = e.to_string();
-        if !text.contains(&part) {
-            text.push_str(": ");
-            text.push_str(&part);
-        }
-        source = e.source();
-    }
-    text
 }
