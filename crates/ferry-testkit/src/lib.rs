@@ -90,6 +90,45 @@ pub fn home_dir() -> PathBuf {
         .unwrap_or_else(|| std::env::temp_dir().join("ferry-testkit"))
 }
 
+/// Writes a component's description (`cluster.json`, `s3.json`) into its
+/// folder atomically (temporary file, then rename), so `attach` never reads
+/// half a file.
+pub(crate) fn save_description<T: serde::Serialize>(
+    dir: &std::path::Path,
+    file: &str,
+    value: &T,
+) -> Result<()> {
+    let path = dir.join(file);
+    let tmp = dir.join(format!("{file}.tmp"));
+    let text = serde_json::to_string_pretty(value)
+        .map_err(|e| Error::Invalid(format!("serialising {file}: {e}")))?;
+    std::fs::write(&tmp, text).map_err(io_err(format!("writing {}", tmp.display())))?;
+    std::fs::rename(&tmp, &path).map_err(io_err(format!("writing {}", path.display())))
+}
+
+/// Reads the description `<home>/<kind>/<name>/<file>` of a component
+/// started earlier; `what` names the kind in errors ("cluster").
+pub(crate) fn load_description<T: serde::de::DeserializeOwned>(
+    kind: &str,
+    name: &str,
+    file: &str,
+    what: &str,
+) -> Result<T> {
+    let path = home_dir().join(kind).join(name).join(file);
+    let text = std::fs::read_to_string(&path).map_err(|_| {
+        Error::Invalid(format!(
+            "no {what} named '{name}' ({} missing)",
+            path.display()
+        ))
+    })?;
+    serde_json::from_str(&text).map_err(|e| {
+        Error::Invalid(format!(
+            "{} is not a {what} description: {e}",
+            path.display()
+        ))
+    })
+}
+
 /// Names of the components recorded under `<home>/<kind>/`: the folders
 /// that hold a `marker` description file, sorted.
 pub(crate) fn recorded_names(kind: &str, marker: &str) -> Vec<String> {

@@ -126,15 +126,7 @@ impl S3Server {
     /// down on drop.
     pub fn attach(name: &str) -> Result<S3Server> {
         let name = validate_name(name)?;
-        let file = home_dir().join("s3").join(&name).join("s3.json");
-        let text = fs::read_to_string(&file).map_err(|_| {
-            Error::Invalid(format!(
-                "no S3 server named '{name}' ({} missing)",
-                file.display()
-            ))
-        })?;
-        let info: S3Info = serde_json::from_str(&text)
-            .map_err(|e| Error::Invalid(format!("{} is unreadable: {e}", file.display())))?;
+        let info: S3Info = crate::load_description("s3", &name, "s3.json", "S3 server")?;
         Ok(S3Server {
             info,
             child: None,
@@ -284,12 +276,7 @@ impl S3Server {
     }
 
     fn save(&self) -> Result<()> {
-        let path = self.info.root.join("s3.json");
-        let tmp = self.info.root.join("s3.json.tmp");
-        let text = serde_json::to_string_pretty(&self.info)
-            .map_err(|e| Error::Invalid(format!("serialising server description: {e}")))?;
-        fs::write(&tmp, text).map_err(io_err(format!("writing {}", tmp.display())))?;
-        fs::rename(&tmp, &path).map_err(io_err(format!("writing {}", path.display())))
+        crate::save_description(&self.info.root, "s3.json", &self.info)
     }
 }
 

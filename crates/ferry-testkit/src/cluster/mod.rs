@@ -18,10 +18,9 @@ pub use builder::ClusterBuilder;
 pub use query::{MasterStatus, TserverStatus};
 
 use crate::binaries::KuduBinaries;
-use crate::{home_dir, io_err, Error, Result};
+use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
-use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Child;
 
@@ -138,19 +137,8 @@ impl MiniCluster {
     /// The returned handle does not tear the cluster down on drop.
     pub fn attach(name: &str) -> Result<MiniCluster> {
         let name = validate_name(name)?;
-        let file = home_dir().join("clusters").join(&name).join("cluster.json");
-        let text = fs::read_to_string(&file).map_err(|_| {
-            Error::Invalid(format!(
-                "no cluster named '{name}' ({} missing)",
-                file.display()
-            ))
-        })?;
-        let info: ClusterInfo = serde_json::from_str(&text).map_err(|e| {
-            Error::Invalid(format!(
-                "{} is not a cluster description: {e}",
-                file.display()
-            ))
-        })?;
+        let info: ClusterInfo =
+            crate::load_description("clusters", &name, "cluster.json", "cluster")?;
         Ok(MiniCluster {
             info,
             bins: KuduBinaries::get()?.clone(),
@@ -242,12 +230,7 @@ impl MiniCluster {
     }
 
     fn save(&self) -> Result<()> {
-        let path = self.info.root.join("cluster.json");
-        let tmp = self.info.root.join("cluster.json.tmp");
-        let text = serde_json::to_string_pretty(&self.info)
-            .map_err(|e| Error::Invalid(format!("serialising cluster description: {e}")))?;
-        fs::write(&tmp, text).map_err(io_err(format!("writing {}", tmp.display())))?;
-        fs::rename(&tmp, &path).map_err(io_err(format!("writing {}", path.display())))
+        crate::save_description(&self.info.root, "cluster.json", &self.info)
     }
 }
 
