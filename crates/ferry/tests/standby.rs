@@ -3,13 +3,15 @@
 //!
 //! - `kill_9_of_the_active`: an active `ferry run` holding the lease is
 //!   killed with SIGKILL while a mixed writer runs; `ferry standby` takes
-//!   over from the replicated state (a second directory a copier fills 3 s
-//!   behind the primary, standing in for a lagging `ferry state mirror
-//!   --watch` or CRR: the state restored is older than what the sink holds,
-//!   which the sink position makes exact) under the same job id, and after
-//!   the writer stops the sink equals the source cell by cell.
+//!   over from the replicated state (the DR directory the active itself
+//!   fills through `job.stateReplicas`: the standby restores `--from` it,
+//!   and what it restores is the newest checkpoint the active had
+//!   replicated before it died, which may be older than what the sink
+//!   holds: the sink position makes that exact) under the same job id, and
+//!   after the writer stops the sink equals the source cell by cell.
 //! - `takeover_with_lease_and_state_on_s3`: the same takeover with the
-//!   checkpoints and the lease in a bucket of a real S3 server (s3s-fs).
+//!   checkpoints and the lease in a bucket of a real S3 server (s3s-fs) and
+//!   the replica in a second bucket of it; the standby restores from that.
 //! - `a_resumed_active_writes_nothing`: the active is paused with SIGSTOP,
 //!   the standby takes over while new changes arrive, then the active is
 //!   resumed: it exits fenced, wrote no further row (its own count of rows
@@ -38,8 +40,8 @@ static CLUSTERS: Shared<(MiniCluster, MiniCluster)> = Shared::new();
 const OPS_PER_SEC: u32 = 200;
 const LEASE: &str = "2s";
 const RENEW: &str = "500ms";
-/// How far the simulated replica lags behind the primary.
-const REPLICA_LAG: Duration = Duration::from_secs(3);
+/// The S3 variant's replica: a second bucket (one endpoint per process).
+const S3_REPLICA: &str = "s3://ferry-replica/dr";
 
 fn now_ms() -> u64 {
     SystemTime::now()
@@ -139,6 +141,8 @@ struct Setup {
     dir: tempfile::TempDir,
     job_args: Vec<String>,
     job: JobId,
+    /// The active's `job.stateReplicas`, where the standby restores from.
+    replica: String,
 }
 
 impl Setup {
@@ -151,6 +155,7 @@ impl Setup {
         let s3 = S3Server::start(&format!("standby-{}", std::process::id()))
             .expect("s3s-fs (run scripts/test once to install it)");
         s3.create_bucket("ferry-dr").expect("bucket");
+        s3.create_bucket("ferry-replica").expect("bucket");
         let mut settings = S3Settings::default();
         settings
             .set(S3Key::Endpoint, &s3.endpoint())
@@ -162,7 +167,8 @@ impl Setup {
             .set(S3Key::SecretKey, s3.secret_key())
             .expect("secret");
         let resolver = Arc::new(ObjectStoreResolver::from_settings(&settings));
-        let mut s = Self::with_store(table, Some("s3://ferry-dr/prod/checkpoints")).await;
+        let mut s =
+            Self::with_store(table, Some(("s3://ferry-dr/prod/checkpoints", S3_REPLICA))).await;
         s.job_args.extend([
             format!("-Ds3.endpoint={}", s3.endpoint()),
             format!("-Ds3.access-key={}", s3.access_key()),
@@ -172,7 +178,8 @@ impl Setup {
         s
     }
 
-    async fn with_store(table: &str, checkpoints: Option<&str>) -> Setup {
+    /// `store`: the checkpoints directory and the replica, when not local.
+    async fn with_store(table: &str, store: Option<(&str, &str)>) -> Setup {
         let clusters = tokio::task::block_in_place(|| CLUSTERS.get(ferry_fixtures::two_clusters));
         let (src, dst) = (&clusters.0, &clusters.1);
         let source = KuduClient::new(&src.master_addrs()).expect("client");
@@ -182,9 +189,12 @@ impl Setup {
             .num_replicas(3);
         source.create_table(&b).await.expect("create");
         let dir = tempfile::tempdir().expect("tmp");
-        let chk = match checkpoints {
-            Some(uri) => uri.to_string(),
-            None => dir.path().join("chk").to_string_lossy().to_string(),
+        let (chk, replica) = match store {
+            Some((chk, replica)) => (chk.to_string(), replica.to_string()),
+            None => (
+                dir.path().join("chk").to_string_lossy().to_string(),
+                dir.path().join("dr").to_string_lossy().to_string(),
+            ),
         };
         let job_args: Vec<String> = [
             "--job.sourceMasterAddresses",
@@ -199,6 +209,8 @@ impl Setup {
             &chk,
             "--job.checkpointsRetained",
             "1000",
+            "--job.stateReplicas",
+            &replica,
             "--job.discoveryIntervalSeconds",
             "1",
             "--job.checkpointingIntervalMillis",
@@ -225,6 +237,7 @@ impl Setup {
             dir,
             job_args,
             job,
+            replica,
         }
     }
 
@@ -286,7 +299,11 @@ impl Setup {
 
     /// Every checkpoint state of the job in the primary directory.
     fn all_checkpoints(&self) -> Vec<JobState> {
-        let job_dir = self.chk().join(self.job.to_string());
+        Self::checkpoints_in(&self.chk().join(self.job.to_string()))
+    }
+
+    /// Every valid checkpoint state in a local job directory.
+    fn checkpoints_in(job_dir: &Path) -> Vec<JobState> {
         let mut states = Vec::new();
         for entry in std::fs::read_dir(job_dir).expect("job dir").flatten() {
             let meta = entry.path().join("_metadata");
@@ -295,71 +312,6 @@ impl Setup {
             }
         }
         states
-    }
-}
-
-/// Copies every complete checkpoint at least [`REPLICA_LAG`] old from
-/// `from` to `to` (`_metadata` via a temporary name and rename), every
-/// 200 ms, until dropped: the lagging replica a DR standby reads.
-struct Copier {
-    stop: Arc<std::sync::atomic::AtomicBool>,
-}
-
-impl Copier {
-    fn start(from: PathBuf, to: PathBuf) -> Copier {
-        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let flag = stop.clone();
-        std::thread::spawn(move || {
-            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
-                copy_new(&from, &to);
-                std::thread::sleep(Duration::from_millis(200));
-            }
-        });
-        Copier { stop }
-    }
-}
-
-impl Drop for Copier {
-    fn drop(&mut self) {
-        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    }
-}
-
-fn copy_new(from: &Path, to: &Path) {
-    let Ok(jobs) = std::fs::read_dir(from) else {
-        return;
-    };
-    for job in jobs.flatten() {
-        let Ok(chks) = std::fs::read_dir(job.path()) else {
-            continue;
-        };
-        for chk in chks.flatten() {
-            let name = chk.file_name();
-            if !name.to_string_lossy().starts_with("chk-") {
-                continue;
-            }
-            let target = to.join(job.file_name()).join(&name);
-            let src = chk.path().join("_metadata");
-            if target.join("_metadata").exists() {
-                continue;
-            }
-            let old_enough = std::fs::metadata(&src)
-                .and_then(|m| m.modified())
-                .is_ok_and(|t| t.elapsed().is_ok_and(|age| age >= REPLICA_LAG));
-            if !old_enough {
-                continue;
-            }
-            let Ok(bytes) = std::fs::read(&src) else {
-                continue;
-            };
-            if std::fs::create_dir_all(&target).is_err() {
-                continue;
-            }
-            let tmp = target.join("_metadata.tmp");
-            if std::fs::write(&tmp, &bytes).is_ok() {
-                let _ = std::fs::rename(&tmp, target.join("_metadata"));
-            }
-        }
     }
 }
 
@@ -374,11 +326,11 @@ async fn kill_9_of_the_active() {
     s.caught_up(1, t0, Duration::from_secs(90)).await;
 
     let dr = s.dir.path().join("dr");
-    let _copier = Copier::start(s.chk(), dr.clone());
+    assert_eq!(s.replica, dr.to_string_lossy(), "the active's replica");
     let standby = Ferry::spawn(
         "standby",
         &s.job_args,
-        &["--from", &dr.to_string_lossy()],
+        &["--from", &s.replica],
         s.log("standby.err"),
     );
     tokio::time::sleep(Duration::from_secs(4)).await;
@@ -388,6 +340,7 @@ async fn kill_9_of_the_active() {
         standby.stderr()
     );
 
+    active.signal(libc::SIGKILL);
     let primary_newest = s
         .store()
         .latest_complete(&s.job)
@@ -395,24 +348,34 @@ async fn kill_9_of_the_active() {
         .expect("list")
         .checkpoint
         .map(|c| c.id);
-    active.signal(libc::SIGKILL);
     let line = standby.line("JobID", Duration::from_secs(30)).await;
     assert!(line.ends_with(&s.job.to_string()), "same job id: {line}");
     let newest = standby.line("Newest: ", Duration::from_secs(5)).await;
     assert!(
-        newest.contains(&dr.to_string_lossy().to_string()),
+        newest.contains(&s.replica),
         "restored from the replica: {newest}"
     );
     standby.line("RTO: ", Duration::from_secs(30)).await;
-    // The replica lagged: the standby restored an older checkpoint.
+    // What the standby restored is the newest checkpoint the dead active
+    // had replicated (generation 1), at most as new as its primary's.
     let restored_id: u64 = newest
         .split("/chk-")
         .nth(1)
         .and_then(|rest| rest.split(' ').next())
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("checkpoint number in {newest}"));
+    let replicated_newest = Setup::checkpoints_in(&dr.join(s.job.to_string()))
+        .iter()
+        .filter(|st| st.generation == 1)
+        .map(|st| st.checkpoint_id)
+        .max();
+    assert_eq!(
+        replicated_newest,
+        Some(restored_id),
+        "restored chk-{restored_id}, the replica's newest of the active"
+    );
     assert!(
-        primary_newest.is_some_and(|p| restored_id < p),
+        primary_newest.is_some_and(|p| restored_id <= p),
         "restored chk-{restored_id}, primary had {primary_newest:?}"
     );
 
@@ -433,15 +396,20 @@ async fn takeover_with_lease_and_state_on_s3() {
     active.line("JobID", Duration::from_secs(60)).await;
     s.caught_up(1, s.clock().await, Duration::from_secs(90))
         .await;
-    let standby = Ferry::spawn("standby", &s.job_args, &[], s.log("standby.err"));
+    let standby = Ferry::spawn(
+        "standby",
+        &s.job_args,
+        &["--from", S3_REPLICA],
+        s.log("standby.err"),
+    );
     tokio::time::sleep(Duration::from_secs(3)).await;
     active.signal(libc::SIGKILL);
     let line = standby.line("JobID", Duration::from_secs(30)).await;
     assert!(line.ends_with(&s.job.to_string()), "same job id: {line}");
     let newest = standby.line("Newest: ", Duration::from_secs(5)).await;
     assert!(
-        newest.contains("s3://ferry-dr/prod/checkpoints/"),
-        "{newest}"
+        newest.contains(&format!("{S3_REPLICA}/")),
+        "restored from the replica bucket: {newest}"
     );
     standby.line("RTO: ", Duration::from_secs(30)).await;
     tokio::time::sleep(Duration::from_secs(2)).await;

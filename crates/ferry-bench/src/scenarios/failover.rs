@@ -1,21 +1,23 @@
 //! `failover`: warm-standby takeovers under a mixed workload, measured.
 //!
 //! One `ferry run` holds the job's lease (`high-availability.type lease`,
-//! default lease duration and renew interval) and one `ferry standby` waits
-//! with warm connections, reading state from a DR directory that a copier
-//! keeps in step with the primary checkpoints directory (every 500 ms,
-//! `_metadata` via a temporary name — the part `ferry state mirror
-//! --watch` or S3 CRR plays). Each round kills the active instance with
-//! SIGKILL; the standby takes over and a new standby is started for the
-//! next round. Per takeover:
+//! default lease duration and renew interval) and replicates its state to a
+//! DR directory itself (`job.stateReplicas`); one `ferry standby` waits with
+//! warm connections and restores `--from` that DR directory. Each round
+//! kills the active instance with SIGKILL; the standby takes over (and goes
+//! on replicating to the same DR directory) and a new standby is started
+//! for the next round. Per takeover:
 //!
 //! - **RTO**: from the kill to the standby's first completed window (when
 //!   its `RTO:` line appears), plus the standby's own breakdown;
 //! - **RPO of the DR copy**: the age, at the kill, of the newest valid
-//!   state in the DR directory (what a takeover would restore).
+//!   state in the DR directory (what the takeover restores), and the
+//!   active's `ferry_state_replica_lag_seconds` just before the kill.
 //!
-//! The run ends with the workload stopped, the last active caught up, and
-//! source and sink compared cell by cell.
+//! The active's `ferry_state_replica_lag_seconds` is sampled every 500 ms
+//! over the whole run (replica lag p50/p99). The run ends with the workload
+//! stopped, the last active caught up, and source and sink compared cell by
+//! cell.
 
 use super::Ctx;
 use crate::kudu::Cluster;
@@ -31,6 +33,7 @@ use std::io::{BufRead, BufReader};
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -46,6 +49,8 @@ pub struct Takeover {
     pub standby_breakdown: String,
     /// Age of the newest valid state in the DR directory at the kill.
     pub rpo_dr_ms: Option<u64>,
+    /// The active's `ferry_state_replica_lag_seconds` just before the kill.
+    pub replica_lag_at_kill_s: Option<f64>,
     /// The state the standby restored.
     pub restored: String,
 }
@@ -61,13 +66,17 @@ fn now_ms() -> u64 {
 struct Proc {
     child: Child,
     lines: Arc<Mutex<Vec<(Instant, String)>>>,
+    /// Its Prometheus port.
+    metrics: u16,
 }
 
 impl Proc {
     fn spawn(bin: &Path, verb: &str, args: &[String], log: PathBuf) -> Result<Proc> {
+        let metrics = ferry_fixtures::free_port();
         let mut child = Command::new(bin)
             .arg(verb)
             .args(args)
+            .args(["--metrics.port", &metrics.to_string()])
             .env("FERRY_LOG", "info")
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&log)?)
@@ -83,7 +92,11 @@ impl Proc {
                 }
             }
         });
-        Ok(Proc { child, lines })
+        Ok(Proc {
+            child,
+            lines,
+            metrics,
+        })
     }
 
     async fn wait_line(&self, needle: &str, within: Duration) -> Result<(Instant, String)> {
@@ -116,41 +129,42 @@ impl Drop for Proc {
     }
 }
 
-/// Copies complete checkpoints from `from` to `to` until `stop`.
-fn spawn_copier(from: PathBuf, to: PathBuf, stop: Arc<std::sync::atomic::AtomicBool>) {
+/// `ferry_state_replica_lag_seconds` from the Prometheus text on `port`
+/// (`None` when the endpoint does not answer or has no replica yet).
+fn replica_lag(port: u16) -> Option<f64> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        .ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok()?;
+    text.lines()
+        .find(|l| l.starts_with("ferry_state_replica_lag_seconds{"))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// Samples the replica lag of the process whose metrics port is in `port`
+/// every 500 ms until `stop`.
+fn spawn_sampler(
+    port: Arc<AtomicU16>,
+    stop: Arc<AtomicBool>,
+    samples: Arc<Mutex<Vec<f64>>>,
+) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
-        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-            for job in std::fs::read_dir(&from).into_iter().flatten().flatten() {
-                for chk in std::fs::read_dir(job.path())
-                    .into_iter()
-                    .flatten()
-                    .flatten()
-                {
-                    let name = chk.file_name();
-                    if !name.to_string_lossy().starts_with("chk-") {
-                        continue;
-                    }
-                    let target = to.join(job.file_name()).join(&name);
-                    if target.join("_metadata").exists() {
-                        continue;
-                    }
-                    let Ok(bytes) = std::fs::read(chk.path().join("_metadata")) else {
-                        continue;
-                    };
-                    let tmp = target.join("_metadata.tmp");
-                    if std::fs::create_dir_all(&target).is_ok()
-                        && std::fs::write(&tmp, bytes).is_ok()
-                    {
-                        let _ = std::fs::rename(&tmp, target.join("_metadata"));
-                    }
+        while !stop.load(Ordering::Relaxed) {
+            if let Some(v) = replica_lag(port.load(Ordering::Relaxed)) {
+                if let Ok(mut s) = samples.lock() {
+                    s.push(v);
                 }
             }
             std::thread::sleep(Duration::from_millis(500));
         }
-    });
+    })
 }
 
-fn job_args(ctx: &Ctx, src: &Cluster, dst: &Cluster, chk: &Path) -> Vec<String> {
+fn job_args(ctx: &Ctx, src: &Cluster, dst: &Cluster, chk: &Path, dr: &Path) -> Vec<String> {
     let mut args: Vec<String> = [
         "--job.sourceMasterAddresses",
         &src.masters,
@@ -162,6 +176,8 @@ fn job_args(ctx: &Ctx, src: &Cluster, dst: &Cluster, chk: &Path) -> Vec<String> 
         "true",
         "--job.checkpointsDirectory",
         &chk.to_string_lossy(),
+        "--job.stateReplicas",
+        &dr.to_string_lossy(),
         "--job.discoveryIntervalSeconds",
         "2",
         "--job.checkpointingIntervalMillis",
@@ -169,8 +185,6 @@ fn job_args(ctx: &Ctx, src: &Cluster, dst: &Cluster, chk: &Path) -> Vec<String> 
         "--high-availability.type",
         "lease",
         "--rest.port",
-        "0",
-        "--metrics.port",
         "0",
     ]
     .iter()
@@ -187,6 +201,8 @@ struct Pair<'a> {
     standby_args: Vec<String>,
     active: Proc,
     standby: Proc,
+    /// The active's metrics port, for the sampler.
+    sampled: Arc<AtomicU16>,
 }
 
 impl Pair<'_> {
@@ -202,6 +218,7 @@ impl Pair<'_> {
             .await?
             .newest
             .map(|f| now_ms().saturating_sub(f.state.created_at_ms));
+        let lag_at_kill = replica_lag(self.active.metrics);
         let killed = Instant::now();
         self.active.kill9();
         let (at, line) = self
@@ -215,15 +232,20 @@ impl Pair<'_> {
             .map(|(_, l)| l)
             .unwrap_or_default();
         let rto_ms = at.saturating_duration_since(killed).as_millis() as u64;
-        println!("  takeover {round}: RTO {rto_ms} ms, RPO of the DR copy {rpo:?} ms; {line}");
+        println!(
+            "  takeover {round}: RTO {rto_ms} ms, RPO of the DR copy {rpo:?} ms, \
+             replica lag at the kill {lag_at_kill:?} s; {line}"
+        );
         let log = self.work.join(format!("ferry-{}.log", round + 1));
         let next = Proc::spawn(self.bin, "standby", &self.standby_args, log)?;
         self.active = std::mem::replace(&mut self.standby, next);
+        self.sampled.store(self.active.metrics, Ordering::Relaxed);
         Ok(Takeover {
             round,
             rto_ms,
             standby_breakdown: line,
             rpo_dr_ms: rpo,
+            replica_lag_at_kill_s: lag_at_kill,
             restored,
         })
     }
@@ -252,7 +274,8 @@ pub async fn run(ctx: &Ctx, takeovers: usize, rate: u32) -> Result<PathBuf> {
     let mut report = ctx.report(
         "failover",
         json!({"takeovers": takeovers, "rate_ops_per_s": rate, "lease": "defaults (5 s, renew 1 s)",
-               "discovery_interval_s": 2, "checkpointing_interval_ms": 1000, "copier_interval_ms": 500}),
+               "discovery_interval_s": 2, "checkpointing_interval_ms": 1000,
+               "state_replica": "local DR directory (job.stateReplicas)", "lag_sample_interval_ms": 500}),
     )?;
     let work = report.work_dir.clone();
     let (src, dst) = ctx.clusters("failover", &mut report).await?;
@@ -265,18 +288,20 @@ pub async fn run(ctx: &Ctx, takeovers: usize, rate: u32) -> Result<PathBuf> {
     sc.create_table(&b).await?;
     report.command(format!("# ferry-bench (in process): create table {TABLE} (all types, 4 hash tablets, {replicas} replicas); the job creates the sink table"));
     let (chk, dr) = (work.join("checkpoints"), work.join("dr"));
-    let args = job_args(ctx, &src, &dst, &chk);
+    let args = job_args(ctx, &src, &dst, &chk, &dr);
     let mut standby_args = args.clone();
     standby_args.extend(["--from".to_string(), dr.to_string_lossy().to_string()]);
     report.command(format!("ferry run {}", args.join(" ")));
     report.command(format!("ferry standby {}", standby_args.join(" ")));
 
     let workload = Workload::start(sc.clone(), TABLE, rate, 7);
-    let stop_copier = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    spawn_copier(chk.clone(), dr.clone(), stop_copier.clone());
     let bin = &ctx.ferry_bin;
     let active = Proc::spawn(bin, "run", &args, work.join("ferry-0.log"))?;
     active.wait_line("JobID", Duration::from_secs(300)).await?;
+    let sampled = Arc::new(AtomicU16::new(active.metrics));
+    let stop_sampler = Arc::new(AtomicBool::new(false));
+    let lags = Arc::new(Mutex::new(Vec::new()));
+    let sampler = spawn_sampler(sampled.clone(), stop_sampler.clone(), lags.clone());
     let standby = Proc::spawn(bin, "standby", &standby_args, work.join("ferry-1.log"))?;
     let mut pair = Pair {
         bin,
@@ -284,6 +309,7 @@ pub async fn run(ctx: &Ctx, takeovers: usize, rate: u32) -> Result<PathBuf> {
         standby_args,
         active,
         standby,
+        sampled,
     };
     let dr_loc = StorageLocation::local(&dr).map_err(|e| anyhow!("{e}"))?;
     let job = ferry_engine::config::ha_job_id(&format!("ferry-replication-{TABLE}"));
@@ -296,13 +322,15 @@ pub async fn run(ctx: &Ctx, takeovers: usize, rate: u32) -> Result<PathBuf> {
     let stats = workload.stop().await;
     catch_up(&chk, job, sc.server_clock().await?.raw()).await?;
     let diff = ferry_fixtures::compare::compare_tables(&sc, &dc, TABLE, TABLE).await;
-    stop_copier.store(true, std::sync::atomic::Ordering::Relaxed);
+    stop_sampler.store(true, Ordering::Relaxed);
+    let _ = sampler.join();
     drop(pair);
+    let lags = lags.lock().map(|l| l.clone()).unwrap_or_default();
     summarize(
         &mut report,
         &results,
-        diff.is_equal(),
-        &diff.to_string(),
+        &lags,
+        (diff.is_equal(), &diff.to_string()),
         stats.applied,
     );
     report.finish(&ctx.results_dir, &ctx.monitor)
@@ -311,8 +339,8 @@ pub async fn run(ctx: &Ctx, takeovers: usize, rate: u32) -> Result<PathBuf> {
 fn summarize(
     report: &mut crate::report::Report,
     results: &[Takeover],
-    equal: bool,
-    diff: &str,
+    lags_s: &[f64],
+    (equal, diff): (bool, &str),
     ops: u64,
 ) {
     let mut rto: Vec<f64> = results.iter().map(|t| t.rto_ms as f64).collect();
@@ -322,10 +350,16 @@ fn summarize(
         .filter_map(|t| t.rpo_dr_ms.map(|v| v as f64))
         .collect();
     rpo.sort_by(f64::total_cmp);
-    let mut table = Table::new("Takeovers (kill -9 of the active)", &["", "p50", "max"]);
+    let mut lag: Vec<f64> = lags_s.iter().map(|s| s * 1000.0).collect();
+    lag.sort_by(f64::total_cmp);
+    let mut table = Table::new(
+        "Takeovers (kill -9 of the active)",
+        &["", "p50", "p99", "max"],
+    );
     let row = |v: &[f64]| {
         vec![
             f0(percentile(v, 50.0)),
+            f0(percentile(v, 99.0)),
             f0(v.last().copied().unwrap_or(0.0)),
         ]
     };
@@ -335,9 +369,16 @@ fn summarize(
     let mut r = vec!["RPO ms of the DR copy (age at the kill)".to_string()];
     r.extend(row(&rpo));
     table.row(r);
+    let mut r = vec![format!(
+        "replica lag ms (ferry_state_replica_lag_seconds, {} samples)",
+        lag.len()
+    )];
+    r.extend(row(&lag));
+    table.row(r);
     println!("{}", table.render());
     report.tables.push(table);
     report.result("takeovers", results);
+    report.result("replica_lag_samples", lag.len());
     report.result("workload_ops_applied", ops);
     report.result("sink_equals_source", equal);
     if !equal {
