@@ -25,7 +25,7 @@ use ferry_engine::checkpoint::{
 use ferry_fixtures::compare::compare_tables;
 use ferry_fixtures::workload::{Workload, WorkloadOptions};
 use ferry_fixtures::{free_port, Shared};
-use ferry_objstore::{ObjectStoreResolver, S3Key, S3Settings};
+use ferry_objstore::ObjectStoreResolver;
 use ferry_testkit::{MiniCluster, S3Server};
 use kudu_client::{KuduClient, TableBuilder};
 use std::io::{BufRead, BufReader};
@@ -156,17 +156,7 @@ impl Setup {
             .expect("s3s-fs (run scripts/test once to install it)");
         s3.create_bucket("ferry-dr").expect("bucket");
         s3.create_bucket("ferry-replica").expect("bucket");
-        let mut settings = S3Settings::default();
-        settings
-            .set(S3Key::Endpoint, &s3.endpoint())
-            .expect("endpoint");
-        settings
-            .set(S3Key::AccessKey, s3.access_key())
-            .expect("key");
-        settings
-            .set(S3Key::SecretKey, s3.secret_key())
-            .expect("secret");
-        let resolver = Arc::new(ObjectStoreResolver::from_settings(&settings));
+        let resolver = ferry_fixtures::s3::resolver(&s3);
         let mut s =
             Self::with_store(table, Some(("s3://ferry-dr/prod/checkpoints", S3_REPLICA))).await;
         s.job_args.extend([
