@@ -253,6 +253,53 @@ async fn plant_damage(store: &CheckpointStore, job: &JobId, newest: u64) -> [u64
     [truncated, missing, flipped]
 }
 
+/// `ferry failover --dry-run` against the damaged bucket picks checkpoint
+/// `newest`, never one of `damaged`, and warns about each of them.
+fn failover_dry_run_skips_the_damage(
+    s3: &S3Server,
+    src: &str,
+    dst: &str,
+    job: &JobId,
+    newest: u64,
+    damaged: &[u64],
+) {
+    let out = Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args(["failover", "--dry-run", "--json", "--job-id"])
+        .arg(job.to_string())
+        .args(["--job.sourceMasterAddresses", src])
+        .args(["--job.sinkMasterAddresses", dst])
+        .args(["--job.tableName", TABLE])
+        .args(["--job.checkpointsDirectory", CHECKPOINTS])
+        .arg(format!("-Ds3.endpoint={}", s3.endpoint()))
+        .arg(format!("-Ds3.access-key={}", s3.access_key()))
+        .arg(format!("-Ds3.secret-key={}", s3.secret_key()))
+        .env("FERRY_LOG", "warn")
+        .output()
+        .expect("run ferry failover");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    let report: serde_json::Value = serde_json::from_str(stdout.trim()).expect("one JSON line");
+    let path = report["found"]["path"].as_str().unwrap_or_default();
+    assert_eq!(
+        path,
+        format!("{CHECKPOINTS}/{job}/chk-{newest}"),
+        "{report}"
+    );
+    for id in damaged {
+        let dir = format!("{CHECKPOINTS}/{job}/chk-{id}");
+        assert!(stderr.contains(&dir), "a warning names {dir}:\n{stderr}");
+    }
+    assert!(
+        !stdout.contains(s3.secret_key()) && !stderr.contains(s3.secret_key()),
+        "the secret key was printed"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_resumes_from_the_newest_complete_checkpoint_in_the_bucket() {
     let started = Instant::now();
@@ -338,6 +385,14 @@ async fn kill_9_resumes_from_the_newest_complete_checkpoint_in_the_bucket() {
     }
     let pointer = chosen.location.to_uri();
     assert!(pointer.starts_with(CHECKPOINTS), "{pointer}");
+    failover_dry_run_skips_the_damage(
+        &s3,
+        &src_addrs,
+        &dst_addrs,
+        &job1,
+        newest,
+        &[truncated, missing, flipped],
+    );
 
     // Run 2 (S3 settings from AWS_* variables) resumes from it.
     let log2 = logs.path().join("ferry-2.log");
