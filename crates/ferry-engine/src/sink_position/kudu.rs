@@ -33,6 +33,21 @@ const COLUMNS: &[(&str, DataType, bool)] = &[
     ("updated_at", DataType::UnixtimeMicros, false),
 ];
 
+/// The position table's schema: [`COLUMNS`], keyed by the first.
+fn position_schema() -> Result<Schema, KuduError> {
+    let columns = COLUMNS
+        .iter()
+        .enumerate()
+        .map(|(i, &(name, kind, nullable))| {
+            ColumnSchema::builder(name, kind)
+                .key(i == 0)
+                .nullable(nullable)
+                .build()
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Schema::new(columns)
+}
+
 /// The position table of one sink cluster.
 #[derive(Debug, Clone)]
 pub struct PositionTable {
@@ -85,18 +100,7 @@ impl PositionTable {
     }
 
     async fn create(&self, replicas: i32) -> Result<KuduTable, PositionError> {
-        let columns = COLUMNS
-            .iter()
-            .enumerate()
-            .map(|(i, &(name, kind, nullable))| {
-                ColumnSchema::builder(name, kind)
-                    .key(i == 0)
-                    .nullable(nullable)
-                    .build()
-            })
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(self.kudu(Call::Create, None))?;
-        let schema = Schema::new(columns).map_err(self.kudu(Call::Create, None))?;
+        let schema = position_schema().map_err(self.kudu(Call::Create, None))?;
         let builder = TableBuilder::new(&self.name, schema)
             .set_range_partition_columns(&["sink_table"])
             .num_replicas(replicas)
@@ -337,18 +341,7 @@ mod tests {
 
     #[test]
     fn the_created_schema_passes_its_own_check() {
-        let columns = COLUMNS
-            .iter()
-            .enumerate()
-            .map(|(i, &(name, kind, nullable))| {
-                ColumnSchema::builder(name, kind)
-                    .key(i == 0)
-                    .nullable(nullable)
-                    .build()
-                    .expect("column")
-            })
-            .collect();
-        let schema = Schema::new(columns).expect("schema");
+        let schema = position_schema().expect("schema");
         assert!(check_schema("p", &schema).is_ok());
         let short = Schema::new(vec![ColumnSchema::builder("sink_table", DataType::String)
             .key(true)
