@@ -550,3 +550,49 @@ fn a_dead_tablet_server_is_routed_around() {
     });
     assert_eq!(after, before);
 }
+
+/// A checksum before the ancient history mark fails like a scan:
+/// `Error::SnapshotTooOld` (what `ferry verify` reports as history too old).
+#[test]
+fn a_snapshot_older_than_history_is_snapshot_too_old() {
+    let cluster = MiniCluster::builder()
+        .tservers(1)
+        .tserver_flag("--tablet_history_max_age_sec=1")
+        .start()
+        .expect("cluster");
+    ferry_fixtures::runtime().block_on(async {
+        let client = KuduClient::new(&cluster.master_addrs()).expect("client");
+        let s = schema();
+        let mut lo = Row::new(&s);
+        lo.set_i64("id", 0).unwrap();
+        let mut hi = Row::new(&s);
+        hi.set_i64("id", 100).unwrap();
+        let tb = TableBuilder::new("ck_old", s.clone())
+            .set_range_partition_columns(&["id"])
+            .add_range_partition(lo, hi)
+            .num_replicas(1);
+        client.create_table(&tb).await.expect("create");
+        let table = client.open_table("ck_old").await.expect("open");
+        let mut rng = StdRng::seed_from_u64(3);
+        let rows = (0..50)
+            .map(|id| Operation::insert(&table, full_row(table.schema(), id, &mut rng)))
+            .collect();
+        write(&client, rows).await;
+        let old = now(&client).await;
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let err = client
+            .scan_builder(&table)
+            .snapshot(old)
+            .checksum()
+            .await
+            .expect_err("too old");
+        assert!(matches!(err, Error::SnapshotTooOld { .. }), "{err:?}");
+        let fresh = client
+            .scan_builder(&table)
+            .snapshot_now()
+            .checksum()
+            .await
+            .expect("a fresh snapshot");
+        assert_eq!(fresh.rows, 50);
+    });
+}
