@@ -95,11 +95,15 @@ pub struct VerifyOptions {
     /// Receives progress while the verification runs (a terminal progress
     /// bar, the REST API).
     pub progress: Option<tokio::sync::watch::Sender<Progress>>,
+    /// Data per key range of the first cut (the tablet servers cut at
+    /// flushed rowsets' keys, aiming at about this size); differing ranges
+    /// are cut again at a sixteenth of it, and so on.
+    pub chunk_bytes: u64,
 }
 
 impl VerifyOptions {
     /// `source` against `sink`, 4 ranges at a time, the server method, 100
-    /// differences listed, no repair, 30 s per RPC.
+    /// differences listed, no repair, 30 s per RPC, 64 MiB ranges.
     pub fn new(source: Side, sink: Side) -> Self {
         VerifyOptions {
             source,
@@ -110,6 +114,7 @@ impl VerifyOptions {
             repair: false,
             timeout: Duration::from_secs(30),
             progress: None,
+            chunk_bytes: 64 << 20,
         }
     }
 }

@@ -36,9 +36,14 @@ impl fmt::Display for VerifyReport {
             writeln!(f, "not compared: {} ({})", s.name, s.reason)?;
         }
         if self.differences > 0 {
+            let tense = if self.repair.is_some() {
+                "differed before the repair"
+            } else {
+                "differ"
+            };
             writeln!(
                 f,
-                "{} rows differ ({} missing in the sink, {} extra in the sink, {} differing) in {} key ranges:",
+                "{} rows {tense} ({} missing in the sink, {} extra in the sink, {} differing) in {} key ranges:",
                 self.differences, self.missing, self.extra, self.differing, self.ranges_differing
             )?;
             for d in &self.listed {

@@ -18,15 +18,13 @@ use crate::{
     At, Method, Progress, RepairSummary, Side, TableSide, VerifyError, VerifyOptions, VerifyReport,
 };
 
-/// Data per range of the first cut (what `SplitKeyRange` aims at).
-const CHUNK_BYTES: u64 = 64 << 20;
 /// A differing range with at most this many rows (on either side) is
 /// compared row by row instead of being cut again.
 const SMALL_ROWS: u64 = 20_000;
 /// Each cut of a differing range aims at chunks this much smaller.
 const CUT_FACTOR: u64 = 16;
 /// Below this chunk size a range is not cut again.
-const MIN_CHUNK_BYTES: u64 = 64 << 10;
+const MIN_CHUNK_BYTES: u64 = 256;
 
 /// What every range of one verification pass shares.
 pub(crate) struct Ctx {
@@ -37,6 +35,8 @@ pub(crate) struct Ctx {
     pub max_listed: usize,
     pub repair: bool,
     pub parallelism: usize,
+    /// Data per range of the first cut.
+    pub chunk_bytes: u64,
     /// Bounds the tablet-level work running at once (checksums, diffs).
     pub permits: Semaphore,
     pub progress: Option<watch::Sender<Progress>>,
@@ -94,6 +94,7 @@ pub(crate) async fn verify(opts: VerifyOptions) -> Result<VerifyReport, VerifyEr
         max_listed: opts.max_listed,
         repair: opts.repair,
         parallelism,
+        chunk_bytes: opts.chunk_bytes.max(1),
         permits: Semaphore::new(parallelism),
         progress: opts.progress.clone(),
     };
@@ -162,10 +163,11 @@ impl Ctx {
     /// One pass over the whole key space.
     async fn compare(&self) -> Result<Outcome, VerifyError> {
         let all = KeyRange::all();
-        let points = cut_points(&self.source, &self.columns.projection, &all, CHUNK_BYTES).await?;
+        let chunk = self.chunk_bytes;
+        let points = cut_points(&self.source, &self.columns.projection, &all, chunk).await?;
         let ranges = all.cut(points);
         self.update(|p| p.ranges_total += ranges.len() as u64);
-        self.check_all(ranges, CHUNK_BYTES, true).await
+        self.check_all(ranges, chunk, true).await
     }
 
     /// Checks `ranges` (cut at about `chunk` bytes), `parallelism` at once.

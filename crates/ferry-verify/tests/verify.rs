@@ -15,6 +15,7 @@ use ferry_testkit::MiniCluster;
 use ferry_verify::{
     verify, At, DiffKind, Method, Progress, Side, VerifyError, VerifyOptions, VerifyReport,
 };
+use kudu_client::scan::ScanSpec;
 use kudu_client::write::{FlushMode, Operation, SessionOptions};
 use kudu_client::{DataType, HybridTime, KuduClient, KuduTable, Schema, TableBuilder};
 
@@ -27,8 +28,23 @@ static CLUSTERS: Shared<Clusters> = Shared::new();
 
 fn clusters() -> (Arc<Clusters>, KuduClient, KuduClient) {
     let c = CLUSTERS.get(|| {
-        let (source, sink) = ferry_fixtures::two_clusters();
-        Clusters { source, sink }
+        // Memory flushed to disk within a second and rowsets left apart,
+        // so the tablet servers can cut key ranges (SplitKeyRange cuts
+        // at the bounds of flushed rowsets).
+        let start = || {
+            MiniCluster::builder()
+                .tservers(3)
+                .tserver_flag("--flush_threshold_secs=1")
+                .tserver_flag("--enable_rowset_compaction=false")
+                .start()
+                .expect("cluster")
+        };
+        let source = std::thread::spawn(start);
+        let sink = start();
+        Clusters {
+            source: source.join().expect("source cluster"),
+            sink,
+        }
     });
     let source = KuduClient::new(&c.source.master_addrs()).expect("source client");
     let sink = KuduClient::new(&c.sink.master_addrs()).expect("sink client");
@@ -144,6 +160,37 @@ async fn run(mut opts: VerifyOptions, method: Method) -> VerifyReport {
     report
 }
 
+/// Data per first-cut range in the big test (the servers estimate on-disk,
+/// compressed sizes).
+const CHUNK: u64 = 16 << 10;
+
+/// Waits until the source's tablets have flushed enough to be cut in
+/// ranges of [`CHUNK`] bytes.
+async fn wait_until_cuttable(client: &KuduClient, name: &str) {
+    let table = client.open_table(name).await.expect("open");
+    let tablets = client
+        .scan_splits(&table, &ScanSpec::new())
+        .await
+        .expect("tablets")
+        .len();
+    let all: Vec<&str> = table.schema().columns().iter().map(|c| c.name()).collect();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let spec = ScanSpec::new().projection(&all).split_size_bytes(CHUNK);
+        let splits = client
+            .scan_splits(&table, &spec)
+            .await
+            .expect("splits")
+            .len();
+        if splits > tablets {
+            eprintln!("{tablets} tablets cut into {splits} ranges");
+            return;
+        }
+        assert!(Instant::now() < deadline, "the tablets were never flushed");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn copies_compare_equal_then_three_sink_changes_are_named_and_repaired() {
     let (_c, src, dst) = clusters();
@@ -151,13 +198,25 @@ async fn copies_compare_equal_then_three_sink_changes_are_named_and_repaired() {
     create_source(&src, "big", all_types_schema(), n / 2).await;
     create_sink(&dst, "big_copy", all_types_schema()).await;
     let started = Instant::now();
-    tokio::join!(load(&src, "big", 0..n), load(&dst, "big_copy", 0..n));
+    // In four parts a flush apart: rowsets with disjoint keys, which the
+    // tablet servers can cut between.
+    for part in 0..4 {
+        let ids = part * n / 4..(part + 1) * n / 4;
+        tokio::join!(load(&src, "big", ids.clone()), load(&dst, "big_copy", ids));
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+    }
     eprintln!("loaded {n} rows into each table in {:?}", started.elapsed());
     let at = src.server_clock().await.expect("clock");
     // A source write after `at` is not part of the comparison.
     load(&src, "big", n + 100..n + 101).await;
 
-    let base = || options(&src, "big", At::Time(at), &dst, "big_copy");
+    wait_until_cuttable(&src, "big").await;
+    // Small first ranges, so the key space is cut and differing ranges
+    // are cut again before their rows are compared.
+    let base = || VerifyOptions {
+        chunk_bytes: CHUNK,
+        ..options(&src, "big", At::Time(at), &dst, "big_copy")
+    };
     let (tx, rx) = tokio::sync::watch::channel(Progress::default());
     let mut with_progress = base();
     with_progress.progress = Some(tx);
@@ -173,6 +232,7 @@ async fn copies_compare_equal_then_three_sink_changes_are_named_and_repaired() {
     let progress = rx.borrow().clone();
     assert_eq!(progress.rows_compared, n as u64);
     assert_eq!(progress.ranges_done, progress.ranges_total);
+    assert!(server.ranges > 1, "{server}");
     let client = run(base(), Method::Client).await;
     assert!(client.equal, "{client}");
     assert_eq!((client.source.rows, client.sink.rows), (n as u64, n as u64));
@@ -216,6 +276,10 @@ async fn copies_compare_equal_then_three_sink_changes_are_named_and_repaired() {
             "{report}"
         );
         assert_eq!(report.sink.rows, n as u64);
+        assert!(
+            (1..=3).contains(&report.ranges_differing) && report.ranges > 1,
+            "{report}"
+        );
         let listed: Vec<(DiffKind, serde_json::Value, Vec<String>)> = report
             .listed
             .iter()
@@ -394,4 +458,103 @@ async fn different_keys_a_missing_table_and_a_too_old_time_are_refused() {
     }
     assert!(err.is_usage());
     let _: HybridTime = old;
+}
+
+/// Composite keys with strings (empty, with a zero byte, prefixes of each
+/// other): the row diff merges both sides in the servers' key order, so a
+/// key encoded out of order would show up as a missing and an extra row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn composite_string_keys_merge_in_key_order() {
+    let (_c, src, dst) = clusters();
+    let schema = Schema::new(vec![
+        key("region", DataType::String),
+        key("id", DataType::Int32),
+        nullable("v", DataType::String),
+        nullable("d", DataType::Double),
+    ])
+    .unwrap();
+    let mut at = schema.new_row();
+    at.set_str("region", "b").unwrap();
+    let b = TableBuilder::new("regions", schema.clone())
+        .add_hash_partitions(&["region", "id"], 3, 0)
+        .set_range_partition_columns(&["region"])
+        .add_range_partition(schema.new_row(), at.clone())
+        .add_range_partition(at, schema.new_row())
+        .num_replicas(1);
+    src.create_table(&b).await.expect("create");
+    let b = TableBuilder::new("regions_copy", schema)
+        .add_hash_partitions(&["id"], 2, 0)
+        .num_replicas(1);
+    dst.create_table(&b).await.expect("create");
+    let regions = ["", "a", "a\0b", "a\0", "ab", "b", "b\0\0", "zz"];
+    for (client, name) in [(&src, "regions"), (&dst, "regions_copy")] {
+        let table = client.open_table(name).await.unwrap();
+        let mut session = client.new_session();
+        for region in regions {
+            for id in [-300i32, -5, 0, 3, 7, 1 << 20] {
+                let mut r = table.new_row();
+                r.set_str("region", region)
+                    .unwrap()
+                    .set_i32("id", id)
+                    .unwrap();
+                r.set_str("v", &format!("{region:?}/{id}")).unwrap();
+                // NaN on both sides is equal (compared by bits).
+                r.set_f64("d", if id == 0 { f64::NAN } else { f64::from(id) })
+                    .unwrap();
+                session.apply(Operation::insert(&table, r)).await.unwrap();
+            }
+        }
+        session.flush().await.unwrap();
+    }
+    let report = run(
+        options(&src, "regions", At::Now, &dst, "regions_copy"),
+        Method::Client,
+    )
+    .await;
+    assert!(report.equal, "{report}");
+    assert_eq!(report.rows_compared, 48);
+
+    let table = dst.open_table("regions_copy").await.unwrap();
+    let mut session = dst.new_session();
+    let row = |region: &str, id: i32| {
+        let mut r = table.new_row();
+        r.set_str("region", region)
+            .unwrap()
+            .set_i32("id", id)
+            .unwrap();
+        r
+    };
+    let mut update = row("a\0b", -5);
+    update.set_f64("d", -0.0).unwrap();
+    session
+        .apply(Operation::update(&table, update))
+        .await
+        .unwrap();
+    session
+        .apply(Operation::delete(&table, row("", 3)))
+        .await
+        .unwrap();
+    session
+        .apply(Operation::insert(&table, row("a\0", 8)))
+        .await
+        .unwrap();
+    session.flush().await.unwrap();
+
+    for method in [Method::Server, Method::Client] {
+        let report = run(
+            options(&src, "regions", At::Now, &dst, "regions_copy"),
+            method,
+        )
+        .await;
+        let listed: Vec<String> = report.listed.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            listed,
+            [
+                r#"missing  {id: 3, region: ""}"#,
+                r#"extra  {id: 8, region: "a\u0000"}"#,
+                r#"differs  {id: -5, region: "a\u0000b"}: d (source -5.0, sink -0.0)"#,
+            ],
+            "{report}"
+        );
+    }
 }
