@@ -23,7 +23,6 @@
 //! - `range`: key ranges and cutting them.
 //! - `checksum`: one range of one side reduced to a checksum.
 //! - `diff`: row-by-row comparison of a small range, and its repair.
-//! - `rowcodec`: per-row CRC32C and encoded primary key on the client.
 //! - `values`: cell values as JSON, cell equality.
 //! - `report`: the human summary (`Display` of [`VerifyReport`]).
 
@@ -33,7 +32,6 @@ mod diff;
 mod range;
 mod reader;
 mod report;
-mod rowcodec;
 mod run;
 mod values;
 
