@@ -86,7 +86,11 @@ pub struct VerifyOptions {
     /// Differences listed in full in the report (all are counted).
     pub max_listed: usize,
     /// Write the source's version of every difference to the sink, then
-    /// verify again.
+    /// verify again (the source at the same time, the sink now). Missing
+    /// and differing rows are written with UPSERT_IGNORE of the compared
+    /// columns only: the sink's other columns keep their values (or get
+    /// their defaults in a new row). Extra rows are deleted with
+    /// DELETE_IGNORE.
     pub repair: bool,
     /// How long one RPC may take (scans, checksums, writes).
     pub timeout: Duration,
@@ -173,7 +177,9 @@ pub enum DiffKind {
 pub struct Difference {
     /// Missing, extra or differing.
     pub kind: DiffKind,
-    /// The primary key: column name → value (JSON).
+    /// The primary key: column name → value (JSON; DECIMAL as an exact
+    /// string, BINARY as hex, UNIXTIME_MICROS as microseconds, DATE as days
+    /// since the epoch; names in alphabetical order).
     pub key: serde_json::Map<String, serde_json::Value>,
     /// The columns that differ (`Differs` only).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

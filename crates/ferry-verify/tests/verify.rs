@@ -233,6 +233,26 @@ async fn copies_compare_equal_then_three_sink_changes_are_named_and_repaired() {
     assert_eq!(progress.rows_compared, n as u64);
     assert_eq!(progress.ranges_done, progress.ranges_total);
     assert!(server.ranges > 1, "{server}");
+    if std::env::var_os("FERRY_VERIFY_SCAN_TOO").is_some() {
+        // For a manual run's log: the `kudu table scan` of both tables
+        // that verify should beat (no assertion on times).
+        let started = Instant::now();
+        let (a, b) = (
+            _c.source.master_addrs_joined(),
+            _c.sink.master_addrs_joined(),
+        );
+        let scans = [
+            std::thread::spawn(move || kudu_scan(&a, "big")),
+            std::thread::spawn(move || kudu_scan(&b, "big_copy")),
+        ];
+        for s in scans {
+            s.join().expect("scan");
+        }
+        eprintln!(
+            "kudu table scan of both tables took {:?}",
+            started.elapsed()
+        );
+    }
     let client = run(base(), Method::Client).await;
     assert!(client.equal, "{client}");
     assert_eq!((client.source.rows, client.sink.rows), (n as u64, n as u64));
@@ -557,4 +577,16 @@ async fn composite_string_keys_merge_in_key_order() {
             "{report}"
         );
     }
+}
+
+/// `kudu table scan` of a table, output discarded.
+fn kudu_scan(masters: &str, table: &str) {
+    let bins = ferry_testkit::KuduBinaries::get().expect("kudu binaries");
+    let status = bins
+        .command()
+        .args(["table", "scan", masters, table])
+        .stdout(std::process::Stdio::null())
+        .status()
+        .expect("kudu table scan");
+    assert!(status.success());
 }
