@@ -326,6 +326,19 @@ async fn copies_compare_equal_then_three_sink_changes_are_named_and_repaired() {
         assert!(!report.truncated);
     }
 
+    // One first range for the whole table: the differing range is cut
+    // again (finer and finer) before its rows are compared.
+    let whole = run(
+        VerifyOptions {
+            chunk_bytes: 1 << 30,
+            ..base()
+        },
+        Method::Server,
+    )
+    .await;
+    assert_eq!(whole.differences, 3, "{whole}");
+    assert!(whole.ranges > 1, "{whole}");
+
     // Listing is capped, counting is not.
     let mut capped = base();
     capped.max_listed = 1;
