@@ -12,6 +12,10 @@
 //! differing row to the sink (UPSERT_IGNORE / DELETE_IGNORE) and verifies
 //! again.
 //!
+//! Equal checksums are strong but probabilistic evidence (32-bit row CRCs,
+//! summed); every range whose checksums differ is settled row by row, so
+//! each listed difference is exact.
+//!
 //! The crate knows Kudu (through `kudu-client`) and nothing of jobs: the
 //! caller says which tables, which clusters and which times.
 //!
