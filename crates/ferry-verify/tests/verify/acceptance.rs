@@ -230,11 +230,9 @@ async fn copies_compare_equal_then_three_sink_changes_are_named_and_repaired() {
             text.contains("differs  {id: 5}: s (source \"row 5 \u{e9}\", sink \"changed\")"),
             "{text}"
         );
-        assert!(text.contains("missing  {id: 7}\n"), "{text}");
-        assert!(
-            text.contains(&format!("extra  {{id: {}}}\n", n + 10)),
-            "{text}"
-        );
+        assert!(text.lines().any(|l| l == "missing  {id: 7}"), "{text}");
+        let extra = format!("extra  {{id: {}}}", n + 10);
+        assert!(text.lines().any(|l| l == extra), "{text}");
         assert!(!report.truncated);
     }
 
