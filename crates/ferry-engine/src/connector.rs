@@ -111,6 +111,16 @@ pub trait Sink<B: Batch>: Send + Sync + 'static {
         async { Ok(()) }
     }
 
+    /// A time of the sink's own clock that is after every write
+    /// acknowledged so far and before every later write of the job (for
+    /// Kudu, a hybrid time of the sink cluster; docs/semantics.md, "The
+    /// sink time"). Asked when a window opens, before the position write
+    /// and any row of the window, and recorded as the position's
+    /// `last_end_sink_time`. Sinks without such a clock keep the default.
+    fn sink_time(&self) -> impl Future<Output = Result<Option<u64>, EngineError>> + Send {
+        async { Ok(None) }
+    }
+
     /// The position last recorded on the sink, if any (after `prepare`).
     fn read_position(
         &self,

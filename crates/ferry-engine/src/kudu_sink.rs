@@ -150,6 +150,34 @@ impl Sink<RowBatch> for KuduSink {
         }
     }
 
+    async fn sink_time(&self) -> Result<Option<u64>, EngineError> {
+        // Why this separates the windows, on a snapshot scan of the sink
+        // (which sees the writes with a timestamp below the snapshot's; the
+        // gap below makes it hold with "at or below" too):
+        // - every sink write of this job, and the position write, goes
+        //   through `self.client` (the writers' sessions and the position
+        //   table share it), whose last propagated timestamp is folded from
+        //   every write answer; all writes so far were acknowledged (a
+        //   window opens only after the previous one's flushes), so each
+        //   has a timestamp ≤ L, read after `server_clock` folded the
+        //   master's clock in too;
+        // - T = L + 1;
+        // - the position write comes next, sends L as its propagated
+        //   timestamp, so the tablet server assigns it a timestamp > L,
+        //   i.e. ≥ T, and the client folds that in; every later write
+        //   carries ≥ T and gets a timestamp > T.
+        // Without a position table nothing records T, so none is taken.
+        if self.position.is_none() {
+            return Ok(None);
+        }
+        self.client.server_clock().await.map_err(|e| self.err(e))?;
+        let seen = self
+            .client
+            .last_propagated_timestamp()
+            .map_or(0, |t| t.raw());
+        Ok(Some(seen.saturating_add(1)))
+    }
+
     async fn read_position(&self) -> Result<Option<SinkPosition>, EngineError> {
         match self.positions()? {
             Some((table, positions)) => Ok(positions.read(table).await?),

@@ -90,6 +90,12 @@ pub(super) struct Coordinator<S: Source, K: Sink<S::Batch>> {
     pub(super) window_durable: bool,
     /// The window this coordinator last recorded as the sink position.
     pub(super) position_for: Option<WindowState>,
+    /// The window this coordinator opened and has not handed a split of
+    /// out yet (nor restarted since): the sink holds none of its rows, so
+    /// a sink time taken now is valid for its `last_end`.
+    pub(super) fresh_window: Option<WindowState>,
+    /// The sink time known for a `last_end`: (last_end, sink time).
+    pub(super) sink_time: Option<(u64, u64)>,
     /// The state the job was started from, until the sink position was
     /// compared with it (`position`).
     pub(super) restored: Option<JobState>,
@@ -141,6 +147,8 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
             next_window_at: now,
             window_durable: false,
             position_for: None,
+            fresh_window: None,
+            sink_time: None,
             restored: restore.clone(),
             mode: Mode::Running,
             last_complete: restore,
@@ -409,6 +417,7 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
             "window opened"
         );
         self.enumerator.open_window(window, splits)?;
+        self.fresh_window = Some(window);
         self.window_durable = false;
         self.window_opened = Some(Instant::now());
         self.next_window_at = Instant::now() + self.config.discovery_interval;
@@ -416,6 +425,7 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
     }
 
     async fn assign(&mut self, workers: &mut Workers) {
+        self.fresh_window = None;
         while let Some(&w) = workers.idle.last() {
             let Some(split) = self.enumerator.assign() else {
                 break;

@@ -4,7 +4,7 @@
 //! ([`crate::sink_position`], docs/semantics.md "Restoring an older state").
 
 use super::coordinator::Coordinator;
-use crate::checkpoint::JobState;
+use crate::checkpoint::{JobState, WindowState};
 use crate::connector::{Sink, Source};
 use crate::enumerator::Enumerator;
 use crate::error::EngineError;
@@ -27,17 +27,43 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
         };
         // A fenced instance writes nothing to the sink (lease module).
         self.options.fence.check()?;
+        let last_end = self.enumerator.last_end();
         let position = SinkPosition {
             source_table: self.config.table_name.clone(),
             job_id: self.options.job_id.to_string(),
             generation: self.options.fence.generation(),
-            last_end: self.enumerator.last_end(),
+            last_end,
             window,
+            last_end_sink_time: self.sink_time_for(window, last_end).await?,
         };
         self.sink.record_position(&position).await?;
         tracing::debug!(start = ?window.start_timestamp, end = window.end_timestamp, "sink position recorded");
         self.position_for = Some(window);
         Ok(())
+    }
+
+    /// The sink time of `last_end` for the position of `window`: taken now
+    /// if this coordinator opened the window and the sink holds none of
+    /// its rows yet, else the one known for that `last_end` (from the
+    /// opening, or from the position record a restored job read), else
+    /// unknown.
+    async fn sink_time_for(
+        &mut self,
+        window: WindowState,
+        last_end: Option<u64>,
+    ) -> Result<Option<u64>, EngineError> {
+        let Some(last_end) = last_end else {
+            return Ok(None);
+        };
+        if self.fresh_window == Some(window) {
+            let time = self.sink.sink_time().await?;
+            self.sink_time = time.map(|t| (last_end, t));
+            return Ok(time);
+        }
+        Ok(self
+            .sink_time
+            .filter(|&(end, _)| end == last_end)
+            .map(|(_, t)| t))
     }
 
     /// On a start from a restore point (only then): reads the sink
@@ -50,6 +76,11 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
             return Ok(());
         };
         let position = self.sink.read_position().await?;
+        // A window resumed below keeps the sink time of its opening.
+        self.sink_time = position
+            .as_ref()
+            .filter(|p| p.source_table == self.config.table_name)
+            .and_then(|p| Some((p.last_end?, p.last_end_sink_time?)));
         match choose(state, position.as_ref(), &self.config.table_name) {
             Resume::State { why } => {
                 tracing::info!(

@@ -79,6 +79,10 @@ struct PositionSink {
     fail_records: Arc<AtomicU32>,
     /// Rows written before their window's position.
     early: Arc<AtomicU32>,
+    /// Sink times handed out so far (the sink's clock reads 1000 + n).
+    clock: Arc<AtomicU64>,
+    /// Every position recorded, in order.
+    recorded: Arc<Mutex<Vec<SinkPosition>>>,
 }
 
 impl PositionSink {
@@ -129,6 +133,7 @@ impl Sink<Numbers> for PositionSink {
             });
         }
         *self.position.lock().expect("lock") = Some(position.clone());
+        self.recorded.lock().expect("lock").push(position.clone());
         self.log
             .lock()
             .expect("lock")
@@ -138,6 +143,10 @@ impl Sink<Numbers> for PositionSink {
 
     async fn read_position(&self) -> Result<Option<SinkPosition>, EngineError> {
         Ok(self.position.lock().expect("lock").clone())
+    }
+
+    async fn sink_time(&self) -> Result<Option<u64>, EngineError> {
+        Ok(Some(1_000 + self.clock.fetch_add(1, Ordering::SeqCst)))
     }
 }
 
@@ -170,6 +179,7 @@ fn position(last_end: Option<u64>, end: u64) -> SinkPosition {
             start_timestamp: last_end,
             end_timestamp: end,
         },
+        last_end_sink_time: None,
     }
 }
 
@@ -345,4 +355,53 @@ async fn another_source_tables_position_is_ignored() {
     let sink = PositionSink::with(other);
     run(&sink, Some(restore_point(Some(20), None)), 2).await;
     assert_eq!(sink.log()[0], Event::Position(window(Some(20), 110)));
+}
+
+/// (last_end, last_end_sink_time) of every recorded position.
+fn sink_times(sink: &PositionSink) -> Vec<(Option<u64>, Option<u64>)> {
+    sink.recorded
+        .lock()
+        .expect("lock")
+        .iter()
+        .map(|p| (p.last_end, p.last_end_sink_time))
+        .collect()
+}
+
+#[tokio::test]
+async fn each_opened_window_records_a_sink_time_taken_before_its_rows() {
+    let sink = PositionSink::default();
+    run(&sink, None, 6).await;
+    let times = sink_times(&sink);
+    // The snapshot has no last end; each diff window asks the sink's
+    // clock once, when it opens.
+    assert_eq!(times[0], (None, None), "{times:?}");
+    let asked = sink.clock.load(Ordering::SeqCst);
+    let diffs: Vec<_> = times[1..].iter().map(|t| t.1).collect();
+    assert!(diffs.iter().all(Option::is_some), "{times:?}");
+    assert!(diffs.windows(2).all(|w| w[0] < w[1]), "{times:?}");
+    assert_eq!(asked as usize, diffs.len(), "{times:?}");
+}
+
+#[tokio::test]
+async fn a_resumed_window_keeps_the_sink_time_of_its_opening() {
+    // Continued from the sink position: its sink time, not a new one.
+    let mut p = position(Some(50), 60);
+    p.last_end_sink_time = Some(777);
+    let sink = PositionSink::with(p.clone());
+    run(&sink, Some(restore_point(Some(0), Some((0, 10)))), 4).await;
+    let times = sink_times(&sink);
+    assert_eq!(times[0], (Some(50), Some(777)), "{times:?}");
+    assert_eq!(times[1], (Some(60), Some(1_000)), "{times:?}");
+
+    // Continued from the state's own window (equal to the position's).
+    let sink = PositionSink::with(p);
+    run(&sink, Some(restore_point(Some(50), Some((50, 60)))), 3).await;
+    assert_eq!(sink_times(&sink)[0], (Some(50), Some(777)));
+
+    // A window in progress nobody knows the sink time of: none.
+    let sink = PositionSink::default();
+    run(&sink, Some(restore_point(Some(50), Some((50, 60)))), 3).await;
+    let times = sink_times(&sink);
+    assert_eq!(times[0], (Some(50), None), "{times:?}");
+    assert_eq!(times[1], (Some(60), Some(1_000)), "{times:?}");
 }

@@ -146,6 +146,8 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
             Some(state) => Enumerator::restore(state),
             None => Enumerator::new(),
         };
+        // Dropped pipelines may have rows of any window in flight.
+        self.fresh_window = None;
         // The restored window is in a completed checkpoint already.
         self.window_durable = self.enumerator.window().is_some();
         self.window_opened = self.enumerator.window().map(|_| Instant::now());

@@ -50,6 +50,7 @@ pub enum PositionError {
 pub enum Call {
     Open,
     Create,
+    Alter,
     Write,
     Read,
 }
@@ -59,6 +60,7 @@ fn describe(call: Call, table: &str, sink_table: Option<&str>) -> String {
     match call {
         Call::Open => format!("opening position table '{table}' on the sink cluster"),
         Call::Create => format!("creating position table '{table}' on the sink cluster"),
+        Call::Alter => format!("adding columns to position table '{table}' on the sink cluster"),
         Call::Write => format!("writing sink table '{sink}' (its position, in table '{table}')"),
         Call::Read => format!("reading the position of sink table '{sink}' from table '{table}'"),
     }

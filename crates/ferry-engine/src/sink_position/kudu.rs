@@ -7,14 +7,19 @@
 //! directory, it is the job's bookkeeping, so it does not depend on
 //! `job.createTable`. Reads go to the tablet leader with READ_LATEST, so a
 //! job sees the last position written by whichever process wrote it.
+//!
+//! Columns added after the first release (`last_end_sink_time`) are added
+//! with ALTER TABLE when a job prepares an older table; [`PositionTable::
+//! lookup`] (for readers such as `ferry verify`) never creates or alters
+//! anything and reads such a column as NULL when it is missing.
 
 use super::{Call, PositionError, SinkPosition};
 use crate::checkpoint::WindowState;
 use kudu_client::error::StatusCode;
 use kudu_client::scan::{ComparisonOp, Predicate, ReadMode, ReplicaSelection, RowView};
 use kudu_client::write::{FlushMode, Operation, SessionOptions};
-use kudu_client::{ColumnSchema, DataType, Error as KuduError, KuduClient, KuduTable, Schema};
-use kudu_client::{Row, TableBuilder};
+use kudu_client::{AlterTableBuilder, ColumnSchema, DataType, Error as KuduError};
+use kudu_client::{KuduClient, KuduTable, Row, Schema, TableBuilder};
 
 /// `job.positionTable`'s default.
 pub const DEFAULT_POSITION_TABLE: &str = "ferry_positions";
@@ -31,21 +36,32 @@ const COLUMNS: &[(&str, DataType, bool)] = &[
     ("window_end", DataType::Int64, false),
     ("snapshot", DataType::Bool, false),
     ("updated_at", DataType::UnixtimeMicros, false),
+    ("last_end_sink_time", DataType::Int64, true),
 ];
+
+/// Columns an older position table may lack (nullable; added by ALTER).
+const ADDED_LATER: &[&str] = &["last_end_sink_time"];
 
 /// The position table's schema: [`COLUMNS`], keyed by the first.
 fn position_schema() -> Result<Schema, KuduError> {
     let columns = COLUMNS
         .iter()
         .enumerate()
-        .map(|(i, &(name, kind, nullable))| {
-            ColumnSchema::builder(name, kind)
-                .key(i == 0)
-                .nullable(nullable)
-                .build()
-        })
+        .map(|(i, &(name, kind, nullable))| column(name, kind, i == 0, nullable))
         .collect::<Result<Vec<_>, _>>()?;
     Schema::new(columns)
+}
+
+fn column(
+    name: &str,
+    kind: DataType,
+    key: bool,
+    nullable: bool,
+) -> Result<ColumnSchema, KuduError> {
+    ColumnSchema::builder(name, kind)
+        .key(key)
+        .nullable(nullable)
+        .build()
 }
 
 /// The position table of one sink cluster.
@@ -94,9 +110,69 @@ impl PositionTable {
             Err(KuduError::TableNotFound(_)) => self.create(replicas).await?,
             Err(e) => return Err(self.kudu(Call::Open, None)(e)),
         };
-        check_schema(&self.name, table.schema())?;
+        let table = self.add_missing_columns(table).await?;
+        check_schema(&self.name, table.schema(), &[])?;
         self.table = Some(table);
         Ok(())
+    }
+
+    /// Adds the columns of [`ADDED_LATER`] an older table lacks (a table
+    /// that is not a position table at all is refused by `check_schema`
+    /// first, untouched).
+    async fn add_missing_columns(&self, table: KuduTable) -> Result<KuduTable, PositionError> {
+        check_schema(&self.name, table.schema(), ADDED_LATER)?;
+        let missing: Vec<_> = COLUMNS
+            .iter()
+            .filter(|(name, ..)| {
+                ADDED_LATER.contains(name) && table.schema().column_by_name(name).is_none()
+            })
+            .collect();
+        if missing.is_empty() {
+            return Ok(table);
+        }
+        let mut alter = AlterTableBuilder::new();
+        for &&(name, kind, _) in &missing {
+            alter = alter
+                .add_column(column(name, kind, false, true).map_err(self.kudu(Call::Alter, None))?);
+        }
+        tracing::info!(table = %self.name, columns = ?missing.iter().map(|c| c.0).collect::<Vec<_>>(), "adding columns to an older position table");
+        match self.client.alter_table(&table, &alter).await {
+            Ok(()) => {}
+            // Another job added them meanwhile.
+            Err(KuduError::Status { status, .. }) if status.code == StatusCode::AlreadyPresent => {}
+            Err(e) => return Err(self.kudu(Call::Alter, None)(e)),
+        }
+        self.client
+            .open_table(&self.name)
+            .await
+            .map_err(self.kudu(Call::Open, None))
+    }
+
+    /// The position recorded for the sink table `sink_table` in the table
+    /// `position_table` on the cluster of `client`, for readers that are not
+    /// the job (`ferry verify`, `ferry failover --report`). Never creates or
+    /// alters anything: `None` when the position table, the sink table or
+    /// its record is missing (or the record is of a dropped table of that
+    /// name).
+    pub async fn lookup(
+        client: &KuduClient,
+        position_table: &str,
+        sink_table: &str,
+    ) -> Result<Option<SinkPosition>, PositionError> {
+        let mut positions = PositionTable::new(client.clone(), position_table);
+        let table = match client.open_table(position_table).await {
+            Ok(t) => t,
+            Err(KuduError::TableNotFound(_)) => return Ok(None),
+            Err(e) => return Err(positions.kudu(Call::Open, None)(e)),
+        };
+        check_schema(position_table, table.schema(), ADDED_LATER)?;
+        positions.table = Some(table);
+        let sink = match client.open_table(sink_table).await {
+            Ok(t) => t,
+            Err(KuduError::TableNotFound(_)) => return Ok(None),
+            Err(e) => return Err(positions.kudu(Call::Read, Some(sink_table))(e)),
+        };
+        positions.read(&sink).await
     }
 
     async fn create(&self, replicas: i32) -> Result<KuduTable, PositionError> {
@@ -193,6 +269,12 @@ impl PositionTable {
                 "window_end",
                 Some(int("window_end", p.window.end_timestamp)?),
             ),
+            (
+                "last_end_sink_time",
+                p.last_end_sink_time
+                    .map(|t| int("last_end_sink_time", t))
+                    .transpose()?,
+            ),
         ];
         for (column, value) in ints {
             let r = match value {
@@ -227,7 +309,7 @@ impl PositionTable {
             .map_err(self.kudu(Call::Read, Some(sink.name())))?
         {
             if let Some(row) = batch.rows().next() {
-                let (id, position) = self.decode(sink.name(), &row)?;
+                let (id, position) = self.decode(table, sink.name(), &row)?;
                 if id.as_deref().is_some_and(|id| id != sink.id()) {
                     tracing::warn!(
                         sink = sink.name(),
@@ -245,6 +327,7 @@ impl PositionTable {
 
     fn decode(
         &self,
+        table: &KuduTable,
         sink_table: &str,
         row: &RowView<'_>,
     ) -> Result<(Option<String>, SinkPosition), PositionError> {
@@ -290,23 +373,31 @@ impl PositionTable {
                 window.start_timestamp, window.end_timestamp
             )));
         }
+        // Missing in an older table that only a reader opened.
+        let last_end_sink_time = match table.schema().column_by_name("last_end_sink_time") {
+            Some(_) => opt_int("last_end_sink_time")?,
+            None => None,
+        };
         let position = SinkPosition {
             source_table: text("source_table")?,
             job_id: text("job_id")?,
             generation: int("generation")?,
             last_end,
             window,
+            last_end_sink_time,
         };
         Ok((id, position))
     }
 }
 
-/// Refuses a position table without the columns ferry writes.
-fn check_schema(name: &str, schema: &Schema) -> Result<(), PositionError> {
+/// Refuses a position table without the columns ferry writes (`optional`
+/// ones may be missing, but not of another type).
+fn check_schema(name: &str, schema: &Schema, optional: &[&str]) -> Result<(), PositionError> {
     for &(column, kind, _) in COLUMNS {
-        let ok = schema
-            .column_by_name(column)
-            .is_some_and(|c| c.data_type() == kind);
+        let ok = match schema.column_by_name(column) {
+            Some(c) => c.data_type() == kind,
+            None => optional.contains(&column),
+        };
         if !ok {
             return Err(PositionError::Schema {
                 table: name.to_owned(),
@@ -342,13 +433,13 @@ mod tests {
     #[test]
     fn the_created_schema_passes_its_own_check() {
         let schema = position_schema().expect("schema");
-        assert!(check_schema("p", &schema).is_ok());
+        assert!(check_schema("p", &schema, &[]).is_ok());
         let short = Schema::new(vec![ColumnSchema::builder("sink_table", DataType::String)
             .key(true)
             .build()
             .expect("key")])
         .expect("schema");
-        let e = check_schema("p", &short).expect_err("missing columns");
+        let e = check_schema("p", &short, ADDED_LATER).expect_err("missing columns");
         assert!(e.to_string().contains("sink_table_id"), "{e}");
     }
 }

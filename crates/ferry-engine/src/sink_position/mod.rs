@@ -38,6 +38,15 @@ pub struct SinkPosition {
     pub last_end: Option<u64>,
     /// The window whose rows the sink may hold: opened after `last_end`.
     pub window: WindowState,
+    /// A hybrid time of the *sink* cluster at which the sink table held
+    /// exactly the windows up to `last_end`: a snapshot scan of the sink
+    /// at it equals the source at `last_end` (docs/semantics.md, "The sink
+    /// time"). Taken when the window opened, after every write of the
+    /// windows before it was acknowledged and before any write of this
+    /// one. `None` before the snapshot completed, when the window was
+    /// resumed by a job that did not know it, or in a record written by an
+    /// older ferry.
+    pub last_end_sink_time: Option<u64>,
 }
 
 impl SinkPosition {
@@ -122,6 +131,7 @@ mod tests {
                 start_timestamp: last_end,
                 end_timestamp: end,
             },
+            last_end_sink_time: None,
         }
     }
 
