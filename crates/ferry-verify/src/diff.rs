@@ -1,0 +1,362 @@
+//! Row-by-row comparison of one key range: both sides read in key order
+//! (an ORDERED scan per tablet, k-way merged by encoded primary key), so
+//! memory stays at one batch per tablet whatever the range's size. Each
+//! row only in the source is *missing*, only in the sink *extra*, on both
+//! sides with a differing compared column *differs*. With repair, the
+//! source's version of each such row is written to the sink as it is found.
+
+use std::cmp::Ordering;
+
+use futures::future::try_join_all;
+use kudu_client::scan::{RowBatch, RowView, Scanner};
+use kudu_client::write::{FlushMode, Operation, Session, SessionOptions};
+
+use crate::range::KeyRange;
+use crate::reader::Reader;
+use crate::run::Ctx;
+use crate::{rowcodec, values, DiffKind, Difference, VerifyError};
+
+/// Row data per batch of a diff scan: several are held at once (one per
+/// tablet and side), and a diff range is small.
+const DIFF_BATCH_BYTES: u32 = 1024 * 1024;
+
+/// What the rows of one range showed.
+#[derive(Debug, Default)]
+pub(crate) struct RangeDiff {
+    pub missing: u64,
+    pub extra: u64,
+    pub differing: u64,
+    /// The first differences (at most `max_listed`), with their encoded
+    /// keys for ordering the report.
+    pub listed: Vec<(Vec<u8>, Difference)>,
+    /// Rows written by the repair.
+    pub upserted: u64,
+    /// Rows deleted by the repair.
+    pub deleted: u64,
+}
+
+impl RangeDiff {
+    pub(crate) fn differences(&self) -> u64 {
+        self.missing + self.extra + self.differing
+    }
+}
+
+/// Compares `range` row by row (and repairs it when the verification does).
+pub(crate) async fn diff_range(ctx: &Ctx, range: &KeyRange) -> Result<RangeDiff, VerifyError> {
+    let _permit = ctx.permits.acquire().await.ok();
+    let keys = ctx.columns.keys;
+    let (mut source, mut sink) = futures::try_join!(
+        Ordered::open(ctx, &ctx.source, range),
+        Ordered::open(ctx, &ctx.sink, range)
+    )?;
+    let mut out = RangeDiff::default();
+    let mut repair = match ctx.repair {
+        true => Some(Repair::new(ctx)?),
+        false => None,
+    };
+    loop {
+        let (s, k) = (source.head(), sink.head());
+        let order = match (s, k) {
+            (None, None) => break,
+            (Some(_), None) => Ordering::Less,
+            (None, Some(_)) => Ordering::Greater,
+            (Some(i), Some(j)) => source.cursors[i].key.cmp(&sink.cursors[j].key),
+        };
+        match (order, s, k) {
+            (Ordering::Less, Some(i), _) => {
+                let row = source.row(i);
+                out.record(
+                    ctx,
+                    DiffKind::Missing,
+                    &source.cursors[i].key,
+                    Some(&row),
+                    None,
+                    Vec::new(),
+                )
+                .map_err(|e| ctx.source.error("reading a row", e))?;
+                if let Some(r) = repair.as_mut() {
+                    r.upsert(&row).await?;
+                }
+                source.next(i).await?;
+            }
+            (Ordering::Greater, _, Some(j)) => {
+                let row = sink.row(j);
+                out.record(
+                    ctx,
+                    DiffKind::Extra,
+                    &sink.cursors[j].key,
+                    None,
+                    Some(&row),
+                    Vec::new(),
+                )
+                .map_err(|e| ctx.sink.error("reading a row", e))?;
+                if let Some(r) = repair.as_mut() {
+                    r.delete(&row, keys).await?;
+                }
+                sink.next(j).await?;
+            }
+            (_, Some(i), Some(j)) => {
+                let (a, b) = (source.row(i), sink.row(j));
+                let columns = differing_columns(&a, &b, keys)
+                    .map_err(|e| ctx.sink.error("reading a row", e))?;
+                if !columns.is_empty() {
+                    out.record(
+                        ctx,
+                        DiffKind::Differs,
+                        &source.cursors[i].key,
+                        Some(&a),
+                        Some(&b),
+                        columns,
+                    )
+                    .map_err(|e| ctx.sink.error("reading a row", e))?;
+                    if let Some(r) = repair.as_mut() {
+                        r.upsert(&a).await?;
+                    }
+                }
+                source.next(i).await?;
+                sink.next(j).await?;
+            }
+            _ => unreachable!("an order is only chosen for the sides that have a row"),
+        }
+    }
+    if let Some(mut r) = repair {
+        r.finish().await?;
+        out.upserted = r.upserted;
+        out.deleted = r.deleted;
+    }
+    Ok(out)
+}
+
+impl RangeDiff {
+    fn record(
+        &mut self,
+        ctx: &Ctx,
+        kind: DiffKind,
+        key: &[u8],
+        source: Option<&RowView<'_>>,
+        sink: Option<&RowView<'_>>,
+        columns: Vec<String>,
+    ) -> Result<(), kudu_client::Error> {
+        match kind {
+            DiffKind::Missing => self.missing += 1,
+            DiffKind::Extra => self.extra += 1,
+            DiffKind::Differs => self.differing += 1,
+        }
+        if self.listed.len() >= ctx.max_listed {
+            return Ok(());
+        }
+        let keys = ctx.columns.keys;
+        let whole = |row: &RowView<'_>| values::row_json(row, 0, row.schema().len());
+        let Some(any) = source.or(sink) else {
+            return Ok(());
+        };
+        let difference = Difference {
+            kind,
+            key: values::row_json(any, 0, keys)?,
+            columns,
+            source: source.map(whole).transpose()?,
+            sink: sink.map(whole).transpose()?,
+        };
+        self.listed.push((key.to_vec(), difference));
+        Ok(())
+    }
+}
+
+/// The compared value columns whose cells differ.
+fn differing_columns(
+    a: &RowView<'_>,
+    b: &RowView<'_>,
+    keys: usize,
+) -> Result<Vec<String>, kudu_client::Error> {
+    let mut out = Vec::new();
+    for (i, column) in a.schema().columns().iter().enumerate().skip(keys) {
+        if !values::same(a.get(i)?, b.get(i)?) {
+            out.push(column.name().to_owned());
+        }
+    }
+    Ok(out)
+}
+
+/// One tablet's rows of the range, in key order.
+struct Cursor {
+    scanner: Scanner,
+    batch: Option<RowBatch>,
+    /// The current row of `batch`.
+    row: usize,
+    /// Its encoded primary key.
+    key: Vec<u8>,
+}
+
+/// One side's rows of the range, in key order: the tablets' cursors merged.
+struct Ordered<'a> {
+    reader: &'a Reader,
+    keys: usize,
+    cursors: Vec<Cursor>,
+}
+
+impl<'a> Ordered<'a> {
+    async fn open(ctx: &Ctx, reader: &'a Reader, range: &KeyRange) -> Result<Self, VerifyError> {
+        let spec = reader
+            .spec(&ctx.columns.projection, range)
+            .fault_tolerant(true);
+        let splits = reader.tablets(&spec).await?;
+        let mut ordered = Ordered {
+            reader,
+            keys: ctx.columns.keys,
+            cursors: Vec::with_capacity(splits.len()),
+        };
+        for split in &splits {
+            let scanner = reader
+                .client
+                .scan_builder(&reader.table)
+                .with_spec(reader.split_spec(split).batch_size_bytes(DIFF_BATCH_BYTES))
+                .build()
+                .map_err(|e| reader.error("scanning a key range in key order", e))?;
+            ordered.cursors.push(Cursor {
+                scanner,
+                batch: None,
+                row: 0,
+                key: Vec::new(),
+            });
+        }
+        let (reader, keys) = (ordered.reader, ordered.keys);
+        try_join_all(
+            ordered
+                .cursors
+                .iter_mut()
+                .map(|c| fill(reader, keys, c, true)),
+        )
+        .await?;
+        Ok(ordered)
+    }
+
+    /// The cursor with the smallest current key.
+    fn head(&self) -> Option<usize> {
+        self.cursors
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.batch.is_some())
+            .min_by(|(_, a), (_, b)| a.key.cmp(&b.key))
+            .map(|(i, _)| i)
+    }
+
+    fn row(&self, i: usize) -> RowView<'_> {
+        let c = &self.cursors[i];
+        match &c.batch {
+            Some(batch) => batch.row(c.row),
+            None => unreachable!("head() only returns cursors with a row"),
+        }
+    }
+
+    async fn next(&mut self, i: usize) -> Result<(), VerifyError> {
+        fill(self.reader, self.keys, &mut self.cursors[i], false).await
+    }
+}
+
+/// Moves `cursor` to its next row (its first with `first`), reading the
+/// next non-empty batch when the current one is done; at the end its batch
+/// is `None`.
+async fn fill(
+    reader: &Reader,
+    keys: usize,
+    cursor: &mut Cursor,
+    first: bool,
+) -> Result<(), VerifyError> {
+    let what = "scanning a key range in key order";
+    if !first {
+        cursor.row += 1;
+    }
+    loop {
+        if let Some(batch) = &cursor.batch {
+            if cursor.row < batch.num_rows() {
+                return rowcodec::encode_key(&batch.row(cursor.row), keys, &mut cursor.key)
+                    .map_err(|e| reader.error(what, e));
+            }
+        }
+        cursor.row = 0;
+        cursor.batch = cursor
+            .scanner
+            .next_batch()
+            .await
+            .map_err(|e| reader.error(what, e))?;
+        if cursor.batch.is_none() {
+            return Ok(());
+        }
+    }
+}
+
+/// The sink writes of a repair: the source's version of each differing
+/// row (UPSERT_IGNORE with the compared columns; the sink's other columns
+/// keep their values, or their defaults in a new row), and DELETE_IGNORE
+/// of each extra row.
+struct Repair<'a> {
+    sink: &'a Reader,
+    session: Session,
+    upserted: u64,
+    deleted: u64,
+}
+
+impl<'a> Repair<'a> {
+    fn new(ctx: &'a Ctx) -> Result<Self, VerifyError> {
+        let sink = &ctx.sink;
+        let session = sink
+            .client
+            .new_session_with(
+                SessionOptions::default()
+                    .flush_mode(FlushMode::AutoFlushBackground)
+                    .operation_timeout(sink.timeout),
+            )
+            .map_err(|e| sink.error("opening a write session", e))?;
+        Ok(Repair {
+            sink,
+            session,
+            upserted: 0,
+            deleted: 0,
+        })
+    }
+
+    /// Writes `row` (a source row) to the sink.
+    async fn upsert(&mut self, row: &RowView<'_>) -> Result<(), VerifyError> {
+        let out = self.copy(row, row.schema().len())?;
+        self.apply(Operation::upsert_ignore(&self.sink.table, out))
+            .await?;
+        self.upserted += 1;
+        Ok(())
+    }
+
+    /// Deletes `row` (a sink row) by its key.
+    async fn delete(&mut self, row: &RowView<'_>, keys: usize) -> Result<(), VerifyError> {
+        let out = self.copy(row, keys)?;
+        self.apply(Operation::delete_ignore(&self.sink.table, out))
+            .await?;
+        self.deleted += 1;
+        Ok(())
+    }
+
+    /// The first `columns` cells of `row` as a row of the sink table.
+    fn copy(&self, row: &RowView<'_>, columns: usize) -> Result<kudu_client::Row, VerifyError> {
+        let what = "building a repair row";
+        let mut out = self.sink.table.new_row();
+        for (i, column) in row.schema().columns().iter().enumerate().take(columns) {
+            let value = row.get(i).map_err(|e| self.sink.error(what, e))?;
+            out.set(column.name(), value)
+                .map_err(|e| self.sink.error(what, e))?;
+        }
+        Ok(out)
+    }
+
+    async fn apply(&mut self, op: Operation) -> Result<(), VerifyError> {
+        self.session
+            .apply(op)
+            .await
+            .map_err(|e| self.sink.error("repairing", e))
+    }
+
+    async fn finish(&mut self) -> Result<(), VerifyError> {
+        let flushed = self.session.flush().await;
+        let closed = self.session.close().await;
+        flushed
+            .and(closed)
+            .map_err(|e| self.sink.error("repairing", e))
+    }
+}
