@@ -33,9 +33,9 @@ use crate::Result;
 /// ```
 #[derive(Debug, Clone)]
 pub struct ScanBuilder {
-    client: KuduClient,
-    table: KuduTable,
-    spec: ScanSpec,
+    pub(super) client: KuduClient,
+    pub(super) table: KuduTable,
+    pub(super) spec: ScanSpec,
 }
 
 macro_rules! forward {

@@ -40,6 +40,20 @@ pub struct RowBatch {
     schema: Schema,
     num_rows: usize,
     data: Data,
+    /// Where the table's key columns are in the projection, for
+    /// [`RowView::encoded_primary_key`] (set by the scanner).
+    key_columns: KeyColumns,
+}
+
+/// Indexes of the table's primary-key columns (in key order) within a
+/// projection, or why there are none: the name of a key column the
+/// projection lacks, or that the batch was built without a table.
+pub(crate) type KeyColumns = std::sync::Arc<std::result::Result<Vec<usize>, String>>;
+
+fn no_key_columns() -> KeyColumns {
+    std::sync::Arc::new(Err(
+        "the batch was not read by a scanner of a table, so its key is unknown".into(),
+    ))
 }
 
 #[derive(Debug, Clone)]
@@ -110,6 +124,7 @@ impl RowBatch {
             data: Data::Columnar {
                 columns: Vec::new(),
             },
+            key_columns: no_key_columns(),
         }
     }
 
@@ -193,6 +208,7 @@ impl RowBatch {
                 offsets,
                 null_bitmap,
             },
+            key_columns: no_key_columns(),
         })
     }
 
@@ -271,7 +287,15 @@ impl RowBatch {
             schema: schema.clone(),
             num_rows,
             data: Data::Columnar { columns },
+            key_columns: no_key_columns(),
         })
+    }
+
+    /// The batch with the positions of the table's key columns in its
+    /// projection.
+    pub(crate) fn with_key_columns(mut self, key_columns: KeyColumns) -> RowBatch {
+        self.key_columns = key_columns;
+        self
     }
 
     /// The projection schema.
@@ -351,6 +375,44 @@ impl RowBatch {
                 .as_ref()
                 .is_some_and(|bm| !bit(bm, row)),
         }
+    }
+
+    /// The cell's bytes as the server holds them in memory (fixed-width:
+    /// the little-endian value; var-length: the data without a length), or
+    /// `None` for NULL. Indexes are valid (checked by callers); bytes the
+    /// constructor validated are sliced defensively anyway.
+    fn raw_cell_at(&self, row: usize, col: usize) -> Option<&[u8]> {
+        if self.is_null_at(row, col) {
+            return None;
+        }
+        let dt = self.schema.columns()[col].data_type();
+        let width = dt.size();
+        Some(match &self.data {
+            Data::RowWise {
+                rows,
+                indirect,
+                row_size,
+                offsets,
+                ..
+            } => {
+                let at = row * row_size + offsets[col];
+                if dt.is_var_len() {
+                    indirect_slice(indirect, rows, at).unwrap_or_default()
+                } else {
+                    rows.get(at..at + width).unwrap_or_default()
+                }
+            }
+            Data::Columnar { columns } => {
+                let cd = &columns[col];
+                if dt.is_var_len() {
+                    let (start, end) = (u32_at(&cd.data, row * 4), u32_at(&cd.data, row * 4 + 4));
+                    cd.varlen.get(start..end).unwrap_or_default()
+                } else {
+                    let at = row * width;
+                    cd.data.get(at..at + width).unwrap_or_default()
+                }
+            }
+        })
     }
 
     /// The value at (`row`, `col`); indexes are valid (checked by callers).
@@ -476,6 +538,23 @@ impl<'a> RowView<'a> {
             Some(i) => matches!(self.batch.value_at(self.row, i), Ok(ValueRef::Bool(true))),
             None => false,
         }
+    }
+
+    /// The cell's in-memory bytes, `None` for NULL (see
+    /// `RowBatch::raw_cell_at`); `col` must be a valid index.
+    pub(crate) fn raw_cell(&self, col: usize) -> Option<&'a [u8]> {
+        self.batch.raw_cell_at(self.row, col)
+    }
+
+    /// The value of column `col` (a valid index).
+    pub(crate) fn value_at(&self, col: usize) -> Result<ValueRef<'a>> {
+        self.batch.value_at(self.row, col)
+    }
+
+    /// Positions of the table's key columns in the projection, or why
+    /// they are unknown.
+    pub(crate) fn key_columns(&self) -> &'a std::result::Result<Vec<usize>, String> {
+        &self.batch.key_columns
     }
 
     /// Copies the row into owned values, in projection order.

@@ -4,6 +4,7 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
+use super::decode::KeyColumns;
 use super::predicate::Encoded;
 use super::spec::*;
 use crate::client::KuduClient;
@@ -40,6 +41,8 @@ pub(crate) struct Plan {
     pub timeout: Duration,
     pub keep_alive_interval: Option<Duration>,
     pub resume_key: Option<Vec<u8>>,
+    /// Where the table's key columns are in the projection.
+    pub key_columns: KeyColumns,
 }
 
 impl Plan {
@@ -79,6 +82,17 @@ impl Plan {
             }
             projection = Schema::new(cols)?;
         }
+        let key_columns = std::sync::Arc::new(
+            schema
+                .key_columns()
+                .iter()
+                .map(|k| {
+                    names.iter().position(|n| n == k.name()).ok_or_else(|| {
+                        format!("the projection lacks the key column '{}'", k.name())
+                    })
+                })
+                .collect::<std::result::Result<Vec<usize>, String>>(),
+        );
         let projected_columns = projection.columns_to_pb(SchemaPbOptions::PROJECTION)?;
 
         let mut predicates = spec.raw_predicates.clone();
@@ -143,6 +157,7 @@ impl Plan {
             timeout: spec.timeout.unwrap_or_else(|| client.operation_timeout()),
             keep_alive_interval: spec.keep_alive_interval,
             resume_key: spec.resume_key.clone(),
+            key_columns,
         })
     }
 }

@@ -149,24 +149,7 @@ impl Scanner {
 
     pub(crate) fn from_plan(client: &KuduClient, table: &KuduTable, plan: Plan) -> Scanner {
         let projection = plan.projection.clone();
-        let snapshot = plan.snapshot.flatten();
-        let phase = if plan.matches_nothing {
-            Phase::Done
-        } else {
-            Phase::Locate
-        };
-        let core = Core {
-            client: client.clone(),
-            table: table.clone(),
-            next_key: plan.partition_key_start.clone(),
-            last_primary_key: plan.resume_key.clone(),
-            plan: Arc::new(plan),
-            phase,
-            snapshot,
-            rows_returned: 0,
-            bad_servers: HashSet::new(),
-            last_server: None,
-        };
+        let core = Core::for_plan(client, table, plan);
         let mut s = Scanner {
             state: State::Idle(Box::new(core)),
             projection,
@@ -298,6 +281,27 @@ impl Drop for Core {
 }
 
 impl Core {
+    /// The state of a scan of `plan` that has not started.
+    pub(super) fn for_plan(client: &KuduClient, table: &KuduTable, plan: Plan) -> Core {
+        let phase = if plan.matches_nothing {
+            Phase::Done
+        } else {
+            Phase::Locate
+        };
+        Core {
+            client: client.clone(),
+            table: table.clone(),
+            next_key: plan.partition_key_start.clone(),
+            last_primary_key: plan.resume_key.clone(),
+            snapshot: plan.snapshot.flatten(),
+            plan: Arc::new(plan),
+            phase,
+            rows_returned: 0,
+            bad_servers: HashSet::new(),
+            last_server: None,
+        }
+    }
+
     pub(super) fn progress(&self) -> Progress {
         let tablet_id = match &self.phase {
             Phase::Open { tablet }
@@ -330,17 +334,8 @@ impl Core {
                 Phase::Done => return Ok(None),
                 Phase::Locate => self.locate().await?,
                 Phase::NextTablet { tablet } => {
-                    let end = tablet.partition_key_end.clone();
-                    self.last_primary_key = None;
-                    self.bad_servers.clear();
-                    let past_range = !self.plan.partition_key_end.is_empty()
-                        && end >= self.plan.partition_key_end;
-                    if end.is_empty() || past_range || self.limit_reached() {
-                        self.phase = Phase::Done;
-                    } else {
-                        self.next_key = end;
-                        self.phase = Phase::Locate;
-                    }
+                    let tablet = tablet.clone();
+                    self.advance_past(&tablet);
                 }
                 Phase::Open { tablet } => {
                     let tablet = tablet.clone();
@@ -354,6 +349,22 @@ impl Core {
                     }
                 }
             }
+        }
+    }
+
+    /// `NextTablet` → `Locate` the tablet after `tablet`, or `Done` at the
+    /// end of the table, of the plan's partition-key range or of the limit.
+    pub(super) fn advance_past(&mut self, tablet: &RemoteTablet) {
+        let end = tablet.partition_key_end.clone();
+        self.last_primary_key = None;
+        self.bad_servers.clear();
+        let past_range =
+            !self.plan.partition_key_end.is_empty() && end >= self.plan.partition_key_end;
+        if end.is_empty() || past_range || self.limit_reached() {
+            self.phase = Phase::Done;
+        } else {
+            self.next_key = end;
+            self.phase = Phase::Locate;
         }
     }
 

@@ -336,6 +336,7 @@ impl Core {
         if batch.is_empty() {
             return Ok(None);
         }
+        let batch = batch.with_key_columns(self.plan.key_columns.clone());
         self.rows_returned += batch.num_rows() as u64;
         Ok(Some(batch))
     }
