@@ -6,6 +6,7 @@
 //! source's version of each such row is written to the sink as it is found.
 
 use std::cmp::Ordering;
+use std::time::Duration;
 
 use futures::future::try_join_all;
 use kudu_client::scan::{RowBatch, RowView, Scanner};
@@ -16,9 +17,11 @@ use crate::reader::Reader;
 use crate::run::Ctx;
 use crate::{values, DiffKind, Difference, VerifyError};
 
-/// Row data per batch of a diff scan: several are held at once (one per
-/// tablet and side), and a diff range is small.
-const DIFF_BATCH_BYTES: u32 = 1024 * 1024;
+/// Row data per batch of a diff scan: one is held per tablet and side.
+const DIFF_BATCH_BYTES: u32 = 256 * 1024;
+/// A tablet whose keys come later waits while the others stream (range
+/// partitions); keep its server-side scanner alive meanwhile.
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 /// What the rows of one range showed.
 #[derive(Debug, Default)]
@@ -207,7 +210,12 @@ impl<'a> Ordered<'a> {
             let scanner = reader
                 .client
                 .scan_builder(&reader.table)
-                .with_spec(reader.split_spec(split).batch_size_bytes(DIFF_BATCH_BYTES))
+                .with_spec(
+                    reader
+                        .split_spec(split)
+                        .batch_size_bytes(DIFF_BATCH_BYTES)
+                        .keep_alive_interval(KEEP_ALIVE),
+                )
                 .build()
                 .map_err(|e| reader.error("scanning a key range in key order", e))?;
             ordered.cursors.push(Cursor {
