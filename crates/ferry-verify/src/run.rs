@@ -224,6 +224,12 @@ impl Ctx {
                     }
                     finer /= CUT_FACTOR;
                 }
+                tracing::debug!(
+                    source_rows = s.rows,
+                    sink_rows = k.rows,
+                    parts = parts.len(),
+                    "a key range differs: cut again, or compared row by row (parts <= 1)"
+                );
                 if parts.len() > 1 {
                     self.update(|p| p.ranges_total += parts.len() as u64);
                     let inner = self.check_all(parts, finer, false).await?;
