@@ -258,9 +258,19 @@ async fn three_differences_are_named_then_repaired() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("--source-time"));
 }
 
+/// A child process killed when dropped (also when a test panics).
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Starts `ferry run` replicating `table` to `table_copy`.
-fn start_job(source: &str, sink: &str, table: &str, chk: &Path, rest: u16, metrics: u16) -> Child {
-    Command::new(FERRY)
+fn start_job(source: &str, sink: &str, table: &str, chk: &Path, rest: u16, metrics: u16) -> Killed {
+    Killed(Command::new(FERRY)
         .arg("run")
         .args(job_options(source, sink, table, chk))
         .args([
@@ -281,7 +291,7 @@ fn start_job(source: &str, sink: &str, table: &str, chk: &Path, rest: u16, metri
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
-        .expect("spawn ferry run")
+        .expect("spawn ferry run"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -296,7 +306,7 @@ async fn a_running_job_verifies_equal_under_writes_also_over_rest() {
     let chk = dir.path().join("chk");
     let (rest, metrics) = (free_port(), free_port());
     let mut child = start_job(&a, &b, "live", &chk, rest, metrics);
-    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut out = BufReader::new(child.0.stdout.take().expect("stdout"));
     let id = read_job_id(&mut out);
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
@@ -356,7 +366,12 @@ async fn a_running_job_verifies_equal_under_writes_also_over_rest() {
         .lines()
         .find(|l| l.starts_with("ferry_verify_last_result{"))
         .unwrap_or_else(|| panic!("no ferry_verify_last_result in:\n{text_metrics}"));
-    assert!(line.contains(&id) && line.ends_with(" 1"), "{line}");
+    let value: f64 = line
+        .rsplit(' ')
+        .next()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(-9.0);
+    assert!(line.contains(&id) && value == 1.0, "{line}");
     assert!(text_metrics.contains("ferry_verify_rows_compared{"));
     assert!(text_metrics.contains("ferry_verify_rows_differing{"));
     assert!(text_metrics.contains("ferry_verify_last_timestamp_seconds{"));
@@ -370,6 +385,5 @@ async fn a_running_job_verifies_equal_under_writes_also_over_rest() {
 
     let stats = writer.stop().await;
     assert!(stats.applied > 0, "{stats:?}");
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(child);
 }

@@ -306,50 +306,10 @@ pub async fn run(
     Ok((report, times))
 }
 
-/// The human summary of a report.
-// TODO(issue 12): `VerifyReport`'s `Display` (helper verify) replaces this.
-pub fn summary(r: &VerifyReport) -> String {
-    use std::fmt::Write as _;
-    let mut s = format!(
-        "{}: source '{}' at {} ({} rows), sink '{}' at {} ({} rows); {} rows compared in {} ranges, {} ms",
-        if r.equal { "EQUAL" } else { "DIFFERENT" },
-        r.source.table,
-        r.source.timestamp,
-        r.source.rows,
-        r.sink.table,
-        r.sink.timestamp,
-        r.sink.rows,
-        r.rows_compared,
-        r.ranges,
-        r.elapsed_ms
-    );
-    if r.differences > 0 {
-        let _ = write!(
-            s,
-            "\n{} differences: {} missing, {} extra, {} differing",
-            r.differences, r.missing, r.extra, r.differing
-        );
-        for d in &r.listed {
-            let key = serde_json::Value::Object(d.key.clone());
-            let kind = match d.kind {
-                ferry_verify::DiffKind::Missing => "missing",
-                ferry_verify::DiffKind::Extra => "extra",
-                ferry_verify::DiffKind::Differs => "differs",
-            };
-            let _ = write!(s, "\n  {kind}  {key}");
-            if !d.columns.is_empty() {
-                let _ = write!(s, ": {}", d.columns.join(", "));
-            }
-        }
-    }
-    if let Some(rep) = &r.repair {
-        let _ = write!(
-            s,
-            "\nrepair: {} upserted, {} deleted; equal after: {}",
-            rep.upserted, rep.deleted, rep.equal_after
-        );
-    }
-    s
+/// The human summary of a report (its last line break left to the
+/// printer).
+pub fn summary(report: &VerifyReport) -> String {
+    report.to_string().trim_end().to_string()
 }
 
 /// `ferry verify`: parses, verifies, prints, and maps the outcome to the
