@@ -14,7 +14,7 @@ use kudu_client::write::{FlushMode, Operation, Session, SessionOptions};
 use crate::range::KeyRange;
 use crate::reader::Reader;
 use crate::run::Ctx;
-use crate::{rowcodec, values, DiffKind, Difference, VerifyError};
+use crate::{values, DiffKind, Difference, VerifyError};
 
 /// Row data per batch of a diff scan: several are held at once (one per
 /// tablet and side), and a diff range is small.
@@ -190,7 +190,6 @@ struct Cursor {
 /// One side's rows of the range, in key order: the tablets' cursors merged.
 struct Ordered<'a> {
     reader: &'a Reader,
-    keys: usize,
     cursors: Vec<Cursor>,
 }
 
@@ -202,7 +201,6 @@ impl<'a> Ordered<'a> {
         let splits = reader.tablets(&spec).await?;
         let mut ordered = Ordered {
             reader,
-            keys: ctx.columns.keys,
             cursors: Vec::with_capacity(splits.len()),
         };
         for split in &splits {
@@ -219,14 +217,8 @@ impl<'a> Ordered<'a> {
                 key: Vec::new(),
             });
         }
-        let (reader, keys) = (ordered.reader, ordered.keys);
-        try_join_all(
-            ordered
-                .cursors
-                .iter_mut()
-                .map(|c| fill(reader, keys, c, true)),
-        )
-        .await?;
+        let reader = ordered.reader;
+        try_join_all(ordered.cursors.iter_mut().map(|c| fill(reader, c, true))).await?;
         Ok(ordered)
     }
 
@@ -249,19 +241,14 @@ impl<'a> Ordered<'a> {
     }
 
     async fn next(&mut self, i: usize) -> Result<(), VerifyError> {
-        fill(self.reader, self.keys, &mut self.cursors[i], false).await
+        fill(self.reader, &mut self.cursors[i], false).await
     }
 }
 
 /// Moves `cursor` to its next row (its first with `first`), reading the
 /// next non-empty batch when the current one is done; at the end its batch
 /// is `None`.
-async fn fill(
-    reader: &Reader,
-    keys: usize,
-    cursor: &mut Cursor,
-    first: bool,
-) -> Result<(), VerifyError> {
+async fn fill(reader: &Reader, cursor: &mut Cursor, first: bool) -> Result<(), VerifyError> {
     let what = "scanning a key range in key order";
     if !first {
         cursor.row += 1;
@@ -269,8 +256,11 @@ async fn fill(
     loop {
         if let Some(batch) = &cursor.batch {
             if cursor.row < batch.num_rows() {
-                return rowcodec::encode_key(&batch.row(cursor.row), keys, &mut cursor.key)
-                    .map_err(|e| reader.error(what, e));
+                cursor.key = batch
+                    .row(cursor.row)
+                    .encoded_primary_key()
+                    .map_err(|e| reader.error(what, e))?;
+                return Ok(());
             }
         }
         cursor.row = 0;

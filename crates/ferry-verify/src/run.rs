@@ -208,17 +208,22 @@ impl Ctx {
             if s == k {
                 out.ranges = 1;
             } else {
-                let finer = chunk / CUT_FACTOR;
-                let parts = if s.rows.max(k.rows) > SMALL_ROWS && finer >= MIN_CHUNK_BYTES {
+                // Finer and finer until the servers cut the range (asking
+                // is cheap: no rows are read).
+                let mut finer = chunk / CUT_FACTOR;
+                let mut parts = Vec::new();
+                while s.rows.max(k.rows) > SMALL_ROWS && finer >= MIN_CHUNK_BYTES {
                     let p = &self.columns.projection;
                     let (a, b) = futures::try_join!(
                         cut_points(&self.source, p, &range, finer),
                         cut_points(&self.sink, p, &range, finer)
                     )?;
-                    range.cut(a.into_iter().chain(b))
-                } else {
-                    Vec::new()
-                };
+                    parts = range.cut(a.into_iter().chain(b));
+                    if parts.len() > 1 {
+                        break;
+                    }
+                    finer /= CUT_FACTOR;
+                }
                 if parts.len() > 1 {
                     self.update(|p| p.ranges_total += parts.len() as u64);
                     let inner = self.check_all(parts, finer, false).await?;

@@ -175,6 +175,9 @@ pub struct JobConfig {
     pub create_table: bool,
     /// `job.tableSuffix`.
     pub table_suffix: String,
+    /// `job.sinkTableName` (ferry only): the sink table's whole name when
+    /// given (then `table_suffix` is empty); see [`JobConfig::sink_table_name`].
+    pub sink_table: Option<String>,
     /// `job.restoreOwner`.
     pub restore_owner: bool,
     /// `job.checkpointsRetained` (ferry only).
@@ -222,6 +225,9 @@ impl JobConfig {
             checkpointing_interval: v.millis(ConfigKey::CheckpointingIntervalMillis)?,
             create_table: v.boolean(ConfigKey::CreateTable)?,
             table_suffix: v.required_value(ConfigKey::TableSuffix)?.to_string(),
+            sink_table: v
+                .optional(ConfigKey::SinkTableName)
+                .map(|t| t.trim().to_owned()),
             restore_owner: v.boolean(ConfigKey::RestoreOwner)?,
             checkpoints_retained: v.count(ConfigKey::CheckpointsRetained)?,
             job_name: match v.value(ConfigKey::JobName)? {
@@ -266,6 +272,21 @@ impl JobConfig {
                 discovery_ms: config.discovery_interval.as_millis(),
             });
         }
+        if let Some(sink) = &config.sink_table {
+            if !config.table_suffix.is_empty() {
+                return Err(invalid(
+                    ConfigKey::SinkTableName,
+                    sink,
+                    &format!(
+                        "cannot be combined with {}='{}': give the sink table's whole name in {} and leave {} empty",
+                        ConfigKey::TableSuffix,
+                        config.table_suffix,
+                        ConfigKey::SinkTableName,
+                        ConfigKey::TableSuffix
+                    ),
+                ));
+            }
+        }
         refuse_ignore_keys(&config.writer)?;
         Ok(config)
     }
@@ -279,9 +300,13 @@ impl JobConfig {
         Self::from_raw(&RawConfig::from_named_pairs(pairs)?)
     }
 
-    /// The sink table: `job.tableName` + `job.tableSuffix`.
+    /// The sink table: `job.sinkTableName`, else `job.tableName` +
+    /// `job.tableSuffix`.
     pub fn sink_table_name(&self) -> String {
-        format!("{}{}", self.table_name, self.table_suffix)
+        match &self.sink_table {
+            Some(name) => name.clone(),
+            None => format!("{}{}", self.table_name, self.table_suffix),
+        }
     }
 
     /// Where the HA lease lives: `high-availability.storageDir`, else the
@@ -319,6 +344,7 @@ impl JobConfig {
                     ConfigKey::CheckpointingIntervalMillis => ms(self.checkpointing_interval),
                     ConfigKey::CreateTable => self.create_table.to_string(),
                     ConfigKey::TableSuffix => self.table_suffix.clone(),
+                    ConfigKey::SinkTableName => self.sink_table.clone().unwrap_or_default(),
                     ConfigKey::RestoreOwner => self.restore_owner.to_string(),
                     ConfigKey::CheckpointsRetained => self.checkpoints_retained.to_string(),
                     ConfigKey::JobName => self.job_name.clone(),

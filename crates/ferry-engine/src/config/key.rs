@@ -45,6 +45,8 @@ pub enum ConfigKey {
     CreateTable,
     /// `job.tableSuffix`
     TableSuffix,
+    /// `job.sinkTableName` (ferry only)
+    SinkTableName,
     /// `job.restoreOwner`
     RestoreOwner,
     /// `job.checkpointsRetained` (ferry only)
@@ -220,6 +222,16 @@ const CATALOG: &[(ConfigKey, KeySpec)] = &[
             ValueKind::Text,
             Reference,
             "Appended to the table name to name the sink table.",
+        ),
+    ),
+    (
+        ConfigKey::SinkTableName,
+        KeySpec::new(
+            "job.sinkTableName",
+            Derived("<job.tableName><job.tableSuffix>"),
+            ValueKind::Text,
+            Ferry,
+            "The sink table's whole name, when it is not the source table's name plus a suffix (e.g. a reverse job after a cutover copies <name>_copy back to <name>). Not together with a non-empty job.tableSuffix.",
         ),
     ),
     (
@@ -607,6 +619,7 @@ const ALL: &[ConfigKey] = &[
     ConfigKey::CheckpointingIntervalMillis,
     ConfigKey::CreateTable,
     ConfigKey::TableSuffix,
+    ConfigKey::SinkTableName,
     ConfigKey::RestoreOwner,
     ConfigKey::CheckpointsRetained,
     ConfigKey::JobName,
@@ -828,6 +841,7 @@ mod tests {
         assert_eq!(
             ferry,
             [
+                "job.sinkTableName",
                 "job.checkpointsRetained",
                 "job.name",
                 "job.periodicSavepointInterval",

@@ -126,6 +126,8 @@ fn every_key_set_explicitly() {
         ("job.checkpointingIntervalMillis", "5000"),
         ("job.createTable", "true"),
         ("job.tableSuffix", "_copy"),
+        // Empty: derived (a name here would conflict with the suffix).
+        ("job.sinkTableName", ""),
         ("job.restoreOwner", "TRUE"),
         ("job.checkpointsRetained", "5"),
         ("job.name", "my-job"),
@@ -477,6 +479,42 @@ fn text_and_address_values() {
         parse(&with(ConfigKey::TableSuffix, "_dr")).sink_table_name(),
         "orders_dr"
     );
+}
+
+#[test]
+fn the_sink_table_name_is_given_whole_or_derived_never_both() {
+    let c = parse(&with(ConfigKey::SinkTableName, "orders_back"));
+    assert_eq!(c.sink_table_name(), "orders_back");
+    assert_eq!(c.table_name, "orders");
+    // Empty means derived (how effective_values writes the default).
+    let c = parse(&with(ConfigKey::SinkTableName, " "));
+    assert_eq!(c.sink_table, None);
+    assert_eq!(c.sink_table_name(), "orders");
+    // With a suffix: which name is meant is unclear, so it is refused.
+    let mut raw = with(ConfigKey::SinkTableName, "orders_back");
+    raw.set(ConfigKey::TableSuffix, "_dr");
+    let err = reject(&raw);
+    assert_names(
+        &err,
+        ConfigKey::SinkTableName,
+        "orders_back",
+        "job.tableSuffix='_dr'",
+    );
+    // Both forms survive effective_values.
+    for raw in [
+        with(ConfigKey::SinkTableName, "x"),
+        with(ConfigKey::TableSuffix, "_dr"),
+    ] {
+        let c = parse(&raw);
+        let again = JobConfig::from_named_pairs(
+            c.effective_values()
+                .iter()
+                .map(|(k, v)| (k.name(), v.as_str()))
+                .collect::<Vec<_>>(),
+        )
+        .expect("round trip");
+        assert_eq!(again.sink_table_name(), c.sink_table_name());
+    }
 }
 
 #[test]
