@@ -401,10 +401,10 @@ async fn ferry_verify(e: &Env<'_>, method: &str, label: &str) -> Result<(Usage, 
     let report: serde_json::Value = serde_json::from_str(&stdout)
         .with_context(|| format!("{command}: --json output is not JSON"))?;
     let equal = report["equal"].as_bool();
-    let compared = report["rows_compared"].as_u64();
+    let compared = report["rowsCompared"].as_u64();
     if equal != Some(true) || compared != Some(e.rows) {
         bail!(
-            "{command}: expected equal with {} rows compared, got equal={equal:?} rows_compared={compared:?}",
+            "{command}: expected equal with {} rows compared, got equal={equal:?} rowsCompared={compared:?}",
             e.rows
         );
     }
