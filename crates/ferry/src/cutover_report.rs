@@ -56,3 +56,29 @@ pub struct CutoverReport {
     /// When the report was written (ms since the epoch).
     pub created_at_ms: u64,
 }
+
+// Reader side (`ferry run --fromCutover`); kept apart from the writer's
+// code so both can grow without conflicts.
+impl CutoverReport {
+    /// Reads a report written by `ferry cutover`.
+    pub fn load(path: &std::path::Path) -> anyhow::Result<CutoverReport> {
+        use anyhow::Context;
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read cutover report '{}'", path.display()))?;
+        let report: CutoverReport = serde_json::from_str(&text).with_context(|| {
+            format!(
+                "'{}' is not a cutover report ferry can read",
+                path.display()
+            )
+        })?;
+        if report.version != CUTOVER_REPORT_VERSION {
+            anyhow::bail!(
+                "cutover report '{}' has format version {}; this ferry reads version {}",
+                path.display(),
+                report.version,
+                CUTOVER_REPORT_VERSION
+            );
+        }
+        Ok(report)
+    }
+}
