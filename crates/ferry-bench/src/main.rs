@@ -8,6 +8,7 @@
 //! bench/run idle-cycle [--sizes 1000000,4000000] [--windows K]
 //! bench/run memory [--sizes 1000000,4000000]
 //! bench/run failover [--takeovers 5] [--rate 300]
+//! bench/run verify [--rows N] [--threads T] [--repeat R]
 //! bench/run soak [--minutes N] [--fault-every K] [--rate R] [--seed S] [--faults a,b]
 //! bench/run all
 //! ```
@@ -137,6 +138,20 @@ enum Scenario {
         #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u32).range(1..))]
         rate: u32,
     },
+    /// `ferry verify` (server and client checksums) against `kudu table
+    /// scan` and `kudu cluster ksck -checksum_scan` of both tables (not in
+    /// `all`).
+    Verify {
+        /// Rows per table.
+        #[arg(long, default_value_t = 1_000_000)]
+        rows: u64,
+        /// ferry verify -p, kudu table scan --num_threads (default: cores).
+        #[arg(long)]
+        threads: Option<usize>,
+        /// Rounds of the runs (rotating order); medians are reported.
+        #[arg(long, default_value_t = 3)]
+        repeat: usize,
+    },
     /// Every scenario at its default size, one after the other.
     All,
 }
@@ -241,6 +256,16 @@ async fn run(cli: Cli) -> Result<()> {
         }
         Scenario::Failover { takeovers, rate } => {
             scenarios::failover::run(&ctx, takeovers as usize, rate).await?;
+        }
+        Scenario::Verify {
+            rows,
+            threads,
+            repeat,
+        } => {
+            if rows == 0 || repeat == 0 {
+                bail!("--rows and --repeat must be positive");
+            }
+            scenarios::verify::run(&ctx, rows, threads.unwrap_or(cores).max(1), repeat).await?;
         }
         Scenario::All => {
             scenarios::snapshot::run(&ctx, 2_000_000, cores, 3).await?;

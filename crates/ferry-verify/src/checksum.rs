@@ -5,15 +5,19 @@
 //! Each tablet of the range is one unit of work (run under the
 //! verification's parallelism permits): the tablet servers' Checksum RPC
 //! ([`Method::Server`], no row crosses the network), or the rows streamed
-//! and checksummed here ([`Method::Client`], no allocation per row).
+//! and checksummed here ([`Method::Client`], `RowView::checksum`, the same
+//! per-row CRC the servers compute).
+//!
+//! [`Sum`] rather than the client's `Checksum`: equality must ignore the
+//! snapshot, which differs between the two sides.
 
 use futures::future::try_join_all;
-use kudu_client::scan::Split;
+use kudu_client::scan::{Checksum, Split};
 
 use crate::range::KeyRange;
 use crate::reader::Reader;
 use crate::run::Ctx;
-use crate::{rowcodec, Method, VerifyError};
+use crate::{Method, VerifyError};
 
 /// A range reduced to its checksum.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -58,9 +62,17 @@ pub(crate) async fn range_sum(
 
 /// The tablet servers' Checksum RPC over one split.
 async fn server_sum(reader: &Reader, split: &Split) -> Result<Sum, VerifyError> {
-    // Until kudu-client's `ScanBuilder::checksum` lands (issue 12,
-    // contract A) the server method streams like the client method.
-    client_sum(reader, split).await
+    let c = reader
+        .client
+        .scan_builder(&reader.table)
+        .with_spec(reader.split_spec(split))
+        .checksum()
+        .await
+        .map_err(|e| reader.error("checksumming a key range", e))?;
+    Ok(Sum {
+        sum: c.sum,
+        rows: c.rows,
+    })
 }
 
 /// The split's rows streamed and checksummed here.
@@ -72,17 +84,18 @@ async fn client_sum(reader: &Reader, split: &Split) -> Result<Sum, VerifyError> 
         .with_spec(reader.split_spec(split))
         .build()
         .map_err(|e| reader.error(what, e))?;
-    let mut total = Sum::default();
+    let mut total = Checksum::default();
     while let Some(batch) = scanner
         .next_batch()
         .await
         .map_err(|e| reader.error(what, e))?
     {
         for row in batch.rows() {
-            let crc = rowcodec::row_crc(&row).map_err(|e| reader.error(what, e))?;
-            total.sum = total.sum.wrapping_add(u64::from(crc));
+            total.add_row(row.checksum());
         }
-        total.rows += batch.num_rows() as u64;
     }
-    Ok(total)
+    Ok(Sum {
+        sum: total.sum,
+        rows: total.rows,
+    })
 }

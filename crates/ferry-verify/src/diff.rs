@@ -6,6 +6,7 @@
 //! source's version of each such row is written to the sink as it is found.
 
 use std::cmp::Ordering;
+use std::time::Duration;
 
 use futures::future::try_join_all;
 use kudu_client::scan::{RowBatch, RowView, Scanner};
@@ -14,11 +15,13 @@ use kudu_client::write::{FlushMode, Operation, Session, SessionOptions};
 use crate::range::KeyRange;
 use crate::reader::Reader;
 use crate::run::Ctx;
-use crate::{rowcodec, values, DiffKind, Difference, VerifyError};
+use crate::{values, DiffKind, Difference, VerifyError};
 
-/// Row data per batch of a diff scan: several are held at once (one per
-/// tablet and side), and a diff range is small.
-const DIFF_BATCH_BYTES: u32 = 1024 * 1024;
+/// Row data per batch of a diff scan: one is held per tablet and side.
+const DIFF_BATCH_BYTES: u32 = 256 * 1024;
+/// A tablet whose keys come later waits while the others stream (range
+/// partitions); keep its server-side scanner alive meanwhile.
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 /// What the rows of one range showed.
 #[derive(Debug, Default)]
@@ -41,6 +44,14 @@ impl RangeDiff {
     }
 }
 
+/// The next row of the merge: only in the source (cursor), only in the
+/// sink (cursor), or on both sides (source cursor, sink cursor).
+enum Step {
+    Missing(usize),
+    Extra(usize),
+    Both(usize, usize),
+}
+
 /// Compares `range` row by row (and repairs it when the verification does).
 pub(crate) async fn diff_range(ctx: &Ctx, range: &KeyRange) -> Result<RangeDiff, VerifyError> {
     let _permit = ctx.permits.acquire().await.ok();
@@ -55,60 +66,45 @@ pub(crate) async fn diff_range(ctx: &Ctx, range: &KeyRange) -> Result<RangeDiff,
         false => None,
     };
     loop {
-        let (s, k) = (source.head(), sink.head());
-        let order = match (s, k) {
+        let step = match (source.head(), sink.head()) {
             (None, None) => break,
-            (Some(_), None) => Ordering::Less,
-            (None, Some(_)) => Ordering::Greater,
-            (Some(i), Some(j)) => source.cursors[i].key.cmp(&sink.cursors[j].key),
+            (Some(i), None) => Step::Missing(i),
+            (None, Some(j)) => Step::Extra(j),
+            (Some(i), Some(j)) => match source.cursors[i].key.cmp(&sink.cursors[j].key) {
+                Ordering::Less => Step::Missing(i),
+                Ordering::Greater => Step::Extra(j),
+                Ordering::Equal => Step::Both(i, j),
+            },
         };
-        match (order, s, k) {
-            (Ordering::Less, Some(i), _) => {
+        match step {
+            Step::Missing(i) => {
                 let row = source.row(i);
-                out.record(
-                    ctx,
-                    DiffKind::Missing,
-                    &source.cursors[i].key,
-                    Some(&row),
-                    None,
-                    Vec::new(),
-                )
-                .map_err(|e| ctx.source.error("reading a row", e))?;
+                let key = &source.cursors[i].key;
+                out.record(ctx, DiffKind::Missing, key, Some(&row), None, Vec::new())
+                    .map_err(|e| ctx.source.error("reading a row", e))?;
                 if let Some(r) = repair.as_mut() {
                     r.upsert(&row).await?;
                 }
                 source.next(i).await?;
             }
-            (Ordering::Greater, _, Some(j)) => {
+            Step::Extra(j) => {
                 let row = sink.row(j);
-                out.record(
-                    ctx,
-                    DiffKind::Extra,
-                    &sink.cursors[j].key,
-                    None,
-                    Some(&row),
-                    Vec::new(),
-                )
-                .map_err(|e| ctx.sink.error("reading a row", e))?;
+                let key = &sink.cursors[j].key;
+                out.record(ctx, DiffKind::Extra, key, None, Some(&row), Vec::new())
+                    .map_err(|e| ctx.sink.error("reading a row", e))?;
                 if let Some(r) = repair.as_mut() {
                     r.delete(&row, keys).await?;
                 }
                 sink.next(j).await?;
             }
-            (_, Some(i), Some(j)) => {
+            Step::Both(i, j) => {
                 let (a, b) = (source.row(i), sink.row(j));
                 let columns = differing_columns(&a, &b, keys)
                     .map_err(|e| ctx.sink.error("reading a row", e))?;
                 if !columns.is_empty() {
-                    out.record(
-                        ctx,
-                        DiffKind::Differs,
-                        &source.cursors[i].key,
-                        Some(&a),
-                        Some(&b),
-                        columns,
-                    )
-                    .map_err(|e| ctx.sink.error("reading a row", e))?;
+                    let key = &source.cursors[i].key;
+                    out.record(ctx, DiffKind::Differs, key, Some(&a), Some(&b), columns)
+                        .map_err(|e| ctx.sink.error("reading a row", e))?;
                     if let Some(r) = repair.as_mut() {
                         r.upsert(&a).await?;
                     }
@@ -116,7 +112,6 @@ pub(crate) async fn diff_range(ctx: &Ctx, range: &KeyRange) -> Result<RangeDiff,
                 source.next(i).await?;
                 sink.next(j).await?;
             }
-            _ => unreachable!("an order is only chosen for the sides that have a row"),
         }
     }
     if let Some(mut r) = repair {
@@ -190,7 +185,6 @@ struct Cursor {
 /// One side's rows of the range, in key order: the tablets' cursors merged.
 struct Ordered<'a> {
     reader: &'a Reader,
-    keys: usize,
     cursors: Vec<Cursor>,
 }
 
@@ -202,14 +196,18 @@ impl<'a> Ordered<'a> {
         let splits = reader.tablets(&spec).await?;
         let mut ordered = Ordered {
             reader,
-            keys: ctx.columns.keys,
             cursors: Vec::with_capacity(splits.len()),
         };
         for split in &splits {
             let scanner = reader
                 .client
                 .scan_builder(&reader.table)
-                .with_spec(reader.split_spec(split).batch_size_bytes(DIFF_BATCH_BYTES))
+                .with_spec(
+                    reader
+                        .split_spec(split)
+                        .batch_size_bytes(DIFF_BATCH_BYTES)
+                        .keep_alive_interval(KEEP_ALIVE),
+                )
                 .build()
                 .map_err(|e| reader.error("scanning a key range in key order", e))?;
             ordered.cursors.push(Cursor {
@@ -219,14 +217,8 @@ impl<'a> Ordered<'a> {
                 key: Vec::new(),
             });
         }
-        let (reader, keys) = (ordered.reader, ordered.keys);
-        try_join_all(
-            ordered
-                .cursors
-                .iter_mut()
-                .map(|c| fill(reader, keys, c, true)),
-        )
-        .await?;
+        let reader = ordered.reader;
+        try_join_all(ordered.cursors.iter_mut().map(|c| fill(reader, c, true))).await?;
         Ok(ordered)
     }
 
@@ -249,19 +241,14 @@ impl<'a> Ordered<'a> {
     }
 
     async fn next(&mut self, i: usize) -> Result<(), VerifyError> {
-        fill(self.reader, self.keys, &mut self.cursors[i], false).await
+        fill(self.reader, &mut self.cursors[i], false).await
     }
 }
 
 /// Moves `cursor` to its next row (its first with `first`), reading the
 /// next non-empty batch when the current one is done; at the end its batch
 /// is `None`.
-async fn fill(
-    reader: &Reader,
-    keys: usize,
-    cursor: &mut Cursor,
-    first: bool,
-) -> Result<(), VerifyError> {
+async fn fill(reader: &Reader, cursor: &mut Cursor, first: bool) -> Result<(), VerifyError> {
     let what = "scanning a key range in key order";
     if !first {
         cursor.row += 1;
@@ -269,8 +256,11 @@ async fn fill(
     loop {
         if let Some(batch) = &cursor.batch {
             if cursor.row < batch.num_rows() {
-                return rowcodec::encode_key(&batch.row(cursor.row), keys, &mut cursor.key)
-                    .map_err(|e| reader.error(what, e));
+                cursor.key = batch
+                    .row(cursor.row)
+                    .encoded_primary_key()
+                    .map_err(|e| reader.error(what, e))?;
+                return Ok(());
             }
         }
         cursor.row = 0;

@@ -12,6 +12,10 @@
 //! differing row to the sink (UPSERT_IGNORE / DELETE_IGNORE) and verifies
 //! again.
 //!
+//! Equal checksums are strong but probabilistic evidence (32-bit row CRCs,
+//! summed); every range whose checksums differ is settled row by row, so
+//! each listed difference is exact.
+//!
 //! The crate knows Kudu (through `kudu-client`) and nothing of jobs: the
 //! caller says which tables, which clusters and which times.
 //!
@@ -23,7 +27,6 @@
 //! - `range`: key ranges and cutting them.
 //! - `checksum`: one range of one side reduced to a checksum.
 //! - `diff`: row-by-row comparison of a small range, and its repair.
-//! - `rowcodec`: per-row CRC32C and encoded primary key on the client.
 //! - `values`: cell values as JSON, cell equality.
 //! - `report`: the human summary (`Display` of [`VerifyReport`]).
 
@@ -33,7 +36,6 @@ mod diff;
 mod range;
 mod reader;
 mod report;
-mod rowcodec;
 mod run;
 mod values;
 
@@ -88,7 +90,11 @@ pub struct VerifyOptions {
     /// Differences listed in full in the report (all are counted).
     pub max_listed: usize,
     /// Write the source's version of every difference to the sink, then
-    /// verify again.
+    /// verify again (the source at the same time, the sink now). Missing
+    /// and differing rows are written with UPSERT_IGNORE of the compared
+    /// columns only: the sink's other columns keep their values (or get
+    /// their defaults in a new row). Extra rows are deleted with
+    /// DELETE_IGNORE.
     pub repair: bool,
     /// How long one RPC may take (scans, checksums, writes).
     pub timeout: Duration,
@@ -175,7 +181,9 @@ pub enum DiffKind {
 pub struct Difference {
     /// Missing, extra or differing.
     pub kind: DiffKind,
-    /// The primary key: column name → value (JSON).
+    /// The primary key: column name → value (JSON; DECIMAL as an exact
+    /// string, BINARY as hex, UNIXTIME_MICROS as microseconds, DATE as days
+    /// since the epoch; names in alphabetical order).
     pub key: serde_json::Map<String, serde_json::Value>,
     /// The columns that differ (`Differs` only).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

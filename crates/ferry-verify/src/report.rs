@@ -7,10 +7,11 @@ use crate::values::display_map;
 use crate::{DiffKind, Difference, Method, VerifyReport};
 
 impl fmt::Display for VerifyReport {
+    /// Lines without a final newline.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut lines: Vec<String> = Vec::new();
         let verdict = if self.equal { "EQUAL" } else { "DIFFERENT" };
-        writeln!(
-            f,
+        lines.push(format!(
             "{verdict}: source '{}' ({} rows at hybrid time {}) and sink '{}' ({} rows at hybrid time {})",
             self.source.table,
             self.source.rows,
@@ -18,22 +19,21 @@ impl fmt::Display for VerifyReport {
             self.sink.table,
             self.sink.rows,
             self.sink.timestamp
-        )?;
+        ));
         let method = match self.method {
             Method::Server => "checksums on the tablet servers",
             Method::Client => "checksums on the client",
         };
-        writeln!(
-            f,
+        lines.push(format!(
             "compared {} rows, {} columns ({}), in {} key ranges with {method}, in {:.1} s",
             self.rows_compared,
             self.columns.len(),
             self.columns.join(", "),
             self.ranges,
             self.elapsed_ms as f64 / 1000.0
-        )?;
+        ));
         for s in &self.skipped_columns {
-            writeln!(f, "not compared: {} ({})", s.name, s.reason)?;
+            lines.push(format!("not compared: {} ({})", s.name, s.reason));
         }
         if self.differences > 0 {
             let tense = if self.repair.is_some() {
@@ -41,22 +41,20 @@ impl fmt::Display for VerifyReport {
             } else {
                 "differ"
             };
-            writeln!(
-                f,
+            lines.push(format!(
                 "{} rows {tense} ({} missing in the sink, {} extra in the sink, {} differing) in {} key ranges:",
                 self.differences, self.missing, self.extra, self.differing, self.ranges_differing
-            )?;
+            ));
             for d in &self.listed {
-                writeln!(f, "{d}")?;
+                lines.push(format!("{d}"));
             }
             let more = self.differences.saturating_sub(self.listed.len() as u64);
             if more > 0 {
-                writeln!(f, "… and {more} more not listed")?;
+                lines.push(format!("… and {more} more not listed"));
             }
         }
         if let Some(r) = &self.repair {
-            writeln!(
-                f,
+            lines.push(format!(
                 "repair: {} rows written to the sink, {} deleted; verified again: {}",
                 r.upserted,
                 r.deleted,
@@ -65,9 +63,9 @@ impl fmt::Display for VerifyReport {
                 } else {
                     "still different"
                 }
-            )?;
+            ));
         }
-        Ok(())
+        f.write_str(&lines.join("\n"))
     }
 }
 

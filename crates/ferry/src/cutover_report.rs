@@ -5,6 +5,7 @@
 //! snapshot.
 
 use serde::{Deserialize, Serialize};
+use std::path::Path;
 
 /// The report's format version (bumped on incompatible changes).
 pub const CUTOVER_REPORT_VERSION: u32 = 1;
@@ -57,28 +58,162 @@ pub struct CutoverReport {
     pub created_at_ms: u64,
 }
 
-// Reader side (`ferry run --fromCutover`); kept apart from the writer's
-// code so both can grow without conflicts.
+/// Why a cutover report could not be written or read.
+#[derive(Debug, thiserror::Error)]
+#[allow(dead_code)] // `Read` and later: `load`, for `ferry run --fromCutover`
+pub enum ReportError {
+    /// The file could not be written.
+    #[error("cannot write the cutover report '{path}'")]
+    Write {
+        path: String,
+        #[source]
+        cause: std::io::Error,
+    },
+    /// The file could not be read.
+    #[error("cannot read the cutover report '{path}'")]
+    Read {
+        path: String,
+        #[source]
+        cause: std::io::Error,
+    },
+    /// The file is not a cutover report.
+    #[error("'{path}' is not a valid cutover report")]
+    Invalid {
+        path: String,
+        #[source]
+        cause: serde_json::Error,
+    },
+    /// A report of another format version.
+    #[error("the cutover report '{path}' has format version {found}; this ferry reads version {CUTOVER_REPORT_VERSION}")]
+    Version { path: String, found: u32 },
+}
+
 impl CutoverReport {
-    /// Reads a report written by `ferry cutover`.
-    pub fn load(path: &std::path::Path) -> anyhow::Result<CutoverReport> {
-        use anyhow::Context;
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read cutover report '{}'", path.display()))?;
-        let report: CutoverReport = serde_json::from_str(&text).with_context(|| {
-            format!(
-                "'{}' is not a cutover report ferry can read",
-                path.display()
-            )
+    /// Writes the report as pretty JSON to `path` (through a temporary
+    /// file and a rename, so a reader never sees half a report).
+    pub fn save(&self, path: &Path) -> Result<(), ReportError> {
+        let shown = path.display().to_string();
+        let write = |cause| ReportError::Write {
+            path: shown.clone(),
+            cause,
+        };
+        let mut bytes = serde_json::to_vec_pretty(self)
+            .map_err(|e| write(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))?;
+        bytes.push(b'\n');
+        let mut tmp = path.as_os_str().to_owned();
+        tmp.push(".tmp");
+        let tmp = std::path::PathBuf::from(tmp);
+        std::fs::write(&tmp, &bytes).map_err(write)?;
+        std::fs::rename(&tmp, path).map_err(write)
+    }
+
+    /// Reads a report written by [`CutoverReport::save`].
+    #[allow(dead_code)] // read by `ferry run --fromCutover`
+    pub fn load(path: &Path) -> Result<CutoverReport, ReportError> {
+        let shown = path.display().to_string();
+        let bytes = std::fs::read(path).map_err(|cause| ReportError::Read {
+            path: shown.clone(),
+            cause,
         })?;
-        if report.version != CUTOVER_REPORT_VERSION {
-            anyhow::bail!(
-                "cutover report '{}' has format version {}; this ferry reads version {}",
-                path.display(),
-                report.version,
-                CUTOVER_REPORT_VERSION
-            );
+        // The version first, so a newer report is named as such rather than
+        // as a field mismatch.
+        #[derive(Deserialize)]
+        struct Versioned {
+            version: u32,
         }
-        Ok(report)
+        let invalid = |cause| ReportError::Invalid {
+            path: shown.clone(),
+            cause,
+        };
+        let v: Versioned = serde_json::from_slice(&bytes).map_err(invalid)?;
+        if v.version != CUTOVER_REPORT_VERSION {
+            return Err(ReportError::Version {
+                path: shown,
+                found: v.version,
+            });
+        }
+        serde_json::from_slice(&bytes).map_err(invalid)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ferry_verify::{Method, TableSide, VerifyReport};
+
+    fn report() -> CutoverReport {
+        let side = |table: &str, timestamp| TableSide {
+            masters: vec!["a:7051".into()],
+            table: table.into(),
+            timestamp,
+            rows: 3,
+        };
+        CutoverReport {
+            version: CUTOVER_REPORT_VERSION,
+            job_id: "00112233445566778899aabbccddeeff".into(),
+            savepoint: "file:///sp/savepoint-1".into(),
+            source: CutoverSide {
+                masters: vec!["a:7051".into()],
+                table: "t".into(),
+                table_id: Some("id1".into()),
+            },
+            sink: CutoverSide {
+                masters: vec!["b:7051".into()],
+                table: "t_copy".into(),
+                table_id: None,
+            },
+            final_end: 7_000_000,
+            cutover_time: 8_000_000,
+            drained: true,
+            equal: true,
+            rpo_ms: 0,
+            verify: VerifyReport {
+                equal: true,
+                source: side("t", 7_000_000),
+                sink: side("t_copy", 8_000_000),
+                columns: vec!["id".into()],
+                skipped_columns: vec![],
+                method: Method::Server,
+                ranges: 1,
+                ranges_differing: 0,
+                rows_compared: 3,
+                differences: 0,
+                missing: 0,
+                extra: 0,
+                differing: 0,
+                listed: vec![],
+                truncated: false,
+                repair: None,
+                started_at_ms: 1,
+                elapsed_ms: 2,
+            },
+            created_at_ms: 3,
+        }
+    }
+
+    #[test]
+    fn a_saved_report_loads_back_equal() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cutover.json");
+        report().save(&path).unwrap();
+        assert_eq!(CutoverReport::load(&path).unwrap(), report());
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains("\"cutoverTime\": 8000000"), "{text}");
+    }
+
+    #[test]
+    fn other_versions_and_other_files_are_refused_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cutover.json");
+        let mut r = report();
+        r.version = 99;
+        r.save(&path).unwrap();
+        let e = CutoverReport::load(&path).unwrap_err().to_string();
+        assert!(e.contains("format version 99"), "{e}");
+        std::fs::write(&path, "{\"version\": 1}").unwrap();
+        let e = CutoverReport::load(&path).unwrap_err();
+        assert!(matches!(e, ReportError::Invalid { .. }), "{e}");
+        let e = CutoverReport::load(&dir.path().join("none.json")).unwrap_err();
+        assert!(matches!(e, ReportError::Read { .. }), "{e}");
     }
 }

@@ -19,14 +19,14 @@
 //!   `view`: one job's state, read once per request by `rest` and `prom`.
 //! - `prom`: the Prometheus exposition; `sampler`: lag history and rates;
 //!   `kudu_activity`: tablet-server write counters per table.
-//! - `cli`: the client verbs and `ferry state mirror`; `http_client`:
+//! - `cli`: the client verbs, `ferry state mirror`, `ferry verify` and
+//!   `ferry cutover`; `cutover_report`: the cutover's report; `http_client`:
 //!   the verbs' HTTP client.
 //! - `progress`: snapshot progress on the terminal.
 //! - `demo_writer`: the demo's workload.
 
 mod api;
 mod cli;
-#[allow(dead_code)] // read by `ferry run --fromCutover`, written by `ferry cutover` (issue 12)
 mod cutover_report;
 mod demo_writer;
 mod http_client;
@@ -174,6 +174,21 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Prove a job's sink table equal to its source table, each read at one
+    /// hybrid time, or list what differs (see `ferry verify --help`).
+    #[command(disable_help_flag = true)]
+    Verify {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// Planned cutover: drain check, stop with a savepoint, verify at the
+    /// final window end, report (RPO) and the reverse job (see `ferry
+    /// cutover --help`).
+    #[command(disable_help_flag = true)]
+    Cutover {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// The demo's source workload (used by scripts/demo).
     #[command(hide = true)]
     DemoWriter(demo_writer::DemoWriterArgs),
@@ -282,6 +297,8 @@ fn main() -> ExitCode {
         }
         Command::Failover { args } => dr_command(&args, "failover"),
         Command::Standby { args } => dr_command(&args, "standby"),
+        Command::Verify { args } => cli::verify::command(&args),
+        Command::Cutover { args } => cli::cutover::command(&args),
         Command::DemoWriter(args) => {
             init_logging();
             verb(demo_writer::run(args))
@@ -421,13 +438,13 @@ fn server_command(args: &[String]) -> ExitCode {
     }
 }
 
-fn usage_error(message: &str, help: &str) -> ExitCode {
+pub(crate) fn usage_error(message: &str, help: &str) -> ExitCode {
     eprintln!("error: {message}");
     eprintln!("Run '{help}' for every key and its default.");
     ExitCode::from(EXIT_USAGE)
 }
 
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -555,7 +572,7 @@ fn run_job(run: run_args::RunArgs) -> ExitCode {
     }
 }
 
-fn init_logging() {
+pub(crate) fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("FERRY_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     // Colours only on a terminal: journald, files and pipes get plain text.

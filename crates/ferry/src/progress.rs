@@ -2,7 +2,7 @@
 //! status line redrawn twice a second (rows copied, rows/s, ETA from the
 //! master's live row count); otherwise a plain log line every ten seconds.
 //! Log records clear the status line first (see [`LogWriter`]), so the two
-//! never interleave.
+//! never interleave. `ferry verify` shows its ranges and rows the same way.
 
 use crate::registry::JobEntry;
 use std::io::Write;
@@ -162,6 +162,41 @@ pub fn spawn(job: Arc<JobEntry>, interactive: bool, stop: CancellationToken) {
             eprint!("{CLEAR_LINE}");
         }
     });
+}
+
+/// The status line of `ferry verify`.
+pub fn verify_line(p: &ferry_verify::Progress) -> String {
+    format!(
+        "verify: {} / {} ranges, {} rows compared, {} differences",
+        thousands(p.ranges_done),
+        thousands(p.ranges_total),
+        thousands(p.rows_compared),
+        thousands(p.differences)
+    )
+}
+
+/// Shows `ferry verify`'s progress on the terminal until aborted.
+pub fn spawn_verify(
+    mut rx: tokio::sync::watch::Receiver<ferry_verify::Progress>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_millis(500));
+        loop {
+            tick.tick().await;
+            let text = verify_line(&rx.borrow_and_update());
+            let mut err = std::io::stderr();
+            let _ = write!(err, "{CLEAR_LINE}{text}");
+            let _ = err.flush();
+            LINE_SHOWN.store(true, Ordering::Relaxed);
+        }
+    })
+}
+
+/// Clears the status line, if one is shown.
+pub fn clear_line() {
+    if LINE_SHOWN.swap(false, Ordering::Relaxed) {
+        eprint!("{CLEAR_LINE}");
+    }
 }
 
 #[cfg(test)]

@@ -11,7 +11,8 @@
 //! `cluster` and `table_name` labels. State replicas
 //! (`job.stateReplicas`) are `ferry_state_replica_*` families with a
 //! `replica` label (the location URI); periodic savepoints are
-//! `ferry_periodic_savepoints_*`.
+//! `ferry_periodic_savepoints_*`; the last REST verification is
+//! `ferry_verify_*`.
 
 use crate::registry::Registry;
 use crate::sampler::METER_SPAN_MS;
@@ -327,6 +328,42 @@ fn push_dr(out: &mut Families, v: &JobView, labels: &Labels) {
     }
 }
 
+/// `ferry_verify_*`: the last verification run through the REST API
+/// (absent until one finished).
+fn push_verify(out: &mut Families, v: &JobView, labels: &Labels) {
+    let Some(last) = v.job.verify_live() else {
+        return;
+    };
+    let Some(result) = last.last_result else {
+        return;
+    };
+    let gauge = MetricType::Gauge;
+    for (name, help, value) in [
+        (
+            "verify_last_result",
+            "Last verification of the copy: 1 equal, 0 differs, -1 failed",
+            f64::from(result),
+        ),
+        (
+            "verify_rows_compared",
+            "Source rows compared by the last verification",
+            last.rows_compared as f64,
+        ),
+        (
+            "verify_rows_differing",
+            "Rows that differed (missing, extra or differing) in the last verification",
+            last.rows_differing as f64,
+        ),
+        (
+            "verify_last_timestamp_seconds",
+            "When the last verification finished, seconds since the epoch",
+            last.finished_at as f64 / 1000.0,
+        ),
+    ] {
+        out.ferry(name, help, gauge, labels.clone(), value);
+    }
+}
+
 /// `ferry_kudu_table_rows_*`: the tablet servers' write counters.
 fn push_kudu_tables(out: &mut Families, v: &JobView, labels: &Labels) {
     for t in v.job.activity.snapshot() {
@@ -366,6 +403,7 @@ impl FerryCollector {
             push_ferry(&mut out, v, &labels);
             push_dr(&mut out, v, &labels);
             push_kudu_tables(&mut out, v, &labels);
+            push_verify(&mut out, v, &labels);
         }
         out.0
     }

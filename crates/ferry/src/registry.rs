@@ -3,18 +3,21 @@
 //! REST API, the web page and the Prometheus endpoint show about a job
 //! beyond its engine handle: name, start and end times, the checkpoint it
 //! was restored from, asynchronous savepoint / checkpoint operations by
-//! trigger id, a once-a-second sampler (lag history, throughput) and the
+//! trigger id (and verifications' progress), a once-a-second sampler (lag history, throughput) and the
 //! tablet servers' write counters.
 
+use crate::api::live::VerifyLive;
 use crate::kudu_activity::KuduActivity;
 use crate::sampler::Sampler;
 use ferry_engine::checkpoint::{JobId, StorageLocation};
 use ferry_engine::config::JobConfig;
 use ferry_engine::{JobHandle, JobStatus};
+use ferry_verify::Progress;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 /// Milliseconds since the Unix epoch.
@@ -51,19 +54,23 @@ pub struct RestoreInfo {
 pub enum OpKind {
     Savepoint,
     Checkpoint,
+    /// `POST /ferry/jobs/:jobid/verify`.
+    Verify,
 }
 
 /// What an operation produced.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum OpValue {
     /// A savepoint's location.
     Location(String),
     /// A checkpoint's id.
     CheckpointId(u64),
+    /// A verification's report.
+    Verify(Box<ferry_verify::VerifyReport>),
 }
 
 /// An operation's progress.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum OpState {
     InProgress,
     Done(Result<OpValue, String>),
@@ -78,6 +85,13 @@ struct Operation {
     fetched: bool,
     /// When it completed.
     done_at: Option<std::time::Instant>,
+}
+
+/// A job's verifications.
+#[derive(Default)]
+struct VerifyRuns {
+    progress: HashMap<String, watch::Receiver<Progress>>,
+    live: Option<VerifyLive>,
 }
 
 /// One job and what is known about it.
@@ -97,6 +111,8 @@ pub struct JobEntry {
     pub sampler: Arc<Sampler>,
     pub activity: Arc<KuduActivity>,
     operations: Mutex<HashMap<String, Operation>>,
+    /// Verifications: progress by request id, the last one's outcome.
+    verify: Mutex<VerifyRuns>,
     /// Cancelled when the job ends or the process shuts down; stops the
     /// job's helper tasks.
     pub tasks: CancellationToken,
@@ -129,6 +145,7 @@ impl JobEntry {
             source_rows_estimate,
             activity,
             operations: Mutex::new(HashMap::new()),
+            verify: Mutex::new(VerifyRuns::default()),
             tasks: CancellationToken::new(),
         }
     }
@@ -206,6 +223,56 @@ impl JobEntry {
             op.fetched = true;
         }
         Some(op.state.clone())
+    }
+
+    /// Starts tracking verification `id`.
+    pub fn verify_started(&self, id: &str, progress: watch::Receiver<Progress>) {
+        let mut v = self.verify.lock().unwrap_or_else(|e| e.into_inner());
+        v.progress.insert(id.to_string(), progress);
+        let last = v.live.take();
+        v.live = Some(VerifyLive {
+            request_id: id.to_string(),
+            in_progress: true,
+            ..last.unwrap_or(VerifyLive {
+                request_id: String::new(),
+                in_progress: true,
+                last_result: None,
+                rows_compared: 0,
+                rows_differing: 0,
+                finished_at: 0,
+                error: None,
+            })
+        });
+    }
+
+    /// Records the outcome of verification `id` (for the metrics).
+    pub fn verify_finished(&self, id: &str, result: &Result<ferry_verify::VerifyReport, String>) {
+        let mut v = self.verify.lock().unwrap_or_else(|e| e.into_inner());
+        let (last_result, rows_compared, rows_differing, error) = match result {
+            Ok(r) => (i8::from(r.equal), r.rows_compared, r.differences, None),
+            Err(e) => (-1, 0, 0, Some(e.clone())),
+        };
+        v.live = Some(VerifyLive {
+            request_id: id.to_string(),
+            in_progress: false,
+            last_result: Some(last_result),
+            rows_compared,
+            rows_differing,
+            finished_at: now_ms(),
+            error,
+        });
+    }
+
+    /// Verification `id`'s progress.
+    pub fn verify_progress(&self, id: &str) -> Option<Progress> {
+        let v = self.verify.lock().unwrap_or_else(|e| e.into_inner());
+        v.progress.get(id).map(|rx| rx.borrow().clone())
+    }
+
+    /// The last verification, for `/live` and the metrics.
+    pub fn verify_live(&self) -> Option<VerifyLive> {
+        let v = self.verify.lock().unwrap_or_else(|e| e.into_inner());
+        v.live.clone()
     }
 
     /// Whether every operation finished and had its result read (results

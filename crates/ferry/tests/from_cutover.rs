@@ -199,7 +199,7 @@ async fn the_reverse_job_diffs_from_the_cutover_time_and_refuses_what_does_not_f
                 "--fromCutover".to_string(),
                 "/nonexistent/cutover.json".into(),
             ],
-            "cannot read cutover report",
+            "cannot read the cutover report",
         ),
     ] {
         let extra: Vec<&str> = extra.iter().map(String::as_str).collect();

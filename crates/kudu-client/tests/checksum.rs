@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ferry_fixtures::{key, Shared};
-use ferry_testkit::MiniCluster;
+use ferry_testkit::{DaemonKind, MiniCluster};
 use futures::TryStreamExt;
 use kudu_client::pb::tserver::tablet_server_service::Checksum as ChecksumRpc;
 use kudu_client::pb::tserver::{ChecksumRequestPb, ContinueChecksumRequestPb, NewScanRequestPb};
@@ -106,6 +106,12 @@ async fn loaded(name: &str, waves: usize) -> (Arc<MiniCluster>, KuduClient, Kudu
         })
     });
     let client = KuduClient::new(&cluster.master_addrs()).expect("client");
+    let table = load_table(&client, name, waves).await;
+    (cluster, client, table)
+}
+
+/// Creates and fills the table of [`loaded`] with `client`.
+async fn load_table(client: &KuduClient, name: &str, waves: usize) -> KuduTable {
     let s = schema();
     let range = |lo: i64, hi: i64| {
         let (mut a, mut b) = (Row::new(&s), Row::new(&s));
@@ -135,9 +141,9 @@ async fn loaded(name: &str, waves: usize) -> (Arc<MiniCluster>, KuduClient, Kudu
             .iter()
             .map(|&id| Operation::insert(&table, full_row(&s, id, &mut rng)))
             .collect();
-        write(&client, ops).await;
+        write(client, ops).await;
     }
-    (cluster, client, table)
+    table
 }
 
 async fn write(client: &KuduClient, ops: Vec<Operation>) {
@@ -516,5 +522,77 @@ fn sized_splits_within_key_bounds_cut_the_range() {
             sum.add(&part);
         }
         assert_eq!((sum.sum, sum.rows), (bounded.sum, bounded.rows));
+    });
+}
+
+/// A dead tablet server (RF 3) costs nothing but retries: the checksum
+/// opens each tablet at another replica and still covers every row once.
+#[test]
+fn a_dead_tablet_server_is_routed_around() {
+    let mut cluster = MiniCluster::builder().tservers(3).start().expect("cluster");
+    let rt = ferry_fixtures::runtime();
+    let client = KuduClient::new(&cluster.master_addrs()).expect("client");
+    let (table, t, before) = rt.block_on(async {
+        let table = load_table(&client, "ck_dead", 1).await;
+        let t = now(&client).await;
+        let before = both(client.scan_builder(&table).snapshot(t)).await;
+        (table, t, before)
+    });
+    cluster.kill(DaemonKind::TabletServer, 0).expect("kill");
+    let after = rt.block_on(async {
+        client
+            .scan_builder(&table)
+            .snapshot(t)
+            .timeout(Duration::from_secs(60))
+            .checksum()
+            .await
+            .expect("checksum with a tablet server down")
+    });
+    assert_eq!(after, before);
+}
+
+/// A checksum before the ancient history mark fails like a scan:
+/// `Error::SnapshotTooOld` (what `ferry verify` reports as history too old).
+#[test]
+fn a_snapshot_older_than_history_is_snapshot_too_old() {
+    let cluster = MiniCluster::builder()
+        .tservers(1)
+        .tserver_flag("--tablet_history_max_age_sec=1")
+        .start()
+        .expect("cluster");
+    ferry_fixtures::runtime().block_on(async {
+        let client = KuduClient::new(&cluster.master_addrs()).expect("client");
+        let s = schema();
+        let mut lo = Row::new(&s);
+        lo.set_i64("id", 0).unwrap();
+        let mut hi = Row::new(&s);
+        hi.set_i64("id", 100).unwrap();
+        let tb = TableBuilder::new("ck_old", s.clone())
+            .set_range_partition_columns(&["id"])
+            .add_range_partition(lo, hi)
+            .num_replicas(1);
+        client.create_table(&tb).await.expect("create");
+        let table = client.open_table("ck_old").await.expect("open");
+        let mut rng = StdRng::seed_from_u64(3);
+        let rows = (0..50)
+            .map(|id| Operation::insert(&table, full_row(table.schema(), id, &mut rng)))
+            .collect();
+        write(&client, rows).await;
+        let old = now(&client).await;
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let err = client
+            .scan_builder(&table)
+            .snapshot(old)
+            .checksum()
+            .await
+            .expect_err("too old");
+        assert!(matches!(err, Error::SnapshotTooOld { .. }), "{err:?}");
+        let fresh = client
+            .scan_builder(&table)
+            .snapshot_now()
+            .checksum()
+            .await
+            .expect("a fresh snapshot");
+        assert_eq!(fresh.rows, 50);
     });
 }

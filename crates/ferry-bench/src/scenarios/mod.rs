@@ -8,6 +8,7 @@ pub mod lag;
 pub mod memory;
 pub mod snapshot;
 pub mod soak;
+pub mod verify;
 
 use crate::data::{self, LoadStats};
 use crate::env::{Machine, Versions};

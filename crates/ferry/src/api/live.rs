@@ -83,6 +83,30 @@ pub struct JobLive {
     /// Periodic savepoints (`job.periodicSavepointInterval`).
     #[serde(default)]
     pub periodic_savepoints: PeriodicSavepoints,
+    /// The last verification run through the REST API
+    /// (`POST /ferry/jobs/:jobid/verify`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify: Option<VerifyLive>,
+}
+
+/// The last REST verification of one job (also the `ferry_verify_*`
+/// metrics).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VerifyLive {
+    /// Its request id.
+    pub request_id: String,
+    /// Whether it is still running.
+    pub in_progress: bool,
+    /// 1 equal, 0 differs, -1 failed (absent while the first one runs).
+    pub last_result: Option<i8>,
+    /// Source rows compared by the last finished one.
+    pub rows_compared: u64,
+    /// Rows that differed in the last finished one.
+    pub rows_differing: u64,
+    /// When the last one finished, epoch ms (0 = none finished yet).
+    pub finished_at: u64,
+    /// Why the last one failed.
+    pub error: Option<String>,
 }
 
 /// Periodic savepoints of one job.
@@ -279,6 +303,7 @@ mod tests {
                 last_error: None,
             }],
             periodic_savepoints: PeriodicSavepoints::default(),
+            verify: None,
         }
     }
 

@@ -9,13 +9,14 @@
 //! A source write seen during step 4 starts the checklist over. The
 //! numbers come from `GET /ferry/jobs/:jobid/live`.
 
-use super::{stop, Rest};
+use super::{stop_at, Rest};
 use crate::api::live::JobLive;
 use crate::kudu_activity::TableCounters;
 use anyhow::{bail, Result};
 use std::time::{Duration, Instant};
 
 /// Options of `ferry stop --drain-check`.
+#[derive(Debug, Clone, Copy)]
 pub struct DrainCheck {
     pub timeout: Duration,
     pub quiet: Duration,
@@ -270,6 +271,16 @@ pub async fn drain_check(
     dir: Option<&str>,
     opts: DrainCheck,
 ) -> Result<()> {
+    drain_then_stop(rest, job, dir, opts).await.map(|_| ())
+}
+
+/// [`drain_check`], returning the savepoint's location (`ferry cutover`).
+pub async fn drain_then_stop(
+    rest: &Rest,
+    job: &str,
+    dir: Option<&str>,
+    opts: DrainCheck,
+) -> Result<String> {
     let started = Instant::now();
     let drain = Drain::start(rest, job, &opts, started).await?;
     while let Pass::SourceWritten = drain.pass().await? {
@@ -279,7 +290,7 @@ pub async fn drain_check(
         "Drain check passed in {:.1}s; stopping with a savepoint.",
         started.elapsed().as_secs_f64()
     );
-    stop(rest, job, dir, false).await
+    stop_at(rest, job, dir, false).await
 }
 
 #[cfg(test)]

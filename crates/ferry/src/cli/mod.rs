@@ -4,12 +4,14 @@
 //! answers as the typed bodies of [`crate::api`]. `state` is the storage
 //! tool `ferry state mirror` (no REST; it reads and writes stores).
 
+pub mod cutover;
 mod drain;
 pub mod failover;
 pub mod standby;
 pub mod state;
+pub mod verify;
 
-pub use drain::{drain_check, DrainCheck};
+pub use drain::{drain_check, drain_then_stop, DrainCheck};
 
 use crate::api::flink::{
     AsynchronousOperationResult, CheckpointInfo, CheckpointTriggerRequestBody, CheckpointType,
@@ -215,6 +217,11 @@ pub async fn savepoint(rest: &Rest, job: &str, dir: Option<&str>, detached: bool
 
 /// `ferry stop --savepointPath DIR [--drain] JOB_ID`.
 pub async fn stop(rest: &Rest, job: &str, dir: Option<&str>, drain: bool) -> Result<()> {
+    stop_at(rest, job, dir, drain).await.map(|_| ())
+}
+
+/// [`stop`], returning the savepoint's location.
+pub async fn stop_at(rest: &Rest, job: &str, dir: Option<&str>, drain: bool) -> Result<String> {
     println!("Suspending job \"{job}\" with a CANONICAL savepoint.");
     let body = StopWithSavepointRequestBody {
         target_directory: dir.map(absolute_uri).transpose()?,
@@ -227,8 +234,9 @@ pub async fn stop(rest: &Rest, job: &str, dir: Option<&str>, drain: bool) -> Res
         .wait_operation(&format!("/jobs/{job}/savepoints/{tid}"), OP_TIMEOUT)
         .await
         .context("Could not stop with a savepoint job")?;
-    println!("Savepoint completed. Path: {}", location(op)?);
-    Ok(())
+    let path = location(op)?;
+    println!("Savepoint completed. Path: {path}");
+    Ok(path)
 }
 
 /// `ferry cancel JOB_ID`.

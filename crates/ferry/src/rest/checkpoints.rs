@@ -71,7 +71,7 @@ pub async fn checkpoint_status(
             // Checkpoint operations only ever record an id.
             checkpoint_id: match value {
                 OpValue::CheckpointId(id) => Some(id),
-                OpValue::Location(_) => None,
+                OpValue::Location(_) | OpValue::Verify(_) => None,
             },
             failure_cause: None,
         },

@@ -8,7 +8,7 @@
 //!   counters, checkpoints, savepoints); polled by the web page and by
 //!   `ferry stop --drain-check`; also the state replicas' lag, last
 //!   success and failures (`replicas`) and the periodic savepoints
-//!   (`periodic_savepoints`).
+//!   (`periodic_savepoints`), and the last verification (`verify`).
 //! - `GET /ferry/overview`: the same for every job, plus process facts.
 
 use super::error::{parse_body, ApiError};
@@ -178,6 +178,7 @@ pub fn job_live(v: &JobView) -> JobLive {
             last_at: m.last_periodic_savepoint_ms,
             last_path: v.last_periodic_savepoint.clone(),
         },
+        verify: job.verify_live(),
     }
 }
 

@@ -1,7 +1,8 @@
 //! The REST API, with Flink's paths, JSON shapes and status codes (see
 //! `docs/operations.md` for the list), plus ferry's own endpoints under
 //! `/ferry/` (job submission in session mode, the live JSON the web page
-//! and `ferry stop --drain-check` poll) and the web page at `/`.
+//! and `ferry stop --drain-check` poll, verification of a job's copy) and
+//! the web page at `/`.
 //!
 //! Every route is also served under `/v1/`, as Flink does.
 
@@ -12,6 +13,7 @@ mod ferry_api;
 mod jobs;
 mod overview;
 mod savepoints;
+mod verify;
 
 pub use error::ApiError;
 
@@ -70,6 +72,11 @@ fn api() -> Router<AppState> {
         .route("/ferry/jobs", post(ferry_api::submit_job))
         .route("/ferry/overview", get(ferry_api::overview))
         .route("/ferry/jobs/{jobid}/live", get(ferry_api::job_live_handler))
+        .route("/ferry/jobs/{jobid}/verify", post(verify::trigger_verify))
+        .route(
+            "/ferry/jobs/{jobid}/verify/{requestid}",
+            get(verify::verify_status),
+        )
 }
 
 /// The whole router: API (also under `/v1`), the web page, Flink-shaped

@@ -112,7 +112,7 @@ pub async fn savepoint_status(
             // Savepoint operations only ever record a location.
             location: match value {
                 OpValue::Location(location) => Some(location),
-                OpValue::CheckpointId(_) => None,
+                OpValue::CheckpointId(_) | OpValue::Verify(_) => None,
             },
             failure_cause: None,
         },

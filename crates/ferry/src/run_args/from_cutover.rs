@@ -36,9 +36,21 @@ impl CutoverStart {
 /// Loads the report at `path` and checks it against the reverse job's
 /// `config`; the error says what does not fit.
 pub fn load(path: PathBuf, config: &JobConfig) -> Result<CutoverStart, String> {
-    let report = CutoverReport::load(&path).map_err(|e| format!("{e:#}"))?;
+    let report = CutoverReport::load(&path).map_err(|e| with_causes(&e))?;
     check(&report, config)?;
     Ok(CutoverStart { path, report })
+}
+
+/// An error and its causes, each once: "what: why: why".
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    text
 }
 
 fn masters(list: &[String]) -> BTreeSet<&str> {

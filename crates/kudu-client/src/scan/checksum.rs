@@ -83,7 +83,8 @@ impl ScanBuilder {
     /// order, so two tables compare equal only with the same projection;
     /// start it with the key columns (the server reads UNORDERED, so order
     /// does not matter otherwise). A snapshot older than the tablets'
-    /// history retention fails like a scan (`INVALID_SNAPSHOT`).
+    /// history retention fails like a scan, with
+    /// [`Error::SnapshotTooOld`](crate::Error::SnapshotTooOld).
     ///
     /// The server's answer is a running sum: each continue call sends the
     /// previous answer's `checksum` back as `previous_checksum` and gets

@@ -1,0 +1,501 @@
+//! `ferry cutover`: the planned cutover in one command. It runs the drain
+//! check of `ferry stop --drain-check` on the running job, stops it with a
+//! savepoint, reads that savepoint (its last window end is the final end;
+//! drained = no window in progress), takes the sink cluster's time after
+//! the stop (the cutover time), verifies the source at the final end
+//! against the sink at the cutover time, and writes a [`CutoverReport`]
+//! (`--report`, default `./cutover-<jobid>.json`). It prints the report —
+//! equal or what differs, and the RPO: 0 when drained and equal, else the
+//! age of the final end — and the command of the reverse job (old sink →
+//! old source, `ferry run --fromCutover REPORT`), which `--start-reverse`
+//! runs in this process.
+//!
+//! `--unplanned` (the source cluster is gone): prints the newest valid
+//! state and the RPO of failing over to the sink instead.
+//!
+//! Exit codes: 0 equal, 1 the tables differ or a failure, 2 usage error,
+//! 3 (`--unplanned`) no valid state found.
+
+use super::failover::{hybrid_to_ms, print_search, search_all, EXIT_NOTHING_FOUND};
+use super::verify::{method, number, Failure, DEFAULT_PARALLELISM};
+use super::{drain_then_stop, DrainCheck, Rest};
+use crate::cutover_report::{CutoverReport, CutoverSide, CUTOVER_REPORT_VERSION};
+use crate::registry::now_ms;
+use crate::run_args::{self, RunArgs, RunCommand};
+use anyhow::{anyhow, Context};
+use ferry_engine::JobStatus;
+use ferry_verify::{At, Method, Side, VerifyOptions};
+use kudu_client::{HybridTime, KuduClient};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// `ferry cutover` arguments.
+#[derive(Debug)]
+pub struct CutoverArgs {
+    /// The forward job, as `ferry run` takes it.
+    pub run: RunArgs,
+    /// Its options as given (the reverse job starts from them).
+    pub run_options: Vec<String>,
+    pub jobmanager: String,
+    pub job_id: Option<String>,
+    pub savepoint_path: Option<String>,
+    pub drain: DrainCheck,
+    pub report: Option<PathBuf>,
+    pub start_reverse: bool,
+    pub json: bool,
+    pub parallelism: usize,
+    pub method: Method,
+    pub unplanned: bool,
+}
+
+/// Parses `args` (everything after `cutover`); `Ok(None)` for `--help`.
+pub fn parse(args: &[String]) -> Result<Option<CutoverArgs>, String> {
+    let mut jobmanager =
+        std::env::var("FERRY_JOBMANAGER").unwrap_or_else(|_| "127.0.0.1:8081".into());
+    let (mut job_id, mut savepoint_path, mut report) = (None, None, None);
+    let mut drain = DrainCheck {
+        timeout: Duration::from_secs(300),
+        quiet: Duration::from_secs(5),
+    };
+    let (mut start_reverse, mut json, mut unplanned) = (false, false, false);
+    let mut parallelism = DEFAULT_PARALLELISM;
+    let mut method_v = Method::Server;
+    let mut rest = Vec::new();
+    let mut i = 0;
+    while i < args.len() {
+        let arg = args[i].as_str();
+        i += 1;
+        let (flag, inline) = match arg.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
+            _ => (arg, None),
+        };
+        let mut value = || -> Result<String, String> {
+            if let Some(v) = inline.clone() {
+                return Ok(v);
+            }
+            i += 1;
+            args.get(i - 1)
+                .cloned()
+                .ok_or_else(|| format!("{flag} needs a value"))
+        };
+        match flag {
+            "-h" | "--help" => return Ok(None),
+            "-m" | "--jobmanager" => jobmanager = value()?,
+            "--job-id" => job_id = Some(value()?),
+            "--savepointPath" | "--savepoint-path" => savepoint_path = Some(value()?),
+            "--drain-timeout" => {
+                let v = value()?;
+                drain.timeout = Duration::from_secs(number(flag, &v, 1, 86_400)? as u64);
+            }
+            "--quiet-period" => {
+                let v = value()?;
+                let secs = v
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|s| s.is_finite() && (0.0..=3600.0).contains(s))
+                    .ok_or_else(|| {
+                        format!("invalid value '{v}' for --quiet-period: expected seconds from 0 to 3600")
+                    })?;
+                drain.quiet = Duration::from_secs_f64(secs);
+            }
+            "--report" => report = Some(PathBuf::from(value()?)),
+            "--start-reverse" => start_reverse = true,
+            "--json" => json = true,
+            "--unplanned" => unplanned = true,
+            "-p" | "--parallelism" => parallelism = number(flag, &value()?, 1, 1024)?,
+            "--method" => method_v = method(&value()?)?,
+            _ => rest.push(arg.to_string()),
+        }
+    }
+    let run = match run_args::parse(&rest).map_err(|e| e.to_string())? {
+        RunCommand::Help => return Ok(None),
+        RunCommand::Run(run) => *run,
+    };
+    if run.from_savepoint.is_some() {
+        return Err("ferry cutover takes the savepoint it stops the job with; -s/--fromSavepoint is not accepted".into());
+    }
+    if job_id.is_none() && !unplanned {
+        return Err(
+            "--job-id ID is required (the running job to cut over; `ferry list` shows it)".into(),
+        );
+    }
+    if unplanned && start_reverse {
+        return Err("--start-reverse needs a planned cutover (an equal copy); after an unplanned failover start the job on the new primary with a snapshot".into());
+    }
+    Ok(Some(CutoverArgs {
+        run,
+        run_options: rest,
+        jobmanager,
+        job_id,
+        savepoint_path,
+        drain,
+        report,
+        start_reverse,
+        json,
+        parallelism,
+        method: method_v,
+        unplanned,
+    }))
+}
+
+/// The keys the reverse job sets itself.
+const REVERSED_KEYS: &[&str] = &[
+    "job.tableName",
+    "job.tableSuffix",
+    "job.sinkTableName",
+    "job.sourceMasterAddresses",
+    "job.sinkMasterAddresses",
+];
+
+/// The forward job's options without the keys the reverse job replaces.
+fn without_reversed_keys(options: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < options.len() {
+        let arg = &options[i];
+        i += 1;
+        let body = arg.strip_prefix("--").unwrap_or_default();
+        let (name, inline) = match body.split_once('=') {
+            Some((n, _)) => (n, true),
+            None => (body, false),
+        };
+        if REVERSED_KEYS.contains(&name) || name == "fromCutover" {
+            if !inline {
+                i += 1;
+            }
+            continue;
+        }
+        out.push(arg.clone());
+    }
+    out
+}
+
+/// The reverse job's `ferry run` options.
+pub fn reverse_options(args: &CutoverArgs, report: &CutoverReport, path: &str) -> Vec<String> {
+    let mut out = without_reversed_keys(&args.run_options);
+    for (key, value) in [
+        ("job.tableName", report.sink.table.clone()),
+        ("job.sinkTableName", report.source.table.clone()),
+        ("job.sourceMasterAddresses", report.sink.masters.join(",")),
+        ("job.sinkMasterAddresses", report.source.masters.join(",")),
+        ("fromCutover", path.to_string()),
+    ] {
+        out.push(format!("--{key}"));
+        out.push(value);
+    }
+    if !args.run.config.table_suffix.is_empty() {
+        // A suffix from the --config file would rename the reverse sink.
+        out.push("--job.tableSuffix=".into());
+    }
+    out
+}
+
+/// `value` quoted for a POSIX shell when it needs it.
+fn shell_quote(value: &str) -> String {
+    let plain = !value.is_empty()
+        && value
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_./:,=@-+".contains(c));
+    if plain {
+        value.to_string()
+    } else {
+        format!("'{}'", value.replace('\'', r"'\''"))
+    }
+}
+
+/// The old source at the cutover (best effort for the table id).
+async fn side(client: &KuduClient, masters: &[String], table: &str) -> CutoverSide {
+    CutoverSide {
+        masters: masters.to_vec(),
+        table: table.to_string(),
+        table_id: client
+            .open_table(table)
+            .await
+            .ok()
+            .map(|t| t.id().to_string()),
+    }
+}
+
+/// Steps 1–5: stop, read the savepoint, verify, write the report.
+async fn cut_over(args: &CutoverArgs, job: &str) -> Result<(CutoverReport, String), Failure> {
+    let cfg = &args.run.config;
+    let rest = Rest::new(&args.jobmanager);
+    let drain = DrainCheck {
+        timeout: args.drain.timeout,
+        quiet: args.drain.quiet,
+    };
+    let savepoint = drain_then_stop(&rest, job, args.savepoint_path.as_deref(), drain).await?;
+    let resolver = crate::submit::resolver(&args.run.process);
+    let store = crate::submit::open_checkpoints(
+        &resolver,
+        &cfg.checkpoints_directory,
+        cfg.checkpoints_retained,
+    )
+    .await?;
+    let state = store
+        .load(&savepoint)
+        .await
+        .map_err(|e| anyhow!("cannot read the savepoint '{savepoint}': {e}"))?
+        .state;
+    let drained = state.window.is_none() && state.pending.is_empty() && state.unassigned.is_empty();
+    let final_end = state
+        .last_end_timestamp
+        .ok_or_else(|| anyhow!("the savepoint '{savepoint}' has no completed window"))?;
+    let (source, sink) = crate::submit::clients(cfg)?;
+    let sink_table = cfg.sink_table_name();
+    // The job stopped: the sink takes no more of its writes, so any time
+    // from now on sees the copy as it was left.
+    let cutover_time = sink
+        .server_clock()
+        .await
+        .context("reading the sink cluster's clock")?
+        .raw();
+    crate::say!("Verifying the source at the final window end {final_end} against the sink at {cutover_time} ...");
+    let mut opts = VerifyOptions::new(
+        Side {
+            client: source.clone(),
+            table: cfg.table_name.clone(),
+            at: At::Time(HybridTime::from_raw(final_end)),
+        },
+        Side {
+            client: sink.clone(),
+            table: sink_table.clone(),
+            at: At::Time(HybridTime::from_raw(cutover_time)),
+        },
+    );
+    opts.parallelism = args.parallelism;
+    opts.method = args.method;
+    let verify = ferry_verify::verify(opts).await?;
+    let equal = verify.equal;
+    let created_at_ms = now_ms();
+    let report = CutoverReport {
+        version: CUTOVER_REPORT_VERSION,
+        job_id: job.to_string(),
+        savepoint: savepoint.clone(),
+        source: side(&source, &cfg.source_master_addresses, &cfg.table_name).await,
+        sink: side(&sink, &cfg.sink_master_addresses, &sink_table).await,
+        final_end,
+        cutover_time,
+        drained,
+        equal,
+        rpo_ms: if drained && equal {
+            0
+        } else {
+            created_at_ms.saturating_sub(hybrid_to_ms(final_end))
+        },
+        verify,
+        created_at_ms,
+    };
+    let path = args
+        .report
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("cutover-{job}.json")));
+    report.save(&path).map_err(anyhow::Error::new)?;
+    let shown = std::path::absolute(&path)
+        .unwrap_or(path)
+        .display()
+        .to_string();
+    Ok((report, shown))
+}
+
+/// Prints the report (human or JSON) and the reverse command.
+fn print_report(args: &CutoverArgs, report: &CutoverReport, path: &str) {
+    let reverse: Vec<String> = reverse_options(args, report, path)
+        .iter()
+        .map(|a| shell_quote(a))
+        .collect();
+    let command = format!("ferry run {}", reverse.join(" "));
+    if args.json {
+        let mut body = serde_json::to_value(report).unwrap_or_default();
+        body["reportPath"] = path.into();
+        body["reverseCommand"] = command.into();
+        crate::say!("{body}");
+        return;
+    }
+    crate::say!("Cutover report for job {} ({path}):", report.job_id);
+    crate::say!("  savepoint:    {}", report.savepoint);
+    crate::say!(
+        "  final end:    {} (source hybrid time), drained: {}",
+        report.final_end,
+        if report.drained {
+            "yes"
+        } else {
+            "no (a window was in progress)"
+        }
+    );
+    crate::say!("  cutover time: {} (sink hybrid time)", report.cutover_time);
+    crate::say!("{}", super::verify::summary(&report.verify));
+    if report.equal && report.drained {
+        crate::say!("RPO: 0 (the sink equals the source as of the final window end)");
+        crate::say!("Reverse replication (new primary -> old source, no snapshot):\n  {command}");
+    } else {
+        crate::say!(
+            "RPO: {} ms (age of the final window end); the copy is NOT proven equal: do not start the reverse job from this report",
+            report.rpo_ms
+        );
+    }
+}
+
+/// `--unplanned`: the newest valid state and the RPO of failing over now.
+async fn unplanned(args: &CutoverArgs) -> anyhow::Result<ExitCode> {
+    let resolver = crate::submit::resolver(&args.run.process);
+    let from = vec![args.run.config.checkpoints_directory.clone()];
+    let job = args
+        .job_id
+        .as_deref()
+        .map(str::parse)
+        .transpose()
+        .map_err(|e| anyhow!("invalid value for --job-id: {e}"))?;
+    let search = search_all(resolver.as_ref(), &from, job, &[]).await?;
+    print_search(&search, &from, args.json);
+    let Some(found) = &search.newest else {
+        return Ok(ExitCode::from(EXIT_NOTHING_FOUND));
+    };
+    if !args.json {
+        if let Some(end) = found.window_end() {
+            crate::say!(
+                "RPO of an unplanned failover now: {} ms of source writes after hybrid time {end} may be lost; \
+                 when the old source is back, `ferry verify --source-time now --sink-time <the sink position's sink time>` lists them",
+                now_ms().saturating_sub(hybrid_to_ms(end))
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `ferry cutover`.
+pub fn command(raw: &[String]) -> ExitCode {
+    let args = match parse(raw) {
+        Ok(Some(args)) => args,
+        Ok(None) => {
+            print!("{}", help());
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => return crate::usage_error(&e, "ferry cutover --help"),
+    };
+    crate::init_logging();
+    let runtime = match crate::runtime() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if args.unplanned {
+        return runtime.block_on(unplanned(&args)).unwrap_or_else(|e| {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        });
+    }
+    let job = args.job_id.clone().unwrap_or_default();
+    let (report, path) = match runtime.block_on(cut_over(&args, &job)) {
+        Ok(done) => done,
+        Err(Failure::Usage(e)) => return crate::usage_error(&e, "ferry cutover --help"),
+        Err(Failure::Failed(e)) => {
+            eprintln!("error: {e:#}");
+            return ExitCode::FAILURE;
+        }
+    };
+    print_report(&args, &report, &path);
+    if !(report.equal && report.drained) {
+        return ExitCode::FAILURE;
+    }
+    if !args.start_reverse {
+        return ExitCode::SUCCESS;
+    }
+    let reverse = match run_args::parse(&reverse_options(&args, &report, &path)) {
+        Ok(RunCommand::Run(run)) => *run,
+        Ok(RunCommand::Help) => return ExitCode::FAILURE,
+        Err(e) => return crate::usage_error(&e.to_string(), "ferry run --help"),
+    };
+    crate::say!("Starting the reverse job ...");
+    match runtime.block_on(crate::run::run(reverse)) {
+        Ok(JobStatus::Finished { savepoint }) => {
+            crate::say!("Job finished; savepoint at {savepoint}");
+            ExitCode::SUCCESS
+        }
+        Ok(JobStatus::Canceled) => ExitCode::SUCCESS,
+        Ok(JobStatus::Failed { error }) => {
+            eprintln!("error: the reverse job failed: {error}");
+            ExitCode::FAILURE
+        }
+        Ok(other) => {
+            eprintln!("error: the reverse job ended in state {other:?}");
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `ferry cutover --help`.
+pub fn help() -> String {
+    "Planned cutover of a running job: drain check (writers stopped, one more window, no split in
+flight, sink quiet), stop with a savepoint, verify the source at the final window end against
+the sink at the cluster time after the stop, write the cutover report and print it with the RPO
+(0 when drained and equal) and the reverse job's command (`ferry run ... --fromCutover REPORT`,
+which starts replicating new primary -> old source with no snapshot).
+
+Usage: ferry cutover --jobmanager HOST:PORT --job-id ID [--savepointPath DIR] [--drain-timeout S]
+                     [--quiet-period S] [--report FILE] [--start-reverse] [--json] [-p N]
+                     [--method server|client] [--unplanned] <ferry run options of the job>
+
+  -m, --jobmanager HOST:PORT  the job's REST API [default: $FERRY_JOBMANAGER or 127.0.0.1:8081]
+      --job-id ID             the job to cut over
+      --savepointPath DIR     where the final savepoint goes [default: the job's --savepointPath]
+      --drain-timeout S       give up the drain check after S seconds [default: 300]
+      --quiet-period S        a table is quiet when its write counters stand still S seconds [default: 5]
+      --report FILE           the cutover report [default: ./cutover-<jobid>.json]
+      --start-reverse         then run the reverse job in this process (equal and drained only)
+      --json                  print the report as JSON (with reportPath and reverseCommand)
+  -p, --parallelism N         key ranges verified at the same time [default: 4]
+      --method M              server or client checksums (see `ferry verify --help`) [default: server]
+      --unplanned             the source cluster is gone: print the newest valid state and the
+                              RPO of failing over now (no stop, no verify)
+
+The job's options are `ferry run`'s (--config FILE, --job.*), as the job was started with.
+docs/dr.md has the runbooks.
+
+Exit codes: 0 equal (the report allows the reverse job), 1 the tables differ, the copy was not
+drained, or a failure, 2 usage error, 3 (--unplanned) no valid state found.
+"
+    .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reversed_keys_are_dropped_in_both_forms() {
+        let given: Vec<String> = [
+            "--config",
+            "job.toml",
+            "--job.tableName",
+            "t",
+            "--job.tableSuffix=_copy",
+            "--job.checkpointsDirectory",
+            "/chk",
+            "--job.sinkMasterAddresses=b:7051",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        assert_eq!(
+            without_reversed_keys(&given),
+            ["--config", "job.toml", "--job.checkpointsDirectory", "/chk"]
+        );
+    }
+
+    #[test]
+    fn values_are_quoted_for_the_shell_when_needed() {
+        assert_eq!(shell_quote("a:7051,b:7051"), "a:7051,b:7051");
+        assert_eq!(shell_quote("/tmp/cutover-1.json"), "/tmp/cutover-1.json");
+        assert_eq!(shell_quote("my table"), "'my table'");
+        assert_eq!(shell_quote("it's"), r"'it'\''s'");
+        assert_eq!(shell_quote(""), "''");
+    }
+}
