@@ -14,7 +14,9 @@
 //! Exit codes: 0 equal, 1 differs or a runtime failure, 2 bad input.
 
 use crate::run_args::{self, RunArgs, RunCommand};
+use anyhow::Context;
 use ferry_engine::config::JobConfig;
+use ferry_engine::sink_position::PositionTable;
 use ferry_verify::{At, Method, Progress, Side, VerifyError, VerifyOptions, VerifyReport};
 use kudu_client::{HybridTime, KuduClient};
 use std::process::ExitCode;
@@ -212,10 +214,10 @@ pub async fn position_times(
     let Some(table) = &cfg.position_table else {
         return Ok(None);
     };
-    // Contract D (`PositionTable::lookup`, `last_end_sink_time`) lands with
-    // the engine's branch; until then there is no sink time to read.
-    let _ = (sink, table, sink_table);
-    Ok(None)
+    let position = PositionTable::lookup(sink, table, sink_table)
+        .await
+        .with_context(|| format!("reading the sink position of '{sink_table}'"))?;
+    Ok(position.and_then(|p| Some((p.last_end?, p.last_end_sink_time?))))
 }
 
 /// The usage error when no time was given and no position record exists.
