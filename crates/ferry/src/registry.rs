@@ -12,11 +12,11 @@ use crate::sampler::Sampler;
 use ferry_engine::checkpoint::{JobId, StorageLocation};
 use ferry_engine::config::JobConfig;
 use ferry_engine::{JobHandle, JobStatus};
+use ferry_verify::Progress;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
-use ferry_verify::Progress;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 

@@ -130,11 +130,7 @@ fn bad_input_is_refused_with_exit_code_2() {
     });
     let sp = dir.path().join("sp");
     std::fs::create_dir_all(&sp).expect("mkdir");
-    std::fs::write(
-        sp.join("_metadata"),
-        encode_metadata(&s).expect("encode"),
-    )
-    .expect("write");
+    std::fs::write(sp.join("_metadata"), encode_metadata(&s).expect("encode")).expect("write");
     let args = with(&["-s", &sp.to_string_lossy()]);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let o = ferry("verify", &args);
@@ -336,7 +332,10 @@ async fn a_running_job_verifies_equal_under_writes_also_over_rest() {
     );
     assert_eq!(status, 202, "{body}");
     let request: Value = serde_json::from_str(&body).expect("json");
-    let request = request["request-id"].as_str().expect("request-id").to_string();
+    let request = request["request-id"]
+        .as_str()
+        .expect("request-id")
+        .to_string();
     let deadline = Instant::now() + Duration::from_secs(120);
     let done = loop {
         let v = get_json(rest, &format!("/ferry/jobs/{id}/verify/{request}"));

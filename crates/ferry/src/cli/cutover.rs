@@ -116,7 +116,9 @@ pub fn parse(args: &[String]) -> Result<Option<CutoverArgs>, String> {
         return Err("ferry cutover takes the savepoint it stops the job with; -s/--fromSavepoint is not accepted".into());
     }
     if job_id.is_none() && !unplanned {
-        return Err("--job-id ID is required (the running job to cut over; `ferry list` shows it)".into());
+        return Err(
+            "--job-id ID is required (the running job to cut over; `ferry list` shows it)".into(),
+        );
     }
     if unplanned && start_reverse {
         return Err("--start-reverse needs a planned cutover (an equal copy); after an unplanned failover start the job on the new primary with a snapshot".into());
@@ -207,7 +209,11 @@ async fn side(client: &KuduClient, masters: &[String], table: &str) -> CutoverSi
     CutoverSide {
         masters: masters.to_vec(),
         table: table.to_string(),
-        table_id: client.open_table(table).await.ok().map(|t| t.id().to_string()),
+        table_id: client
+            .open_table(table)
+            .await
+            .ok()
+            .map(|t| t.id().to_string()),
     }
 }
 
@@ -312,7 +318,11 @@ fn print_report(args: &CutoverArgs, report: &CutoverReport, path: &str) {
     crate::say!(
         "  final end:    {} (source hybrid time), drained: {}",
         report.final_end,
-        if report.drained { "yes" } else { "no (a window was in progress)" }
+        if report.drained {
+            "yes"
+        } else {
+            "no (a window was in progress)"
+        }
     );
     crate::say!("  cutover time: {} (sink hybrid time)", report.cutover_time);
     crate::say!("{}", super::verify::summary(&report.verify));

@@ -111,7 +111,9 @@ pub fn number(flag: &str, value: &str, min: usize, max: usize) -> Result<usize, 
         .ok()
         .filter(|n| (min..=max).contains(n))
         .ok_or_else(|| {
-            format!("invalid value '{value}' for {flag}: expected a whole number from {min} to {max}")
+            format!(
+                "invalid value '{value}' for {flag}: expected a whole number from {min} to {max}"
+            )
         })
 }
 
@@ -218,7 +220,10 @@ pub async fn position_times(
 
 /// The usage error when no time was given and no position record exists.
 pub fn no_position_message(cfg: &JobConfig, sink_table: &str) -> String {
-    let table = cfg.position_table.as_deref().unwrap_or("(job.positionTable is off)");
+    let table = cfg
+        .position_table
+        .as_deref()
+        .unwrap_or("(job.positionTable is off)");
     format!(
         "no sink position with a sink time for '{sink_table}' in the position table {table}: \
          give the times (--source-time T --sink-time T, raw hybrid times or 'now'), or \
@@ -273,7 +278,10 @@ pub async fn resolve_times(args: &VerifyArgs, sink: &KuduClient) -> Result<Times
             sink: At::Time(HybridTime::from_raw(sink)),
             origin: "the sink position record",
         }),
-        None => Err(Failure::Usage(no_position_message(&args.run.config, &table))),
+        None => Err(Failure::Usage(no_position_message(
+            &args.run.config,
+            &table,
+        ))),
     }
 }
 

@@ -53,8 +53,8 @@ pub async fn trigger_verify(
             "Invalid parallelism {parallelism}: expected 1 to 1024"
         )));
     }
-    let (source, sink) = crate::submit::clients(&job.config)
-        .map_err(|e| ApiError::internal(format!("{e:#}")))?;
+    let (source, sink) =
+        crate::submit::clients(&job.config).map_err(|e| ApiError::internal(format!("{e:#}")))?;
     let sink_table = job.sink_table_name();
     let Some((source_time, sink_time)) = position_times(&sink, &job.config, &sink_table)
         .await
