@@ -138,6 +138,11 @@ pub enum StartError {
     /// The restore point does not fit this job.
     #[error(transparent)]
     Restore(#[from] RestoreError),
+    /// Both a restore point and a start time were given (one chain start).
+    #[error(
+        "a job starts either from a restore point or from a hybrid time (a cutover), not both"
+    )]
+    RestoreAndStartTime,
 }
 
 /// Why a request to a job (savepoint, checkpoint, stop) was not done.

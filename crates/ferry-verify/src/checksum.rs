@@ -5,7 +5,11 @@
 //! Each tablet of the range is one unit of work (run under the
 //! verification's parallelism permits): the tablet servers' Checksum RPC
 //! ([`Method::Server`], no row crosses the network), or the rows streamed
-//! and checksummed here ([`Method::Client`], no allocation per row).
+//! and checksummed here ([`Method::Client`], `RowView::checksum`, the same
+//! per-row CRC the servers compute).
+//!
+//! [`Sum`] rather than the client's `Checksum`: equality must ignore the
+//! snapshot, which differs between the two sides.
 
 use futures::future::try_join_all;
 use kudu_client::scan::{Checksum, Split};

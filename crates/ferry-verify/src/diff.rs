@@ -6,6 +6,7 @@
 //! source's version of each such row is written to the sink as it is found.
 
 use std::cmp::Ordering;
+use std::time::Duration;
 
 use futures::future::try_join_all;
 use kudu_client::scan::{RowBatch, RowView, Scanner};
@@ -16,9 +17,11 @@ use crate::reader::Reader;
 use crate::run::Ctx;
 use crate::{values, DiffKind, Difference, VerifyError};
 
-/// Row data per batch of a diff scan: several are held at once (one per
-/// tablet and side), and a diff range is small.
-const DIFF_BATCH_BYTES: u32 = 1024 * 1024;
+/// Row data per batch of a diff scan: one is held per tablet and side.
+const DIFF_BATCH_BYTES: u32 = 256 * 1024;
+/// A tablet whose keys come later waits while the others stream (range
+/// partitions); keep its server-side scanner alive meanwhile.
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 /// What the rows of one range showed.
 #[derive(Debug, Default)]
@@ -41,6 +44,14 @@ impl RangeDiff {
     }
 }
 
+/// The next row of the merge: only in the source (cursor), only in the
+/// sink (cursor), or on both sides (source cursor, sink cursor).
+enum Step {
+    Missing(usize),
+    Extra(usize),
+    Both(usize, usize),
+}
+
 /// Compares `range` row by row (and repairs it when the verification does).
 pub(crate) async fn diff_range(ctx: &Ctx, range: &KeyRange) -> Result<RangeDiff, VerifyError> {
     let _permit = ctx.permits.acquire().await.ok();
@@ -55,60 +66,45 @@ pub(crate) async fn diff_range(ctx: &Ctx, range: &KeyRange) -> Result<RangeDiff,
         false => None,
     };
     loop {
-        let (s, k) = (source.head(), sink.head());
-        let order = match (s, k) {
+        let step = match (source.head(), sink.head()) {
             (None, None) => break,
-            (Some(_), None) => Ordering::Less,
-            (None, Some(_)) => Ordering::Greater,
-            (Some(i), Some(j)) => source.cursors[i].key.cmp(&sink.cursors[j].key),
+            (Some(i), None) => Step::Missing(i),
+            (None, Some(j)) => Step::Extra(j),
+            (Some(i), Some(j)) => match source.cursors[i].key.cmp(&sink.cursors[j].key) {
+                Ordering::Less => Step::Missing(i),
+                Ordering::Greater => Step::Extra(j),
+                Ordering::Equal => Step::Both(i, j),
+            },
         };
-        match (order, s, k) {
-            (Ordering::Less, Some(i), _) => {
+        match step {
+            Step::Missing(i) => {
                 let row = source.row(i);
-                out.record(
-                    ctx,
-                    DiffKind::Missing,
-                    &source.cursors[i].key,
-                    Some(&row),
-                    None,
-                    Vec::new(),
-                )
-                .map_err(|e| ctx.source.error("reading a row", e))?;
+                let key = &source.cursors[i].key;
+                out.record(ctx, DiffKind::Missing, key, Some(&row), None, Vec::new())
+                    .map_err(|e| ctx.source.error("reading a row", e))?;
                 if let Some(r) = repair.as_mut() {
                     r.upsert(&row).await?;
                 }
                 source.next(i).await?;
             }
-            (Ordering::Greater, _, Some(j)) => {
+            Step::Extra(j) => {
                 let row = sink.row(j);
-                out.record(
-                    ctx,
-                    DiffKind::Extra,
-                    &sink.cursors[j].key,
-                    None,
-                    Some(&row),
-                    Vec::new(),
-                )
-                .map_err(|e| ctx.sink.error("reading a row", e))?;
+                let key = &sink.cursors[j].key;
+                out.record(ctx, DiffKind::Extra, key, None, Some(&row), Vec::new())
+                    .map_err(|e| ctx.sink.error("reading a row", e))?;
                 if let Some(r) = repair.as_mut() {
                     r.delete(&row, keys).await?;
                 }
                 sink.next(j).await?;
             }
-            (_, Some(i), Some(j)) => {
+            Step::Both(i, j) => {
                 let (a, b) = (source.row(i), sink.row(j));
                 let columns = differing_columns(&a, &b, keys)
                     .map_err(|e| ctx.sink.error("reading a row", e))?;
                 if !columns.is_empty() {
-                    out.record(
-                        ctx,
-                        DiffKind::Differs,
-                        &source.cursors[i].key,
-                        Some(&a),
-                        Some(&b),
-                        columns,
-                    )
-                    .map_err(|e| ctx.sink.error("reading a row", e))?;
+                    let key = &source.cursors[i].key;
+                    out.record(ctx, DiffKind::Differs, key, Some(&a), Some(&b), columns)
+                        .map_err(|e| ctx.sink.error("reading a row", e))?;
                     if let Some(r) = repair.as_mut() {
                         r.upsert(&a).await?;
                     }
@@ -116,7 +112,6 @@ pub(crate) async fn diff_range(ctx: &Ctx, range: &KeyRange) -> Result<RangeDiff,
                 source.next(i).await?;
                 sink.next(j).await?;
             }
-            _ => unreachable!("an order is only chosen for the sides that have a row"),
         }
     }
     if let Some(mut r) = repair {
@@ -207,7 +202,12 @@ impl<'a> Ordered<'a> {
             let scanner = reader
                 .client
                 .scan_builder(&reader.table)
-                .with_spec(reader.split_spec(split).batch_size_bytes(DIFF_BATCH_BYTES))
+                .with_spec(
+                    reader
+                        .split_spec(split)
+                        .batch_size_bytes(DIFF_BATCH_BYTES)
+                        .keep_alive_interval(KEEP_ALIVE),
+                )
                 .build()
                 .map_err(|e| reader.error("scanning a key range in key order", e))?;
             ordered.cursors.push(Cursor {

@@ -224,6 +224,12 @@ impl Ctx {
                     }
                     finer /= CUT_FACTOR;
                 }
+                tracing::debug!(
+                    source_rows = s.rows,
+                    sink_rows = k.rows,
+                    parts = parts.len(),
+                    "a key range differs: cut again, or compared row by row (parts <= 1)"
+                );
                 if parts.len() > 1 {
                     self.update(|p| p.ranges_total += parts.len() as u64);
                     let inner = self.check_all(parts, finer, false).await?;
@@ -257,5 +263,41 @@ impl Ctx {
         if let Some(tx) = &self.progress {
             tx.send_modify(f);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{DiffKind, Difference};
+
+    fn listed(keys: &[u8]) -> Outcome {
+        let mut out = Outcome::default();
+        for &k in keys {
+            out.diff.missing += 1;
+            let mut key = serde_json::Map::new();
+            key.insert("id".into(), k.into());
+            out.diff.listed.push((
+                vec![k],
+                Difference {
+                    kind: DiffKind::Missing,
+                    key,
+                    columns: Vec::new(),
+                    source: None,
+                    sink: None,
+                },
+            ));
+        }
+        out
+    }
+
+    #[test]
+    fn merging_keeps_the_first_listed_in_key_order_and_counts_all() {
+        let mut total = Outcome::default();
+        total.merge(listed(&[9, 4]), 2);
+        total.merge(listed(&[7, 1, 8]), 2);
+        let keys: Vec<u8> = total.diff.listed.iter().map(|(k, _)| k[0]).collect();
+        assert_eq!(keys, [1, 4]);
+        assert_eq!(total.diff.differences(), 5);
     }
 }

@@ -382,18 +382,21 @@ fn dr_help(verb: &str) -> String {
          window end, age = RPO of that copy) and start the job from it in this process, under
          the state's job id. Prints an RTO breakdown once the first window completes.
 
-         Usage: ferry failover [--from LOCATION]... [--job-id ID] [--dry-run] [--json] <ferry run options>
+         Usage: ferry failover [--from LOCATION]... [--job-id ID] [--dry-run | --report] [--json] <ferry run options>
 
                --from LOCATION   where to look (repeatable) [default: job.checkpointsDirectory]
                --job-id ID       only this job's state [default: the HA job id with
                                  high-availability.type lease, else any job's]
                --dry-run         only report what would be started
+               --report          only print the data RPO of a failover now: now − the end of the last
+                                 window the sink holds (newest valid state, and the sink position if
+                                 the sink cluster answers), as a span and a UTC time; starts nothing
                --json            report as JSON
 
          With high-availability.type lease it claims the lease first (waiting for a live holder's
          lease to lapse).
 
-         Exit codes: 0 the job ended cleanly or --dry-run found a state, 1 runtime failure,
+         Exit codes: 0 the job ended cleanly or --dry-run / --report found a state, 1 runtime failure,
          2 usage or configuration error, 3 no valid state found.
 "
     } else {

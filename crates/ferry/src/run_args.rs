@@ -9,6 +9,8 @@
 //! and the merged map is validated once into `JobConfig` and
 //! `ProcessOptions`.
 
+pub mod from_cutover;
+
 use crate::process_opts::{OptionError, ProcessKey, ProcessOptions};
 use crate::settings::{all_specs, Settings, SettingsError};
 use ferry_engine::config::{ConfigError, JobConfig};
@@ -21,6 +23,9 @@ pub struct RunArgs {
     pub config: JobConfig,
     /// `-s/--fromSavepoint`: a savepoint or retained checkpoint to resume from.
     pub from_savepoint: Option<String>,
+    /// `--fromCutover FILE`: start the reverse job of a verified cutover
+    /// with a diff from the cutover time (checked against the report).
+    pub from_cutover: Option<from_cutover::CutoverStart>,
     /// `-p/--parallelism`: number of pipelines (default 1... the CPU count).
     pub parallelism: usize,
     /// `--savepointPath` / `--execution.checkpointing.savepoint-dir`: where
@@ -109,6 +114,8 @@ pub enum UsageError {
         value: String,
         reason: String,
     },
+    #[error("--fromCutover {path}: {reason}")]
+    FromCutover { path: String, reason: String },
 }
 
 /// Default parallelism: one pipeline per core, at least 1.
@@ -122,6 +129,7 @@ pub fn default_parallelism() -> usize {
 #[derive(Debug, Default)]
 struct RunFlags {
     from_savepoint: Option<String>,
+    from_cutover: Option<PathBuf>,
     parallelism: Option<String>,
     config_file: Option<PathBuf>,
     savepoint_dir: Option<String>,
@@ -135,6 +143,7 @@ impl RunFlags {
     fn set(&mut self, flag: &str, value: String) -> bool {
         match flag {
             "-s" | "--fromSavepoint" => self.from_savepoint = Some(value),
+            "--fromCutover" => self.from_cutover = Some(PathBuf::from(value)),
             "-p" | "--parallelism" => self.parallelism = Some(value),
             "--config" => self.config_file = Some(PathBuf::from(value)),
             "--savepointPath" | "--execution.checkpointing.savepoint-dir" => {
@@ -214,9 +223,28 @@ pub fn parse(args: &[String]) -> Result<RunCommand, UsageError> {
     let settings = file.overridden_by(cli);
     let process = ProcessOptions::from_pairs(settings.process())?;
     let config = JobConfig::from_raw(&settings.job())?;
+    let from_cutover = match flags.from_cutover {
+        None => None,
+        Some(path) => {
+            let refuse = |reason: String| UsageError::FromCutover {
+                path: path.display().to_string(),
+                reason,
+            };
+            if flags.from_savepoint.is_some() {
+                return Err(refuse("not together with -s/--fromSavepoint: the reverse job starts from the cutover, not from a saved state".into()));
+            }
+            if flags.jobmanager.is_some() {
+                return Err(refuse(
+                    "runs the job in this process; leave out -m/--jobmanager".into(),
+                ));
+            }
+            Some(from_cutover::load(path.clone(), &config).map_err(refuse)?)
+        }
+    };
     Ok(RunCommand::Run(Box::new(RunArgs {
         config,
         from_savepoint: flags.from_savepoint,
+        from_cutover,
         parallelism: match flags.parallelism {
             Some(v) => parse_parallelism(&v)?,
             None => default_parallelism(),
@@ -251,6 +279,10 @@ Usage: ferry run [OPTIONS] --job.sourceMasterAddresses ADDRS --job.sinkMasterAdd
 Options:
   -s, --fromSavepoint PATH   resume from a savepoint or retained checkpoint (directory or its _metadata;
                              a path, file:// or s3://bucket/prefix URI)
+      --fromCutover FILE     start the reverse job of a verified cutover (the report `ferry cutover` wrote):
+                             a diff from the cutover time on the new primary, no snapshot; refused unless the
+                             report says equal and drained, names this job's clusters and tables reversed,
+                             and the new primary's history still reaches the cutover time (not with -s)
   -p, --parallelism N        number of reader-to-writer pipelines [default: number of cores]
       --config FILE          TOML file with the same keys (command-line values win)
       --savepointPath DIR    on SIGTERM / Ctrl-C, stop with a savepoint in DIR (else cancel); DIR may be s3://

@@ -164,9 +164,22 @@ pub async fn start_job_with(
         }
     };
 
+    let start_at = match &args.from_cutover {
+        Some(start) => {
+            crate::run_args::from_cutover::check_history(&source_client, start).await?;
+            tracing::info!(
+                report = %start.path.display(),
+                cutover_time = start.start_time(),
+                "starting the reverse job with a diff from the cutover time (no snapshot)"
+            );
+            Some(start.start_time())
+        }
+        None => None,
+    };
     let mut options = JobOptions::new(args.parallelism)
         .default_savepoint_dir(default_savepoint_dir.clone())
-        .fence(extras.fence);
+        .fence(extras.fence)
+        .start_at(start_at);
     if let Some(job_id) = extras.job_id {
         options = options.job_id(job_id);
     }

@@ -121,7 +121,26 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
         restore: Option<JobState>,
         status: watch::Sender<JobStatus>,
     ) -> Self {
-        let enumerator = match &restore {
+        // A start from a hybrid time is a chain whose last window ended
+        // there: the same as a state between windows, except that the sink
+        // position (another chain's) is not compared with it.
+        let started_at = options.start_at.filter(|_| restore.is_none()).map(|t| {
+            let mut state = JobState::new(
+                options.job_id,
+                crate::checkpoint::SnapshotKind::Checkpoint,
+                0,
+                config.table_name.clone(),
+                config.source_master_addresses.clone(),
+                config.sink_master_addresses.clone(),
+            );
+            state.last_end_timestamp = Some(t);
+            tracing::info!(
+                last_end = t,
+                "starting with a diff window from the given hybrid time (no snapshot)"
+            );
+            state
+        });
+        let enumerator = match restore.as_ref().or(started_at.as_ref()) {
             Some(state) => Enumerator::restore(state),
             None => Enumerator::new(),
         };
@@ -151,7 +170,7 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
             sink_time: None,
             restored: restore.clone(),
             mode: Mode::Running,
-            last_complete: restore,
+            last_complete: restore.or(started_at),
             failed_checkpoints: 0,
             backoff,
             replication,

@@ -94,6 +94,11 @@ pub struct JobOptions {
     /// The lease fence checked before every checkpoint and sink write
     /// ([`Fence::none`] without high availability).
     pub fence: Fence,
+    /// Start "diff from hybrid time T": the chain starts as if a window
+    /// had ended at T (no snapshot), for a sink known to equal the source
+    /// as of T — the reverse job after a verified cutover. Not with a
+    /// restore point.
+    pub start_at: Option<u64>,
 }
 
 impl JobOptions {
@@ -104,7 +109,15 @@ impl JobOptions {
             parallelism,
             default_savepoint_dir: None,
             fence: Fence::none(),
+            start_at: None,
         }
+    }
+
+    /// Starting with a diff window from source hybrid time `t` instead of
+    /// a snapshot (see [`JobOptions::start_at`](Self#structfield.start_at)).
+    pub fn start_at(mut self, t: Option<u64>) -> Self {
+        self.start_at = t;
+        self
     }
 
     /// With a lease fence (high availability).
@@ -191,6 +204,9 @@ impl Job {
         S: Source,
         K: Sink<S::Batch>,
     {
+        if restore.is_some() && options.start_at.is_some() {
+            return Err(StartError::RestoreAndStartTime);
+        }
         let restore = restore.map(|r| r.check(config)).transpose()?;
         Ok(handle::spawn(
             source,

@@ -405,3 +405,67 @@ async fn a_resumed_window_keeps_the_sink_time_of_its_opening() {
     assert_eq!(times[0], (Some(50), None), "{times:?}");
     assert_eq!(times[1], (Some(60), Some(1_000)), "{times:?}");
 }
+
+#[tokio::test]
+async fn a_start_from_a_hybrid_time_diffs_from_it_without_a_snapshot() {
+    // Another chain's position on the sink is not compared with it.
+    let sink = PositionSink::with(position(Some(500), 600));
+    let config = config_with(&[]);
+    let store = CheckpointStore::new(
+        Arc::new(MemoryStateStore::new()),
+        &config.checkpoints_directory,
+        NonZeroUsize::MIN,
+    );
+    let source = WindowSource {
+        clock: AtomicU64::new(100),
+    };
+    let job = Job::start(
+        &config,
+        None,
+        source,
+        sink.clone(),
+        store,
+        JobOptions::new(2).start_at(Some(50)),
+    )
+    .await
+    .expect("starts");
+    for _ in 0..1_000 {
+        if job.metrics().snapshot().windows_completed >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let m = job.metrics().snapshot();
+    job.cancel().await;
+    assert_eq!(job.wait().await, JobStatus::Canceled);
+    let log = sink.log();
+    assert_eq!(log[0], Event::Position(window(Some(50), 110)), "{log:?}");
+    assert!(m.windows_completed >= 2, "{m:?}");
+    assert_eq!(m.snapshot_windows, 0, "{m:?}");
+    // Its first window knows the sink's time (the sink equals the source
+    // at 50 when the job starts).
+    assert_eq!(sink_times(&sink)[0], (Some(50), Some(1_000)));
+
+    // Not together with a restore point.
+    let store = CheckpointStore::new(
+        Arc::new(MemoryStateStore::new()),
+        &config.checkpoints_directory,
+        NonZeroUsize::MIN,
+    );
+    let e = Job::start(
+        &config,
+        Some(restore_point(Some(0), None)),
+        WindowSource {
+            clock: AtomicU64::new(100),
+        },
+        PositionSink::default(),
+        store,
+        JobOptions::new(1).start_at(Some(50)),
+    )
+    .await
+    .expect_err("both");
+    assert!(
+        matches!(e, crate::error::StartError::RestoreAndStartTime),
+        "{e}"
+    );
+}

@@ -4,7 +4,8 @@
 //! exactly, repair fixes them (`acceptance`); columns are matched, keys
 //! merged in the servers' order, and bad input (a time older than history,
 //! different keys, a missing table) is refused with its own error
-//! (`tables`).
+//! (`tables`); writers running on both sides cause no false difference at
+//! fixed times (`snapshots`).
 //!
 //! `FERRY_VERIFY_ROWS` sets the size of the big table (the issue's
 //! acceptance is 1 000 000; the default keeps CI quick);
@@ -13,4 +14,5 @@
 
 mod acceptance;
 mod common;
+mod snapshots;
 mod tables;

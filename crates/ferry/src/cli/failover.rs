@@ -12,7 +12,11 @@
 //! state), 1 a runtime failure (store unreachable, the job failed), 2 a
 //! usage or configuration error, 3 no valid state was found.
 //!
+//! `--report` only prints the data RPO of an unplanned failover (`report`).
+//!
 //! The flag parsing and the search are shared with `ferry standby`.
+
+pub mod report;
 
 use crate::registry::{now_ms, JobEntry};
 use crate::run_args::{self, RunArgs, RunCommand};
@@ -44,6 +48,8 @@ pub struct DrArgs {
     pub dry_run: bool,
     /// Report as JSON.
     pub json: bool,
+    /// `--report`: only print the data RPO of a failover now.
+    pub report: bool,
 }
 
 /// Parses `args` (everything after the verb); `Ok(None)` for `--help`.
@@ -51,7 +57,7 @@ pub struct DrArgs {
 pub fn parse(args: &[String], verb: &str) -> Result<Option<DrArgs>, String> {
     let mut from = Vec::new();
     let mut job_id = None;
-    let (mut dry_run, mut json) = (false, false);
+    let (mut dry_run, mut json, mut report) = (false, false, false);
     let mut rest = Vec::new();
     let mut i = 0;
     while i < args.len() {
@@ -76,6 +82,7 @@ pub fn parse(args: &[String], verb: &str) -> Result<Option<DrArgs>, String> {
             "--job-id" => job_id = Some(value()?),
             "--dry-run" if verb == "failover" => dry_run = true,
             "--json" if verb == "failover" => json = true,
+            "--report" if verb == "failover" => report = true,
             _ => rest.push(arg.to_string()),
         }
     }
@@ -111,6 +118,7 @@ pub fn parse(args: &[String], verb: &str) -> Result<Option<DrArgs>, String> {
         job,
         dry_run,
         json,
+        report,
     }))
 }
 
@@ -317,6 +325,9 @@ pub async fn connect(run: &RunArgs) -> Result<(KuduClient, KuduClient)> {
 
 /// `ferry failover`.
 pub async fn failover(args: DrArgs) -> Result<Outcome> {
+    if args.report {
+        return report::report(&args).await;
+    }
     let began = Instant::now();
     let mut rto = Rto::printed();
     let ha = args.run.config.ha.kind == HaKind::Lease;

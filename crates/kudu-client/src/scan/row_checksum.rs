@@ -25,22 +25,23 @@ impl RowView<'_> {
     ///
     /// [`ScanBuilder::checksum`]: super::ScanBuilder::checksum
     pub fn checksum(&self) -> u32 {
-        let schema = self.schema();
-        let mut buf = Vec::with_capacity(schema.row_size() + 5 * schema.len());
-        for (i, c) in schema.columns().iter().enumerate() {
+        // Chained CRCs over the pieces equal the CRC of their concatenation,
+        // so no per-row buffer is needed.
+        let mut crc = 0u32;
+        for (i, c) in self.schema().columns().iter().enumerate() {
             if c.data_type() == DataType::IsDeleted {
                 continue;
             }
-            buf.extend_from_slice(&(i as u32).to_le_bytes());
+            crc = crc32c::crc32c_append(crc, &(i as u32).to_le_bytes());
             let cell = self.raw_cell(i);
             if c.is_nullable() {
-                buf.push(u8::from(cell.is_some()));
+                crc = crc32c::crc32c_append(crc, &[u8::from(cell.is_some())]);
             }
             if let Some(bytes) = cell {
-                buf.extend_from_slice(bytes);
+                crc = crc32c::crc32c_append(crc, bytes);
             }
         }
-        crc32c::crc32c(&buf)
+        crc
     }
 
     /// The row's primary key in Kudu's key encoding (memcmp order equals
