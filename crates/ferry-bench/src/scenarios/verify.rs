@@ -7,13 +7,13 @@
 //! rounds in rotating order, each timed from process start to exit with
 //! its CPU time and peak RSS:
 //!
-//! (a) `ferry verify --method server` (the tablet servers' Checksum RPC),
-//! (b) `ferry verify --method client` (rows streamed and checksummed by ferry),
-//! (c) `kudu table scan` of the source and of the sink table, both at once,
-//! (d) `kudu cluster ksck -checksum_scan` of both tables, both at once
-//!     (its default concurrency: 4 scans per tablet server).
+//! (a) `kudu table scan` of the source and of the sink table, both at once,
+//! (b) `kudu cluster ksck -checksum_scan` of both tables, both at once
+//!     (its default concurrency: 4 scans per tablet server),
+//! (c) `ferry verify --method server` (the tablet servers' Checksum RPC),
+//! (d) `ferry verify --method client` (rows streamed and checksummed by ferry).
 //!
-//! The goal is (a) and (b) at least as fast as (c): verify reads
+//! The goal is (c) and (d) at least as fast as (a): verify reads
 //! each table once. Rows/s count the rows of one table per second.
 
 use super::{prepare_source, settle, Ctx};
@@ -42,10 +42,10 @@ enum Method {
 
 impl Method {
     const ALL: [Method; 4] = [
-        Method::VerifyServer,
-        Method::VerifyClient,
         Method::TableScan,
         Method::Ksck,
+        Method::VerifyServer,
+        Method::VerifyClient,
     ];
 
     fn name(self) -> &'static str {
@@ -401,10 +401,10 @@ async fn ferry_verify(e: &Env<'_>, method: &str, label: &str) -> Result<(Usage, 
     let report: serde_json::Value = serde_json::from_str(&stdout)
         .with_context(|| format!("{command}: --json output is not JSON"))?;
     let equal = report["equal"].as_bool();
-    let compared = report["rows_compared"].as_u64();
+    let compared = report["rowsCompared"].as_u64();
     if equal != Some(true) || compared != Some(e.rows) {
         bail!(
-            "{command}: expected equal with {} rows compared, got equal={equal:?} rows_compared={compared:?}",
+            "{command}: expected equal with {} rows compared, got equal={equal:?} rowsCompared={compared:?}",
             e.rows
         );
     }
