@@ -15,6 +15,8 @@ use crate::sink_table::{prepare_sink_table, SinkTableAction, SinkTableError, Sin
 use kudu_client::scan::RowBatch;
 use kudu_client::write::{FlushMode as ClientFlushMode, Operation, Session, SessionOptions};
 use kudu_client::{KuduClient, KuduTable, Schema};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// Writes the sink table.
 #[derive(Debug, Clone)]
@@ -30,6 +32,9 @@ pub struct KuduSink {
     /// Where the sink position is recorded; `None`: nowhere (unsafe for
     /// restores from older states).
     position: Option<PositionTable>,
+    /// Rows handed to the writers' sessions, counted per batch before any
+    /// is sent (the write guard compares them with the servers' counters).
+    rows_sent: Arc<AtomicU64>,
 }
 
 impl KuduSink {
@@ -50,7 +55,14 @@ impl KuduSink {
             table: None,
             writer,
             position: None,
+            rows_sent: Arc::new(AtomicU64::new(0)),
         }
+    }
+
+    /// The count of rows this sink's writers handed to Kudu so far (each
+    /// batch counted whole before its first row is sent), shared with them.
+    pub fn rows_sent(&self) -> Arc<AtomicU64> {
+        self.rows_sent.clone()
     }
 
     /// Records the sink position in `table` on the sink cluster (`None`:
@@ -230,6 +242,7 @@ impl Sink<RowBatch> for KuduSink {
             mapping: None,
             manual_flush_at: (mode == ClientFlushMode::ManualFlush)
                 .then_some(self.writer.max_buffer_size.get()),
+            rows_sent: self.rows_sent.clone(),
         })
     }
 }
@@ -250,6 +263,8 @@ pub struct KuduSinkWriter {
     mapping: Option<Mapping>,
     /// MANUAL_FLUSH: flush when this many rows are buffered.
     manual_flush_at: Option<usize>,
+    /// [`KuduSink::rows_sent`].
+    rows_sent: Arc<AtomicU64>,
 }
 
 impl KuduSinkWriter {
@@ -317,6 +332,8 @@ impl SinkWriter<RowBatch> for KuduSinkWriter {
             (m.columns.clone(), m.keys.clone())
         };
         let mut stats = WriteStats::default();
+        self.rows_sent
+            .fetch_add(batch.len() as u64, Ordering::Relaxed);
         for view in batch.rows() {
             let deleted = view.is_deleted();
             let mut row = self.table.new_row();

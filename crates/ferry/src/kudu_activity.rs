@@ -11,6 +11,14 @@
 //! would multiply by the replication factor); the table's value is the sum
 //! over its tablets. `ferry stop --drain-check` uses "the counters stopped
 //! moving" as "no writes".
+//!
+//! The sink's counters also feed the write guard (`write_guard`): rows
+//! the servers counted beyond the rows the job wrote are foreign writes.
+
+mod write_guard;
+
+pub use write_guard::ForeignWrites;
+use write_guard::WriteGuard;
 
 use crate::http_client::{base_url, HttpClient};
 use crate::process_opts::{KuduMetricsOptions, KUDU_MASTER_WEB_PORT};
@@ -31,6 +39,11 @@ pub struct TableCounters {
 }
 
 impl TableCounters {
+    /// Rows written, all kinds.
+    pub fn total(&self) -> u64 {
+        self.rows_inserted + self.rows_upserted + self.rows_updated + self.rows_deleted
+    }
+
     fn set(&mut self, name: &str, v: u64) {
         match name {
             "rows_inserted" => self.rows_inserted = v,
@@ -108,7 +121,13 @@ pub struct KuduActivity {
     sink: Mutex<Option<ClusterPoller>>,
     source_state: Arc<Mutex<TableActivity>>,
     sink_state: Arc<Mutex<TableActivity>>,
+    /// Rows the job has written to the sink so far (for the write guard).
+    own_writes: Mutex<Option<OwnWrites>>,
+    guard: Mutex<WriteGuard>,
 }
+
+/// Reads the rows the job has written to the sink so far.
+pub type OwnWrites = Box<dyn Fn() -> u64 + Send + Sync>;
 
 /// Default master web addresses: each master's host on Kudu's default web
 /// port.
@@ -166,6 +185,51 @@ impl KuduActivity {
             ))),
             source_state,
             sink_state,
+            own_writes: Mutex::new(None),
+            guard: Mutex::new(WriteGuard::default()),
+        }
+    }
+
+    /// Turns the write guard on: `own` counts the job's rows written to
+    /// the sink (set once the job exists, before polling starts).
+    pub fn with_own_writes(self, own: OwnWrites) -> Self {
+        if let Ok(mut o) = self.own_writes.lock() {
+            *o = Some(own);
+        }
+        self
+    }
+
+    /// The write guard's figures (all zero until two sink polls compared).
+    pub fn foreign_writes(&self) -> ForeignWrites {
+        self.guard.lock().map(|g| g.view()).unwrap_or_default()
+    }
+
+    /// Feeds the write guard after a poll of the sink.
+    fn guard_sink(&self) {
+        let own = match self.own_writes.lock() {
+            Ok(o) => match o.as_ref() {
+                Some(f) => f(),
+                None => return,
+            },
+            Err(_) => return,
+        };
+        let sink = self
+            .sink_state
+            .lock()
+            .ok()
+            .filter(|s| s.error.is_none())
+            .and_then(|s| s.counters)
+            .map(|c| c.total());
+        if let Ok(mut g) = self.guard.lock() {
+            let before = g.view().total;
+            g.observe(sink, own);
+            let after = g.view().total;
+            if after > before {
+                tracing::warn!(
+                    foreign_rows = after,
+                    "rows were written to the sink table by someone else than ferry (write guard; see docs/operations.md)"
+                );
+            }
         }
     }
 
@@ -205,6 +269,7 @@ impl KuduActivity {
                     _ = stop.cancelled() => return,
                 }
                 tokio::join!(source.poll(&self.http), sink.poll(&self.http));
+                self.guard_sink();
             }
         });
     }

@@ -384,6 +384,31 @@ fn push_kudu_tables(out: &mut Families, v: &JobView, labels: &Labels) {
     }
 }
 
+/// The write guard: `ferry_sink_foreign_writes_total` (rows written to
+/// the sink table beyond ferry's own) and `ferry_sink_foreign_writes_suspected`
+/// (1 when that rose within the last polls).
+fn push_foreign_writes(out: &mut Families, v: &JobView, labels: &Labels) {
+    if !v.job.activity.enabled() {
+        return;
+    }
+    let f = v.job.activity.foreign_writes();
+    let l = with(labels.clone(), &[("table_name", &v.job.sink_table_name())]);
+    out.ferry(
+        "sink_foreign_writes",
+        "Rows written to the sink table by others than ferry (tablet server write counters beyond the rows ferry wrote), since this process started watching",
+        MetricType::Counter,
+        l.clone(),
+        f.total as f64,
+    );
+    out.ferry(
+        "sink_foreign_writes_suspected",
+        "1 when rows written to the sink table by others than ferry were seen in the last 30 polls of the tablet servers",
+        MetricType::Gauge,
+        l,
+        if f.suspected { 1.0 } else { 0.0 },
+    );
+}
+
 impl FerryCollector {
     pub fn new(registry: Arc<Registry>) -> Self {
         FerryCollector { registry }
@@ -403,6 +428,7 @@ impl FerryCollector {
             push_ferry(&mut out, v, &labels);
             push_dr(&mut out, v, &labels);
             push_kudu_tables(&mut out, v, &labels);
+            push_foreign_writes(&mut out, v, &labels);
             push_verify(&mut out, v, &labels);
         }
         out.0

@@ -183,14 +183,20 @@ pub async fn start_job_with(
     if let Some(job_id) = extras.job_id {
         options = options.job_id(job_id);
     }
-    let activity = Arc::new(KuduActivity::new(
-        &args.process.kudu,
-        &cfg.source_master_addresses,
-        &cfg.sink_master_addresses,
-        &cfg.table_name,
-        &sink_table_name,
-    ));
     let sink = KuduSink::from_config(sink_client, source_client.clone(), cfg);
+    let rows_sent = sink.rows_sent();
+    let activity = Arc::new(
+        KuduActivity::new(
+            &args.process.kudu,
+            &cfg.source_master_addresses,
+            &cfg.sink_master_addresses,
+            &cfg.table_name,
+            &sink_table_name,
+        )
+        .with_own_writes(Box::new(move || {
+            rows_sent.load(std::sync::atomic::Ordering::Relaxed)
+        })),
+    );
     let source = KuduSource::new(source_client, cfg.table_name.clone(), cfg.reader.clone());
     let handle = Job::start(cfg, restore, source, sink, store, options).await?;
     let start_time_ms = now_ms();

@@ -3,7 +3,7 @@
 //! `GET /ferry/overview`, read by the web page and by
 //! `ferry stop --drain-check`.
 
-use crate::kudu_activity::{TableActivity, TableCounters};
+use crate::kudu_activity::{ForeignWrites, TableActivity, TableCounters};
 use crate::sampler::Rates;
 use serde::{Deserialize, Serialize};
 
@@ -171,6 +171,10 @@ pub struct KuduTables {
     pub enabled: bool,
     pub poll_interval_ms: u64,
     pub tables: Vec<TableActivity>,
+    /// The write guard: rows written to the sink table by others than
+    /// ferry (docs/operations.md, "Write guard").
+    #[serde(default)]
+    pub sink_foreign_writes: ForeignWrites,
 }
 
 impl KuduTables {
@@ -268,6 +272,7 @@ mod tests {
             kudu: KuduTables {
                 enabled: true,
                 poll_interval_ms: 500,
+                sink_foreign_writes: Default::default(),
                 tables: vec![TableActivity {
                     cluster: "source".into(),
                     table_name: "t".into(),

@@ -160,6 +160,7 @@ pub fn job_live(v: &JobView) -> JobLive {
             enabled: job.activity.enabled(),
             poll_interval_ms: job.activity.interval().as_millis() as u64,
             tables: job.activity.snapshot(),
+            sink_foreign_writes: job.activity.foreign_writes(),
         },
         checkpoints: newest(false)
             .take(PAGE_CHECKPOINTS)
