@@ -1,6 +1,7 @@
 //! `ferry cutover`: the planned cutover in one command. It runs the drain
 //! check of `ferry stop --drain-check` on the running job, stops it with a
-//! savepoint, reads that savepoint (its last window end is the final end;
+//! drained savepoint (a window open at the stop finishes first), reads
+//! that savepoint (its last window end is the final end;
 //! drained = no window in progress), takes the sink cluster's time after
 //! the stop (the cutover time), verifies the source at the final end
 //! against the sink at the cutover time, and writes a [`CutoverReport`]
@@ -227,7 +228,10 @@ async fn cut_over(args: &CutoverArgs, job: &str) -> Result<(CutoverReport, Strin
         timeout: args.drain.timeout,
         quiet: args.drain.quiet,
     };
-    let savepoint = drain_then_stop(&rest, job, args.savepoint_path.as_deref(), drain).await?;
+    // Stopped with drain as well: a window that opened after the checklist
+    // passed finishes first, so the savepoint holds none.
+    let savepoint =
+        drain_then_stop(&rest, job, args.savepoint_path.as_deref(), drain, true).await?;
     let resolver = crate::submit::resolver(&args.run.process);
     let store = crate::submit::open_checkpoints(
         &resolver,

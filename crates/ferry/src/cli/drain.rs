@@ -271,15 +271,20 @@ pub async fn drain_check(
     dir: Option<&str>,
     opts: DrainCheck,
 ) -> Result<()> {
-    drain_then_stop(rest, job, dir, opts).await.map(|_| ())
+    drain_then_stop(rest, job, dir, opts, false)
+        .await
+        .map(|_| ())
 }
 
 /// [`drain_check`], returning the savepoint's location (`ferry cutover`).
+/// `finish_window`: stop with `drain` too, so a window opened after the
+/// checklist passed finishes before the savepoint (which then holds none).
 pub async fn drain_then_stop(
     rest: &Rest,
     job: &str,
     dir: Option<&str>,
     opts: DrainCheck,
+    finish_window: bool,
 ) -> Result<String> {
     let started = Instant::now();
     let drain = Drain::start(rest, job, &opts, started).await?;
@@ -290,7 +295,7 @@ pub async fn drain_then_stop(
         "Drain check passed in {:.1}s; stopping with a savepoint.",
         started.elapsed().as_secs_f64()
     );
-    stop_at(rest, job, dir, false).await
+    stop_at(rest, job, dir, finish_window).await
 }
 
 #[cfg(test)]
