@@ -349,6 +349,11 @@ async fn unplanned(args: CutoverArgs) -> anyhow::Result<ExitCode> {
         .map(str::parse)
         .transpose()
         .map_err(|e| anyhow!("invalid value for --job-id: {e}"))?;
+    if !args.json {
+        crate::say!(
+            "Unplanned cutover: the RPO of an unplanned failover now (no stop, no verification):"
+        );
+    }
     let dr = DrArgs {
         from: vec![args.run.config.checkpoints_directory.clone()],
         run: args.run,
