@@ -4,7 +4,9 @@
 //! input; a verification of a running replication with a concurrent writer
 //! (times from the sink position record) finds no false difference; the
 //! REST operation (`POST/GET /ferry/jobs/:id/verify`), `/live` and the
-//! `ferry_verify_*` metrics report it.
+//! `ferry_verify_*` metrics report it. A planned `ferry cutover` proves the
+//! copy, writes its report and prints a reverse command that starts
+//! without a snapshot.
 
 use ferry_engine::checkpoint::{encode_metadata, JobId, JobState, SnapshotKind, WindowState};
 use ferry_fixtures::http::{get_json, http};
@@ -254,30 +256,44 @@ async fn three_differences_are_named_then_repaired() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("--source-time"));
 }
 
+/// A child process killed when dropped (also when a test panics).
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Starts `ferry run` replicating `table` to `table_copy`.
-fn start_job(source: &str, sink: &str, table: &str, chk: &Path, rest: u16, metrics: u16) -> Child {
-    Command::new(FERRY)
-        .arg("run")
-        .args(job_options(source, sink, table, chk))
-        .args([
-            "--job.tableSuffix",
-            "_copy",
-            "--job.createTable",
-            "true",
-            "--job.discoveryIntervalSeconds",
-            "1",
-            "--job.checkpointingIntervalMillis",
-            "300",
-            "--rest.port",
-            &rest.to_string(),
-            "--metrics.port",
-            &metrics.to_string(),
-        ])
-        .env("FERRY_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn ferry run")
+fn start_job(source: &str, sink: &str, table: &str, chk: &Path, rest: u16, metrics: u16) -> Killed {
+    Killed(
+        Command::new(FERRY)
+            .arg("run")
+            .args(job_options(source, sink, table, chk))
+            .args([
+                "--job.tableSuffix",
+                "_copy",
+                "--job.createTable",
+                "true",
+                "--job.discoveryIntervalSeconds",
+                "1",
+                "--job.checkpointingIntervalMillis",
+                "300",
+                "--rest.port",
+                &rest.to_string(),
+                "--metrics.port",
+                &metrics.to_string(),
+                "--metrics.kudu.pollIntervalMillis",
+                "500",
+            ])
+            .env("FERRY_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn ferry run"),
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -292,7 +308,7 @@ async fn a_running_job_verifies_equal_under_writes_also_over_rest() {
     let chk = dir.path().join("chk");
     let (rest, metrics) = (free_port(), free_port());
     let mut child = start_job(&a, &b, "live", &chk, rest, metrics);
-    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut out = BufReader::new(child.0.stdout.take().expect("stdout"));
     let id = read_job_id(&mut out);
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
@@ -355,7 +371,12 @@ async fn a_running_job_verifies_equal_under_writes_also_over_rest() {
         .lines()
         .find(|l| l.starts_with("ferry_verify_last_result{"))
         .unwrap_or_else(|| panic!("no ferry_verify_last_result in:\n{text_metrics}"));
-    assert!(line.contains(&id) && line.ends_with(" 1"), "{line}");
+    let value: f64 = line
+        .rsplit(' ')
+        .next()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(-9.0);
+    assert!(line.contains(&id) && value == 1.0, "{line}");
     assert!(text_metrics.contains("ferry_verify_rows_compared{"));
     assert!(text_metrics.contains("ferry_verify_rows_differing{"));
     assert!(text_metrics.contains("ferry_verify_last_timestamp_seconds{"));
@@ -369,6 +390,135 @@ async fn a_running_job_verifies_equal_under_writes_also_over_rest() {
 
     let stats = writer.stop().await;
     assert!(stats.applied > 0, "{stats:?}");
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(child);
+}
+
+/// Waits until the job at `rest` completed `n` windows.
+async fn windows(rest: u16, id: &str, n: u64) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let live = get_json(rest, &format!("/ferry/jobs/{id}/live"));
+        if live["totals"]["windows_completed"].as_u64().unwrap_or(0) >= n {
+            return live;
+        }
+        assert!(Instant::now() < deadline, "not {n} windows: {live}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn planned_cutover_proves_the_copy_and_the_reverse_job_needs_no_snapshot() {
+    let cl = clusters();
+    let (a, b) = (cl.0.master_addrs_joined(), cl.1.master_addrs_joined());
+    let source = KuduClient::new(&cl.0.master_addrs()).expect("client");
+    create(&source, "cut", 2).await;
+    let rows: Vec<(char, i64, String)> = (0..200).map(|i| ('u', i, format!("row {i}"))).collect();
+    let rows: Vec<(char, i64, &str)> = rows.iter().map(|(k, i, v)| (*k, *i, v.as_str())).collect();
+    write(&source, "cut", rows).await;
+
+    let dir = tempfile::tempdir().expect("tmp");
+    let chk = dir.path().join("chk");
+    let rest = free_port();
+    let mut job = start_job(&a, &b, "cut", &chk, rest, free_port());
+    let mut out = BufReader::new(job.0.stdout.take().expect("stdout"));
+    let id = read_job_id(&mut out);
+    windows(rest, &id, 2).await;
+
+    let report_path = dir.path().join("cutover.json");
+    let mut args: Vec<String> = [
+        "--jobmanager",
+        &format!("127.0.0.1:{rest}"),
+        "--job-id",
+        &id,
+        "--savepointPath",
+        &dir.path().join("sp").to_string_lossy(),
+        "--report",
+        &report_path.to_string_lossy(),
+        "--quiet-period",
+        "1",
+        "--drain-timeout",
+        "60",
+        "--json",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.extend(job_options(&a, &b, "cut", &chk));
+    args.extend(["--job.tableSuffix", "_copy"].map(String::from));
+    let o = tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        ferry("cutover", &args)
+    })
+    .await
+    .expect("join");
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // The drain steps come first, then one JSON line.
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with('{'))
+        .unwrap_or_else(|| panic!("no JSON in {stdout}"));
+    let r: Value = serde_json::from_str(line).expect("json");
+    assert_eq!(r["equal"], true, "{r}");
+    assert_eq!(r["drained"], true, "{r}");
+    assert_eq!(r["rpoMs"], 0, "{r}");
+    assert_eq!(r["verify"]["rowsCompared"], 200, "{r}");
+    assert_eq!(r["source"]["table"], "cut", "{r}");
+    assert_eq!(r["sink"]["table"], "cut_copy", "{r}");
+    assert!(r["cutoverTime"].as_u64().unwrap_or(0) > 0, "{r}");
+    let saved: Value =
+        serde_json::from_slice(&std::fs::read(&report_path).expect("report file")).expect("json");
+    assert_eq!(saved["cutoverTime"], r["cutoverTime"]);
+    assert_eq!(saved["finalEnd"], r["finalEnd"]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while job.0.try_wait().expect("wait").is_none() {
+        assert!(Instant::now() < deadline, "the stopped job still runs");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // The printed reverse command starts without a snapshot and copies a
+    // write on the new primary back to the old source.
+    let command = r["reverseCommand"].as_str().expect("reverseCommand");
+    assert!(command.contains("--fromCutover"), "{command}");
+    let reverse: Vec<String> = command
+        .strip_prefix("ferry run ")
+        .expect("ferry run")
+        .split(' ')
+        .map(String::from)
+        .collect();
+    let rest2 = free_port();
+    let mut child = Command::new(FERRY)
+        .arg("run")
+        .args(&reverse)
+        .args([
+            "--rest.port",
+            &rest2.to_string(),
+            "--metrics.port",
+            &free_port().to_string(),
+        ])
+        .env("FERRY_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn the reverse job");
+    let mut out2 = BufReader::new(child.stdout.take().expect("stdout"));
+    let reverse_job = Killed(child);
+    let id2 = read_job_id(&mut out2);
+    let sink = KuduClient::new(&cl.1.master_addrs()).expect("client");
+    write(&sink, "cut_copy", vec![('u', 5000, "on the new primary")]).await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let rows = ferry_fixtures::read_all(&source, "cut").await;
+        if rows.contains_key(&5000) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the write did not reach the old source"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let live = windows(rest2, &id2, 1).await;
+    assert_eq!(live["totals"]["snapshot_windows"], 0, "{live}");
+    drop(reverse_job);
 }

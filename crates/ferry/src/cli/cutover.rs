@@ -10,13 +10,15 @@
 //! old source, `ferry run --fromCutover REPORT`), which `--start-reverse`
 //! runs in this process.
 //!
-//! `--unplanned` (the source cluster is gone): prints the newest valid
-//! state and the RPO of failing over to the sink instead.
+//! `--unplanned`, or a source cluster that does not answer: prints what
+//! `ferry failover --report` prints (the newest valid state and the data
+//! RPO of failing over to the sink now) instead; without `--unplanned`
+//! that ends with exit code 1 (no cutover happened).
 //!
 //! Exit codes: 0 equal, 1 the tables differ or a failure, 2 usage error,
 //! 3 (`--unplanned`) no valid state found.
 
-use super::failover::{hybrid_to_ms, print_search, search_all, EXIT_NOTHING_FOUND};
+use super::failover::{hybrid_to_ms, report, DrArgs, Outcome, EXIT_NOTHING_FOUND};
 use super::verify::{method, number, Failure, DEFAULT_PARALLELISM};
 use super::{drain_then_stop, DrainCheck, Rest};
 use crate::cutover_report::{CutoverReport, CutoverSide, CUTOVER_REPORT_VERSION};
@@ -337,32 +339,44 @@ fn print_report(args: &CutoverArgs, report: &CutoverReport, path: &str) {
     }
 }
 
-/// `--unplanned`: the newest valid state and the RPO of failing over now.
-async fn unplanned(args: &CutoverArgs) -> anyhow::Result<ExitCode> {
-    let resolver = crate::submit::resolver(&args.run.process);
-    let from = vec![args.run.config.checkpoints_directory.clone()];
+/// `--unplanned`, or a source that does not answer: `ferry failover
+/// --report` (the newest valid state, the sink position, the data RPO of
+/// failing over now).
+async fn unplanned(args: CutoverArgs) -> anyhow::Result<ExitCode> {
     let job = args
         .job_id
         .as_deref()
         .map(str::parse)
         .transpose()
         .map_err(|e| anyhow!("invalid value for --job-id: {e}"))?;
-    let search = search_all(resolver.as_ref(), &from, job, &[]).await?;
-    print_search(&search, &from, args.json);
-    let Some(found) = &search.newest else {
-        return Ok(ExitCode::from(EXIT_NOTHING_FOUND));
+    let dr = DrArgs {
+        from: vec![args.run.config.checkpoints_directory.clone()],
+        run: args.run,
+        job,
+        dry_run: false,
+        json: args.json,
+        report: true,
     };
-    if !args.json {
-        if let Some(end) = found.window_end() {
-            crate::say!(
-                "RPO of an unplanned failover now: {} ms of source writes after hybrid time {end} may be lost; \
-                 when the old source is back, `ferry verify --source-time now --sink-time <the sink position's sink time>` lists them",
-                now_ms().saturating_sub(hybrid_to_ms(end))
-            );
-        }
-    }
-    Ok(ExitCode::SUCCESS)
+    Ok(match report::report(&dr).await? {
+        Outcome::NothingFound => ExitCode::from(EXIT_NOTHING_FOUND),
+        _ => ExitCode::SUCCESS,
+    })
 }
+
+/// Whether the source cluster answers (its clock) within [`SOURCE_PROBE`].
+async fn source_answers(args: &CutoverArgs) -> bool {
+    let Ok((source, _)) = crate::submit::clients(&args.run.config) else {
+        return false;
+    };
+    matches!(
+        tokio::time::timeout(SOURCE_PROBE, source.server_clock()).await,
+        Ok(Ok(_))
+    )
+}
+
+/// How long the source cluster may take to answer before `ferry cutover`
+/// treats it as gone.
+const SOURCE_PROBE: Duration = Duration::from_secs(15);
 
 /// `ferry cutover`.
 pub fn command(raw: &[String]) -> ExitCode {
@@ -382,8 +396,25 @@ pub fn command(raw: &[String]) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    if !args.unplanned && !runtime.block_on(source_answers(&args)) {
+        eprintln!(
+            "warning: the source cluster does not answer within {}s: no planned cutover; \
+             the RPO of an unplanned failover follows",
+            SOURCE_PROBE.as_secs()
+        );
+        if args.start_reverse {
+            return ExitCode::FAILURE;
+        }
+        return runtime.block_on(unplanned(args)).map_or_else(
+            |e| {
+                eprintln!("error: {e:#}");
+                ExitCode::FAILURE
+            },
+            |_| ExitCode::FAILURE,
+        );
+    }
     if args.unplanned {
-        return runtime.block_on(unplanned(&args)).unwrap_or_else(|e| {
+        return runtime.block_on(unplanned(args)).unwrap_or_else(|e| {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
         });
@@ -453,8 +484,10 @@ Usage: ferry cutover --jobmanager HOST:PORT --job-id ID [--savepointPath DIR] [-
       --json                  print the report as JSON (with reportPath and reverseCommand)
   -p, --parallelism N         key ranges verified at the same time [default: 4]
       --method M              server or client checksums (see `ferry verify --help`) [default: server]
-      --unplanned             the source cluster is gone: print the newest valid state and the
-                              RPO of failing over now (no stop, no verify)
+      --unplanned             the source cluster is gone: print `ferry failover --report`'s
+                              report (newest valid state, sink position, data RPO of failing
+                              over now); no stop, no verify. A source that does not answer
+                              within 15 s gets the same report, with exit code 1
 
 The job's options are `ferry run`'s (--config FILE, --job.*), as the job was started with.
 docs/dr.md has the runbooks.

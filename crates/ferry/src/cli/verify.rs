@@ -14,7 +14,9 @@
 //! Exit codes: 0 equal, 1 differs or a runtime failure, 2 bad input.
 
 use crate::run_args::{self, RunArgs, RunCommand};
+use anyhow::Context;
 use ferry_engine::config::JobConfig;
+use ferry_engine::sink_position::PositionTable;
 use ferry_verify::{At, Method, Progress, Side, VerifyError, VerifyOptions, VerifyReport};
 use kudu_client::{HybridTime, KuduClient};
 use std::process::ExitCode;
@@ -212,10 +214,10 @@ pub async fn position_times(
     let Some(table) = &cfg.position_table else {
         return Ok(None);
     };
-    // Contract D (`PositionTable::lookup`, `last_end_sink_time`) lands with
-    // the engine's branch; until then there is no sink time to read.
-    let _ = (sink, table, sink_table);
-    Ok(None)
+    let position = PositionTable::lookup(sink, table, sink_table)
+        .await
+        .with_context(|| format!("reading the sink position of '{sink_table}'"))?;
+    Ok(position.and_then(|p| Some((p.last_end?, p.last_end_sink_time?))))
 }
 
 /// The usage error when no time was given and no position record exists.
@@ -314,50 +316,10 @@ pub async fn run(
     Ok((report, times))
 }
 
-/// The human summary of a report.
-// TODO(issue 12): `VerifyReport`'s `Display` (helper verify) replaces this.
-pub fn summary(r: &VerifyReport) -> String {
-    use std::fmt::Write as _;
-    let mut s = format!(
-        "{}: source '{}' at {} ({} rows), sink '{}' at {} ({} rows); {} rows compared in {} ranges, {} ms",
-        if r.equal { "EQUAL" } else { "DIFFERENT" },
-        r.source.table,
-        r.source.timestamp,
-        r.source.rows,
-        r.sink.table,
-        r.sink.timestamp,
-        r.sink.rows,
-        r.rows_compared,
-        r.ranges,
-        r.elapsed_ms
-    );
-    if r.differences > 0 {
-        let _ = write!(
-            s,
-            "\n{} differences: {} missing, {} extra, {} differing",
-            r.differences, r.missing, r.extra, r.differing
-        );
-        for d in &r.listed {
-            let key = serde_json::Value::Object(d.key.clone());
-            let kind = match d.kind {
-                ferry_verify::DiffKind::Missing => "missing",
-                ferry_verify::DiffKind::Extra => "extra",
-                ferry_verify::DiffKind::Differs => "differs",
-            };
-            let _ = write!(s, "\n  {kind}  {key}");
-            if !d.columns.is_empty() {
-                let _ = write!(s, ": {}", d.columns.join(", "));
-            }
-        }
-    }
-    if let Some(rep) = &r.repair {
-        let _ = write!(
-            s,
-            "\nrepair: {} upserted, {} deleted; equal after: {}",
-            rep.upserted, rep.deleted, rep.equal_after
-        );
-    }
-    s
+/// The human summary of a report (its last line break left to the
+/// printer).
+pub fn summary(report: &VerifyReport) -> String {
+    report.to_string().trim_end().to_string()
 }
 
 /// `ferry verify`: parses, verifies, prints, and maps the outcome to the
