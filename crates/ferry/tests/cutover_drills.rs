@@ -486,15 +486,13 @@ async fn unplanned_failover_lists_the_rows_written_after_the_last_window() {
     let mut ops: BTreeMap<i64, Vec<Logged>> = BTreeMap::new();
     for op in &log {
         ops.entry(op.id).or_default().push(*op);
+        // Its time T: before < T <= after; in the sink iff T < last_end.
         match op.after {
-            _ if op.before >= last_end => {
-                if op.after.is_some() {
-                    after.insert(op.id);
-                } else {
-                    maybe.insert(op.id);
-                }
+            Some(_) if op.before >= last_end => {
+                after.insert(op.id);
             }
             Some(t) if t < last_end => {}
+            // Straddles the window end, or not acknowledged.
             _ => {
                 maybe.insert(op.id);
             }
