@@ -67,35 +67,20 @@ pub fn parse(args: &[String]) -> Result<Option<CutoverArgs>, String> {
     let (mut start_reverse, mut json, mut unplanned) = (false, false, false);
     let mut parallelism = DEFAULT_PARALLELISM;
     let mut method_v = Method::Server;
-    let mut rest = Vec::new();
-    let mut i = 0;
-    while i < args.len() {
-        let arg = args[i].as_str();
-        i += 1;
-        let (flag, inline) = match arg.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
-            _ => (arg, None),
-        };
-        let mut value = || -> Result<String, String> {
-            if let Some(v) = inline.clone() {
-                return Ok(v);
-            }
-            i += 1;
-            args.get(i - 1)
-                .cloned()
-                .ok_or_else(|| format!("{flag} needs a value"))
-        };
+    let mut flags = super::flags::Flags::new(args);
+    while let Some(arg) = flags.next_arg() {
+        let flag = arg.flag();
         match flag {
             "-h" | "--help" => return Ok(None),
-            "-m" | "--jobmanager" => jobmanager = value()?,
-            "--job-id" => job_id = Some(value()?),
-            "--savepointPath" | "--savepoint-path" => savepoint_path = Some(value()?),
+            "-m" | "--jobmanager" => jobmanager = flags.value(&arg)?,
+            "--job-id" => job_id = Some(flags.value(&arg)?),
+            "--savepointPath" | "--savepoint-path" => savepoint_path = Some(flags.value(&arg)?),
             "--drain-timeout" => {
-                let v = value()?;
+                let v = flags.value(&arg)?;
                 drain.timeout = Duration::from_secs(number(flag, &v, 1, 86_400)? as u64);
             }
             "--quiet-period" => {
-                let v = value()?;
+                let v = flags.value(&arg)?;
                 let secs = v
                     .parse::<f64>()
                     .ok()
@@ -105,15 +90,16 @@ pub fn parse(args: &[String]) -> Result<Option<CutoverArgs>, String> {
                     })?;
                 drain.quiet = Duration::from_secs_f64(secs);
             }
-            "--report" => report = Some(PathBuf::from(value()?)),
+            "--report" => report = Some(PathBuf::from(flags.value(&arg)?)),
             "--start-reverse" => start_reverse = true,
             "--json" => json = true,
             "--unplanned" => unplanned = true,
-            "-p" | "--parallelism" => parallelism = number(flag, &value()?, 1, 1024)?,
-            "--method" => method_v = method(&value()?)?,
-            _ => rest.push(arg.to_string()),
+            "-p" | "--parallelism" => parallelism = number(flag, &flags.value(&arg)?, 1, 1024)?,
+            "--method" => method_v = method(&flags.value(&arg)?)?,
+            _ => flags.keep(arg),
         }
     }
+    let rest = flags.into_rest();
     let run = match run_args::parse(&rest).map_err(|e| e.to_string())? {
         RunCommand::Help => return Ok(None),
         RunCommand::Run(run) => *run,

@@ -58,34 +58,20 @@ pub fn parse(args: &[String], verb: &str) -> Result<Option<DrArgs>, String> {
     let mut from = Vec::new();
     let mut job_id = None;
     let (mut dry_run, mut json, mut report) = (false, false, false);
-    let mut rest = Vec::new();
-    let mut i = 0;
-    while i < args.len() {
-        let arg = args[i].as_str();
-        i += 1;
-        let (flag, inline) = match arg.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
-            _ => (arg, None),
-        };
-        let mut value = || -> Result<String, String> {
-            if let Some(v) = inline.clone() {
-                return Ok(v);
-            }
-            i += 1;
-            args.get(i - 1)
-                .cloned()
-                .ok_or_else(|| format!("{flag} needs a value"))
-        };
+    let mut flags = super::flags::Flags::new(args);
+    while let Some(arg) = flags.next_arg() {
+        let flag = arg.flag();
         match flag {
             "-h" | "--help" => return Ok(None),
-            "--from" => from.push(value()?),
-            "--job-id" => job_id = Some(value()?),
+            "--from" => from.push(flags.value(&arg)?),
+            "--job-id" => job_id = Some(flags.value(&arg)?),
             "--dry-run" if verb == "failover" => dry_run = true,
             "--json" if verb == "failover" => json = true,
             "--report" if verb == "failover" => report = true,
-            _ => rest.push(arg.to_string()),
+            _ => flags.keep(arg),
         }
     }
+    let rest = flags.into_rest();
     let run = match run_args::parse(&rest).map_err(|e| e.to_string())? {
         RunCommand::Help => return Ok(None),
         RunCommand::Run(run) => *run,

@@ -7,6 +7,7 @@
 pub mod cutover;
 mod drain;
 pub mod failover;
+mod flags;
 pub mod standby;
 pub mod state;
 pub mod verify;

@@ -139,41 +139,27 @@ pub fn parse(args: &[String]) -> Result<Option<VerifyArgs>, String> {
     let mut method_v = Method::Server;
     let (mut repair, mut json) = (false, false);
     let mut max_listed = DEFAULT_MAX_LISTED;
-    let mut rest = Vec::new();
-    let mut i = 0;
-    while i < args.len() {
-        let arg = args[i].as_str();
-        i += 1;
-        let (flag, inline) = match arg.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
-            _ => (arg, None),
-        };
-        let mut value = || -> Result<String, String> {
-            if let Some(v) = inline.clone() {
-                return Ok(v);
-            }
-            i += 1;
-            args.get(i - 1)
-                .cloned()
-                .ok_or_else(|| format!("{flag} needs a value"))
-        };
+    let mut flags = super::flags::Flags::new(args);
+    while let Some(arg) = flags.next_arg() {
+        let flag = arg.flag();
         match flag {
             "-h" | "--help" => return Ok(None),
-            "--source-time" => source_time = Some(TimeArg::parse(flag, &value()?)?),
-            "--sink-time" => sink_time = Some(TimeArg::parse(flag, &value()?)?),
-            "-s" | "--fromSavepoint" => from_savepoint = Some(value()?),
-            "--sink-table" => sink_table = Some(value()?).filter(|t| !t.is_empty()),
-            "-p" | "--parallelism" => parallelism = number(flag, &value()?, 1, 1024)?,
-            "--method" => method_v = method(&value()?)?,
+            "--source-time" => source_time = Some(TimeArg::parse(flag, &flags.value(&arg)?)?),
+            "--sink-time" => sink_time = Some(TimeArg::parse(flag, &flags.value(&arg)?)?),
+            "-s" | "--fromSavepoint" => from_savepoint = Some(flags.value(&arg)?),
+            "--sink-table" => sink_table = Some(flags.value(&arg)?).filter(|t| !t.is_empty()),
+            "-p" | "--parallelism" => parallelism = number(flag, &flags.value(&arg)?, 1, 1024)?,
+            "--method" => method_v = method(&flags.value(&arg)?)?,
             "--repair" => repair = true,
             "--json" => json = true,
-            "--max-listed" => max_listed = number(flag, &value()?, 0, 1_000_000)?,
-            _ => rest.push(arg.to_string()),
+            "--max-listed" => max_listed = number(flag, &flags.value(&arg)?, 0, 1_000_000)?,
+            _ => flags.keep(arg),
         }
     }
     if from_savepoint.is_some() && source_time.is_some() {
         return Err("--fromSavepoint sets the source time (the state's last window end); do not combine it with --source-time".into());
     }
+    let rest = flags.into_rest();
     let run = match run_args::parse(&rest).map_err(|e| e.to_string())? {
         RunCommand::Help => return Ok(None),
         RunCommand::Run(run) => *run,
