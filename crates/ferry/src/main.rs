@@ -324,13 +324,9 @@ fn run_command(args: &[String]) -> ExitCode {
 /// `ferry failover` and `ferry standby`: help, or the takeover.
 fn dr_command(args: &[String], verb: &str) -> ExitCode {
     use cli::failover::{self, Outcome};
-    let parsed = match failover::parse(args, verb) {
-        Ok(Some(parsed)) => parsed,
-        Ok(None) => {
-            print!("{}", dr_help(verb));
-            return ExitCode::SUCCESS;
-        }
-        Err(e) => return usage_error(&e, &format!("ferry {verb} --help")),
+    let (parsed, runtime) = match prepare(failover::parse(args, verb), || dr_help(verb), verb) {
+        Ok(ready) => ready,
+        Err(code) => return code,
     };
     if verb == "standby" && parsed.run.config.ha.kind != ferry_engine::config::HaKind::Lease {
         return usage_error(
@@ -338,14 +334,6 @@ fn dr_command(args: &[String], verb: &str) -> ExitCode {
             "ferry standby --help",
         );
     }
-    init_logging();
-    let runtime = match runtime() {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
     let outcome = if verb == "standby" {
         runtime
             .block_on(cli::standby::standby(parsed))
@@ -371,6 +359,31 @@ fn dr_command(args: &[String], verb: &str) -> ExitCode {
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+/// The start of a verb that parses its own arguments: its help, a usage
+/// error (exit 2), or the parsed arguments with logging on and a runtime.
+pub(crate) fn prepare<A>(
+    parsed: Result<Option<A>, String>,
+    help: impl FnOnce() -> String,
+    verb: &str,
+) -> Result<(A, tokio::runtime::Runtime), ExitCode> {
+    let args = match parsed {
+        Ok(Some(args)) => args,
+        Ok(None) => {
+            print!("{}", help());
+            return Err(ExitCode::SUCCESS);
+        }
+        Err(e) => return Err(usage_error(&e, &format!("ferry {verb} --help"))),
+    };
+    init_logging();
+    match runtime() {
+        Ok(rt) => Ok((args, rt)),
+        Err(e) => {
+            eprintln!("error: {e}");
+            Err(ExitCode::FAILURE)
         }
     }
 }

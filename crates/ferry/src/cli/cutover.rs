@@ -313,21 +313,9 @@ const SOURCE_PROBE: Duration = Duration::from_secs(15);
 
 /// `ferry cutover`.
 pub fn command(raw: &[String]) -> ExitCode {
-    let args = match parse(raw) {
-        Ok(Some(args)) => args,
-        Ok(None) => {
-            print!("{}", help());
-            return ExitCode::SUCCESS;
-        }
-        Err(e) => return crate::usage_error(&e, "ferry cutover --help"),
-    };
-    crate::init_logging();
-    let runtime = match crate::runtime() {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::FAILURE;
-        }
+    let (args, runtime) = match crate::prepare(parse(raw), help, "cutover") {
+        Ok(ready) => ready,
+        Err(code) => return code,
     };
     if !args.unplanned && !runtime.block_on(source_answers(&args)) {
         eprintln!(

@@ -311,21 +311,9 @@ pub fn summary(report: &VerifyReport) -> String {
 /// `ferry verify`: parses, verifies, prints, and maps the outcome to the
 /// exit code.
 pub fn command(args: &[String]) -> ExitCode {
-    let parsed = match parse(args) {
-        Ok(Some(parsed)) => parsed,
-        Ok(None) => {
-            print!("{}", help());
-            return ExitCode::SUCCESS;
-        }
-        Err(e) => return crate::usage_error(&e, "ferry verify --help"),
-    };
-    crate::init_logging();
-    let runtime = match crate::runtime() {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::FAILURE;
-        }
+    let (parsed, runtime) = match crate::prepare(parse(args), help, "verify") {
+        Ok(ready) => ready,
+        Err(code) => return code,
     };
     let outcome = runtime.block_on(async {
         let interactive = std::io::IsTerminal::is_terminal(&std::io::stderr());
