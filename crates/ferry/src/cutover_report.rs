@@ -60,7 +60,6 @@ pub struct CutoverReport {
 
 /// Why a cutover report could not be written or read.
 #[derive(Debug, thiserror::Error)]
-#[allow(dead_code)] // `Read` and later: `load`, for `ferry run --fromCutover`
 pub enum ReportError {
     /// The file could not be written.
     #[error("cannot write the cutover report '{path}'")]
@@ -103,12 +102,15 @@ impl CutoverReport {
         let mut tmp = path.as_os_str().to_owned();
         tmp.push(".tmp");
         let tmp = std::path::PathBuf::from(tmp);
-        std::fs::write(&tmp, &bytes).map_err(write)?;
+        // Synced before the rename: a crash leaves the old report or the
+        // whole new one, never a torn file under the report's name.
+        let mut file = std::fs::File::create(&tmp).map_err(write)?;
+        std::io::Write::write_all(&mut file, &bytes).map_err(write)?;
+        file.sync_all().map_err(write)?;
         std::fs::rename(&tmp, path).map_err(write)
     }
 
     /// Reads a report written by [`CutoverReport::save`].
-    #[allow(dead_code)] // read by `ferry run --fromCutover`
     pub fn load(path: &Path) -> Result<CutoverReport, ReportError> {
         let shown = path.display().to_string();
         let bytes = std::fs::read(path).map_err(|cause| ReportError::Read {
