@@ -111,6 +111,30 @@ fn summarize(runs: Vec<VerifyRun>) -> Result<MethodSummary> {
     })
 }
 
+/// Runs one `kudu` tool command against the source and the sink cluster at
+/// the same time (outputs `<label>-source.stdout` / `<label>-sink.stdout`).
+async fn kudu_on_both(
+    e: &Env<'_>,
+    label: &str,
+    args: impl Fn(&Cluster) -> Vec<String>,
+) -> Result<(KuduRun, KuduRun)> {
+    let run = |c: &Cluster, side: &str| {
+        let args = args(c);
+        let label = format!("{label}-{side}");
+        async move {
+            kudu_measured(
+                &args,
+                e.work,
+                &label,
+                &e.ctx.monitor,
+                Duration::from_secs(3600),
+            )
+            .await
+        }
+    };
+    tokio::try_join!(run(e.src, "source"), run(e.dst, "sink"))
+}
+
 struct Env<'a> {
     ctx: &'a Ctx,
     src: &'a Cluster,
@@ -254,27 +278,16 @@ async fn run_method(e: &Env<'_>, m: Method, round: usize) -> Result<VerifyRun> {
             (vec![usage], outcome, vec![command])
         }
         Method::TableScan => {
-            let scan = |c: &Cluster, side: &str| {
-                let args: Vec<String> = vec![
+            let (a, b) = kudu_on_both(e, &label, |c| {
+                vec![
                     "table".into(),
                     "scan".into(),
                     c.masters.clone(),
                     TABLE.into(),
                     format!("-num_threads={}", e.threads),
-                ];
-                let label = format!("{label}-{side}");
-                async move {
-                    kudu_measured(
-                        &args,
-                        e.work,
-                        &label,
-                        &e.ctx.monitor,
-                        Duration::from_secs(3600),
-                    )
-                    .await
-                }
-            };
-            let (a, b) = tokio::try_join!(scan(e.src, "source"), scan(e.dst, "sink"))?;
+                ]
+            })
+            .await?;
             let counts = [total_count(&a), total_count(&b)];
             for (run, count) in [(&a, counts[0]), (&b, counts[1])] {
                 if count != Some(e.rows) {
@@ -296,27 +309,16 @@ async fn run_method(e: &Env<'_>, m: Method, round: usize) -> Result<VerifyRun> {
             )
         }
         Method::Ksck => {
-            let ksck = |c: &Cluster, side: &str| {
-                let args: Vec<String> = vec![
+            let (a, b) = kudu_on_both(e, &label, |c| {
+                vec![
                     "cluster".into(),
                     "ksck".into(),
                     c.masters.clone(),
                     "-checksum_scan".into(),
                     format!("-tables={TABLE}"),
-                ];
-                let label = format!("{label}-{side}");
-                async move {
-                    kudu_measured(
-                        &args,
-                        e.work,
-                        &label,
-                        &e.ctx.monitor,
-                        Duration::from_secs(3600),
-                    )
-                    .await
-                }
-            };
-            let (a, b) = tokio::try_join!(ksck(e.src, "source"), ksck(e.dst, "sink"))?;
+                ]
+            })
+            .await?;
             (
                 vec![a.usage, b.usage],
                 "checksums computed (one replica each: nothing to compare)".into(),
