@@ -17,6 +17,7 @@
 use crate::checkpoint::{SplitState, WindowState};
 use crate::error::EngineError;
 use crate::sink_position::SinkPosition;
+use serde::{Deserialize, Serialize};
 use std::future::Future;
 
 /// What the engine needs to know of a batch, for its metrics.
@@ -49,6 +50,23 @@ pub struct WriteStats {
     pub bytes: u64,
 }
 
+/// A table a job replicates: its id, stable across renames, and its name
+/// now.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct TableRef {
+    /// The source table's id (for Kudu, the master's 32-hex-digit id).
+    pub id: String,
+    /// The source table's current name.
+    pub name: String,
+}
+
+/// A source table's schema as its connector describes it, for
+/// `job.schemaEvolution`: opaque to the engine, which compares it with the
+/// one it applied last and stores it in checkpoints.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct SchemaRecord(pub serde_json::Value);
+
 /// Where changes come from.
 pub trait Source: Send + Sync + 'static {
     /// The batches its readers yield.
@@ -71,6 +89,13 @@ pub trait Source: Send + Sync + 'static {
         &self,
         split: &SplitState,
     ) -> impl Future<Output = Result<Self::Reader, EngineError>> + Send;
+
+    /// The source table's schema now (`job.schemaEvolution`), asked before
+    /// each window opens; `None`: the source does not describe schemas
+    /// (the engine then never asks the sink to follow one).
+    fn schema(&self) -> impl Future<Output = Result<Option<SchemaRecord>, EngineError>> + Send {
+        async { Ok(None) }
+    }
 }
 
 /// Streams the batches of one split.
@@ -121,6 +146,24 @@ pub trait Sink<B: Batch>: Send + Sync + 'static {
         async { Ok(None) }
     }
 
+    /// Brings the sink in line with the source schema `now`, given the one
+    /// applied last (`applied`, from the checkpoint; `None` on a first
+    /// start or with a state of an older build). Called between windows,
+    /// after `prepare`, before any row of the next window and only when
+    /// `now` differs from `applied`. Must be idempotent: a crash after the
+    /// sink changed and before the checkpoint recorded it calls it again
+    /// with the same `applied`. A change it will not apply is an
+    /// [`EngineError::SchemaChange`] (the table is paused, nothing more is
+    /// written to it). Sinks that do not follow schemas keep the default.
+    fn follow_schema(
+        &self,
+        applied: Option<&SchemaRecord>,
+        now: &SchemaRecord,
+    ) -> impl Future<Output = Result<(), EngineError>> + Send {
+        let _ = (applied, now);
+        async { Ok(()) }
+    }
+
     /// The position last recorded on the sink, if any (after `prepare`).
     fn read_position(
         &self,
@@ -134,4 +177,66 @@ pub trait SinkWriter<B>: Send + 'static {
     /// Applies every row of `batch` (upsert live rows, delete deleted ones)
     /// and returns once all of them are durably written.
     fn write(&mut self, batch: &B) -> impl Future<Output = Result<WriteStats, EngineError>> + Send;
+}
+
+/// The tables of a job and their connectors: finds the source tables to
+/// replicate (a list of names, a pattern, or one table) and makes each
+/// one's source and sink. The engine calls `discover` at start and every
+/// `job.tableDiscoveryIntervalSeconds`, and `connect` once per table.
+pub trait Tables: Send + Sync + 'static {
+    /// One table's source.
+    type Source: Source;
+    /// One table's sink.
+    type Sink: Sink<<Self::Source as Source>::Batch>;
+
+    /// The source tables the job replicates now: every table the job's
+    /// selection matches, plus every table in `known` (followed by id:
+    /// renamed or not) that still exists, each with its current name. A
+    /// known table missing from the answer was dropped.
+    fn discover(
+        &self,
+        known: &[TableRef],
+    ) -> impl Future<Output = Result<Vec<TableRef>, EngineError>> + Send;
+
+    /// The source and the (unprepared) sink of `table`.
+    fn connect(&self, table: &TableRef) -> Result<(Self::Source, Self::Sink), EngineError>;
+}
+
+/// A job of one table whose source and sink are made already (tests, and
+/// jobs whose connectors are not Kudu's).
+pub struct SingleTable<S, K> {
+    table: TableRef,
+    connectors: std::sync::Mutex<Option<(S, K)>>,
+}
+
+impl<S, K> SingleTable<S, K> {
+    /// The table `table` read by `source` and written by `sink`.
+    pub fn new(table: TableRef, source: S, sink: K) -> Self {
+        SingleTable {
+            table,
+            connectors: std::sync::Mutex::new(Some((source, sink))),
+        }
+    }
+}
+
+impl<S: Source, K: Sink<S::Batch>> Tables for SingleTable<S, K> {
+    type Source = S;
+    type Sink = K;
+
+    async fn discover(&self, _known: &[TableRef]) -> Result<Vec<TableRef>, EngineError> {
+        Ok(vec![self.table.clone()])
+    }
+
+    fn connect(&self, table: &TableRef) -> Result<(S, K), EngineError> {
+        self.connectors
+            .lock()
+            .ok()
+            .and_then(|mut c| c.take())
+            .ok_or_else(|| {
+                EngineError::TableMismatch(format!(
+                    "table '{}' was connected twice (a single-table job has one source and one sink)",
+                    table.name
+                ))
+            })
+    }
 }

@@ -46,6 +46,19 @@ pub enum EngineError {
     /// This instance lost its lease (high availability): it must not write.
     #[error(transparent)]
     Fenced(#[from] crate::lease::Fenced),
+    /// A source schema change cannot be applied to the sink safely
+    /// (`job.schemaEvolution`); the table is paused.
+    #[error(transparent)]
+    SchemaChange(Box<crate::sink_table::SchemaChangeError>),
+    /// A restored table is not the table of that name now.
+    #[error("{0}")]
+    TableMismatch(String),
+}
+
+impl From<crate::sink_table::SchemaChangeError> for EngineError {
+    fn from(e: crate::sink_table::SchemaChangeError) -> Self {
+        EngineError::SchemaChange(Box::new(e))
+    }
 }
 
 impl From<SinkTableError> for EngineError {
@@ -75,6 +88,22 @@ impl EngineError {
         }
     }
 
+    /// Whether the error concerns one table only, so that a job
+    /// replicating several pauses that table and goes on with the others:
+    /// a schema change it cannot apply, a source table that is gone, a
+    /// window older than the source's history. (A job of one table fails.)
+    pub fn is_table_fault(&self) -> bool {
+        match self {
+            EngineError::SchemaChange(_) => true,
+            EngineError::Source { source, .. } => matches!(
+                source,
+                kudu_client::Error::SnapshotTooOld { .. } | kudu_client::Error::TableNotFound(_)
+            ),
+            EngineError::SinkTable(e) => !e.is_retryable(),
+            _ => false,
+        }
+    }
+
     /// A short name of what failed, for exception histories.
     pub fn kind_name(&self) -> &'static str {
         match self {
@@ -87,6 +116,8 @@ impl EngineError {
             EngineError::Internal(_) => "Internal",
             EngineError::Cancelled => "Cancelled",
             EngineError::Fenced(_) => "Fenced",
+            EngineError::SchemaChange(_) => "SchemaChange",
+            EngineError::TableMismatch(_) => "TableMismatch",
         }
     }
 

@@ -71,6 +71,40 @@ pub struct JobSnapshot {
     /// Where the last periodic savepoint went.
     #[serde(default)]
     pub last_periodic_savepoint: Option<String>,
+    /// Each table of the job (one for a job of one table), by current
+    /// source name.
+    #[serde(default)]
+    pub tables: Vec<TableSnapshot>,
+}
+
+/// One table of a job: its identity, window chain and counters.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TableSnapshot {
+    /// The source table's id.
+    pub table_id: String,
+    /// The source table's current name (it follows renames).
+    pub table_name: String,
+    /// The sink table's name.
+    pub sink_table: String,
+    /// End of the table's last completed window, epoch ms (0: none yet).
+    pub last_end_timestamp_ms: u64,
+    /// Whether a window of this table is open.
+    pub window_open: bool,
+    /// Split queues of the table's open window.
+    pub unassigned_count: u64,
+    pub pending_count: u64,
+    pub pending_removal_count: u64,
+    /// Rows read from the table and written to its sink.
+    pub rows_read: u64,
+    pub rows_upserted: u64,
+    pub rows_deleted: u64,
+    /// Windows of this table completed since the job started.
+    pub windows_completed: u64,
+    /// Source schema changes applied to the sink since the job started.
+    pub schema_changes: u64,
+    /// Why the table is paused, if it is (the others go on).
+    pub paused: Option<String>,
 }
 
 /// One failure of a job, as Flink's exception history shows it.
@@ -113,6 +147,7 @@ impl JobSnapshot {
             exceptions: Vec::new(),
             replicas: Vec::new(),
             last_periodic_savepoint: None,
+            tables: Vec::new(),
         }
     }
 

@@ -70,8 +70,8 @@ pub use paths::{
 };
 pub(crate) use state::now_ms as state_now_ms;
 pub use state::{
-    InvalidJobId, JobId, JobState, SnapshotKind, SplitState, StateInvariant, WindowState,
-    FORMAT_VERSION,
+    InvalidJobId, JobId, JobState, SnapshotKind, SplitState, StateInvariant, TableState,
+    WindowState, FORMAT_VERSION,
 };
 pub use store::{
     LocalResolver, SingleStoreResolver, StateStore, StoreError, StoreFuture, StoreResolver,

@@ -193,6 +193,63 @@ pub struct JobState {
     /// so states of jobs without a lease stay readable by older builds.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub generation: u64,
+    /// Every table of the job, each with its own window chain (written by
+    /// builds that replicate many tables; see [`JobState::table_states`]).
+    /// Empty in states of older builds: then the fields above are the one
+    /// table's. When set it is authoritative, and the fields above mirror
+    /// it ([`JobState::set_tables`]) so tools that read one table's
+    /// `last_end_timestamp` keep working.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tables: Vec<TableState>,
+}
+
+/// One table's part of a [`JobState`]: its identity and its window chain.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TableState {
+    /// The source table's id (stable across renames); empty in a state
+    /// converted from an older build's, which knew only the name.
+    pub table_id: String,
+    /// The source table's name when the state was taken.
+    pub table_name: String,
+    /// The sink table's name when the state was taken.
+    #[serde(default)]
+    pub sink_table: String,
+    /// As [`JobState::last_end_timestamp`], for this table.
+    pub last_end_timestamp: Option<u64>,
+    /// As [`JobState::window`], for this table.
+    pub window: Option<WindowState>,
+    /// As [`JobState::unassigned`], for this table.
+    #[serde(default)]
+    pub unassigned: Vec<SplitState>,
+    /// As [`JobState::pending`], for this table.
+    #[serde(default)]
+    pub pending: Vec<SplitState>,
+    /// The source schema last applied to the sink (`job.schemaEvolution`):
+    /// opaque to the engine (the connectors' [`crate::connector::SchemaRecord`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<serde_json::Value>,
+    /// Why the table is paused (replication of it stopped until the job is
+    /// restarted), if it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused: Option<String>,
+}
+
+impl TableState {
+    /// A table with nothing done yet.
+    pub fn new(table_id: impl Into<String>, table_name: impl Into<String>) -> Self {
+        TableState {
+            table_id: table_id.into(),
+            table_name: table_name.into(),
+            sink_table: String::new(),
+            last_end_timestamp: None,
+            window: None,
+            unassigned: Vec::new(),
+            pending: Vec::new(),
+            schema: None,
+            paused: None,
+        }
+    }
 }
 
 fn is_false(b: &bool) -> bool {
@@ -229,7 +286,55 @@ impl JobState {
             pending: Vec::new(),
             periodic: false,
             generation: 0,
+            tables: Vec::new(),
         }
+    }
+
+    /// Every table's state: `tables`, or for a state of an older build the
+    /// one table the top-level fields describe (its id unknown: empty).
+    pub fn table_states(&self) -> Vec<TableState> {
+        if !self.tables.is_empty() {
+            return self.tables.clone();
+        }
+        vec![TableState {
+            last_end_timestamp: self.last_end_timestamp,
+            window: self.window,
+            unassigned: self.unassigned.clone(),
+            pending: self.pending.clone(),
+            ..TableState::new("", self.table_name.clone())
+        }]
+    }
+
+    /// Stores `tables` and mirrors them in the top-level fields: with one
+    /// table, exactly its fields; with several, the names joined by commas,
+    /// the smallest `last_end_timestamp` (everything before it is in the
+    /// sink for every table; `None` if a table has none yet) and no window.
+    pub fn set_tables(&mut self, tables: Vec<TableState>) {
+        match tables.as_slice() {
+            [one] => {
+                self.table_name = one.table_name.clone();
+                self.last_end_timestamp = one.last_end_timestamp;
+                self.window = one.window;
+                self.unassigned = one.unassigned.clone();
+                self.pending = one.pending.clone();
+            }
+            many => {
+                self.table_name = many
+                    .iter()
+                    .map(|t| t.table_name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(",");
+                self.last_end_timestamp = many
+                    .iter()
+                    .map(|t| t.last_end_timestamp)
+                    .collect::<Option<Vec<u64>>>()
+                    .and_then(|ends| ends.into_iter().min());
+                self.window = None;
+                self.unassigned = Vec::new();
+                self.pending = Vec::new();
+            }
+        }
+        self.tables = tables;
     }
 
     /// Checks the invariants a writer must keep: current format version,
@@ -241,34 +346,63 @@ impl JobState {
                 found: self.format_version,
             });
         }
-        if let Some(window) = &self.window {
-            if let Some(start) = window.start_timestamp {
-                if start >= window.end_timestamp {
-                    return Err(StateInvariant::EmptyWindow {
-                        start,
-                        end: window.end_timestamp,
-                    });
-                }
-                if self.last_end_timestamp != Some(start) {
-                    return Err(StateInvariant::WindowNotChained {
-                        start,
-                        last_end: self.last_end_timestamp,
-                    });
-                }
-            }
-        } else if !self.unassigned.is_empty() || !self.pending.is_empty() {
-            return Err(StateInvariant::SplitsWithoutWindow);
-        }
+        check_chain(
+            self.last_end_timestamp,
+            self.window.as_ref(),
+            &self.unassigned,
+            &self.pending,
+        )?;
         let mut ids = std::collections::HashSet::new();
-        for split in self.unassigned.iter().chain(&self.pending) {
-            if !ids.insert(split.split_id.as_str()) {
-                return Err(StateInvariant::DuplicateSplit {
-                    split_id: split.split_id.clone(),
+        for table in &self.tables {
+            if !table.table_id.is_empty() && !ids.insert(table.table_id.as_str()) {
+                return Err(StateInvariant::DuplicateTable {
+                    table_id: table.table_id.clone(),
                 });
             }
+            check_chain(
+                table.last_end_timestamp,
+                table.window.as_ref(),
+                &table.unassigned,
+                &table.pending,
+            )?;
         }
         Ok(())
     }
+}
+
+/// One window chain's invariants: a window with `start < end`, diff
+/// windows starting at `last_end`, splits only with a window, unique split
+/// ids.
+fn check_chain(
+    last_end: Option<u64>,
+    window: Option<&WindowState>,
+    unassigned: &[SplitState],
+    pending: &[SplitState],
+) -> Result<(), StateInvariant> {
+    if let Some(window) = window {
+        if let Some(start) = window.start_timestamp {
+            if start >= window.end_timestamp {
+                return Err(StateInvariant::EmptyWindow {
+                    start,
+                    end: window.end_timestamp,
+                });
+            }
+            if last_end != Some(start) {
+                return Err(StateInvariant::WindowNotChained { start, last_end });
+            }
+        }
+    } else if !unassigned.is_empty() || !pending.is_empty() {
+        return Err(StateInvariant::SplitsWithoutWindow);
+    }
+    let mut ids = std::collections::HashSet::new();
+    for split in unassigned.iter().chain(pending) {
+        if !ids.insert(split.split_id.as_str()) {
+            return Err(StateInvariant::DuplicateSplit {
+                split_id: split.split_id.clone(),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// An invariant of [`JobState`] that a state breaks ([`JobState::validate`]).
@@ -319,6 +453,12 @@ pub enum StateInvariant {
         found_id: u64,
         /// The job directory it was found in.
         found_job: JobId,
+    },
+    /// Two table states with one table id.
+    #[error("table id '{table_id}' appears twice")]
+    DuplicateTable {
+        /// The repeated id.
+        table_id: String,
     },
     /// Two splits with one id.
     #[error("split id '{split_id}' appears twice")]

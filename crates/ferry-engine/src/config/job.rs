@@ -204,6 +204,36 @@ pub struct JobConfig {
     pub restart: RestartConfig,
     /// `high-availability.*`.
     pub ha: HaConfig,
+    /// Which source tables the job replicates: `job.tableName` (one name
+    /// or a comma-separated list) and `job.tablePattern`.
+    pub tables: TableSelection,
+    /// `job.schemaEvolution` (ferry only): follow source schema changes on
+    /// the sink at window boundaries.
+    pub schema_evolution: bool,
+    /// `job.tableDiscoveryIntervalSeconds` (ferry only): how often the job
+    /// looks for new and dropped source tables.
+    pub table_discovery_interval: Duration,
+    /// `job.renameSinkTable` (ferry only): rename the sink table when the
+    /// source table is renamed (keeping `job.tableSuffix`).
+    pub rename_sink_table: bool,
+}
+
+/// The source tables a job replicates.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct TableSelection {
+    /// Tables named in `job.tableName` (in order, no duplicates).
+    pub names: Vec<String>,
+    /// `job.tablePattern`: a regular expression a whole source table name
+    /// must match.
+    pub pattern: Option<String>,
+}
+
+impl TableSelection {
+    /// Whether the job replicates exactly one named table (and no pattern).
+    pub fn is_single(&self) -> bool {
+        self.names.len() == 1 && self.pattern.is_none()
+    }
 }
 
 impl JobConfig {
@@ -261,7 +291,18 @@ impl JobConfig {
             restart: RestartConfig::from_values(&v)?,
             checkpoints_directory,
             ha: HaConfig::from_values(&v)?,
+            tables: TableSelection::default(),
+            schema_evolution: true,
+            table_discovery_interval: Duration::from_secs(30),
+            rename_sink_table: false,
         };
+        let mut config = config;
+        config.tables.names = config
+            .table_name
+            .split(',')
+            .map(|t| t.trim().to_owned())
+            .filter(|t| !t.is_empty())
+            .collect();
         // Cross-key rule, as in the reference job: the next window opens only
         // after a checkpoint completes once the current window's splits are
         // done, so a checkpoint interval at or above the discovery interval

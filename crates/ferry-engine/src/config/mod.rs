@@ -30,7 +30,7 @@ mod tests;
 
 pub use error::ConfigError;
 pub use ha::{ha_job_id, HaConfig, HaKind};
-pub use job::{FlushMode, JobConfig, ReaderConfig, ReplicaSelection, WriterConfig};
+pub use job::{FlushMode, JobConfig, ReaderConfig, ReplicaSelection, TableSelection, WriterConfig};
 pub use key::ConfigKey;
 pub use raw::RawConfig;
 pub use restart::{format_duration, parse_duration, Decimal, RestartConfig};

@@ -28,6 +28,7 @@
 
 mod compat;
 mod error;
+pub mod schema_change;
 
 use std::fmt;
 
@@ -36,6 +37,7 @@ use kudu_client::{AlterTableBuilder, Error as KuduError, KuduClient, KuduTable, 
 
 pub use compat::{check_compatible, ColumnProblem};
 pub use error::SinkTableError;
+pub use schema_change::SchemaChangeError;
 
 /// What [`prepare_sink_table`] is asked to do.
 #[derive(Debug, Clone, PartialEq, Eq)]
