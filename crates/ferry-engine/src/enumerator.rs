@@ -15,7 +15,7 @@
 //! finished has completed. Because a split is reported finished only after
 //! its final flush, a finished split can be left out of later checkpoints.
 
-use crate::checkpoint::{JobState, SplitState, WindowState};
+use crate::checkpoint::{JobState, SplitState, TableState, WindowState};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// Split counts, as the reference job's metrics report them.
@@ -84,12 +84,37 @@ impl Enumerator {
     /// back to the front of `unassigned` with its resume key, so it is
     /// re-read from where its flushed rows end (replays are idempotent).
     pub fn restore(state: &JobState) -> Self {
-        let mut unassigned: VecDeque<SplitState> = state.pending.iter().cloned().collect();
-        unassigned.extend(state.unassigned.iter().cloned());
+        Self::resume(
+            state.last_end_timestamp,
+            state.window,
+            &state.pending,
+            &state.unassigned,
+        )
+    }
+
+    /// Restores one table's chain of a job of several tables (as
+    /// [`Enumerator::restore`]).
+    pub fn restore_table(state: &TableState) -> Self {
+        Self::resume(
+            state.last_end_timestamp,
+            state.window,
+            &state.pending,
+            &state.unassigned,
+        )
+    }
+
+    fn resume(
+        last_end: Option<u64>,
+        window: Option<WindowState>,
+        pending: &[SplitState],
+        unassigned: &[SplitState],
+    ) -> Self {
+        let mut queue: VecDeque<SplitState> = pending.iter().cloned().collect();
+        queue.extend(unassigned.iter().cloned());
         Enumerator {
-            last_end: state.last_end_timestamp,
-            window: state.window,
-            unassigned,
+            last_end,
+            window,
+            unassigned: queue,
             pending: BTreeMap::new(),
             pending_removal: BTreeSet::new(),
         }

@@ -244,3 +244,117 @@ impl JobMetrics {
         self.down_since_ms.store(NOT_SET, Ordering::Relaxed);
     }
 }
+
+/// One table's counters and gauges (a job of many tables has one each; the
+/// job-wide [`JobMetrics`] hold the sums).
+#[derive(Debug)]
+pub struct TableMetrics {
+    table_id: String,
+    table_name: std::sync::Mutex<String>,
+    last_end_timestamp_ms: AtomicU64,
+    window_open: AtomicU64,
+    pending: AtomicU64,
+    unassigned: AtomicU64,
+    pending_removal: AtomicU64,
+    rows_read: AtomicU64,
+    rows_upserted: AtomicU64,
+    rows_deleted: AtomicU64,
+    windows_completed: AtomicU64,
+    schema_changes: AtomicU64,
+    paused: std::sync::Mutex<Option<String>>,
+}
+
+impl TableMetrics {
+    /// The metrics of the table with this id and name.
+    pub fn new(table_id: impl Into<String>, table_name: impl Into<String>) -> Self {
+        TableMetrics {
+            table_id: table_id.into(),
+            table_name: std::sync::Mutex::new(table_name.into()),
+            last_end_timestamp_ms: AtomicU64::new(0),
+            window_open: AtomicU64::new(0),
+            pending: AtomicU64::new(0),
+            unassigned: AtomicU64::new(0),
+            pending_removal: AtomicU64::new(0),
+            rows_read: AtomicU64::new(0),
+            rows_upserted: AtomicU64::new(0),
+            rows_deleted: AtomicU64::new(0),
+            windows_completed: AtomicU64::new(0),
+            schema_changes: AtomicU64::new(0),
+            paused: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// A copy of every value.
+    pub fn snapshot(&self) -> crate::status::TableSnapshot {
+        crate::status::TableSnapshot {
+            table_id: self.table_id.clone(),
+            table_name: self
+                .table_name
+                .lock()
+                .map(|n| n.clone())
+                .unwrap_or_default(),
+            sink_table: String::new(),
+            last_end_timestamp_ms: get(&self.last_end_timestamp_ms),
+            window_open: get(&self.window_open) != 0,
+            unassigned_count: get(&self.unassigned),
+            pending_count: get(&self.pending),
+            pending_removal_count: get(&self.pending_removal),
+            rows_read: get(&self.rows_read),
+            rows_upserted: get(&self.rows_upserted),
+            rows_deleted: get(&self.rows_deleted),
+            windows_completed: get(&self.windows_completed),
+            schema_changes: get(&self.schema_changes),
+            paused: self.paused.lock().ok().and_then(|p| p.clone()),
+        }
+    }
+
+    pub(crate) fn set_name(&self, name: &str) {
+        if let Ok(mut n) = self.table_name.lock() {
+            if *n != name {
+                *n = name.to_owned();
+            }
+        }
+    }
+
+    pub(crate) fn set_paused(&self, why: Option<String>) {
+        if let Ok(mut p) = self.paused.lock() {
+            *p = why;
+        }
+    }
+
+    pub(crate) fn set_chain(
+        &self,
+        counts: crate::enumerator::SplitCounts,
+        window_open: bool,
+        last_end: Option<u64>,
+    ) {
+        self.pending.store(counts.pending as u64, Ordering::Relaxed);
+        self.unassigned
+            .store(counts.unassigned as u64, Ordering::Relaxed);
+        self.pending_removal
+            .store(counts.pending_removal as u64, Ordering::Relaxed);
+        self.window_open
+            .store(u64::from(window_open), Ordering::Relaxed);
+        if let Some(t) = last_end {
+            let ms = kudu_client::HybridTime::from_raw(t).epoch_millis();
+            self.last_end_timestamp_ms.store(ms, Ordering::Relaxed);
+        }
+    }
+
+    pub(crate) fn add_read(&self, rows: u64) {
+        self.rows_read.fetch_add(rows, Ordering::Relaxed);
+    }
+
+    pub(crate) fn add_written(&self, upserts: u64, deletes: u64) {
+        self.rows_upserted.fetch_add(upserts, Ordering::Relaxed);
+        self.rows_deleted.fetch_add(deletes, Ordering::Relaxed);
+    }
+
+    pub(crate) fn window_completed(&self) {
+        self.windows_completed.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn schema_changed(&self) {
+        self.schema_changes.fetch_add(1, Ordering::Relaxed);
+    }
+}

@@ -9,7 +9,7 @@ use crate::checkpoint::SplitState;
 use crate::connector::{Batch, ReadBatch, Sink, SinkWriter, Source, SplitReader};
 use crate::error::EngineError;
 use crate::lease::Fence;
-use crate::metrics::JobMetrics;
+use crate::metrics::{JobMetrics, TableMetrics};
 use std::sync::Arc;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
@@ -19,53 +19,85 @@ use tokio::task::JoinHandle;
 /// no throughput (docs/benchmarks.md, finding 3).
 const READ_AHEAD: usize = 1;
 
-/// What a pipeline tells the coordinator.
+/// What a pipeline tells the coordinator; `table` is the key of the
+/// table (window chain) the split belongs to.
 #[derive(Debug)]
 pub(crate) enum PipelineEvent {
     /// Every row of the split up to `resume_key` is written.
     Progress {
+        table: u64,
         split_id: String,
         resume_key: Vec<u8>,
     },
     /// Every row of the split is written.
-    Finished { worker: usize, split_id: String },
+    Finished {
+        worker: usize,
+        table: u64,
+        split_id: String,
+    },
     /// Stopped on request after a whole batch; the split stays pending.
-    Stopped { worker: usize, split_id: String },
+    Stopped {
+        worker: usize,
+        table: u64,
+        split_id: String,
+    },
     /// The split failed; the pipeline is idle again.
     Failed {
         worker: usize,
+        table: u64,
         split_id: String,
         error: EngineError,
     },
 }
 
+/// A split handed to a pipeline, with its table's connectors.
+pub(crate) struct Assignment<S, K> {
+    /// The table's key in the coordinator.
+    pub table: u64,
+    pub split: SplitState,
+    pub source: Arc<S>,
+    pub sink: Arc<K>,
+    pub metrics: Arc<TableMetrics>,
+}
+
 /// A running pipeline worker.
-pub(crate) struct Worker {
-    pub splits: mpsc::Sender<SplitState>,
+pub(crate) struct Worker<S, K> {
+    pub splits: mpsc::Sender<Assignment<S, K>>,
     pub task: JoinHandle<()>,
 }
 
-/// Starts pipeline `worker`: it waits for splits on its channel.
+/// Starts pipeline `worker`: it waits for splits on its channel. Pipelines
+/// are shared by every table of the job; a pipeline keeps one writer, for
+/// the table of its last split.
 pub(crate) fn spawn_worker<S: Source, K: Sink<S::Batch>>(
     worker: usize,
-    source: Arc<S>,
-    sink: Arc<K>,
     events: mpsc::UnboundedSender<PipelineEvent>,
     stop: watch::Receiver<bool>,
     metrics: Arc<JobMetrics>,
     fence: Fence,
-) -> Worker {
-    let (tx, mut rx) = mpsc::channel::<SplitState>(1);
+) -> Worker<S, K> {
+    let (tx, mut rx) = mpsc::channel::<Assignment<S, K>>(1);
     let task = tokio::spawn(async move {
-        let mut writer: Option<K::Writer> = None;
-        while let Some(split) = rx.recv().await {
+        let mut writer: Option<(u64, K::Writer)> = None;
+        while let Some(Assignment {
+            table,
+            split,
+            source,
+            sink,
+            metrics: table_metrics,
+        }) = rx.recv().await
+        {
             let split_id = split.split_id.clone();
+            if writer.as_ref().is_some_and(|(t, _)| *t != table) {
+                writer = None;
+            }
             if writer.is_none() {
                 match sink.writer().await {
-                    Ok(w) => writer = Some(w),
+                    Ok(w) => writer = Some((table, w)),
                     Err(error) => {
                         let _ = events.send(PipelineEvent::Failed {
                             worker,
+                            table,
                             split_id,
                             error,
                         });
@@ -73,17 +105,41 @@ pub(crate) fn spawn_worker<S: Source, K: Sink<S::Batch>>(
                     }
                 }
             }
-            let Some(w) = writer.as_mut() else { continue };
-            let outcome =
-                run_split(&*source, w, split, &events, stop.clone(), &metrics, &fence).await;
+            let Some((_, w)) = writer.as_mut() else {
+                continue;
+            };
+            let counters = Counters {
+                job: &metrics,
+                table: &table_metrics,
+            };
+            let outcome = run_split(
+                &*source,
+                w,
+                table,
+                split,
+                &events,
+                stop.clone(),
+                counters,
+                &fence,
+            )
+            .await;
             let event = match outcome {
-                Ok(true) => PipelineEvent::Finished { worker, split_id },
-                Ok(false) => PipelineEvent::Stopped { worker, split_id },
+                Ok(true) => PipelineEvent::Finished {
+                    worker,
+                    table,
+                    split_id,
+                },
+                Ok(false) => PipelineEvent::Stopped {
+                    worker,
+                    table,
+                    split_id,
+                },
                 Err(error) => {
                     // A writer that failed may hold half-sent buffers.
                     writer = None;
                     PipelineEvent::Failed {
                         worker,
+                        table,
                         split_id,
                         error,
                     }
@@ -97,14 +153,23 @@ pub(crate) fn spawn_worker<S: Source, K: Sink<S::Batch>>(
     Worker { splits: tx, task }
 }
 
+/// The job's and the table's counters.
+#[derive(Clone, Copy)]
+struct Counters<'a> {
+    job: &'a JobMetrics,
+    table: &'a TableMetrics,
+}
+
 /// Runs one split; `Ok(true)` when done, `Ok(false)` when stopped early.
+#[allow(clippy::too_many_arguments)]
 async fn run_split<S: Source, W: SinkWriter<S::Batch>>(
     source: &S,
     writer: &mut W,
+    table: u64,
     split: SplitState,
     events: &mpsc::UnboundedSender<PipelineEvent>,
     mut stop: watch::Receiver<bool>,
-    metrics: &JobMetrics,
+    metrics: Counters<'_>,
     fence: &Fence,
 ) -> Result<bool, EngineError> {
     let reader = source.open(&split).await?;
@@ -126,13 +191,18 @@ async fn run_split<S: Source, W: SinkWriter<S::Batch>>(
         };
         let Some(batch) = next else { return Ok(true) };
         let batch = batch?;
-        metrics.add_read(batch.rows.len() as u64, batch.rows.byte_size() as u64);
+        metrics
+            .job
+            .add_read(batch.rows.len() as u64, batch.rows.byte_size() as u64);
+        metrics.table.add_read(batch.rows.len() as u64);
         // A fenced instance writes no further row (lease module).
         fence.check()?;
         let stats = writer.write(&batch.rows).await?;
-        metrics.add_written(stats.upserts, stats.deletes);
+        metrics.job.add_written(stats.upserts, stats.deletes);
+        metrics.table.add_written(stats.upserts, stats.deletes);
         if let Some(key) = batch.resume_key {
             let _ = events.send(PipelineEvent::Progress {
+                table,
                 split_id: split.split_id.clone(),
                 resume_key: key,
             });

@@ -5,7 +5,7 @@
 use super::coordinator::Coordinator;
 use super::handle::CheckpointRecord;
 use crate::checkpoint::{JobState, SnapshotKind, StorageLocation};
-use crate::connector::{Sink, Source};
+use crate::connector::Tables;
 use crate::enumerator::{AfterCheckpoint, CheckpointCapture};
 use crate::error::{ControlError, EngineError};
 use tokio::time::Instant;
@@ -13,8 +13,21 @@ use tokio::time::Instant;
 /// How many checkpoints the history keeps.
 const HISTORY_LEN: usize = 100;
 
-impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
-    fn state(&self, capture: &CheckpointCapture, kind: SnapshotKind, id: u64) -> JobState {
+impl<T: Tables> Coordinator<T> {
+    /// Every chain's capture, by chain key.
+    fn capture(&self) -> Vec<(u64, CheckpointCapture)> {
+        self.chains
+            .iter()
+            .map(|c| (c.key, c.enumerator.capture()))
+            .collect()
+    }
+
+    fn state(
+        &self,
+        captures: &[(u64, CheckpointCapture)],
+        kind: SnapshotKind,
+        id: u64,
+    ) -> JobState {
         let mut state = JobState::new(
             self.options.job_id,
             kind,
@@ -23,10 +36,20 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
             self.config.source_master_addresses.clone(),
             self.config.sink_master_addresses.clone(),
         );
-        state.last_end_timestamp = capture.last_end_timestamp;
-        state.window = capture.window;
-        state.unassigned = capture.unassigned.clone();
-        state.pending = capture.pending.clone();
+        let mut tables: Vec<_> = self
+            .chains
+            .iter()
+            .zip(captures)
+            .map(|(chain, (_, capture))| chain.state(capture))
+            .collect();
+        if tables.is_empty() {
+            // Before the tables were found (a stop during the first
+            // discovery): keep what the job was started from.
+            if let Some(s) = &self.last_complete {
+                tables = s.table_states();
+            }
+        }
+        state.set_tables(tables);
         state.generation = self.options.fence.generation();
         state
     }
@@ -36,13 +59,13 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
         // A fenced instance writes no further checkpoint (lease module).
         self.options.fence.check()?;
         let started = Instant::now();
-        let capture = self.enumerator.capture();
+        let captures = self.capture();
         let id = self.next_checkpoint_id;
         // A failed attempt uses up its id too (as in Flink): a write that
         // failed late may have left chk-<id>/_metadata behind, and metadata
         // is never overwritten.
         self.next_checkpoint_id += 1;
-        let state = self.state(&capture, SnapshotKind::Checkpoint, id);
+        let state = self.state(&captures, SnapshotKind::Checkpoint, id);
         let written = self
             .store
             .write_checkpoint(&self.options.job_id, id, &state)
@@ -55,23 +78,31 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
         let completed_at = self.record(id, written.location.to_string(), duration, size, false);
         self.notify_replicas(&state, &written.location, metadata, completed_at);
         self.last_complete = Some(state);
-        if let AfterCheckpoint::WindowCompleted { end, was_snapshot } =
-            self.enumerator.checkpoint_completed(&capture)
-        {
-            self.metrics.set_last_end(end);
-            let took = self
-                .window_opened
-                .take()
-                .map_or(0, |t| t.elapsed().as_millis() as u64);
-            self.metrics.window_completed(took, was_snapshot);
-            tracing::info!(
-                end,
-                snapshot = was_snapshot,
-                took_ms = took,
-                checkpoint = id,
-                "window completed"
-            );
+        for (chain, (_, capture)) in self.chains.iter_mut().zip(&captures) {
+            // Every window open now was in this checkpoint.
+            if chain.enumerator.window().is_some() {
+                chain.window_durable = true;
+            }
+            if let AfterCheckpoint::WindowCompleted { end, was_snapshot } =
+                chain.enumerator.checkpoint_completed(capture)
+            {
+                let took = chain
+                    .window_opened
+                    .take()
+                    .map_or(0, |t| t.elapsed().as_millis() as u64);
+                self.metrics.window_completed(took, was_snapshot);
+                chain.metrics.window_completed();
+                tracing::info!(
+                    table = %chain.table.name,
+                    end,
+                    snapshot = was_snapshot,
+                    took_ms = took,
+                    checkpoint = id,
+                    "window completed"
+                );
+            }
         }
+        self.publish_metrics();
         Ok(id)
     }
 
@@ -96,8 +127,8 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
             .or_else(|| self.options.default_savepoint_dir.clone())
             .ok_or(ControlError::NoSavepointDirectory)?;
         self.options.fence.check().map_err(EngineError::from)?;
-        let capture = self.enumerator.capture();
-        let mut state = self.state(&capture, SnapshotKind::Savepoint, self.next_checkpoint_id);
+        let captures = self.capture();
+        let mut state = self.state(&captures, SnapshotKind::Savepoint, self.next_checkpoint_id);
         state.periodic = periodic;
         let location = self
             .store

@@ -1,17 +1,24 @@
-//! The coordinator: one task that owns the enumerator and the pipelines,
-//! opens windows, assigns splits, reacts to pipeline events and serves
-//! requests, all from one loop, so each decision sees a consistent state.
+//! The coordinator: one task that owns the tables' window chains and the
+//! pipelines, opens windows, assigns splits, reacts to pipeline events and
+//! serves requests, all from one loop, so each decision sees a consistent
+//! state.
+//!
+//! A job replicates one table or many. Each table has its own chain
+//! ([`Chain`]: windows, split queues, sink position, schema); the `-p`
+//! pipelines are shared and handed splits round-robin across the tables
+//! that have some, so a big snapshot cannot starve the others' windows.
+//! One checkpoint holds every chain's state.
 
-use super::handle::{Control, Exceptions, History, JobStatus};
+use super::chain::Chain;
+use super::handle::{Control, Exceptions, History, JobStatus, TableList};
 use super::stop::Mode;
 use super::JobOptions;
-use crate::checkpoint::{CheckpointStore, JobState, WindowState};
+use crate::checkpoint::{CheckpointStore, JobState, TableState};
 use crate::config::JobConfig;
-use crate::connector::{Sink, Source};
-use crate::enumerator::Enumerator;
+use crate::connector::{Sink, Source, Tables};
 use crate::error::{ControlError, EngineError};
 use crate::metrics::JobMetrics;
-use crate::pipeline::{spawn_worker, PipelineEvent, Worker};
+use crate::pipeline::{spawn_worker, Assignment, PipelineEvent, Worker};
 use crate::restart::RestartBackoff;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -19,11 +26,16 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tokio::time::{sleep_until, Instant, Interval};
 
+/// The source and sink types of a job's tables.
+pub(super) type Src<T> = <T as Tables>::Source;
+pub(super) type Snk<T> = <T as Tables>::Sink;
+pub(super) type TableChain<T> = Chain<Src<T>, Snk<T>>;
+
 /// The pipelines and which of them wait for a split. A restart drops
 /// them all (and with them their events) and spawns new ones, so no event
 /// of a pipeline from before the restart reaches the restored state.
-pub(super) struct Workers {
-    list: Vec<Worker>,
+pub(super) struct Workers<S, K> {
+    list: Vec<Worker<S, K>>,
     /// Indexes of idle workers (popped from the end).
     pub(super) idle: Vec<usize>,
     /// Tells running pipelines to stop after their current batch.
@@ -32,7 +44,7 @@ pub(super) struct Workers {
     events: mpsc::UnboundedReceiver<PipelineEvent>,
 }
 
-impl Workers {
+impl<S, K> Workers<S, K> {
     /// No pipelines (while a restart waits).
     fn none() -> Self {
         let (_, events) = mpsc::unbounded_channel();
@@ -55,13 +67,16 @@ impl Workers {
     }
 }
 
-impl Drop for Workers {
+impl<S, K> Drop for Workers<S, K> {
     fn drop(&mut self) {
         for w in &self.list {
             w.task.abort();
         }
     }
 }
+
+/// The pipelines of a job of tables `T`.
+pub(super) type JobWorkers<T> = Workers<Src<T>, Snk<T>>;
 
 /// Whether the loop goes on.
 pub(super) enum Flow {
@@ -72,33 +87,31 @@ pub(super) enum Flow {
     End(JobStatus),
 }
 
-pub(super) struct Coordinator<S: Source, K: Sink<S::Batch>> {
-    pub(super) source: Arc<S>,
-    pub(super) sink: Arc<K>,
+pub(super) struct Coordinator<T: Tables> {
+    pub(super) tables: Arc<T>,
+    /// One chain per table, in the order they were found.
+    pub(super) chains: Vec<TableChain<T>>,
+    pub(super) next_key: u64,
+    /// Where the round-robin assignment continues.
+    pub(super) next_chain: usize,
+    /// The tables to continue (restore point or start time), until the
+    /// chains are built.
+    pub(super) initial: Option<Vec<TableState>>,
+    /// Whether `initial` came from a restore point (then each table's sink
+    /// position is compared with it).
+    pub(super) from_restore_point: bool,
+    /// Whether the chains were built (first discovery done).
+    pub(super) built: bool,
+    pub(super) next_discovery_at: Instant,
     pub(super) store: CheckpointStore,
     pub(super) config: JobConfig,
     pub(super) options: JobOptions,
     pub(super) metrics: Arc<JobMetrics>,
+    pub(super) table_list: TableList,
     pub(super) history: History,
     pub(super) exceptions: Exceptions,
     pub(super) status: watch::Sender<JobStatus>,
-    pub(super) enumerator: Enumerator,
     pub(super) next_checkpoint_id: u64,
-    pub(super) window_opened: Option<Instant>,
-    next_window_at: Instant,
-    /// Whether the open window's boundaries are in a completed checkpoint.
-    pub(super) window_durable: bool,
-    /// The window this coordinator last recorded as the sink position.
-    pub(super) position_for: Option<WindowState>,
-    /// The window this coordinator opened and has not handed a split of
-    /// out yet (nor restarted since): the sink holds none of its rows, so
-    /// a sink time taken now is valid for its `last_end`.
-    pub(super) fresh_window: Option<WindowState>,
-    /// The sink time known for a `last_end`: (last_end, sink time).
-    pub(super) sink_time: Option<(u64, u64)>,
-    /// The state the job was started from, until the sink position was
-    /// compared with it (`position`).
-    pub(super) restored: Option<JobState>,
     /// Running, draining or stopping.
     pub(super) mode: Mode,
     /// The state of the newest complete checkpoint (or the restored one):
@@ -111,10 +124,9 @@ pub(super) struct Coordinator<S: Source, K: Sink<S::Batch>> {
     pub(super) replication: Option<crate::replication::Replication>,
 }
 
-impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
+impl<T: Tables> Coordinator<T> {
     pub(super) fn new(
-        source: Arc<S>,
-        sink: Arc<K>,
+        tables: T,
         store: CheckpointStore,
         config: JobConfig,
         options: JobOptions,
@@ -140,35 +152,38 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
             );
             state
         });
-        let enumerator = match restore.as_ref().or(started_at.as_ref()) {
-            Some(state) => Enumerator::restore(state),
-            None => Enumerator::new(),
-        };
+        let from_restore_point = restore.is_some();
+        let initial = restore
+            .as_ref()
+            .or(started_at.as_ref())
+            .map(JobState::table_states);
         let metrics = Arc::new(JobMetrics::default());
-        if let Some(end) = enumerator.last_end() {
+        if let Some(end) = restore
+            .as_ref()
+            .or(started_at.as_ref())
+            .and_then(|s| s.last_end_timestamp)
+        {
             metrics.set_last_end(end);
         }
-        let now = Instant::now();
         let backoff = RestartBackoff::new(config.restart.strategy());
         let replication = super::replicas::start_replication(&config, &store);
         Coordinator {
-            source,
-            sink,
+            tables: Arc::new(tables),
+            chains: Vec::new(),
+            next_key: 0,
+            next_chain: 0,
+            initial,
+            from_restore_point,
+            built: false,
+            next_discovery_at: Instant::now(),
             store,
             options,
             metrics,
+            table_list: Arc::new(Mutex::new(Vec::new())),
             history: Arc::new(Mutex::new(Vec::new())),
             exceptions: Arc::new(Mutex::new(VecDeque::new())),
             status,
-            enumerator,
             next_checkpoint_id: 1,
-            window_opened: None,
-            next_window_at: now,
-            window_durable: false,
-            position_for: None,
-            fresh_window: None,
-            sink_time: None,
-            restored: restore.clone(),
             mode: Mode::Running,
             last_complete: restore.or(started_at),
             failed_checkpoints: 0,
@@ -178,15 +193,20 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
         }
     }
 
-    pub(super) fn spawn_workers(&self) -> Workers {
+    /// Whether the job replicates a selection of tables (a list or a
+    /// pattern) rather than one named table: then a table's own failure
+    /// pauses that table instead of failing the job.
+    pub(super) fn many_tables(&self) -> bool {
+        !self.config.tables.is_single()
+    }
+
+    pub(super) fn spawn_workers(&self) -> JobWorkers<T> {
         let (events_tx, events) = mpsc::unbounded_channel();
         let (stop, stop_rx) = watch::channel(false);
-        let list: Vec<Worker> = (0..self.options.parallelism.max(1))
+        let list: Vec<Worker<Src<T>, Snk<T>>> = (0..self.options.parallelism.max(1))
             .map(|i| {
                 spawn_worker(
                     i,
-                    self.source.clone(),
-                    self.sink.clone(),
                     events_tx.clone(),
                     stop_rx.clone(),
                     self.metrics.clone(),
@@ -206,7 +226,7 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
     /// Runs the job until it ends, publishes and returns how it ended.
     pub(super) async fn run(mut self, mut control: mpsc::Receiver<Control>) -> JobStatus {
         self.number_checkpoints_above_existing().await;
-        let status = match self.prepare_sink(&mut control).await {
+        let status = match self.prepare_tables(&mut control).await {
             Some(status) => status,
             None => self.replicate(&mut control).await,
         };
@@ -240,21 +260,18 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
         self.next_checkpoint_id = existing.max(restored.saturating_add(1));
     }
 
-    /// The window chain, until the job ends.
+    /// The window chains, until the job ends.
     async fn replicate(&mut self, control: &mut mpsc::Receiver<Control>) -> JobStatus {
         let mut workers = self.spawn_workers();
         let mut checkpoint_tick = tokio::time::interval(self.config.checkpointing_interval);
         checkpoint_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         checkpoint_tick.tick().await;
         let mut savepoint_tick = super::replicas::periodic_timer(&self.config);
-        // A restored window continues; record when it (re)started.
-        if self.enumerator.window().is_some() {
-            self.window_opened = Some(Instant::now());
-        }
+        self.next_discovery_at = Instant::now() + self.config.table_discovery_interval;
         let status = loop {
             let mut flow = self.step(&mut workers).await;
             if let Flow::Continue = flow {
-                self.metrics.set_split_counts(self.enumerator.counts());
+                self.publish_metrics();
                 self.publish_status();
                 flow = self
                     .wait(
@@ -300,10 +317,32 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
         });
     }
 
+    /// The job-wide gauges (sums over tables; `lastEndTimestamp` the
+    /// smallest, once every table has one) and each table's.
+    pub(super) fn publish_metrics(&self) {
+        let mut sum = crate::enumerator::SplitCounts::default();
+        for chain in &self.chains {
+            let c = chain.enumerator.counts();
+            sum.unassigned += c.unassigned;
+            sum.pending += c.pending;
+            sum.pending_removal += c.pending_removal;
+            chain.publish();
+        }
+        self.metrics.set_split_counts(sum);
+        let ends: Option<Vec<u64>> = self
+            .chains
+            .iter()
+            .map(|c| c.enumerator.last_end())
+            .collect();
+        if let Some(end) = ends.and_then(|e| e.into_iter().min()) {
+            self.metrics.set_last_end(end);
+        }
+    }
+
     /// What the coordinator does before it waits: stop at a window
-    /// boundary if a stop is due, else open a window if one is due, make
-    /// it durable, record it as the sink position, hand out splits.
-    async fn step(&mut self, workers: &mut Workers) -> Flow {
+    /// boundary if a stop is due, else open the windows that are due, make
+    /// them durable, record them as sink positions, hand out splits.
+    async fn step(&mut self, workers: &mut JobWorkers<T>) -> Flow {
         if self.mode.is_draining() && self.between_windows() {
             self.mode.drained(workers);
         }
@@ -315,46 +354,67 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
             }
             return Flow::Continue;
         }
-        if self.mode.may_open_window(self.enumerator.last_end()) {
-            if let Err(e) = self.maybe_open_window().await {
-                return self.on_error(e);
+        for i in 0..self.chains.len() {
+            let chain = &self.chains[i];
+            if !chain.active() || !self.mode.may_open_window(chain.enumerator.last_end()) {
+                continue;
+            }
+            if let Err(e) = self.maybe_open_window(i).await {
+                if let Some(flow) = self.on_table_error(i, e) {
+                    return flow;
+                }
             }
         }
-        if self.enumerator.window().is_some() && !self.window_durable {
+        if self
+            .chains
+            .iter()
+            .any(|c| c.enumerator.window().is_some() && !c.window_durable)
+        {
             // Splits are handed out only once this succeeded, so a failed
             // attempt is simply tried again on the next step.
-            match self.checkpoint().await {
-                Ok(_) => self.window_durable = true,
-                Err(e) => return self.on_checkpoint_failed(e),
-            }
-        }
-        if self.window_durable && !self.position_recorded() {
-            // The sink must say it may hold this window's rows before it
-            // holds any; like the checkpoint above, retried on the next
-            // step until it succeeds.
-            if let Err(e) = self.record_position().await {
+            if let Err(e) = self.checkpoint().await {
                 return self.on_checkpoint_failed(e);
             }
         }
-        if self.window_durable && self.position_recorded() {
-            self.assign(workers).await;
+        for i in 0..self.chains.len() {
+            let chain = &self.chains[i];
+            if chain.active() && chain.window_durable && !chain.position_recorded() {
+                // The sink must say it may hold this window's rows before
+                // it holds any; like the checkpoint above, retried on the
+                // next step until it succeeds.
+                let fence = self.options.fence.clone();
+                let job_id = self.options.job_id.to_string();
+                if let Err(e) = self.chains[i].record_position(&job_id, &fence).await {
+                    return self.on_checkpoint_failed(e);
+                }
+            }
         }
+        self.assign(workers).await;
         Flow::Continue
     }
 
     /// Waits for the next thing to do and does it.
     async fn wait(
         &mut self,
-        workers: &mut Workers,
+        workers: &mut JobWorkers<T>,
         control: &mut mpsc::Receiver<Control>,
         checkpoint_tick: &mut Interval,
         savepoint_tick: &mut Option<Interval>,
     ) -> Flow {
         // A drained window completes with a checkpoint right away.
-        let drained = self.window_drained();
-        let window_due = self.enumerator.window().is_none()
-            && self.mode.may_open_window(self.enumerator.last_end());
+        let drained = self.chains.iter().any(|c| c.active() && c.window_drained());
+        let next_window = self
+            .chains
+            .iter()
+            .filter(|c| {
+                c.active()
+                    && c.enumerator.window().is_none()
+                    && self.mode.may_open_window(c.enumerator.last_end())
+            })
+            .map(|c| c.next_window_at)
+            .min();
         let drain_deadline = self.mode.drain_deadline();
+        let discover = !self.mode.is_stopping();
         tokio::select! {
             event = workers.events.recv() => match event {
                 Some(event) => return self.on_event(event, &mut workers.idle),
@@ -376,7 +436,10 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
                     return flow;
                 }
             }
-            _ = sleep_until(self.next_window_at), if window_due => {}
+            _ = sleep_until(next_window.unwrap_or_else(Instant::now)), if next_window.is_some() => {}
+            _ = sleep_until(self.next_discovery_at), if discover => {
+                self.rediscover().await;
+            }
             _ = sleep_until(drain_deadline.unwrap_or_else(Instant::now)), if drain_deadline.is_some() => {
                 self.mode.drain_timed_out(&self.status);
             }
@@ -386,7 +449,7 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
     }
 
     /// Serves one request (`None`: every handle is gone, so cancel).
-    async fn on_control(&mut self, ctl: Option<Control>, workers: &Workers) -> Flow {
+    async fn on_control(&mut self, ctl: Option<Control>, workers: &JobWorkers<T>) -> Flow {
         match ctl {
             None | Some(Control::Cancel) => return Flow::End(JobStatus::Canceled),
             Some(Control::Checkpoint { reply }) => {
@@ -405,92 +468,204 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
         Flow::Continue
     }
 
-    /// No window is open and the snapshot is done: the sink holds exactly
-    /// the source as of the last completed window's end.
+    /// Every running table is between windows (no window open, snapshot
+    /// done): the sink holds exactly each source as of its last end.
+    /// Paused tables do not hold a drain up.
     fn between_windows(&self) -> bool {
-        self.enumerator.window().is_none() && self.enumerator.last_end().is_some()
+        self.chains
+            .iter()
+            .filter(|c| c.active())
+            .all(|c| c.between_windows())
     }
 
-    fn window_drained(&self) -> bool {
-        let c = self.enumerator.counts();
-        self.enumerator.window().is_some() && c.unassigned == 0 && c.pending == 0
-    }
-
-    async fn maybe_open_window(&mut self) -> Result<(), EngineError> {
-        if self.enumerator.window().is_some() || Instant::now() < self.next_window_at {
+    /// Opens chain `i`'s next window if one is due: picks its end on the
+    /// source clock, brings the sink in line with the source's schema
+    /// (`job.schemaEvolution`), then plans its splits.
+    async fn maybe_open_window(&mut self, i: usize) -> Result<(), EngineError> {
+        let follow = self.config.schema_evolution;
+        let discovery = self.config.discovery_interval;
+        let fence = self.options.fence.clone();
+        let chain = &mut self.chains[i];
+        if chain.enumerator.window().is_some() || Instant::now() < chain.next_window_at {
             return Ok(());
         }
-        let now = self.source.now().await?;
-        let window = self.enumerator.next_window(now);
+        let now = chain.source.now().await?;
+        let window = chain.enumerator.next_window(now);
         if window.start_timestamp.is_some_and(|s| s >= now) {
             // The source clock has not moved past the last end yet.
-            self.next_window_at = Instant::now() + Duration::from_millis(100);
+            chain.next_window_at = Instant::now() + Duration::from_millis(100);
             return Ok(());
         }
-        let splits = self.source.plan(window).await?;
+        // The schema is read after the window's end was chosen: a row
+        // written before that end cannot hold a column added after this
+        // read (docs/semantics.md, "Schema changes").
+        if follow {
+            if let Some(schema) = chain.source.schema().await? {
+                if chain.schema.as_ref() != Some(&schema) {
+                    // A fenced instance changes nothing on the sink.
+                    fence.check()?;
+                    chain
+                        .sink
+                        .follow_schema(chain.schema.as_ref(), &schema)
+                        .await?;
+                    if chain.schema.is_some() {
+                        chain.metrics.schema_changed();
+                        tracing::info!(table = %chain.table.name, "source schema change applied to the sink");
+                    }
+                    chain.schema = Some(schema);
+                }
+            }
+        }
+        let splits = chain.source.plan(window).await?;
         tracing::info!(
+            table = %chain.table.name,
             snapshot = window.is_snapshot(),
             start = ?window.start_timestamp,
             end = window.end_timestamp,
             splits = splits.len(),
             "window opened"
         );
-        self.enumerator.open_window(window, splits)?;
-        self.fresh_window = Some(window);
-        self.window_durable = false;
-        self.window_opened = Some(Instant::now());
-        self.next_window_at = Instant::now() + self.config.discovery_interval;
+        chain.enumerator.open_window(window, splits)?;
+        chain.fresh_window = Some(window);
+        chain.window_durable = false;
+        chain.window_opened = Some(Instant::now());
+        chain.next_window_at = Instant::now() + discovery;
         Ok(())
     }
 
-    async fn assign(&mut self, workers: &mut Workers) {
-        self.fresh_window = None;
+    /// Hands splits to idle pipelines, taking turns between the tables
+    /// that have some.
+    async fn assign(&mut self, workers: &mut JobWorkers<T>) {
+        let n = self.chains.len();
+        let mut dry = 0;
         while let Some(&w) = workers.idle.last() {
-            let Some(split) = self.enumerator.assign() else {
+            if n == 0 || dry >= n {
                 break;
+            }
+            let i = self.next_chain % n;
+            self.next_chain = (i + 1) % n;
+            let chain = &mut self.chains[i];
+            let ready = chain.active()
+                && chain.window_durable
+                && chain.position_recorded()
+                && chain.enumerator.window().is_some();
+            let Some(split) = ready.then(|| chain.enumerator.assign()).flatten() else {
+                dry += 1;
+                continue;
             };
+            dry = 0;
+            chain.fresh_window = None;
             let id = split.split_id.clone();
-            if workers.list[w].splits.send(split).await.is_err() {
+            let assignment = Assignment {
+                table: chain.key,
+                split,
+                source: chain.source.clone(),
+                sink: chain.sink.clone(),
+                metrics: chain.metrics.clone(),
+            };
+            if workers.list[w].splits.send(assignment).await.is_err() {
                 // The worker is gone; put the split back and stop assigning.
-                let _ = self.enumerator.give_back(&id);
+                let _ = self.chains[i].enumerator.give_back(&id);
                 break;
             }
             workers.idle.pop();
         }
     }
 
+    /// The chain with key `key`, if it is still there.
+    fn chain_index(&self, key: u64) -> Option<usize> {
+        self.chains.iter().position(|c| c.key == key)
+    }
+
     fn on_event(&mut self, event: PipelineEvent, idle: &mut Vec<usize>) -> Flow {
         match event {
             PipelineEvent::Progress {
+                table,
                 split_id,
                 resume_key,
             } => {
-                if let Err(e) = self.enumerator.progress(&split_id, resume_key) {
+                let Some(i) = self.chain_index(table) else {
+                    return Flow::Continue;
+                };
+                if let Err(e) = self.chains[i].enumerator.progress(&split_id, resume_key) {
                     tracing::warn!(error = %e, "progress for an unknown split");
                 }
             }
-            PipelineEvent::Finished { worker, split_id } => {
+            PipelineEvent::Finished {
+                worker,
+                table,
+                split_id,
+            } => {
                 idle.push(worker);
-                if let Err(e) = self.enumerator.finished(&split_id) {
+                let Some(i) = self.chain_index(table) else {
+                    return Flow::Continue;
+                };
+                if let Err(e) = self.chains[i].enumerator.finished(&split_id) {
                     return Flow::End(JobStatus::Failed {
                         error: e.to_string(),
                     });
                 }
             }
-            PipelineEvent::Stopped { worker, split_id } => {
-                tracing::debug!(%split_id, "split stopped for a savepoint");
+            PipelineEvent::Stopped {
+                worker,
+                table,
+                split_id,
+            } => {
+                tracing::debug!(%split_id, table, "split stopped for a savepoint");
                 idle.push(worker);
             }
             PipelineEvent::Failed {
                 worker,
+                table,
                 split_id,
                 error,
             } => {
                 idle.push(worker);
                 tracing::debug!(%split_id, "split failed");
-                return self.on_error(error);
+                let Some(i) = self.chain_index(table) else {
+                    return Flow::Continue;
+                };
+                // The split keeps its resume key for whoever reads it next.
+                let _ = self.chains[i].enumerator.give_back(&split_id);
+                if self.chains[i].paused.is_some() {
+                    return Flow::Continue;
+                }
+                if let Some(flow) = self.on_table_error(i, error) {
+                    return flow;
+                }
             }
         }
         Flow::Continue
+    }
+
+    /// A failure of table `i`: in a job of several tables, one of the
+    /// table's own ([`EngineError::is_table_fault`]) pauses it and the
+    /// others go on (`None`); anything else is the job's failure.
+    pub(super) fn on_table_error(&mut self, i: usize, error: EngineError) -> Option<Flow> {
+        match self.pause_on_table_fault(i, error) {
+            Ok(()) => None,
+            Err(error) => Some(self.on_error(error)),
+        }
+    }
+
+    /// Pauses table `i` if `error` is its own fault in a job of several
+    /// tables; else gives the error back.
+    pub(super) fn pause_on_table_fault(
+        &mut self,
+        i: usize,
+        error: EngineError,
+    ) -> Result<(), EngineError> {
+        if !(self.many_tables() && error.is_table_fault()) {
+            return Err(error);
+        }
+        let message = match error.advice() {
+            Some(advice) => format!("{error}. What to do: {advice}"),
+            None => error.to_string(),
+        };
+        let chain = &mut self.chains[i];
+        tracing::error!(table = %chain.table.name, error = %message, "table paused; the job goes on with the other tables");
+        chain.pause(message);
+        self.record_table_exception(&error);
+        Ok(())
     }
 }

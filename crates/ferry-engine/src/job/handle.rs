@@ -5,9 +5,9 @@
 use super::coordinator::Coordinator;
 use crate::checkpoint::{CheckpointStore, JobId, JobState, StorageLocation};
 use crate::config::JobConfig;
-use crate::connector::{Sink, Source};
+use crate::connector::Tables;
 use crate::error::ControlError;
-use crate::metrics::JobMetrics;
+use crate::metrics::{JobMetrics, TableMetrics};
 use crate::status::{ExceptionRecord, JobSnapshot};
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
@@ -128,6 +128,9 @@ pub struct CheckpointRecord {
 /// Completed checkpoints and savepoints, oldest first.
 pub(super) type History = Arc<Mutex<Vec<CheckpointRecord>>>;
 
+/// The metrics of each table of the job, in the order they were found.
+pub(super) type TableList = Arc<Mutex<Vec<Arc<TableMetrics>>>>;
+
 /// Failures, newest first (at most [`MAX_EXCEPTIONS`]).
 pub(super) type Exceptions = Arc<Mutex<VecDeque<ExceptionRecord>>>;
 
@@ -144,6 +147,7 @@ pub struct JobHandle {
     history: History,
     exceptions: Exceptions,
     replicas: Vec<Arc<crate::replication::ReplicaMetrics>>,
+    tables: TableList,
 }
 
 impl std::fmt::Debug for JobHandle {
@@ -195,7 +199,19 @@ impl JobHandle {
         snapshot.exceptions = self.exceptions();
         snapshot.replicas = self.replicas();
         snapshot.last_periodic_savepoint = self.metrics.last_periodic_savepoint();
+        snapshot.tables = self.tables();
         snapshot
+    }
+
+    /// Each table's identity, chain and counters, by current name.
+    pub fn tables(&self) -> Vec<crate::status::TableSnapshot> {
+        let mut tables: Vec<_> = self
+            .tables
+            .lock()
+            .map(|l| l.iter().map(|m| m.snapshot()).collect())
+            .unwrap_or_default();
+        tables.sort_by(|a, b| a.table_name.cmp(&b.table_name));
+        tables
     }
 
     /// Each state replica's metrics (`job.stateReplicas`), in order.
@@ -259,9 +275,8 @@ impl JobHandle {
 }
 
 /// Starts the coordinator of a checked job and returns its handle.
-pub(super) fn spawn<S: Source, K: Sink<S::Batch>>(
-    source: S,
-    sink: K,
+pub(super) fn spawn<T: Tables>(
+    tables: T,
     store: CheckpointStore,
     config: JobConfig,
     options: super::JobOptions,
@@ -270,15 +285,7 @@ pub(super) fn spawn<S: Source, K: Sink<S::Batch>>(
     let (control_tx, control_rx) = mpsc::channel(16);
     let (status_tx, status_rx) = watch::channel(JobStatus::Running);
     let job_id = options.job_id;
-    let coordinator = Coordinator::new(
-        Arc::new(source),
-        Arc::new(sink),
-        store,
-        config,
-        options,
-        restore,
-        status_tx,
-    );
+    let coordinator = Coordinator::new(tables, store, config, options, restore, status_tx);
     let handle = JobHandle {
         job_id,
         control: control_tx,
@@ -291,6 +298,7 @@ pub(super) fn spawn<S: Source, K: Sink<S::Batch>>(
             .as_ref()
             .map(|r| r.metrics().to_vec())
             .unwrap_or_default(),
+        tables: coordinator.table_list.clone(),
     };
     tokio::spawn(coordinator.run(control_rx));
     handle

@@ -53,8 +53,10 @@
 //! - `replicas`: periodic savepoints, and notices of completed states to
 //!   the state replicas (`crate::replication`).
 
+mod chain;
 mod checkpointing;
 mod coordinator;
+mod discovery;
 mod handle;
 mod position;
 #[cfg(test)]
@@ -75,7 +77,7 @@ pub use handle::{
 
 use crate::checkpoint::{CheckpointStore, JobId, JobState, LoadedState, StorageLocation};
 use crate::config::JobConfig;
-use crate::connector::{Sink, Source};
+use crate::connector::{SingleTable, Sink, Source, TableRef};
 #[cfg(doc)]
 use crate::enumerator::Enumerator;
 use crate::error::{RestoreError, StartError};
@@ -204,18 +206,18 @@ impl Job {
         S: Source,
         K: Sink<S::Batch>,
     {
-        if restore.is_some() && options.start_at.is_some() {
-            return Err(StartError::RestoreAndStartTime);
-        }
-        let restore = restore.map(|r| r.check(config)).transpose()?;
-        Ok(handle::spawn(
-            source,
-            sink,
-            store,
-            config.clone(),
-            options,
+        let table = TableRef {
+            id: config.table_name.clone(),
+            name: config.table_name.clone(),
+        };
+        Self::start_tables(
+            config,
             restore,
-        ))
+            SingleTable::new(table, source, sink),
+            store,
+            options,
+        )
+        .await
     }
 }
 
@@ -225,8 +227,6 @@ impl Job {
     /// one's source and sink; every table has its own window chain, the
     /// `-p` pipelines are shared fairly between them, and one checkpoint
     /// holds every table's state. [`Job::start`] is this with one table.
-    ///
-    /// LEAD: contract stub; the coordinator refactor replaces the body.
     pub async fn start_tables<T: crate::connector::Tables>(
         config: &JobConfig,
         restore: Option<RestorePoint>,
@@ -234,8 +234,17 @@ impl Job {
         store: CheckpointStore,
         options: JobOptions,
     ) -> Result<JobHandle, StartError> {
-        let _ = (config, restore, tables, store, options);
-        unimplemented!("multi-table coordinator: lands with the coordinator refactor")
+        if restore.is_some() && options.start_at.is_some() {
+            return Err(StartError::RestoreAndStartTime);
+        }
+        let restore = restore.map(|r| r.check(config)).transpose()?;
+        Ok(handle::spawn(
+            tables,
+            store,
+            config.clone(),
+            options,
+            restore,
+        ))
     }
 }
 

@@ -1,16 +1,18 @@
-//! The sink position in the coordinator: record it before a window's
-//! splits are handed out, and on a start from a restore point continue from
-//! the later of the restored state and the position
-//! ([`crate::sink_position`], docs/semantics.md "Restoring an older state").
+//! The sink position of each table: recorded before a window's splits are
+//! handed out, and on a start from a restore point the table continues
+//! from the later of the restored state and the position
+//! ([`crate::sink_position`], docs/semantics.md "Restoring an older
+//! state").
 
-use super::coordinator::Coordinator;
-use crate::checkpoint::{JobState, WindowState};
+use super::chain::Chain;
+use crate::checkpoint::{JobState, SnapshotKind, WindowState};
 use crate::connector::{Sink, Source};
 use crate::enumerator::Enumerator;
 use crate::error::EngineError;
+use crate::lease::Fence;
 use crate::sink_position::{choose, state_end, Resume, SinkPosition};
 
-impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
+impl<S: Source, K: Sink<S::Batch>> Chain<S, K> {
     /// Whether the sink position covers the open window (or none is open),
     /// so its splits may be handed out.
     pub(super) fn position_recorded(&self) -> bool {
@@ -21,32 +23,35 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
     /// Records the open window as the sink position. Called once its
     /// boundaries are in a completed checkpoint and before any of its
     /// splits is handed out; a failure counts as a failed checkpoint.
-    pub(super) async fn record_position(&mut self) -> Result<(), EngineError> {
+    pub(super) async fn record_position(
+        &mut self,
+        job_id: &str,
+        fence: &Fence,
+    ) -> Result<(), EngineError> {
         let Some(window) = self.enumerator.window() else {
             return Ok(());
         };
         // A fenced instance writes nothing to the sink (lease module).
-        self.options.fence.check()?;
+        fence.check()?;
         let last_end = self.enumerator.last_end();
         let position = SinkPosition {
-            source_table: self.config.table_name.clone(),
-            job_id: self.options.job_id.to_string(),
-            generation: self.options.fence.generation(),
+            source_table: self.table.name.clone(),
+            job_id: job_id.to_owned(),
+            generation: fence.generation(),
             last_end,
             window,
             last_end_sink_time: self.sink_time_for(window, last_end).await?,
         };
         self.sink.record_position(&position).await?;
-        tracing::debug!(start = ?window.start_timestamp, end = window.end_timestamp, "sink position recorded");
+        tracing::debug!(table = %self.table.name, start = ?window.start_timestamp, end = window.end_timestamp, "sink position recorded");
         self.position_for = Some(window);
         Ok(())
     }
 
     /// The sink time of `last_end` for the position of `window`: taken now
-    /// if this coordinator opened the window and the sink holds none of
-    /// its rows yet, else the one known for that `last_end` (from the
-    /// opening, or from the position record a restored job read), else
-    /// unknown.
+    /// if this job opened the window and the sink holds none of its rows
+    /// yet, else the one known for that `last_end` (from the opening, or
+    /// from the position record a restored job read), else unknown.
     async fn sink_time_for(
         &mut self,
         window: WindowState,
@@ -70,31 +75,50 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
     /// position and, if the sink is further than the restored state,
     /// continues from the position instead — its `last_end`, then exactly
     /// its window with freshly planned splits. Done once, after the sink
-    /// was prepared.
-    pub(super) async fn merge_position(&mut self) -> Result<(), EngineError> {
-        let Some(state) = self.restored.as_ref() else {
-            return Ok(());
+    /// was prepared. Returns the table state to continue from when it
+    /// changed (a restart before the next checkpoint comes back to it).
+    pub(super) async fn merge_position(
+        &mut self,
+    ) -> Result<Option<crate::checkpoint::TableState>, EngineError> {
+        let Some(table_state) = self.restored.clone() else {
+            return Ok(None);
         };
+        // `choose` compares a stored state; this table's, alone.
+        let mut state = JobState::new(
+            crate::checkpoint::JobId::from_bytes([0; 16]),
+            SnapshotKind::Checkpoint,
+            0,
+            table_state.table_name.clone(),
+            Vec::new(),
+            Vec::new(),
+        );
+        state.set_tables(vec![table_state.clone()]);
         let position = self.sink.read_position().await?;
         // A window resumed below keeps the sink time of its opening.
+        let names = [table_state.table_name.as_str(), self.table.name.as_str()];
+        let position = position.filter(|p| names.contains(&p.source_table.as_str()));
         self.sink_time = position
             .as_ref()
-            .filter(|p| p.source_table == self.config.table_name)
             .and_then(|p| Some((p.last_end?, p.last_end_sink_time?)));
-        match choose(state, position.as_ref(), &self.config.table_name) {
+        let source_table = position
+            .as_ref()
+            .map_or(self.table.name.clone(), |p| p.source_table.clone());
+        let resumed = match choose(&state, position.as_ref(), &source_table) {
             Resume::State { why } => {
                 tracing::info!(
-                    state_end = ?state_end(state),
+                    table = %self.table.name,
+                    state_end = ?state_end(&state),
                     position_end = ?position.as_ref().map(SinkPosition::end),
-                    position_table = ?position.as_ref().map(|p| &p.source_table),
                     "continuing from the restored state: {why}"
                 );
+                None
             }
             Resume::Position { position } => {
                 let window = position.window;
                 let splits = self.source.plan(window).await?;
                 tracing::warn!(
-                    state_end = ?state_end(state),
+                    table = %self.table.name,
+                    state_end = ?state_end(&state),
                     last_end = ?position.last_end,
                     window_start = ?window.start_timestamp,
                     window_end = window.end_timestamp,
@@ -102,22 +126,17 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
                     splits = splits.len(),
                     "the sink is further than the restored state: continuing from the sink position (its window again, re-planned)"
                 );
-                let mut resumed: JobState = state.clone();
+                let mut resumed = table_state.clone();
                 resumed.last_end_timestamp = position.last_end;
                 resumed.window = Some(window);
                 resumed.unassigned = splits;
                 resumed.pending = Vec::new();
-                self.enumerator = Enumerator::restore(&resumed);
-                if let Some(end) = position.last_end {
-                    self.metrics.set_last_end(end);
-                }
-                // A restart before the next checkpoint comes back here,
-                // not to the older state.
-                self.last_complete = Some(resumed);
+                self.enumerator = Enumerator::restore_table(&resumed);
                 self.window_durable = false;
+                Some(resumed)
             }
-        }
+        };
         self.restored = None;
-        Ok(())
+        Ok(resumed)
     }
 }

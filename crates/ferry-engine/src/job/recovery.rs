@@ -14,17 +14,15 @@
 
 use super::coordinator::{Coordinator, Flow};
 use super::handle::{Control, JobStatus, MAX_EXCEPTIONS};
-use crate::connector::{Sink, Source};
-use crate::enumerator::Enumerator;
+use crate::connector::Tables;
 use crate::error::{ControlError, EngineError};
 use crate::restart::RestartDecision;
 use crate::status::ExceptionRecord;
-use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
+impl<T: Tables> Coordinator<T> {
     /// A job failure: end the job, or restart it after a delay.
     pub(super) fn on_error(&mut self, error: EngineError) -> Flow {
         let message = error.to_string();
@@ -61,41 +59,6 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
         }
     }
 
-    /// Prepares the sink (create or check the sink table) before the first
-    /// pipeline starts, then (on a start from a restore point) compares the
-    /// sink position with the restored state. A cluster that cannot be
-    /// reached yet — a restart during an outage — is a failure like any
-    /// other: the job is visible, RESTARTING, and tries again on the
-    /// restart strategy's schedule.
-    /// `Some` if the job ended instead.
-    pub(super) async fn prepare_sink(
-        &mut self,
-        control: &mut mpsc::Receiver<Control>,
-    ) -> Option<JobStatus> {
-        loop {
-            // No pipeline exists yet, so the coordinator holds the only
-            // reference to the sink.
-            let sink = Arc::get_mut(&mut self.sink)?;
-            let prepared = match sink.prepare().await {
-                Ok(()) => self.merge_position().await,
-                Err(e) => Err(e),
-            };
-            let error = match prepared {
-                Ok(()) => return None,
-                Err(e) => e,
-            };
-            match self.on_error(error) {
-                Flow::Continue => return None,
-                Flow::End(status) => return Some(status),
-                Flow::Restart(delay) => {
-                    if let Some(status) = self.restart(delay, control).await {
-                        return Some(status);
-                    }
-                }
-            }
-        }
-    }
-
     /// A failed checkpoint: tolerated up to the configured count in a row,
     /// then a job failure. Replication goes no further meanwhile: a new
     /// window opens only after a checkpoint recorded it.
@@ -117,6 +80,11 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
         }
         self.failed_checkpoints = 0;
         self.on_error(error)
+    }
+
+    /// Records a table's failure that paused it (the job goes on).
+    pub(super) fn record_table_exception(&self, error: &EngineError) {
+        self.record_exception(error, false);
     }
 
     fn record_exception(&self, error: &EngineError, restarted: bool) {
@@ -142,16 +110,15 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
     ) -> Option<JobStatus> {
         // A stop under way cannot write the savepoint it promised.
         self.mode.interrupted();
-        self.enumerator = match &self.last_complete {
-            Some(state) => Enumerator::restore(state),
-            None => Enumerator::new(),
-        };
-        // Dropped pipelines may have rows of any window in flight.
-        self.fresh_window = None;
-        // The restored window is in a completed checkpoint already.
-        self.window_durable = self.enumerator.window().is_some();
-        self.window_opened = self.enumerator.window().map(|_| Instant::now());
-        self.metrics.set_split_counts(self.enumerator.counts());
+        let states = self
+            .last_complete
+            .as_ref()
+            .map(|s| s.table_states())
+            .unwrap_or_default();
+        for chain in &mut self.chains {
+            chain.reset_to(super::chain::find_table(&states, &chain.table));
+        }
+        self.publish_metrics();
         let resume_at = Instant::now() + delay;
         loop {
             tokio::select! {
@@ -171,8 +138,7 @@ impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
         let _ = self.status.send(JobStatus::Running);
         tracing::info!(
             restarts = self.metrics.snapshot().restarts,
-            last_end = ?self.enumerator.last_end(),
-            window = ?self.enumerator.window(),
+            tables = self.chains.len(),
             "job running again from the newest complete checkpoint"
         );
         None

@@ -17,7 +17,7 @@ use tokio::time::Interval;
 use super::coordinator::Coordinator;
 use crate::checkpoint::{CheckpointStore, JobState, StorageLocation};
 use crate::config::JobConfig;
-use crate::connector::{Sink, Source};
+use crate::connector::Tables;
 use crate::replication::{
     prune_periodic_savepoints, ReplicaSettings, ReplicaTarget, Replication, StateDir, StateNotice,
     SAVEPOINTS_DIR,
@@ -72,7 +72,7 @@ pub(super) fn periodic_timer(config: &JobConfig) -> Option<Interval> {
     Some(timer)
 }
 
-impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
+impl<T: Tables> Coordinator<T> {
     /// Where periodic savepoints go.
     fn periodic_savepoint_dir(&self) -> Result<StorageLocation, String> {
         if let Some(dir) = &self.options.default_savepoint_dir {

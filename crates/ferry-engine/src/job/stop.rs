@@ -9,7 +9,7 @@
 use super::coordinator::{Coordinator, Workers};
 use super::handle::{JobStatus, Reply, StopMode};
 use crate::checkpoint::StorageLocation;
-use crate::connector::{Sink, Source};
+use crate::connector::Tables;
 use crate::error::ControlError;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -67,12 +67,12 @@ impl Mode {
     }
 
     /// A stop request arrived.
-    pub(super) fn request_stop(
+    pub(super) fn request_stop<S, K>(
         &mut self,
         mode: StopMode,
         reply: Reply<String>,
         has_dir: bool,
-        workers: &Workers,
+        workers: &Workers<S, K>,
     ) {
         if !has_dir {
             let _ = reply.send(Err(ControlError::NoSavepointDirectory));
@@ -110,7 +110,7 @@ impl Mode {
     }
 
     /// The drain reached a window boundary: stop now.
-    pub(super) fn drained(&mut self, workers: &Workers) {
+    pub(super) fn drained<S, K>(&mut self, workers: &Workers<S, K>) {
         if let Mode::Draining { request, .. } = std::mem::take(self) {
             tracing::info!("drained: the open window completed; stopping");
             workers.stop();
@@ -151,7 +151,7 @@ impl Mode {
     }
 }
 
-impl<S: Source, K: Sink<S::Batch>> Coordinator<S, K> {
+impl<T: Tables> Coordinator<T> {
     /// Every pipeline is idle: writes the final savepoint and answers the
     /// stop request; the job ends FINISHED, or FAILED if that failed.
     pub(super) async fn finish_stop(&mut self) -> JobStatus {
