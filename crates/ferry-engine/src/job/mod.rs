@@ -69,6 +69,8 @@ mod replicas_tests;
 mod restart_tests;
 mod stop;
 #[cfg(test)]
+mod tables_tests;
+#[cfg(test)]
 mod tests;
 
 pub use handle::{
@@ -160,13 +162,16 @@ impl From<LoadedState> for RestorePoint {
 }
 
 impl RestorePoint {
-    /// Refuses a state whose splits in progress belong to another table. A
-    /// state between windows carries no table data, so it may seed a job on
-    /// a renamed table.
+    /// Refuses a state of an older build (no table ids) whose splits in
+    /// progress belong to another table. A state between windows carries
+    /// no table data, so it may seed a job on a renamed table.
     fn check(self, config: &JobConfig) -> Result<JobState, RestoreError> {
         let state = self.state;
         let has_splits = !state.unassigned.is_empty() || !state.pending.is_empty();
-        if state.table_name != config.table_name && has_splits {
+        // States with table ids are matched by id when the tables are
+        // found (a renamed table is the same table); older states only by
+        // name, here.
+        if state.tables.is_empty() && state.table_name != config.table_name && has_splits {
             return Err(RestoreError::OtherTable {
                 location: self.location,
                 saved_table: state.table_name,
