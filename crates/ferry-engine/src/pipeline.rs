@@ -108,21 +108,14 @@ pub(crate) fn spawn_worker<S: Source, K: Sink<S::Batch>>(
             let Some((_, w)) = writer.as_mut() else {
                 continue;
             };
-            let counters = Counters {
-                job: &metrics,
-                table: &table_metrics,
-            };
-            let outcome = run_split(
-                &*source,
-                w,
+            let run = SplitRun {
                 table,
-                split,
-                &events,
-                stop.clone(),
-                counters,
-                &fence,
-            )
-            .await;
+                events: &events,
+                job_metrics: &metrics,
+                table_metrics: &table_metrics,
+                fence: &fence,
+            };
+            let outcome = run.run(&*source, w, split, stop.clone()).await;
             let event = match outcome {
                 Ok(true) => PipelineEvent::Finished {
                     worker,
@@ -153,59 +146,59 @@ pub(crate) fn spawn_worker<S: Source, K: Sink<S::Batch>>(
     Worker { splits: tx, task }
 }
 
-/// The job's and the table's counters.
-#[derive(Clone, Copy)]
-struct Counters<'a> {
-    job: &'a JobMetrics,
-    table: &'a TableMetrics,
+/// What a split's run reports to and checks: its table, the coordinator's
+/// events, the job's and the table's counters, the lease fence.
+struct SplitRun<'a> {
+    table: u64,
+    events: &'a mpsc::UnboundedSender<PipelineEvent>,
+    job_metrics: &'a JobMetrics,
+    table_metrics: &'a TableMetrics,
+    fence: &'a Fence,
 }
 
-/// Runs one split; `Ok(true)` when done, `Ok(false)` when stopped early.
-#[allow(clippy::too_many_arguments)]
-async fn run_split<S: Source, W: SinkWriter<S::Batch>>(
-    source: &S,
-    writer: &mut W,
-    table: u64,
-    split: SplitState,
-    events: &mpsc::UnboundedSender<PipelineEvent>,
-    mut stop: watch::Receiver<bool>,
-    metrics: Counters<'_>,
-    fence: &Fence,
-) -> Result<bool, EngineError> {
-    let reader = source.open(&split).await?;
-    let (tx, mut rx) = mpsc::channel::<Result<ReadBatch<S::Batch>, EngineError>>(READ_AHEAD);
-    let read_task = tokio::spawn(read_all(reader, tx));
-    let _abort_reader = AbortOnDrop(read_task);
-    loop {
-        if *stop.borrow() {
-            return Ok(false);
-        }
-        let next = tokio::select! {
-            next = rx.recv() => next,
-            changed = stop.changed() => {
-                if changed.is_err() {
-                    return Ok(false);
-                }
-                continue;
+impl SplitRun<'_> {
+    /// Runs one split; `Ok(true)` when done, `Ok(false)` when stopped early.
+    async fn run<S: Source, W: SinkWriter<S::Batch>>(
+        &self,
+        source: &S,
+        writer: &mut W,
+        split: SplitState,
+        mut stop: watch::Receiver<bool>,
+    ) -> Result<bool, EngineError> {
+        let reader = source.open(&split).await?;
+        let (tx, mut rx) = mpsc::channel::<Result<ReadBatch<S::Batch>, EngineError>>(READ_AHEAD);
+        let read_task = tokio::spawn(read_all(reader, tx));
+        let _abort_reader = AbortOnDrop(read_task);
+        loop {
+            if *stop.borrow() {
+                return Ok(false);
             }
-        };
-        let Some(batch) = next else { return Ok(true) };
-        let batch = batch?;
-        metrics
-            .job
-            .add_read(batch.rows.len() as u64, batch.rows.byte_size() as u64);
-        metrics.table.add_read(batch.rows.len() as u64);
-        // A fenced instance writes no further row (lease module).
-        fence.check()?;
-        let stats = writer.write(&batch.rows).await?;
-        metrics.job.add_written(stats.upserts, stats.deletes);
-        metrics.table.add_written(stats.upserts, stats.deletes);
-        if let Some(key) = batch.resume_key {
-            let _ = events.send(PipelineEvent::Progress {
-                table,
-                split_id: split.split_id.clone(),
-                resume_key: key,
-            });
+            let next = tokio::select! {
+                next = rx.recv() => next,
+                changed = stop.changed() => {
+                    if changed.is_err() {
+                        return Ok(false);
+                    }
+                    continue;
+                }
+            };
+            let Some(batch) = next else { return Ok(true) };
+            let batch = batch?;
+            self.job_metrics
+                .add_read(batch.rows.len() as u64, batch.rows.byte_size() as u64);
+            self.table_metrics.add_read(batch.rows.len() as u64);
+            // A fenced instance writes no further row (lease module).
+            self.fence.check()?;
+            let stats = writer.write(&batch.rows).await?;
+            self.job_metrics.add_written(stats.upserts, stats.deletes);
+            self.table_metrics.add_written(stats.upserts, stats.deletes);
+            if let Some(key) = batch.resume_key {
+                let _ = self.events.send(PipelineEvent::Progress {
+                    table: self.table,
+                    split_id: split.split_id.clone(),
+                    resume_key: key,
+                });
+            }
         }
     }
 }
