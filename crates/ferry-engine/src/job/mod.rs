@@ -211,8 +211,10 @@ impl Job {
         S: Source,
         K: Sink<S::Batch>,
     {
+        // No id: such a job's states are matched by name, like an older
+        // build's (its connectors may know no table ids).
         let table = TableRef {
-            id: config.table_name.clone(),
+            id: String::new(),
             name: config.table_name.clone(),
         };
         Self::start_tables(
