@@ -8,7 +8,7 @@
 //! ([`crate::sink_position`]).
 
 use crate::config::{FlushMode, JobConfig, WriterConfig};
-use crate::connector::{Sink, SinkWriter, WriteStats};
+use crate::connector::{SchemaRecord, Sink, SinkWriter, TableRef, WriteStats};
 use crate::error::EngineError;
 use crate::sink_position::{PositionTable, SinkPosition};
 use crate::sink_table::{prepare_sink_table, SinkTableAction, SinkTableError, SinkTableOptions};
@@ -35,6 +35,12 @@ pub struct KuduSink {
     /// Rows handed to the writers' sessions, counted per batch before any
     /// is sent (the write guard compares them with the servers' counters).
     rows_sent: Arc<AtomicU64>,
+    /// `job.renameSinkTable` and `job.tableSuffix`: rename the sink table
+    /// when the source is renamed (`None`: keep its name).
+    rename_with_suffix: Option<String>,
+    /// Bumped by every schema change applied to the sink: writers re-open
+    /// the sink table when it moved.
+    generation: Arc<AtomicU64>,
 }
 
 impl KuduSink {
@@ -56,7 +62,42 @@ impl KuduSink {
             writer,
             position: None,
             rows_sent: Arc::new(AtomicU64::new(0)),
+            rename_with_suffix: None,
+            generation: Arc::new(AtomicU64::new(0)),
         }
+    }
+
+    /// The sink of source table `table` in a job configured by `config`:
+    /// named `job.sinkTableName` if set, else the source's current name +
+    /// `job.tableSuffix`; position table as in [`KuduSink::from_config`];
+    /// with `job.renameSinkTable`, [`Sink::follow_schema`] renames the sink
+    /// table when the source is renamed.
+    pub fn for_table(
+        sink: KuduClient,
+        source: KuduClient,
+        table: &TableRef,
+        config: &JobConfig,
+    ) -> Self {
+        let sink_table_name = match &config.sink_table {
+            Some(name) => name.clone(),
+            None => format!("{}{}", table.name, config.table_suffix),
+        };
+        let options = SinkTableOptions {
+            sink_table_name,
+            create_table: config.create_table,
+            restore_owner: config.restore_owner,
+        };
+        let mut this = Self::new(
+            sink,
+            source,
+            table.name.clone(),
+            options,
+            config.writer.clone(),
+        )
+        .with_position_table(config.position_table.clone());
+        this.rename_with_suffix = (config.rename_sink_table && config.sink_table.is_none())
+            .then(|| config.table_suffix.clone());
+        this
     }
 
     /// The count of rows this sink's writers handed to Kudu so far (each
@@ -188,6 +229,26 @@ impl Sink<RowBatch> for KuduSink {
             .last_propagated_timestamp()
             .map_or(0, |t| t.raw());
         Ok(Some(seen.saturating_add(1)))
+    }
+
+    async fn follow_schema(
+        &self,
+        applied: Option<&SchemaRecord>,
+        now: &SchemaRecord,
+    ) -> Result<(), EngineError> {
+        let changed = crate::sink_table::schema_change::follow(
+            &self.client,
+            &self.options.sink_table_name,
+            self.table.as_ref().map(|t| t.id()),
+            applied,
+            now,
+            self.rename_with_suffix.as_deref(),
+        )
+        .await?;
+        if changed {
+            self.generation.fetch_add(1, Ordering::SeqCst);
+        }
+        Ok(())
     }
 
     async fn read_position(&self) -> Result<Option<SinkPosition>, EngineError> {

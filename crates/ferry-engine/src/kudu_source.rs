@@ -5,7 +5,7 @@
 
 use crate::checkpoint::{SplitState, WindowState};
 use crate::config::{ReaderConfig, ReplicaSelection};
-use crate::connector::{Batch, ReadBatch, Source, SplitReader};
+use crate::connector::{Batch, ReadBatch, SchemaRecord, Source, SplitReader, TableRef};
 use crate::error::EngineError;
 use crate::prefetch::ScanBatches;
 use kudu_client::scan::RowBatch;
@@ -18,6 +18,9 @@ use kudu_client::{HybridTime, KuduClient};
 pub struct KuduSource {
     client: KuduClient,
     table_name: String,
+    /// The table's id when known: the table is then opened by id, so a
+    /// rename does not matter.
+    table_id: Option<String>,
     reader: ReaderConfig,
 }
 
@@ -27,8 +30,29 @@ impl KuduSource {
         KuduSource {
             client,
             table_name: table_name.into(),
+            table_id: None,
             reader,
         }
+    }
+
+    /// A source for `table`, opened by its id (renames do not matter; an
+    /// empty id falls back to the name).
+    pub fn for_table(client: KuduClient, table: &TableRef, reader: ReaderConfig) -> Self {
+        KuduSource {
+            client,
+            table_name: table.name.clone(),
+            table_id: (!table.id.is_empty()).then(|| table.id.clone()),
+            reader,
+        }
+    }
+
+    /// The source table now, by id when known.
+    async fn open_table(&self) -> Result<kudu_client::KuduTable, EngineError> {
+        match &self.table_id {
+            Some(id) => self.client.open_table_by_id(id).await,
+            None => self.client.open_table(&self.table_name).await,
+        }
+        .map_err(|e| self.err(e))
     }
 
     fn err(&self, source: kudu_client::Error) -> EngineError {
@@ -89,11 +113,7 @@ impl Source for KuduSource {
 
     async fn plan(&self, window: WindowState) -> Result<Vec<SplitState>, EngineError> {
         // Re-opened every window so a source schema change is picked up.
-        let table = self
-            .client
-            .open_table(&self.table_name)
-            .await
-            .map_err(|e| self.err(e))?;
+        let table = self.open_table().await?;
         let splits = self
             .client
             .scan_splits(&table, &self.spec(window))
@@ -108,6 +128,19 @@ impl Source for KuduSource {
                 resume_key: None,
             })
             .collect())
+    }
+
+    async fn schema(&self) -> Result<Option<SchemaRecord>, EngineError> {
+        let table = self.open_table().await?;
+        let ranges = self
+            .client
+            .range_partitions(&table)
+            .await
+            .map_err(|e| self.err(e))?;
+        Ok(Some(
+            crate::sink_table::schema_change::record_of(&table, &ranges)
+                .map_err(EngineError::from)?,
+        ))
     }
 
     async fn open(&self, state: &SplitState) -> Result<KuduSplitReader, EngineError> {

@@ -52,6 +52,7 @@ pub mod config;
 pub mod connector;
 pub mod enumerator;
 pub mod error;
+pub mod failpoint;
 pub mod job;
 pub mod kudu_sink;
 pub mod kudu_source;

@@ -177,6 +177,11 @@ impl KuduClient {
         catalog::open_table(&self.inner.masters, name, self.inner.admin_timeout).await
     }
 
+    /// Opens a table by its id: follows the table across renames.
+    pub async fn open_table_by_id(&self, id: &str) -> Result<KuduTable> {
+        catalog::open_table_by_id(&self.inner.masters, id, self.inner.admin_timeout).await
+    }
+
     /// Creates a table (waiting until it is ready unless the builder says
     /// otherwise) and returns its id.
     pub async fn create_table(&self, builder: &TableBuilder) -> Result<String> {

@@ -389,6 +389,15 @@ impl AlterTableBuilder {
         })
     }
 
+    /// Drops `range` (one of `table`'s, as [`crate::KuduClient::range_partitions`]
+    /// lists it) from `table`.
+    pub fn drop_range_like(mut self, table: &KuduTable, range: &RangePartition) -> Result<Self> {
+        let (lower, upper, _) = range_spec(table.schema(), table.partition_schema(), range)
+            .map_err(|e| table.partitioning(e))?;
+        self.steps.push(AlterStep::DropRange((lower, upper)));
+        Ok(self)
+    }
+
     /// Drops the range partition [lower, upper).
     pub fn drop_range_partition(mut self, lower: Row, upper: Row) -> Self {
         self.steps.push(AlterStep::DropRange((

@@ -104,6 +104,20 @@ pub(crate) async fn open_table(
     table_from_pb(name, resp)
 }
 
+/// Opens a table by id (so a rename in between does not matter).
+pub(crate) async fn open_table_by_id(
+    m: &MasterProxy,
+    id: &str,
+    timeout: Duration,
+) -> Result<KuduTable> {
+    let req = pb::master::GetTableSchemaRequestPb { table: by_id(id) };
+    let resp = m
+        .call::<ms::GetTableSchema>("GetTableSchema", &req, timeout, &[])
+        .await
+        .map_err(|e| table_not_found(&format!("with id {id}"), e))?;
+    table_from_pb(id, resp)
+}
+
 fn table_from_pb(name: &str, resp: pb::master::GetTableSchemaResponsePb) -> Result<KuduTable> {
     let missing = |what: &str| Error::Protocol {
         addr: "leader master".into(),
