@@ -132,4 +132,4 @@ pub use master::catalog::TableSummary;
 pub use meta::{RemoteTablet, Replica, Role as ReplicaRole};
 pub use rpc::{NegotiateOptions, TlsPolicy};
 pub use schema::{ColumnSchema, DataType, Row, Schema, Value};
-pub use table::{AlterTableBuilder, KuduTable, RangeBounds, TableBuilder};
+pub use table::{AlterTableBuilder, ColumnDelta, KuduTable, RangeBounds, TableBuilder};

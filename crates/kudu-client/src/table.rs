@@ -7,7 +7,7 @@ use crate::partition::PartitionSchemaBuilder;
 use crate::partition::{PartitionSchema, RangePartition};
 use crate::pb;
 use crate::row_ops::OpType;
-use crate::schema::{ColumnSchema, Row, Schema};
+use crate::schema::{ColumnSchema, Compression, Encoding, Row, Schema, Value};
 use crate::{Error, Result};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -304,6 +304,92 @@ pub(crate) enum AlterStep {
     RenameColumn(String, String),
     AddRange(RangeBounds, Option<Vec<(Vec<String>, u32, u32)>>),
     DropRange(RangeBounds),
+    AlterColumn(ColumnDelta),
+}
+
+/// Changes to one column's attributes (an ALTER_COLUMN step): only what
+/// is set is sent.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ColumnDelta {
+    pub(crate) name: String,
+    pub(crate) new_name: Option<String>,
+    /// `Some(None)`: remove the default.
+    pub(crate) default: Option<Option<Value>>,
+    pub(crate) encoding: Option<Encoding>,
+    pub(crate) compression: Option<Compression>,
+    pub(crate) block_size: Option<i32>,
+    pub(crate) comment: Option<String>,
+    pub(crate) immutable: Option<bool>,
+}
+
+impl ColumnDelta {
+    /// No change yet to column `name`.
+    pub fn new(name: impl Into<String>) -> Self {
+        ColumnDelta {
+            name: name.into(),
+            new_name: None,
+            default: None,
+            encoding: None,
+            compression: None,
+            block_size: None,
+            comment: None,
+            immutable: None,
+        }
+    }
+
+    /// Renames the column.
+    pub fn rename_to(mut self, name: impl Into<String>) -> Self {
+        self.new_name = Some(name.into());
+        self
+    }
+
+    /// Sets the default value (a NULL value removes it).
+    pub fn default_value(mut self, value: impl Into<Value>) -> Self {
+        let value = value.into();
+        self.default = Some((!value.is_null()).then_some(value));
+        self
+    }
+
+    /// Removes the default value.
+    pub fn remove_default(mut self) -> Self {
+        self.default = Some(None);
+        self
+    }
+
+    /// Sets the encoding.
+    pub fn encoding(mut self, encoding: Encoding) -> Self {
+        self.encoding = Some(encoding);
+        self
+    }
+
+    /// Sets the compression.
+    pub fn compression(mut self, compression: Compression) -> Self {
+        self.compression = Some(compression);
+        self
+    }
+
+    /// Sets the block size (bytes).
+    pub fn block_size(mut self, block_size: i32) -> Self {
+        self.block_size = Some(block_size);
+        self
+    }
+
+    /// Sets the comment (empty: none).
+    pub fn comment(mut self, comment: impl Into<String>) -> Self {
+        self.comment = Some(comment.into());
+        self
+    }
+
+    /// Sets whether the column is immutable.
+    pub fn immutable(mut self, immutable: bool) -> Self {
+        self.immutable = Some(immutable);
+        self
+    }
+
+    /// Whether nothing is changed.
+    pub fn is_empty(&self) -> bool {
+        *self == ColumnDelta::new(self.name.clone())
+    }
 }
 
 /// Builds an `AlterTable` request.
@@ -325,6 +411,12 @@ impl AlterTableBuilder {
     /// Adds a column (a NOT NULL column needs a default value).
     pub fn add_column(mut self, column: ColumnSchema) -> Self {
         self.steps.push(AlterStep::AddColumn(column));
+        self
+    }
+
+    /// Changes a column's attributes (see [`ColumnDelta`]).
+    pub fn alter_column(mut self, delta: ColumnDelta) -> Self {
+        self.steps.push(AlterStep::AlterColumn(delta));
         self
     }
 

@@ -356,6 +356,40 @@ fn alter_step(
                 ..Default::default()
             }
         }
+        AlterStep::AlterColumn(d) => {
+            let default_value = match &d.default {
+                Some(Some(v)) => {
+                    let column = table.schema().column_by_name(&d.name).ok_or_else(|| {
+                        Error::InvalidArgument(format!(
+                            "cannot alter column '{}' of table '{}': no such column",
+                            d.name,
+                            table.name()
+                        ))
+                    })?;
+                    let mut bytes = Vec::new();
+                    v.as_ref().encode(column.data_type(), &mut bytes)?;
+                    Some(bytes)
+                }
+                _ => None,
+            };
+            alter::Step {
+                r#type: Some(StepType::AlterColumn as i32),
+                alter_column: Some(alter::AlterColumn {
+                    delta: Some(pb::master::ColumnSchemaDeltaPb {
+                        name: Some(d.name.clone()),
+                        new_name: d.new_name.clone(),
+                        default_value,
+                        remove_default: matches!(d.default, Some(None)).then_some(true),
+                        encoding: d.encoding.map(|e| e.to_wire()),
+                        compression: d.compression.map(|c| c.to_wire()),
+                        block_size: d.block_size,
+                        new_comment: d.comment.clone(),
+                        immutable: d.immutable,
+                    }),
+                }),
+                ..Default::default()
+            }
+        }
         AlterStep::DropRange(((lt, lower), (ut, upper))) => {
             *needs_schema = true;
             features.push(FEATURE_ADD_DROP_RANGE_PARTITIONS);
