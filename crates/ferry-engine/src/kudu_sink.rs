@@ -41,6 +41,31 @@ pub struct KuduSink {
     /// Bumped by every schema change applied to the sink: writers re-open
     /// the sink table when it moved.
     generation: Arc<AtomicU64>,
+    /// The sink table's name now (it changes with `job.renameSinkTable`).
+    current_name: Arc<std::sync::RwLock<String>>,
+    /// Column names across schema changes, shared with the writers.
+    names: Arc<std::sync::RwLock<ColumnNames>>,
+}
+
+/// What the writers need to map a batch of an older projection: every
+/// name a source column had (→ its id) and each id's name now.
+#[derive(Debug, Default)]
+struct ColumnNames {
+    by_old_name: std::collections::HashMap<String, u32>,
+    current: std::collections::HashMap<u32, String>,
+    /// A schema change was followed: a projected column found nowhere was
+    /// dropped on both sides and is skipped.
+    followed: bool,
+}
+
+impl ColumnNames {
+    /// The sink column a projected column `name` goes to now.
+    fn now_named(&self, name: &str) -> Option<&str> {
+        self.by_old_name
+            .get(name)
+            .and_then(|id| self.current.get(id))
+            .map(String::as_str)
+    }
 }
 
 impl KuduSink {
@@ -64,6 +89,8 @@ impl KuduSink {
             rows_sent: Arc::new(AtomicU64::new(0)),
             rename_with_suffix: None,
             generation: Arc::new(AtomicU64::new(0)),
+            current_name: Arc::new(std::sync::RwLock::new(String::new())),
+            names: Arc::default(),
         }
     }
 
@@ -145,6 +172,16 @@ impl KuduSink {
                 self.options.sink_table_name
             )))),
         }
+    }
+
+    /// The sink table's name now.
+    pub fn sink_name(&self) -> String {
+        self.current_name
+            .read()
+            .ok()
+            .map(|n| n.clone())
+            .filter(|n| !n.is_empty())
+            .unwrap_or_else(|| self.options.sink_table_name.clone())
     }
 
     /// The sink table, once prepared.
@@ -236,18 +273,40 @@ impl Sink<RowBatch> for KuduSink {
         applied: Option<&SchemaRecord>,
         now: &SchemaRecord,
     ) -> Result<(), EngineError> {
-        let changed = crate::sink_table::schema_change::follow(
-            &self.client,
-            &self.options.sink_table_name,
-            self.table.as_ref().map(|t| t.id()),
+        use crate::sink_table::schema_change::{follow, parse, FollowTarget};
+        let sink_name = self.sink_name();
+        let outcome = follow(
+            FollowTarget {
+                sink: &self.client,
+                source: &self.source,
+                sink_name: &sink_name,
+                sink_id: self.table.as_ref().map(|t| t.id()),
+                rename_with_suffix: self.rename_with_suffix.as_deref(),
+            },
             applied,
             now,
-            self.rename_with_suffix.as_deref(),
         )
         .await?;
-        if changed {
-            self.generation.fetch_add(1, Ordering::SeqCst);
+        // Batches planned before the change still name columns as they
+        // were: remember every name a column id had, for the writers.
+        if let Ok(mut names) = self.names.write() {
+            for record in applied.into_iter().chain(Some(now)) {
+                if let Ok(doc) = parse(record, &sink_name) {
+                    for c in &doc.columns {
+                        names.by_old_name.insert(c.name.clone(), c.id);
+                    }
+                    if std::ptr::eq(record, now) {
+                        names.current =
+                            doc.columns.iter().map(|c| (c.id, c.name.clone())).collect();
+                    }
+                }
+            }
+            names.followed = true;
         }
+        if let Ok(mut name) = self.current_name.write() {
+            *name = outcome.sink_name;
+        }
+        self.generation.fetch_add(1, Ordering::SeqCst);
         Ok(())
     }
 
@@ -300,6 +359,10 @@ impl Sink<RowBatch> for KuduSink {
         Ok(KuduSinkWriter {
             session,
             table,
+            client: self.client.clone(),
+            generation: self.generation.clone(),
+            seen_generation: self.generation.load(Ordering::SeqCst),
+            names: self.names.clone(),
             mapping: None,
             manual_flush_at: (mode == ClientFlushMode::ManualFlush)
                 .then_some(self.writer.max_buffer_size.get()),
@@ -321,6 +384,11 @@ struct Mapping {
 pub struct KuduSinkWriter {
     session: Session,
     table: KuduTable,
+    client: KuduClient,
+    /// [`KuduSink`]'s schema generation, and the one `table` is of.
+    generation: Arc<AtomicU64>,
+    seen_generation: u64,
+    names: Arc<std::sync::RwLock<ColumnNames>>,
     mapping: Option<Mapping>,
     /// MANUAL_FLUSH: flush when this many rows are buffered.
     manual_flush_at: Option<usize>,
@@ -350,21 +418,36 @@ impl KuduSinkWriter {
             let sink = self.table.schema();
             let mut columns = Vec::new();
             let mut keys = Vec::new();
+            let names = self.names.read().ok();
             for (pi, col) in projection.columns().iter().enumerate() {
                 if Some(pi) == projection.is_deleted_index() {
                     continue;
                 }
-                let si = sink.index_of(col.name()).ok_or_else(|| {
-                    EngineError::from(SinkTableError::ColumnNotInSink {
-                        sink: self.table.name().to_owned(),
-                        column: col.name().to_owned(),
-                    })
-                })?;
+                // By id through the recorded names first (a batch planned
+                // before a rename), then by name.
+                let renamed = names.as_ref().and_then(|n| n.now_named(col.name()));
+                let si = renamed
+                    .and_then(|n| sink.index_of(n))
+                    .or_else(|| sink.index_of(col.name()));
+                let si = match si {
+                    Some(si) => si,
+                    // Dropped on the source and the sink since the batch
+                    // was planned.
+                    None if names.as_ref().is_some_and(|n| n.followed) => continue,
+                    None => {
+                        return Err(SinkTableError::ColumnNotInSink {
+                            sink: self.table.name().to_owned(),
+                            column: col.name().to_owned(),
+                        }
+                        .into())
+                    }
+                };
                 columns.push((pi, si));
                 if si < sink.num_key_columns() {
                     keys.push((pi, si));
                 }
             }
+            drop(names);
             if keys.len() != sink.num_key_columns() {
                 return Err(SinkTableError::KeyColumnsNotSent {
                     sink: self.table.name().to_owned(),
@@ -387,6 +470,17 @@ impl SinkWriter<RowBatch> for KuduSinkWriter {
     async fn write(&mut self, batch: &RowBatch) -> Result<WriteStats, EngineError> {
         if batch.is_empty() {
             return Ok(WriteStats::default());
+        }
+        let generation = self.generation.load(Ordering::SeqCst);
+        if generation != self.seen_generation {
+            // The sink's schema changed: write with the new one.
+            self.table = self
+                .client
+                .open_table_by_id(self.table.id())
+                .await
+                .map_err(|e| self.err(e))?;
+            self.mapping = None;
+            self.seen_generation = generation;
         }
         let (columns, keys) = {
             let m = self.mapping_for(batch.schema())?;

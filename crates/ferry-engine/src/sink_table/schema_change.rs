@@ -13,9 +13,8 @@
 //! [`SchemaChangeError`] naming the table and column.
 
 use crate::connector::SchemaRecord;
-use crate::error::EngineError;
-use kudu_client::partition::{HashDimension, RangePartition};
-use kudu_client::{AlterTableBuilder, ColumnSchema, KuduClient, KuduTable};
+use kudu_client::partition::RangePartition;
+use kudu_client::{ColumnSchema, KuduTable};
 use serde::{Deserialize, Serialize};
 
 /// A source schema change that ferry will not apply to the sink; the table
@@ -96,13 +95,6 @@ fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
-fn unhex(s: &str) -> Option<Vec<u8>> {
-    (0..s.len())
-        .step_by(2)
-        .map(|i| s.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok()))
-        .collect()
-}
-
 fn column_doc(c: &ColumnSchema) -> ColumnDoc {
     ColumnDoc {
         id: c.id().unwrap_or(0),
@@ -174,4 +166,4 @@ pub fn parse(record: &SchemaRecord, table: &str) -> Result<SchemaDoc, SchemaChan
 }
 
 mod follow;
-pub use follow::follow;
+pub use follow::{follow, FollowOutcome, FollowTarget};
