@@ -36,6 +36,7 @@ fn config(
     sink: &MiniCluster,
     table: &str,
     chk: &std::path::Path,
+    discovery_s: u64,
 ) -> JobConfig {
     let pairs = [
         ("job.sourceMasterAddresses", source.master_addrs_joined()),
@@ -45,7 +46,7 @@ fn config(
             "job.checkpointsDirectory",
             chk.to_string_lossy().into_owned(),
         ),
-        ("job.discoveryIntervalSeconds", "1".to_string()),
+        ("job.discoveryIntervalSeconds", discovery_s.to_string()),
         ("job.checkpointingIntervalMillis", "500".to_string()),
     ];
     JobConfig::from_named_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str()))).expect("valid config")
@@ -286,7 +287,7 @@ async fn source_changes_are_followed_while_a_writer_writes() {
     create_tables(&source, &sink, NAME).await;
 
     let dir = tempfile::tempdir().expect("tmp");
-    let cfg = config(&src, &dst, NAME, &dir.path().join("chk"));
+    let cfg = config(&src, &dst, NAME, &dir.path().join("chk"), 1);
     let writer = Writer::start(source.clone(), NAME.into(), 1);
     writer.wait_rounds(5).await;
     let job = start_job(&cfg, None, None, 2).await;
@@ -394,7 +395,7 @@ async fn a_type_change_stops_the_job_and_a_fixed_sink_resumes() {
     create_tables(&source, &sink, NAME).await;
 
     let dir = tempfile::tempdir().expect("tmp");
-    let cfg = config(&src, &dst, NAME, &dir.path().join("chk"));
+    let cfg = config(&src, &dst, NAME, &dir.path().join("chk"), 1);
     let writer = Writer::start(source.clone(), NAME.into(), 2);
     writer.wait_rounds(5).await;
     let job = start_job(&cfg, None, None, 2).await;
@@ -461,4 +462,49 @@ async fn a_type_change_stops_the_job_and_a_fixed_sink_resumes() {
     writer.finish().await;
     assert_eq!(resumed.status(), JobStatus::Running);
     resumed.cancel().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_column_added_and_one_dropped_inside_one_window() {
+    const NAME: &str = "evo_window";
+    let (src, dst) = common::two_clusters();
+    let source = KuduClient::new(&src.master_addrs()).expect("client");
+    let sink = KuduClient::new(&dst.master_addrs()).expect("client");
+    create_tables(&source, &sink, NAME).await;
+
+    // Long windows, so both ALTERs below very likely fall inside one diff
+    // window; the assertions hold either way.
+    let dir = tempfile::tempdir().expect("tmp");
+    let cfg = config(&src, &dst, NAME, &dir.path().join("chk"), 10);
+    let writer = Writer::start(source.clone(), NAME.into(), 3);
+    writer.wait_rounds(5).await;
+    let job = start_job(&cfg, None, None, 2).await;
+    wait_windows(&job, 1, Duration::from_secs(120)).await;
+    // Right after a window completed, the next one has just begun.
+    let done = job.metrics().snapshot().windows_completed;
+    wait_windows(&job, done + 1, Duration::from_secs(120)).await;
+    writer.wait_rounds(3).await;
+    alter(
+        &source,
+        NAME,
+        AlterTableBuilder::new().add_column(
+            ColumnSchema::builder("c", DataType::Int64)
+                .nullable(true)
+                .build()
+                .expect("c"),
+        ),
+    )
+    .await;
+    writer.wait_rounds(3).await;
+    alter(&source, NAME, AlterTableBuilder::new().drop_column("n")).await;
+    writer.wait_rounds(3).await;
+    caught_up(&job, &writer, &source, &sink, NAME).await;
+    let rows = common::read_all(&sink, NAME).await;
+    assert!(
+        rows.values()
+            .any(|r| r.last().is_some_and(|v| !v.is_null())),
+        "values of the added column reached the sink"
+    );
+    writer.finish().await;
+    job.cancel().await;
 }
