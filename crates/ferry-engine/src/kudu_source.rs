@@ -22,6 +22,9 @@ pub struct KuduSource {
     /// rename does not matter.
     table_id: Option<String>,
     reader: ReaderConfig,
+    /// Every column name seen by `schema()` → its column id, to read
+    /// splits planned before a rename.
+    names: std::sync::Arc<std::sync::RwLock<std::collections::HashMap<String, u32>>>,
 }
 
 impl KuduSource {
@@ -32,6 +35,7 @@ impl KuduSource {
             table_name: table_name.into(),
             table_id: None,
             reader,
+            names: Default::default(),
         }
     }
 
@@ -43,6 +47,39 @@ impl KuduSource {
             table_name: table.name.clone(),
             table_id: (!table.id.is_empty()).then(|| table.id.clone()),
             reader,
+            names: Default::default(),
+        }
+    }
+
+    /// `planned` (column names of a split's projection) as the source table
+    /// `schema` has them now: renamed columns under their new names (found
+    /// through the column ids recorded by `schema()`), dropped ones left
+    /// out.
+    fn projection_now(&self, planned: &[String], schema: &kudu_client::Schema) -> Vec<String> {
+        let ids = self.names.read().ok();
+        planned
+            .iter()
+            .filter_map(|name| {
+                if schema.column_by_name(name).is_some() {
+                    return Some(name.clone());
+                }
+                let id = ids.as_ref().and_then(|m| m.get(name).copied())?;
+                schema
+                    .columns()
+                    .iter()
+                    .find(|c| c.id() == Some(id))
+                    .map(|c| c.name().to_owned())
+            })
+            .collect()
+    }
+
+    fn remember_names(&self, schema: &kudu_client::Schema) {
+        if let Ok(mut names) = self.names.write() {
+            for c in schema.columns() {
+                if let Some(id) = c.id() {
+                    names.insert(c.name().to_owned(), id);
+                }
+            }
         }
     }
 
@@ -114,6 +151,7 @@ impl Source for KuduSource {
     async fn plan(&self, window: WindowState) -> Result<Vec<SplitState>, EngineError> {
         // Re-opened every window so a source schema change is picked up.
         let table = self.open_table().await?;
+        self.remember_names(table.schema());
         let splits = self
             .client
             .scan_splits(&table, &self.spec(window))
@@ -137,6 +175,7 @@ impl Source for KuduSource {
             .range_partitions(&table)
             .await
             .map_err(|e| self.err(e))?;
+        self.remember_names(table.schema());
         Ok(Some(
             crate::sink_table::schema_change::record_of(&table, &ranges)
                 .map_err(EngineError::from)?,
@@ -148,10 +187,21 @@ impl Source for KuduSource {
         if let Some(key) = &state.resume_key {
             split = split.with_resume_key(key.clone());
         }
+        // Opened by id (renames do not matter); the projection planned
+        // may name columns dropped or renamed since: read what exists now.
+        let table = match split.table_id() {
+            "" => self.client.open_table(split.table_name()).await,
+            id => self.client.open_table_by_id(id).await,
+        }
+        .map_err(|e| self.err(e))?;
+        let projection = self.projection_now(split.projection(), table.schema());
+        if projection.as_slice() != split.projection() {
+            tracing::info!(table = %table.name(), planned = ?split.projection(), now = ?projection, "the source schema changed since the split was planned: reading the columns that exist now");
+            split = split.with_projection(projection);
+        }
         let scanner = self
             .client
-            .scanner_for_split(&split)
-            .await
+            .scanner_for_split_on(&table, &split)
             .map_err(|e| self.err(e))?;
         Ok(KuduSplitReader {
             batches: ScanBatches::new(scanner, self.reader.prefetching),

@@ -204,6 +204,14 @@ impl Split {
         self
     }
 
+    /// This split reading `columns` instead of its projection (e.g. after
+    /// a column planned in was dropped or renamed: only the columns that
+    /// exist now can be read).
+    pub fn with_projection(mut self, columns: Vec<String>) -> Split {
+        self.projection = columns;
+        self
+    }
+
     /// The scan description this split executes; adjust execution-local
     /// settings (timeout, keep-alive, batch size) before building a scanner
     /// with [`KuduClient::scan_builder`]`(..).with_spec(..)`.
@@ -412,6 +420,13 @@ impl KuduClient {
     /// re-created since.
     pub async fn scanner_for_split(&self, split: &Split) -> Result<Scanner> {
         let table = self.open_table(&split.table_name).await?;
+        self.scanner_for_split_on(&table, split)
+    }
+
+    /// A scanner executing `split` on `table` as opened by the caller (by
+    /// id, so a renamed table is still found). Fails with `TableNotFound`
+    /// if `table` is not the split's table.
+    pub fn scanner_for_split_on(&self, table: &KuduTable, split: &Split) -> Result<Scanner> {
         if table.id() != split.table_id {
             return Err(Error::TableNotFound(format!(
                 "{} with id {} (the name now belongs to table {}; the split is stale)",
@@ -420,7 +435,7 @@ impl KuduClient {
                 table.id()
             )));
         }
-        Scanner::new(self, &table, &split.scan_spec())
+        Scanner::new(self, table, &split.scan_spec())
     }
 
     /// Asks a replica of `tablet` to cut the scan's key range into chunks
