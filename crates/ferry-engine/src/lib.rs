@@ -56,6 +56,7 @@ pub mod failpoint;
 pub mod job;
 pub mod kudu_sink;
 pub mod kudu_source;
+pub mod kudu_tables;
 pub mod lease;
 pub mod metrics;
 mod pipeline;

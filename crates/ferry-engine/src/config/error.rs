@@ -18,6 +18,19 @@ pub enum ConfigError {
         key: ConfigKey,
     },
 
+    /// Neither `job.tableName` nor `job.tablePattern` was given, so the job
+    /// would replicate nothing. Starts like [`ConfigError::MissingRequired`]
+    /// (the reference job requires `job.tableName`).
+    #[error(
+        "No data for required key '{}' and no '{}': name the table(s) to replicate in {} \
+         (comma-separated) or give a regular expression matching whole table names in {}",
+        ConfigKey::TableName,
+        ConfigKey::TablePattern,
+        ConfigKey::TableName,
+        ConfigKey::TablePattern
+    )]
+    NoTables,
+
     /// A key that is not in the catalog.
     #[error("unknown configuration key '{key}'{}", suggestion_text(.suggestion))]
     UnknownKey {
@@ -135,6 +148,7 @@ impl ConfigError {
                 Some(ConfigKey::CheckpointingIntervalMillis.name())
             }
             ConfigError::UnknownKey { key, .. } => Some(key),
+            ConfigError::NoTables => Some(ConfigKey::TableName.name()),
         }
     }
 }

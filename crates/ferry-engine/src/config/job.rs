@@ -230,6 +230,62 @@ pub struct TableSelection {
 }
 
 impl TableSelection {
+    /// `job.tableName` (one name or a comma-separated list, trimmed, no
+    /// duplicates) and `job.tablePattern` (a valid regex); at least one.
+    fn from_values(v: &Values<'_>) -> Result<Self, ConfigError> {
+        let mut names: Vec<String> = Vec::new();
+        if let Some(value) = v.optional(ConfigKey::TableName) {
+            for name in value.split(',').map(str::trim) {
+                if name.is_empty() {
+                    return Err(invalid(
+                        ConfigKey::TableName,
+                        value,
+                        "has an empty entry in the comma-separated list",
+                    ));
+                }
+                if names.iter().any(|n| n == name) {
+                    return Err(invalid(
+                        ConfigKey::TableName,
+                        value,
+                        &format!("table '{name}' is listed twice; list each table once"),
+                    ));
+                }
+                names.push(name.to_owned());
+            }
+        }
+        let pattern = match v.optional(ConfigKey::TablePattern) {
+            Some(value) => {
+                let pattern = value.trim().to_owned();
+                if let Err(e) = anchored_regex(&pattern) {
+                    return Err(invalid(
+                        ConfigKey::TablePattern,
+                        value,
+                        &format!("not a valid regular expression: {e}"),
+                    ));
+                }
+                Some(pattern)
+            }
+            None => None,
+        };
+        if names.is_empty() && pattern.is_none() {
+            return Err(ConfigError::NoTables);
+        }
+        Ok(TableSelection { names, pattern })
+    }
+
+    /// `job.tablePattern` compiled to match whole table names, if given.
+    /// The pattern was checked by [`JobConfig::from_raw`]; an error here
+    /// means the selection was built some other way.
+    pub fn pattern_regex(&self) -> Result<Option<regex::Regex>, regex::Error> {
+        self.pattern.as_deref().map(anchored_regex).transpose()
+    }
+
+    /// Whether `name` is selected: named in `job.tableName` or matching
+    /// `job.tablePattern` (whole name).
+    pub fn selects(&self, name: &str, pattern: Option<&regex::Regex>) -> bool {
+        self.names.iter().any(|n| n == name) || pattern.is_some_and(|p| p.is_match(name))
+    }
+
     /// Whether the job replicates exactly one named table (and no pattern).
     pub fn is_single(&self) -> bool {
         self.names.len() == 1 && self.pattern.is_none()
@@ -244,7 +300,8 @@ impl JobConfig {
         let v = Values { raw };
         let source_master_addresses = v.masters(ConfigKey::SourceMasterAddresses)?;
         let sink_master_addresses = v.masters(ConfigKey::SinkMasterAddresses)?;
-        let table_name = v.text(ConfigKey::TableName)?;
+        let tables = TableSelection::from_values(&v)?;
+        let table_name = tables.names.join(",");
         let checkpoints_directory = v.location(ConfigKey::CheckpointsDirectory)?;
         let config = JobConfig {
             source_master_addresses,
@@ -262,7 +319,13 @@ impl JobConfig {
             checkpoints_retained: v.count(ConfigKey::CheckpointsRetained)?,
             job_name: match v.value(ConfigKey::JobName)? {
                 Some(_) => v.text(ConfigKey::JobName)?,
-                None => format!("ferry-replication-{table_name}"),
+                None => format!(
+                    "ferry-replication-{}",
+                    match (&tables.names[..], &tables.pattern) {
+                        ([], Some(pattern)) => pattern.as_str(),
+                        _ => table_name.as_str(),
+                    }
+                ),
             },
             periodic_savepoint_interval: v
                 .optional_duration(ConfigKey::PeriodicSavepointInterval)?,
@@ -291,18 +354,13 @@ impl JobConfig {
             restart: RestartConfig::from_values(&v)?,
             checkpoints_directory,
             ha: HaConfig::from_values(&v)?,
-            tables: TableSelection::default(),
-            schema_evolution: true,
-            table_discovery_interval: Duration::from_secs(30),
-            rename_sink_table: false,
+            tables,
+            schema_evolution: v.boolean(ConfigKey::SchemaEvolution)?,
+            table_discovery_interval: Duration::from_secs(
+                v.positive(ConfigKey::TableDiscoveryIntervalSeconds)?,
+            ),
+            rename_sink_table: v.boolean(ConfigKey::RenameSinkTable)?,
         };
-        let mut config = config;
-        config.tables.names = config
-            .table_name
-            .split(',')
-            .map(|t| t.trim().to_owned())
-            .filter(|t| !t.is_empty())
-            .collect();
         // Cross-key rule, as in the reference job: the next window opens only
         // after a checkpoint completes once the current window's splits are
         // done, so a checkpoint interval at or above the discovery interval
@@ -314,6 +372,19 @@ impl JobConfig {
             });
         }
         if let Some(sink) = &config.sink_table {
+            if !config.tables.is_single() {
+                return Err(invalid(
+                    ConfigKey::SinkTableName,
+                    sink,
+                    &format!(
+                        "needs exactly one table in {} and no {}: with several tables each sink table is named <source name>{}; remove {}",
+                        ConfigKey::TableName,
+                        ConfigKey::TablePattern,
+                        ConfigKey::TableSuffix,
+                        ConfigKey::SinkTableName
+                    ),
+                ));
+            }
             if !config.table_suffix.is_empty() {
                 return Err(invalid(
                     ConfigKey::SinkTableName,
@@ -402,6 +473,12 @@ impl JobConfig {
                         .collect::<Vec<_>>()
                         .join(","),
                     ConfigKey::PositionTable => self.position_table.clone().unwrap_or_default(),
+                    ConfigKey::TablePattern => self.tables.pattern.clone().unwrap_or_default(),
+                    ConfigKey::TableDiscoveryIntervalSeconds => {
+                        self.table_discovery_interval.as_secs().to_string()
+                    }
+                    ConfigKey::SchemaEvolution => self.schema_evolution.to_string(),
+                    ConfigKey::RenameSinkTable => self.rename_sink_table.to_string(),
                     ConfigKey::BatchSizeBytes => self.reader.batch_size_bytes.to_string(),
                     ConfigKey::SplitSizeBytes => match self.reader.split_size_bytes {
                         Some(n) => n.to_string(),
@@ -655,6 +732,12 @@ impl Values<'_> {
                 )
             })
     }
+}
+
+/// The regex anchored so it must match the whole table name (a pattern
+/// `orders_.*` must not select `old_orders_1`).
+fn anchored_regex(pattern: &str) -> Result<regex::Regex, regex::Error> {
+    regex::Regex::new(&format!("^(?:{pattern})$"))
 }
 
 fn out_of_range(key: ConfigKey, value: &str, expected: String) -> ConfigError {

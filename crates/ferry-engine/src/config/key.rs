@@ -13,6 +13,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use super::error::ConfigError;
+use super::key_tables;
 use super::spec::{closest_name, KeyDefault, KeyOrigin, KeySpec, ValueKind};
 
 /// The valid names for `reader.replicaSelection`.
@@ -61,6 +62,14 @@ pub enum ConfigKey {
     StateReplicas,
     /// `job.positionTable` (ferry only)
     PositionTable,
+    /// `job.tablePattern` (ferry only)
+    TablePattern,
+    /// `job.tableDiscoveryIntervalSeconds` (ferry only)
+    TableDiscoveryIntervalSeconds,
+    /// `job.schemaEvolution` (ferry only)
+    SchemaEvolution,
+    /// `job.renameSinkTable` (ferry only)
+    RenameSinkTable,
     /// `reader.batchSizeBytes`
     BatchSizeBytes,
     /// `reader.splitSizeBytes`
@@ -168,10 +177,10 @@ const CATALOG: &[(ConfigKey, KeySpec)] = &[
         ConfigKey::TableName,
         KeySpec::new(
             "job.tableName",
-            Required,
+            Derived("none; job.tableName or job.tablePattern is needed"),
             ValueKind::Text,
             Reference,
-            "Source table to replicate.",
+            "Source table to replicate, or a comma-separated list of tables (ferry). At least one of job.tableName and job.tablePattern.",
         ),
     ),
     (
@@ -306,6 +315,13 @@ const CATALOG: &[(ConfigKey, KeySpec)] = &[
             "Table on the sink cluster where ferry records how far each sink table is (created if missing), so a restore from an older checkpoint or savepoint resumes where the sink is. Empty turns it off: UNSAFE, such a restore may then bring back rows the source deleted.",
         ),
     ),
+    (ConfigKey::TablePattern, key_tables::TABLE_PATTERN),
+    (
+        ConfigKey::TableDiscoveryIntervalSeconds,
+        key_tables::TABLE_DISCOVERY_INTERVAL,
+    ),
+    (ConfigKey::SchemaEvolution, key_tables::SCHEMA_EVOLUTION),
+    (ConfigKey::RenameSinkTable, key_tables::RENAME_SINK_TABLE),
     (
         ConfigKey::BatchSizeBytes,
         KeySpec::new(
@@ -627,6 +643,10 @@ const ALL: &[ConfigKey] = &[
     ConfigKey::PeriodicSavepointsRetained,
     ConfigKey::StateReplicas,
     ConfigKey::PositionTable,
+    ConfigKey::TablePattern,
+    ConfigKey::TableDiscoveryIntervalSeconds,
+    ConfigKey::SchemaEvolution,
+    ConfigKey::RenameSinkTable,
     ConfigKey::BatchSizeBytes,
     ConfigKey::SplitSizeBytes,
     ConfigKey::ScanRequestTimeout,
@@ -822,7 +842,9 @@ mod tests {
             let key: ConfigKey = name.parse().expect("known key");
             assert_eq!(key.origin(), KeyOrigin::Reference, "{name}");
             assert_eq!(key.default_value(), *default, "{name}");
-            assert_eq!(key.is_required(), default.is_none(), "{name}");
+            // ferry made job.tableName optional (job.tablePattern may replace it).
+            let required = default.is_none() && *name != "job.tableName";
+            assert_eq!(key.is_required(), required, "{name}");
         }
         let reference = ConfigKey::all()
             .iter()
@@ -848,6 +870,10 @@ mod tests {
                 "job.periodicSavepointsRetained",
                 "job.stateReplicas",
                 "job.positionTable",
+                "job.tablePattern",
+                "job.tableDiscoveryIntervalSeconds",
+                "job.schemaEvolution",
+                "job.renameSinkTable",
                 "high-availability.lease-duration",
                 "high-availability.renew-interval"
             ]

@@ -21,6 +21,7 @@ mod error;
 mod ha;
 mod job;
 mod key;
+mod key_tables;
 mod raw;
 mod restart;
 mod spec;

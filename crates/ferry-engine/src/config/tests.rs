@@ -100,10 +100,16 @@ fn each_required_key_missing() {
         let mut raw = minimal();
         raw.remove(missing);
         let err = reject(&raw);
-        assert!(
-            matches!(err, ConfigError::MissingRequired { key } if key == missing),
-            "{err:?}"
-        );
+        if missing == ConfigKey::TableName {
+            // job.tablePattern could stand in: both keys are named.
+            assert!(matches!(err, ConfigError::NoTables), "{err:?}");
+            assert!(err.to_string().contains("'job.tablePattern'"), "{err}");
+        } else {
+            assert!(
+                matches!(err, ConfigError::MissingRequired { key } if key == missing),
+                "{err:?}"
+            );
+        }
         let msg = err.to_string();
         assert!(
             msg.contains(&format!("No data for required key '{}'", missing.name())),
@@ -135,6 +141,10 @@ fn every_key_set_explicitly() {
         ("kubernetes.operator.savepoint.history.max.count", "4"),
         ("job.stateReplicas", "/tmp/dr1, file:///tmp/dr2"),
         ("job.positionTable", "dr_positions"),
+        ("job.tablePattern", "t_[0-9]+"),
+        ("job.tableDiscoveryIntervalSeconds", "7"),
+        ("job.schemaEvolution", "false"),
+        ("job.renameSinkTable", "true"),
         ("reader.batchSizeBytes", "65536"),
         ("reader.splitSizeBytes", "1024"),
         ("reader.scanRequestTimeout", "1234"),
@@ -460,7 +470,7 @@ fn bad_or_empty_flush_mode() {
 #[test]
 fn text_and_address_values() {
     let err = reject(&with(ConfigKey::TableName, ""));
-    assert_names(&err, ConfigKey::TableName, "", "must not be empty");
+    assert!(matches!(err, ConfigError::NoTables), "{err:?}");
     let err = reject(&with(ConfigKey::JobName, "  "));
     assert_names(&err, ConfigKey::JobName, "  ", "must not be empty");
 
@@ -645,4 +655,122 @@ fn the_position_table_has_a_default_and_an_unsafe_off_switch() {
     let off = JobConfig::from_named_pairs(base.into_iter().chain([("job.positionTable", " ")]))
         .expect("valid");
     assert_eq!(off.position_table, None);
+}
+
+#[test]
+fn table_defaults() {
+    let c = parse(&minimal());
+    assert_eq!(c.tables.names, ["orders"]);
+    assert_eq!(c.tables.pattern, None);
+    assert!(c.tables.is_single());
+    assert!(c.schema_evolution);
+    assert!(!c.rename_sink_table);
+    assert_eq!(c.table_discovery_interval, Duration::from_secs(30));
+}
+
+#[test]
+fn table_keys_set() {
+    let mut raw = with(ConfigKey::TableName, " a , b,c ");
+    raw.set(ConfigKey::TablePattern, "sales_.*");
+    raw.set(ConfigKey::TableDiscoveryIntervalSeconds, "5");
+    raw.set(ConfigKey::SchemaEvolution, "false");
+    raw.set(ConfigKey::RenameSinkTable, "true");
+    let c = parse(&raw);
+    assert_eq!(c.tables.names, ["a", "b", "c"]);
+    assert_eq!(c.tables.pattern.as_deref(), Some("sales_.*"));
+    assert!(!c.tables.is_single());
+    assert_eq!(c.table_discovery_interval, Duration::from_secs(5));
+    assert!(!c.schema_evolution);
+    assert!(c.rename_sink_table);
+    // effective_values round-trips the selection.
+    let again = JobConfig::from_named_pairs(
+        c.effective_values()
+            .iter()
+            .map(|(k, v)| (k.name(), v.as_str()))
+            .collect::<Vec<_>>(),
+    )
+    .expect("round trip");
+    assert_eq!(again, c);
+}
+
+#[test]
+fn a_pattern_alone_selects_tables() {
+    let mut raw = minimal();
+    raw.remove(ConfigKey::TableName);
+    raw.set(ConfigKey::TablePattern, "orders_[0-9]+");
+    let c = parse(&raw);
+    assert!(c.tables.names.is_empty());
+    assert_eq!(c.job_name, "ferry-replication-orders_[0-9]+");
+    let re = c.tables.pattern_regex().expect("valid").expect("given");
+    // Whole-name match: anchored on both ends.
+    assert!(c.tables.selects("orders_12", Some(&re)));
+    assert!(!c.tables.selects("old_orders_12", Some(&re)));
+    assert!(!c.tables.selects("orders_12_copy", Some(&re)));
+    assert!(!c.tables.selects("orders", Some(&re)));
+}
+
+#[test]
+fn a_listed_table_is_selected_by_exact_name() {
+    let c = parse(&with(ConfigKey::TableName, "a,b"));
+    assert!(c.tables.selects("a", None));
+    assert!(c.tables.selects("b", None));
+    assert!(!c.tables.selects("ab", None));
+}
+
+#[test]
+fn duplicate_or_empty_table_names_are_refused() {
+    let err = reject(&with(ConfigKey::TableName, "a, b ,a"));
+    assert_names(
+        &err,
+        ConfigKey::TableName,
+        "a, b ,a",
+        "table 'a' is listed twice",
+    );
+    let err = reject(&with(ConfigKey::TableName, "a,,b"));
+    assert_names(&err, ConfigKey::TableName, "a,,b", "empty entry");
+}
+
+#[test]
+fn an_invalid_pattern_is_refused_naming_the_key() {
+    let err = reject(&with(ConfigKey::TablePattern, "orders_(["));
+    assert_names(
+        &err,
+        ConfigKey::TablePattern,
+        "orders_([",
+        "not a valid regular expression",
+    );
+}
+
+#[test]
+fn the_table_discovery_interval_is_positive() {
+    for value in ["0", "-3"] {
+        let err = reject(&with(ConfigKey::TableDiscoveryIntervalSeconds, value));
+        assert_names(
+            &err,
+            ConfigKey::TableDiscoveryIntervalSeconds,
+            value,
+            "greater than 0",
+        );
+    }
+    let err = reject(&with(ConfigKey::SchemaEvolution, "yes"));
+    assert!(matches!(err, ConfigError::InvalidBool { .. }), "{err:?}");
+    let err = reject(&with(ConfigKey::RenameSinkTable, "1"));
+    assert!(matches!(err, ConfigError::InvalidBool { .. }), "{err:?}");
+}
+
+#[test]
+fn the_sink_table_name_needs_exactly_one_table() {
+    let mut raw = with(ConfigKey::TableName, "a,b");
+    raw.set(ConfigKey::SinkTableName, "x");
+    let err = reject(&raw);
+    assert_names(&err, ConfigKey::SinkTableName, "x", "exactly one table");
+    let mut raw = with(ConfigKey::TablePattern, "a.*");
+    raw.set(ConfigKey::SinkTableName, "x");
+    let err = reject(&raw);
+    assert_names(&err, ConfigKey::SinkTableName, "x", "job.tablePattern");
+    // One named table: fine.
+    assert_eq!(
+        parse(&with(ConfigKey::SinkTableName, "x")).sink_table_name(),
+        "x"
+    );
 }
