@@ -13,6 +13,7 @@
 
 pub mod compare;
 pub mod http;
+pub mod live;
 pub mod s3;
 pub mod workload;
 
