@@ -262,3 +262,40 @@ where
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
 }
+
+/// The per-table window-end series the tests wait on.
+pub const TABLE_END_METRIC: &str = "ferry_table_last_end_timestamp_seconds";
+
+/// Waits until `/metrics` of the ferry process on `metrics_port` shows,
+/// for every table in `names`, a last window end after the source's clock
+/// now: every change acknowledged before this call is then on the sink.
+pub async fn wait_caught_up(
+    source: &KuduClient,
+    metrics_port: u16,
+    names: &[String],
+    limit: Duration,
+) {
+    let now = source.server_clock().await.expect("source clock");
+    let stamp = now.physical_micros() as f64 / 1e6;
+    wait_for(
+        &format!("every table of {names:?} to pass {stamp}"),
+        limit,
+        || async {
+            let text = tokio::task::spawn_blocking(move || {
+                std::panic::catch_unwind(|| {
+                    crate::http::http("GET", metrics_port, "/metrics", None).1
+                })
+                .unwrap_or_default()
+            })
+            .await
+            .unwrap_or_default();
+            names
+                .iter()
+                .all(|n| {
+                    prom_sample(&text, TABLE_END_METRIC, "table_name", n).is_some_and(|t| t > stamp)
+                })
+                .then_some(())
+        },
+    )
+    .await;
+}
