@@ -15,7 +15,6 @@ pub mod compare;
 pub mod http;
 pub mod live;
 pub mod process;
-pub mod process;
 pub mod s3;
 pub mod workload;
 
