@@ -93,7 +93,7 @@ impl Env {
     /// The newest complete checkpoint of job `id`, as a `-s` argument.
     async fn newest_checkpoint(&self, id: &str) -> String {
         let store = CheckpointStore::open_local(
-            &StorageLocation::local(self.chk()).expect("location"),
+            &StorageLocation::local(&self.chk()).expect("location"),
             NonZeroUsize::MIN,
         );
         let job: JobId = id.parse().expect("job id");
