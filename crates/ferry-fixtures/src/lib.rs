@@ -13,6 +13,8 @@
 
 pub mod compare;
 pub mod http;
+pub mod live;
+pub mod process;
 pub mod s3;
 pub mod workload;
 
