@@ -113,6 +113,7 @@ impl KuduSink {
             sink_table_name,
             create_table: config.create_table,
             restore_owner: config.restore_owner,
+            follow_schema: config.schema_evolution,
         };
         let mut this = Self::new(
             sink,
@@ -133,6 +134,13 @@ impl KuduSink {
         self.rows_sent.clone()
     }
 
+    /// Counts the rows sent in `counter` (shared with other sinks) instead
+    /// of a count of its own.
+    pub fn with_rows_sent(mut self, counter: Arc<AtomicU64>) -> Self {
+        self.rows_sent = counter;
+        self
+    }
+
     /// Records the sink position in `table` on the sink cluster (`None`:
     /// nowhere).
     pub fn with_position_table(mut self, table: Option<String>) -> Self {
@@ -147,6 +155,7 @@ impl KuduSink {
             sink_table_name: config.sink_table_name(),
             create_table: config.create_table,
             restore_owner: config.restore_owner,
+            follow_schema: config.schema_evolution,
         };
         Self::new(
             client,
@@ -347,21 +356,25 @@ impl Sink<RowBatch> for KuduSink {
             .client
             .new_session_with(options)
             .map_err(|e| self.err(e))?;
-        let table = match &self.table {
-            Some(t) => t.clone(),
+        let (table, seen_generation) = match &self.table {
+            // As prepared, before any schema change was followed: a writer
+            // made after one re-opens the table at its first batch.
+            Some(t) => (t.clone(), 0),
             // Not prepared: write to the table as it is.
-            None => self
-                .client
-                .open_table(&self.options.sink_table_name)
-                .await
-                .map_err(|e| self.err(e))?,
+            None => (
+                self.client
+                    .open_table(&self.options.sink_table_name)
+                    .await
+                    .map_err(|e| self.err(e))?,
+                self.generation.load(Ordering::SeqCst),
+            ),
         };
         Ok(KuduSinkWriter {
             session,
             table,
             client: self.client.clone(),
             generation: self.generation.clone(),
-            seen_generation: self.generation.load(Ordering::SeqCst),
+            seen_generation,
             names: self.names.clone(),
             mapping: None,
             manual_flush_at: (mode == ClientFlushMode::ManualFlush)

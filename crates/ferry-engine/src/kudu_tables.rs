@@ -8,6 +8,9 @@
 //! (position table and sink copies never picked, named tables that are
 //! missing refused) are unit-tested without a cluster.
 
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+
 use kudu_client::{KuduClient, TableSummary};
 
 use crate::config::JobConfig;
@@ -21,6 +24,7 @@ pub struct KuduTables {
     source: KuduClient,
     sink: KuduClient,
     config: JobConfig,
+    rows_sent: Arc<AtomicU64>,
 }
 
 impl KuduTables {
@@ -30,7 +34,14 @@ impl KuduTables {
             source,
             sink,
             config,
+            rows_sent: Arc::new(AtomicU64::new(0)),
         }
+    }
+
+    /// The rows every table's sink handed to Kudu so far (one count shared
+    /// by all of them, for the sink write guard).
+    pub fn rows_sent(&self) -> Arc<AtomicU64> {
+        self.rows_sent.clone()
     }
 }
 
@@ -66,10 +77,9 @@ pub fn select_tables(
     let mut chosen: Vec<TableRef> = Vec::new();
     for table in listed {
         let known_id = known.iter().any(|k| !k.id.is_empty() && k.id == table.id);
-        if known_id || (selected_name(&table.name) && !excluded(&table.name)) {
-            if !chosen.iter().any(|c| c.id == table.id) {
-                chosen.push(table.clone());
-            }
+        let wanted = known_id || (selected_name(&table.name) && !excluded(&table.name));
+        if wanted && !chosen.iter().any(|c| c.id == table.id) {
+            chosen.push(table.clone());
         }
     }
     for name in &config.tables.names {
@@ -122,20 +132,9 @@ impl Tables for KuduTables {
     }
 
     fn connect(&self, table: &TableRef) -> Result<(KuduSource, KuduSink), EngineError> {
-        // Until KuduSource::for_table / KuduSink::for_table (contract C)
-        // land, the table is read by name, and its sink named from a config
-        // of that one table.
-        let mut config = self.config.clone();
-        config.table_name = table.name.clone();
-        if !self.config.tables.is_single() {
-            config.sink_table = None;
-        }
-        let source = KuduSource::new(
-            self.source.clone(),
-            table.name.clone(),
-            self.config.reader.clone(),
-        );
-        let sink = KuduSink::from_config(self.sink.clone(), self.source.clone(), &config);
+        let source = KuduSource::for_table(self.source.clone(), table, self.config.reader.clone());
+        let sink = KuduSink::for_table(self.sink.clone(), self.source.clone(), table, &self.config)
+            .with_rows_sent(self.rows_sent.clone());
         Ok((source, sink))
     }
 }

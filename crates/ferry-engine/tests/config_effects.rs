@@ -153,6 +153,7 @@ async fn manual_flush_sends_max_buffer_size_rows_per_request() {
         sink_table_name: "dst".into(),
         create_table: false,
         restore_owner: false,
+        follow_schema: false,
     };
     let sink = KuduSink::new(
         client.clone(),

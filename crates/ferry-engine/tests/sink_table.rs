@@ -27,6 +27,7 @@ fn opts(name: &str, create_table: bool, restore_owner: bool) -> SinkTableOptions
         sink_table_name: name.to_owned(),
         create_table,
         restore_owner,
+        follow_schema: false,
     }
 }
 

@@ -127,6 +127,20 @@ impl FerryProcess {
 
 impl Drop for FerryProcess {
     fn drop(&mut self) {
+        // A failing test shows what ferry said (its log file goes with the
+        // test's temporary directory).
+        if std::thread::panicking() {
+            let text = self.stderr_text();
+            let tail: Vec<&str> = text.lines().rev().take(40).collect();
+            eprintln!(
+                "--- ferry (job {}) stderr, last {} lines:",
+                self.job_id,
+                tail.len()
+            );
+            for line in tail.iter().rev() {
+                eprintln!("{line}");
+            }
+        }
         if matches!(self.child.try_wait(), Ok(None)) {
             self.kill9();
         }

@@ -12,7 +12,9 @@
 //! (`job.stateReplicas`) are `ferry_state_replica_*` families with a
 //! `replica` label (the location URI); periodic savepoints are
 //! `ferry_periodic_savepoints_*`; the last REST verification is
-//! `ferry_verify_*`.
+//! `ferry_verify_*`. Each table of the job has `ferry_table_*` families
+//! (window end, lag, splits, rows, schema changes, paused) labelled with
+//! `table_name` (the current source name), `table_id` and `sink_table`.
 
 use crate::registry::Registry;
 use crate::sampler::METER_SPAN_MS;
@@ -328,6 +330,88 @@ fn push_dr(out: &mut Families, v: &JobView, labels: &Labels) {
     }
 }
 
+/// `ferry_table_*`: each table of the job, labelled `table_name` (the
+/// source table's current name), `table_id` and `sink_table`.
+fn push_tables(out: &mut Families, v: &JobView, labels: &Labels) {
+    let gauge = MetricType::Gauge;
+    let counter = MetricType::Counter;
+    for t in &v.tables {
+        let l = with(
+            labels.clone(),
+            &[
+                ("table_name", &t.table_name),
+                ("table_id", &t.table_id),
+                ("sink_table", &t.sink_table),
+            ],
+        );
+        let end_ms = t.last_end_timestamp_ms;
+        out.ferry(
+            "table_last_end_timestamp_seconds",
+            "End of the table's last completed window (everything before it is in the sink), seconds since the epoch; 0 until its snapshot completes",
+            gauge,
+            l.clone(),
+            end_ms as f64 / 1000.0,
+        );
+        out.ferry(
+            "table_lag_seconds",
+            "now - the table's last window end in seconds (-1 until its snapshot completes)",
+            gauge,
+            l.clone(),
+            if end_ms == 0 {
+                -1.0
+            } else {
+                v.now_ms.saturating_sub(end_ms) as f64 / 1000.0
+            },
+        );
+        for (name, help, value) in [
+            (
+                "table_pending_count",
+                "Splits of the table's open window being read",
+                t.pending_count,
+            ),
+            (
+                "table_unassigned_count",
+                "Splits of the table's open window not yet handed out",
+                t.unassigned_count,
+            ),
+        ] {
+            out.ferry(name, help, gauge, l.clone(), value as f64);
+        }
+        out.ferry(
+            "table_paused",
+            "1 while the table is paused after a failure of its own (the job's other tables go on)",
+            gauge,
+            l.clone(),
+            if t.paused.is_some() { 1.0 } else { 0.0 },
+        );
+        for (name, help, value) in [
+            ("table_rows_read", "Rows read from the table", t.rows_read),
+            (
+                "table_rows_upserted",
+                "Rows of the table upserted into its sink",
+                t.rows_upserted,
+            ),
+            (
+                "table_rows_deleted",
+                "Rows of the table deleted from its sink",
+                t.rows_deleted,
+            ),
+            (
+                "table_windows_completed",
+                "Windows of the table completed since the job started",
+                t.windows_completed,
+            ),
+            (
+                "table_schema_changes",
+                "Source schema changes applied to the table's sink since the job started",
+                t.schema_changes,
+            ),
+        ] {
+            out.ferry(name, help, counter, l.clone(), value as f64);
+        }
+    }
+}
+
 /// `ferry_verify_*`: the last verification run through the REST API
 /// (absent until one finished).
 fn push_verify(out: &mut Families, v: &JobView, labels: &Labels) {
@@ -427,6 +511,7 @@ impl FerryCollector {
             push_operators(&mut out, v, &labels);
             push_ferry(&mut out, v, &labels);
             push_dr(&mut out, v, &labels);
+            push_tables(&mut out, v, &labels);
             push_kudu_tables(&mut out, v, &labels);
             push_foreign_writes(&mut out, v, &labels);
             push_verify(&mut out, v, &labels);

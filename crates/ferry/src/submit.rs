@@ -17,8 +17,7 @@ use ferry_engine::checkpoint::{
     CheckpointStore, JobId, LoadedState, SnapshotKind, StorageLocation,
 };
 use ferry_engine::config::{HaKind, JobConfig};
-use ferry_engine::kudu_sink::KuduSink;
-use ferry_engine::kudu_source::KuduSource;
+use ferry_engine::kudu_tables::KuduTables;
 use ferry_engine::lease::Fence;
 use ferry_engine::{Job, JobOptions, RestorePoint};
 use ferry_objstore::ObjectStoreResolver;
@@ -152,7 +151,8 @@ pub async fn start_job_with(
             .map_err(|e| anyhow!("--savepointPath: {e}"))?;
     }
 
-    // The snapshot progress estimate: the master's live row count.
+    // The snapshot progress estimate: the master's live row count (of
+    // the one table; a job of several tables has none).
     let source_rows_estimate = match source_client.list_tables(&cfg.table_name).await {
         Ok(tables) => tables
             .into_iter()
@@ -183,11 +183,18 @@ pub async fn start_job_with(
     if let Some(job_id) = extras.job_id {
         options = options.job_id(job_id);
     }
-    let sink = KuduSink::from_config(sink_client, source_client.clone(), cfg);
-    let rows_sent = sink.rows_sent();
+    let single = cfg.tables.is_single();
+    let tables = KuduTables::new(source_client, sink_client, cfg.clone());
+    let rows_sent = tables.rows_sent();
+    // The write guard and the tablet counters watch one source and one
+    // sink table: a job of several tables has no single pair to watch.
+    let mut kudu_metrics = args.process.kudu.clone();
+    if !single {
+        kudu_metrics.poll_interval = std::time::Duration::ZERO;
+    }
     let activity = Arc::new(
         KuduActivity::new(
-            &args.process.kudu,
+            &kudu_metrics,
             &cfg.source_master_addresses,
             &cfg.sink_master_addresses,
             &cfg.table_name,
@@ -197,8 +204,7 @@ pub async fn start_job_with(
             rows_sent.load(std::sync::atomic::Ordering::Relaxed)
         })),
     );
-    let source = KuduSource::new(source_client, cfg.table_name.clone(), cfg.reader.clone());
-    let handle = Job::start(cfg, restore, source, sink, store, options).await?;
+    let handle = Job::start_tables(cfg, restore, tables, store, options).await?;
     let start_time_ms = now_ms();
     let job_id = handle.job_id();
     tracing::info!(%job_id, table = %cfg.table_name, sink_table = %sink_table_name, "replication started");

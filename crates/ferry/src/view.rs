@@ -10,7 +10,7 @@ use crate::registry::{now_ms, JobEntry};
 use ferry_engine::job::CheckpointRecord;
 use ferry_engine::metrics::MetricsSnapshot;
 use ferry_engine::replication::ReplicaSnapshot;
-use ferry_engine::status::{ExceptionRecord, JobSnapshot};
+use ferry_engine::status::{ExceptionRecord, JobSnapshot, TableSnapshot};
 use ferry_engine::JobStatus;
 
 /// ferry's version, reported where Flink reports its own.
@@ -33,6 +33,8 @@ pub struct JobView<'a> {
     pub replicas: Vec<ReplicaSnapshot>,
     /// Where the last periodic savepoint went.
     pub last_periodic_savepoint: Option<String>,
+    /// Each table of the job, by current source name.
+    pub tables: Vec<TableSnapshot>,
     /// When the view was taken, epoch ms.
     pub now_ms: u64,
     /// Epoch ms, or -1 while the job runs.
@@ -53,6 +55,7 @@ impl JobEntry {
             exceptions,
             replicas,
             last_periodic_savepoint,
+            tables,
             ..
         } = snapshot;
         JobView {
@@ -63,6 +66,7 @@ impl JobEntry {
             exceptions,
             replicas,
             last_periodic_savepoint,
+            tables,
             now_ms: now_ms(),
             end_time_ms: self.end_time_ms(),
             duration_ms: self.duration_ms(),

@@ -30,6 +30,9 @@ const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
 const CATCH_UP: Duration = Duration::from_secs(90);
 /// The upper bound of the table's first range; later ranges start here.
 const FIRST_RANGE_END: i64 = 1_000_000;
+/// Rows written after a type change (inside the first range, far above
+/// any key a writer uses).
+const RETYPED_ROWS: std::ops::Range<i64> = 500_000..500_100;
 
 static CLUSTERS: Shared<(MiniCluster, MiniCluster)> = Shared::new();
 
@@ -187,8 +190,13 @@ async fn schema_changes_follow_the_source_while_a_writer_runs() {
     create(&env.source, t).await;
     load_rows(&env.source, t, 0..300).await;
     let mut ferry = env.start(t, &[], &[]);
-    let mut w = writer(&env, t, 10_000, 1);
+    // Rows compare equal only while nothing writes: each writer is stopped
+    // before a comparison.
+    let w = writer(&env, t, 10_000, 1);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let stats = stop(w).await;
     env.assert_in_sync(&mut ferry, t, "the snapshot").await;
+    let mut w = writer(&env, t, stats.next_id, 100);
 
     // Each change is made while the writer runs; the writer is then
     // replaced by one that sees the new schema (its old table handle
@@ -262,8 +270,9 @@ async fn a_type_change_stops_the_job_and_a_fixed_sink_resumes() {
     load_rows(&env.source, t, 0..300).await;
     let mut ferry = env.start(t, &[], &[]);
     let w = writer(&env, t, 10_000, 11);
-    env.assert_in_sync(&mut ferry, t, "the snapshot").await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
     let stats = stop(w).await;
+    env.assert_in_sync(&mut ferry, t, "the snapshot").await;
 
     // Kudu changes a type by a drop and an add of the same name: a new
     // column id under an old name.
@@ -276,17 +285,23 @@ async fn a_type_change_stops_the_job_and_a_fixed_sink_resumes() {
         AlterTableBuilder::new().add_column(retyped()),
     )
     .await;
-    load_rows(&env.source, t, 300..400).await;
+    // Keys no writer touches (it upserts and updates keys below its
+    // newest insert), so any of them on the sink was written after the
+    // type change.
+    load_rows(&env.source, t, RETYPED_ROWS).await;
     let status = ferry.wait_exit(CATCH_UP);
     let err = ferry.stderr_text();
     assert_eq!(status.code(), Some(1), "{status:?}: {err}");
     assert!(err.contains("qty"), "the message names the column: {err}");
     assert!(err.contains(t), "the message names the table: {err}");
-    let rows_300_up = ferry_fixtures::read_all(&env.sink, t)
+    let rows_after_change = ferry_fixtures::read_all(&env.sink, t)
         .await
-        .range(300..400)
+        .range(RETYPED_ROWS)
         .count();
-    assert_eq!(rows_300_up, 0, "rows were written with a mismatched schema");
+    assert_eq!(
+        rows_after_change, 0,
+        "rows were written with a mismatched schema"
+    );
 
     // The operator makes the same change on the sink, then restarts.
     env.alter(&env.sink, t, AlterTableBuilder::new().drop_column("qty"))
@@ -310,7 +325,10 @@ async fn a_kill_between_schema_read_and_sink_alter_restarts_correctly() {
     load_rows(&env.source, t, 0..300).await;
     let mut ferry = env.start(t, &[], &[("FERRY_FAILPOINT", "schema.before-sink-alter")]);
     let w = writer(&env, t, 10_000, 21);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let stats = stop(w).await;
     env.assert_in_sync(&mut ferry, t, "the snapshot").await;
+    let w = writer(&env, t, stats.next_id, 23);
 
     env.alter(
         &env.source,

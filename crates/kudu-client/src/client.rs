@@ -341,6 +341,9 @@ impl KuduClient {
     /// range. Bounded by the admin timeout.
     pub async fn range_partitions(&self, table: &KuduTable) -> Result<Vec<RangePartition>> {
         let deadline = Instant::now() + self.admin_timeout();
+        // Asked of the master afresh: a cached non-covered range may have
+        // been filled by a range partition added since.
+        self.forget_table(table.id());
         let tablets = self.tablets_in_range(table, &[], &[], deadline).await?;
         let keys: Vec<(&[u8], &[u8])> = tablets
             .iter()
@@ -420,7 +423,7 @@ impl KuduClient {
         }
     }
 
-    fn forget_table(&self, table_id: &str) {
+    pub(crate) fn forget_table(&self, table_id: &str) {
         if let Ok(mut map) = self.inner.locations.lock() {
             map.remove(table_id);
         }

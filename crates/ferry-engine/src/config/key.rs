@@ -180,7 +180,7 @@ const CATALOG: &[(ConfigKey, KeySpec)] = &[
             Derived("none; job.tableName or job.tablePattern is needed"),
             ValueKind::Text,
             Reference,
-            "Source table to replicate, or a comma-separated list of tables (ferry). At least one of job.tableName and job.tablePattern.",
+            "Source table to replicate, or a comma-separated list of tables (a list is a ferry extension). At least one of job.tableName and job.tablePattern.",
         ),
     ),
     (

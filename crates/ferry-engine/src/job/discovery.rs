@@ -75,7 +75,7 @@ impl<T: Tables> Coordinator<T> {
             }
             if let Some(other) = found.iter().find(|t| t.name == state.table_name) {
                 return Err(EngineError::TableMismatch(format!(
-                    "the restored state was taken from table '{}' (id {}), but the table of that name now has id {}: it was dropped and created again, and the sink holds the old table's rows; start the job without -s (drop or empty the sink table first) to copy the new table afresh",
+                    "the savepoint or checkpoint the job resumes from was taken from table '{}' (id {}), but the table of that name now has id {}: it was dropped and created again, and the sink holds the old table's rows; this savepoint cannot resume it: start the job without -s (drop or empty the sink table first) to copy the new table afresh",
                     state.table_name, state.table_id, other.id
                 )));
             }

@@ -48,6 +48,10 @@ pub struct SinkTableOptions {
     pub create_table: bool,
     /// `job.restoreOwner`: give a created sink table the source's owner.
     pub restore_owner: bool,
+    /// `job.schemaEvolution`: source columns an existing sink lacks are
+    /// not a problem here (the job adds them, or follows a rename, before
+    /// its next window writes a row).
+    pub follow_schema: bool,
 }
 
 /// Whether the sink table was created or found.
@@ -173,7 +177,7 @@ pub async fn prepare_sink_table(
     })?;
     let name = opts.sink_table_name.as_str();
     match open_sink(sink, name).await? {
-        Some(existing) => check_existing(&src, existing),
+        Some(existing) => check_existing(&src, existing, opts.follow_schema),
         None if !opts.create_table => Err(SinkTableError::SinkNotFound {
             sink: name.to_owned(),
             source_table: source_table.to_owned(),
@@ -193,14 +197,21 @@ async fn open_sink(sink: &KuduClient, name: &str) -> Result<Option<KuduTable>, S
     }
 }
 
-fn check_existing(src: &KuduTable, sink: KuduTable) -> Result<SinkTablePlan, SinkTableError> {
+fn check_existing(
+    src: &KuduTable,
+    sink: KuduTable,
+    follow_schema: bool,
+) -> Result<SinkTablePlan, SinkTableError> {
     if sink.id() == src.id() {
         return Err(SinkTableError::SameTable {
             table: sink.name().to_owned(),
             id: sink.id().to_owned(),
         });
     }
-    let problems = check_compatible(src.schema(), sink.schema());
+    let mut problems = check_compatible(src.schema(), sink.schema());
+    if follow_schema {
+        problems.retain(|p| !matches!(p, ColumnProblem::Missing { .. }));
+    }
     if !problems.is_empty() {
         return Err(SinkTableError::Incompatible {
             sink: sink.name().to_owned(),
@@ -243,7 +254,7 @@ async fn create_copy(
     );
     let later: Vec<RangePartition> = match create(sink, src, name, &builder).await {
         Ok(Created::Now) => Vec::new(),
-        Ok(Created::ByOther(t)) => return check_existing(src, t),
+        Ok(Created::ByOther(t)) => return check_existing(src, t, opts.follow_schema),
         // The master caps the tablets one CreateTable may make
         // (--max_create_tablets_per_ts): create with the first range and add
         // the others by ALTER TABLE, as the reference job always does.
@@ -269,7 +280,7 @@ async fn create_copy(
             );
             match create(sink, src, name, &builder).await? {
                 Created::Now => later,
-                Created::ByOther(t) => return check_existing(src, t),
+                Created::ByOther(t) => return check_existing(src, t, opts.follow_schema),
             }
         }
         Err(e) => return Err(e),

@@ -87,6 +87,10 @@ pub struct JobLive {
     /// (`POST /ferry/jobs/:jobid/verify`), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verify: Option<VerifyLive>,
+    /// Each table of the job (one for a job of one table), by current
+    /// source name: window end, splits, rows, schema changes, paused.
+    #[serde(default)]
+    pub tables: Vec<ferry_engine::status::TableSnapshot>,
 }
 
 /// The last REST verification of one job (also the `ferry_verify_*`
@@ -309,6 +313,7 @@ mod tests {
             }],
             periodic_savepoints: PeriodicSavepoints::default(),
             verify: None,
+            tables: vec![],
         }
     }
 

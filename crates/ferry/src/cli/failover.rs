@@ -299,6 +299,10 @@ fn found_json(f: &FoundState, now: u64) -> serde_json::Value {
 /// exist yet: `job.createTable` makes it).
 pub async fn connect(run: &RunArgs) -> Result<(KuduClient, KuduClient)> {
     let (source, sink) = crate::submit::clients(&run.config)?;
+    if !run.config.tables.is_single() {
+        // A job of several tables finds its tables when it starts.
+        return Ok((source, sink));
+    }
     source
         .open_table(&run.config.table_name)
         .await

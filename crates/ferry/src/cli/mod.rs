@@ -14,6 +14,26 @@ pub mod verify;
 
 pub use drain::{drain_check, drain_then_stop, DrainCheck};
 
+/// A verb that works on one source table and its sink refuses a job of
+/// several (`job.tableName` list, `job.tablePattern`): a usage error that
+/// says how to name one.
+pub(crate) fn one_table(run: &RunArgs, verb: &str) -> Result<(), String> {
+    if run.config.tables.is_single() {
+        return Ok(());
+    }
+    Err(format!(
+        "ferry {verb} works on one table, but this job selects several (job.tableName '{}'{}): \
+         give one table with --job.tableName NAME (its sink table is NAME + job.tableSuffix)",
+        run.config.table_name,
+        run.config
+            .tables
+            .pattern
+            .as_deref()
+            .map(|p| format!(", job.tablePattern '{p}'"))
+            .unwrap_or_default()
+    ))
+}
+
 use crate::api::flink::{
     AsynchronousOperationResult, CheckpointInfo, CheckpointTriggerRequestBody, CheckpointType,
     JobExceptionsInfo, JobOverview, JobStatusBody, MultipleJobsDetails, OperationOutcome,

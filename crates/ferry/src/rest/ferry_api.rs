@@ -180,6 +180,7 @@ pub fn job_live(v: &JobView) -> JobLive {
             last_path: v.last_periodic_savepoint.clone(),
         },
         verify: job.verify_live(),
+        tables: v.tables.clone(),
     }
 }
 

@@ -338,7 +338,9 @@ impl KuduClient {
     /// Cuts a scan of `table` into one [`Split`] per tablet (or per key
     /// range of about [`ScanSpec::split_size_bytes`]), in partition-key
     /// order. A spec whose predicates match nothing gives no splits. A row
-    /// limit applies to each split separately.
+    /// limit applies to each split separately. The tablets are asked of the
+    /// master afresh (not the location cache), so a range partition added
+    /// a moment ago is covered.
     ///
     /// Size-based cutting uses the tablet servers' `SplitKeyRange`, which
     /// cuts at the key bounds of *flushed* rowsets: data still in memory,
@@ -365,6 +367,10 @@ impl KuduClient {
             }
         };
         let deadline = Instant::now() + plan.timeout;
+        // Every tablet that exists now, asked of the master: a cached
+        // non-covered range (kept for its TTL) may have been filled by a
+        // range partition added since, and its rows must not be missed.
+        self.forget_table(table.id());
         let tablets = self
             .tablets_in_range(
                 table,
