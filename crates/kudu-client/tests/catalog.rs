@@ -426,3 +426,41 @@ async fn a_table_described_as_a_builder_creates_a_copy() {
         ranges
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_range_added_after_a_lookup_is_seen_by_ranges_and_splits() {
+    let c = cluster();
+    let client = KuduClient::new(&c.master_addrs()).expect("client");
+    client
+        .create_table(&all_types_builder("fresh_ranges"))
+        .await
+        .expect("create");
+    let t = client.open_table("fresh_ranges").await.expect("open");
+    // Both listings walk the gap [100, 200) and cache it as non-covered.
+    let before = client.range_partitions(&t).await.expect("ranges");
+    assert_eq!(before.len(), 3, "{before:?}");
+    let spec = kudu_client::scan::ScanSpec::new();
+    let splits = client.scan_splits(&t, &spec).await.expect("splits");
+    assert_eq!(splits.len(), 11, "3 + 3 + 5 tablets");
+
+    let bound = |v: i32| {
+        let mut r = t.new_row();
+        r.set_i32("part", v).expect("bound");
+        r
+    };
+    client
+        .alter_table(
+            &t,
+            &AlterTableBuilder::new().add_range_partition(bound(100), bound(200)),
+        )
+        .await
+        .expect("add the gap's range");
+    let after = client.range_partitions(&t).await.expect("ranges");
+    assert_eq!(after.len(), 4, "the new range is listed: {after:?}");
+    let splits = client.scan_splits(&t, &spec).await.expect("splits");
+    assert_eq!(
+        splits.len(),
+        14,
+        "a plan made right after the ALTER covers the new range's 3 tablets"
+    );
+}
