@@ -6,19 +6,30 @@ use std::net::TcpStream;
 use std::time::Duration;
 
 /// One call to `127.0.0.1:port`: (status, body); 0 as the status when the
-/// answer has no status line.
+/// answer has no status line. Panics when the server cannot be reached.
 pub fn http(method: &str, port: u16, path: &str, body: Option<&str>) -> (u16, String) {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(30)))
-        .expect("timeout");
+    try_http(method, port, path, body)
+        .unwrap_or_else(|e| panic!("{method} 127.0.0.1:{port}{path}: {e}"))
+}
+
+/// [`http`], with an unreachable server (or a broken answer) as an error:
+/// for polls that expect the server to come and go.
+pub fn try_http(
+    method: &str,
+    port: u16,
+    path: &str,
+    body: Option<&str>,
+) -> std::io::Result<(u16, String)> {
+    let mut s = TcpStream::connect(("127.0.0.1", port))?;
+    s.set_read_timeout(Some(Duration::from_secs(30)))?;
     let body = body.unwrap_or("");
     let req = format!(
         "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
     );
-    s.write_all(req.as_bytes()).expect("send");
+    s.write_all(req.as_bytes())?;
     let mut raw = Vec::new();
-    s.read_to_end(&mut raw).expect("read");
+    s.read_to_end(&mut raw)?;
     let text = String::from_utf8_lossy(&raw).into_owned();
     let (head, rest) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
     let status: u16 = head
@@ -34,7 +45,7 @@ pub fn http(method: &str, port: u16, path: &str, body: Option<&str>) -> (u16, St
     } else {
         rest.to_string()
     };
-    (status, body)
+    Ok((status, body))
 }
 
 fn dechunk(mut s: &str) -> String {

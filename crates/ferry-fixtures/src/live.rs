@@ -281,11 +281,12 @@ pub async fn wait_caught_up(
         &format!("every table of {names:?} to pass {stamp}"),
         limit,
         || async {
+            // A process that is gone or not listening yet reads as no
+            // samples (the wait's bound reports a hang).
             let text = tokio::task::spawn_blocking(move || {
-                std::panic::catch_unwind(|| {
-                    crate::http::http("GET", metrics_port, "/metrics", None).1
-                })
-                .unwrap_or_default()
+                crate::http::try_http("GET", metrics_port, "/metrics", None)
+                    .map(|(_, body)| body)
+                    .unwrap_or_default()
             })
             .await
             .unwrap_or_default();

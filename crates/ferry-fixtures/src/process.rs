@@ -91,7 +91,7 @@ impl FerryProcess {
     /// `/metrics` (Prometheus text); empty when the endpoint does not answer.
     pub fn metrics_text(&self) -> String {
         let port = self.metrics;
-        std::panic::catch_unwind(|| crate::http::http("GET", port, "/metrics", None))
+        crate::http::try_http("GET", port, "/metrics", None)
             .map(|(status, body)| if status == 200 { body } else { String::new() })
             .unwrap_or_default()
     }

@@ -227,15 +227,13 @@ async fn schema_changes_follow_the_source_while_a_writer_runs() {
             AlterTableBuilder::new().rename_column("note", "remark"),
         ),
     ];
-    let mut seed = 2;
-    for (what, change) in changes {
+    for (seed, (what, change)) in (2..).zip(changes) {
         tokio::time::sleep(Duration::from_millis(1500)).await;
         env.alter(&env.source, t, change).await;
         tokio::time::sleep(Duration::from_millis(1500)).await;
         let stats = stop(w).await;
         env.assert_in_sync(&mut ferry, t, what).await;
         w = writer(&env, t, stats.next_id, seed);
-        seed += 1;
     }
 
     // A range partition: added while the writer runs, then written to.
