@@ -124,6 +124,13 @@ pub trait Sink<B: Batch>: Send + Sync + 'static {
     /// A new writer.
     fn writer(&self) -> impl Future<Output = Result<Self::Writer, EngineError>> + Send;
 
+    /// The sink's name now, for status and metrics (a Kudu sink: its
+    /// table's name, which a followed rename may change). Sinks without a
+    /// name keep the default, empty.
+    fn name(&self) -> String {
+        String::new()
+    }
+
     /// Records on the sink how far it may be: `position`'s window may have
     /// rows in the sink from now on (docs/semantics.md, "Restoring an older
     /// state"). Durable when it returns. Sinks without a position keep the

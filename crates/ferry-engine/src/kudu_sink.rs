@@ -277,6 +277,10 @@ impl Sink<RowBatch> for KuduSink {
         Ok(Some(seen.saturating_add(1)))
     }
 
+    fn name(&self) -> String {
+        self.sink_name()
+    }
+
     async fn follow_schema(
         &self,
         applied: Option<&SchemaRecord>,

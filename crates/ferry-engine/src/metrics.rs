@@ -251,6 +251,7 @@ impl JobMetrics {
 pub struct TableMetrics {
     table_id: String,
     table_name: std::sync::Mutex<String>,
+    sink_table: std::sync::Mutex<String>,
     last_end_timestamp_ms: AtomicU64,
     window_open: AtomicU64,
     pending: AtomicU64,
@@ -270,6 +271,7 @@ impl TableMetrics {
         TableMetrics {
             table_id: table_id.into(),
             table_name: std::sync::Mutex::new(table_name.into()),
+            sink_table: std::sync::Mutex::new(String::new()),
             last_end_timestamp_ms: AtomicU64::new(0),
             window_open: AtomicU64::new(0),
             pending: AtomicU64::new(0),
@@ -293,7 +295,11 @@ impl TableMetrics {
                 .lock()
                 .map(|n| n.clone())
                 .unwrap_or_default(),
-            sink_table: String::new(),
+            sink_table: self
+                .sink_table
+                .lock()
+                .map(|n| n.clone())
+                .unwrap_or_default(),
             last_end_timestamp_ms: get(&self.last_end_timestamp_ms),
             window_open: get(&self.window_open) != 0,
             unassigned_count: get(&self.unassigned),
@@ -313,6 +319,12 @@ impl TableMetrics {
             if *n != name {
                 *n = name.to_owned();
             }
+        }
+    }
+
+    pub(crate) fn set_sink_name(&self, name: String) {
+        if let Ok(mut n) = self.sink_table.lock() {
+            *n = name;
         }
     }
 

@@ -232,6 +232,27 @@ async fn a_renamed_source_table_is_followed_and_a_recreated_one_refused() {
         labels.contains(&"rn_new".to_string()) && !labels.contains(&"rn_src".to_string()),
         "metrics show the current name: {labels:?}"
     );
+    // So do the REST API's (and the web page's) table rows.
+    let (status, body) = ferry_fixtures::http::http(
+        "GET",
+        ferry.rest,
+        &format!("/ferry/jobs/{}/live", ferry.job_id),
+        None,
+    );
+    assert_eq!(status, 200, "{body}");
+    let live: serde_json::Value = serde_json::from_str(&body).expect("live JSON");
+    let rows: Vec<(&str, &str)> = live["tables"]
+        .as_array()
+        .expect("tables")
+        .iter()
+        .map(|t| {
+            (
+                t["tableName"].as_str().unwrap_or(""),
+                t["sinkTable"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(rows, [("rn_new", "rn_src")], "REST shows the current name");
 
     // A different table under the same name is not the savepoint's table.
     let sp = ferry.stop_with_savepoint(FERRY, &env.dir.path().join("sp"));

@@ -513,6 +513,8 @@ impl<T: Tables> Coordinator<T> {
                         tracing::info!(table = %chain.table.name, "source schema change applied to the sink");
                     }
                     chain.schema = Some(schema);
+                    // A followed rename may have renamed the sink table.
+                    chain.metrics.set_sink_name(chain.sink.name());
                 }
             }
         }

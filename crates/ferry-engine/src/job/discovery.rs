@@ -144,6 +144,7 @@ impl<T: Tables> Coordinator<T> {
         if let Some(sink) = Arc::get_mut(&mut chain.sink) {
             sink.prepare().await?;
         }
+        chain.metrics.set_sink_name(chain.sink.name());
         chain.prepared = true;
         if let Some(resumed) = chain.merge_position().await? {
             // A restart before the next checkpoint comes back here, not to
