@@ -152,15 +152,20 @@ pub async fn start_job_with(
     }
 
     // The snapshot progress estimate: the master's live row count (of
-    // the one table; a job of several tables has none).
-    let source_rows_estimate = match source_client.list_tables(&cfg.table_name).await {
-        Ok(tables) => tables
-            .into_iter()
-            .find(|t| t.name == cfg.table_name)
-            .and_then(|t| t.live_row_count),
-        Err(e) => {
-            tracing::debug!(error = %e, "no live row count for the progress estimate");
-            None
+    // the one table; a job of several tables has none, and asks nothing).
+    let single = cfg.tables.is_single();
+    let source_rows_estimate = if !single {
+        None
+    } else {
+        match source_client.list_tables(&cfg.table_name).await {
+            Ok(tables) => tables
+                .into_iter()
+                .find(|t| t.name == cfg.table_name)
+                .and_then(|t| t.live_row_count),
+            Err(e) => {
+                tracing::debug!(error = %e, "no live row count for the progress estimate");
+                None
+            }
         }
     };
 
@@ -183,7 +188,6 @@ pub async fn start_job_with(
     if let Some(job_id) = extras.job_id {
         options = options.job_id(job_id);
     }
-    let single = cfg.tables.is_single();
     let tables = KuduTables::new(source_client, sink_client, cfg.clone());
     let rows_sent = tables.rows_sent();
     // The write guard and the tablet counters watch one source and one

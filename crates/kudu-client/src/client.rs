@@ -341,9 +341,6 @@ impl KuduClient {
     /// range. Bounded by the admin timeout.
     pub async fn range_partitions(&self, table: &KuduTable) -> Result<Vec<RangePartition>> {
         let deadline = Instant::now() + self.admin_timeout();
-        // Asked of the master afresh: a cached non-covered range may have
-        // been filled by a range partition added since.
-        self.forget_table(table.id());
         let tablets = self.tablets_in_range(table, &[], &[], deadline).await?;
         let keys: Vec<(&[u8], &[u8])> = tablets
             .iter()
@@ -366,7 +363,9 @@ impl KuduClient {
     }
 
     /// Every tablet of `table` whose range intersects
-    /// [`start`, `end`) (partition keys; empty = unbounded), in key order.
+    /// [`start`, `end`) (partition keys; empty = unbounded), in key order,
+    /// as the master knows them now (the table's cached locations are
+    /// refreshed).
     pub async fn tablets_in_range(
         &self,
         table: &KuduTable,
@@ -374,6 +373,10 @@ impl KuduClient {
         end: &[u8],
         deadline: Instant,
     ) -> Result<Vec<Arc<RemoteTablet>>> {
+        // Asked of the master afresh, not the location cache: a range kept
+        // there as non-covered (for its TTL) may have been filled by a range
+        // partition added since, and a dropped range may still be listed.
+        self.forget_table(table.id());
         let mut out = Vec::new();
         let mut key = start.to_vec();
         loop {
@@ -423,7 +426,7 @@ impl KuduClient {
         }
     }
 
-    pub(crate) fn forget_table(&self, table_id: &str) {
+    fn forget_table(&self, table_id: &str) {
         if let Ok(mut map) = self.inner.locations.lock() {
             map.remove(table_id);
         }

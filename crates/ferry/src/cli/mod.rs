@@ -15,18 +15,17 @@ pub mod verify;
 pub use drain::{drain_check, drain_then_stop, DrainCheck};
 
 /// A verb that works on one source table and its sink refuses a job of
-/// several (`job.tableName` list, `job.tablePattern`): a usage error that
-/// says how to name one.
-pub(crate) fn one_table(run: &RunArgs, verb: &str) -> Result<(), String> {
-    if run.config.tables.is_single() {
+/// several (`job.tableName` list, `job.tablePattern`): the refusal says how
+/// to name one (a usage error for the CLI, 400 for the REST API).
+pub(crate) fn one_table(cfg: &ferry_engine::config::JobConfig, verb: &str) -> Result<(), String> {
+    if cfg.tables.is_single() {
         return Ok(());
     }
     Err(format!(
         "ferry {verb} works on one table, but this job selects several (job.tableName '{}'{}): \
          give one table with --job.tableName NAME (its sink table is NAME + job.tableSuffix)",
-        run.config.table_name,
-        run.config
-            .tables
+        cfg.table_name,
+        cfg.tables
             .pattern
             .as_deref()
             .map(|p| format!(", job.tablePattern '{p}'"))

@@ -367,10 +367,6 @@ impl KuduClient {
             }
         };
         let deadline = Instant::now() + plan.timeout;
-        // Every tablet that exists now, asked of the master: a cached
-        // non-covered range (kept for its TTL) may have been filled by a
-        // range partition added since, and its rows must not be missed.
-        self.forget_table(table.id());
         let tablets = self
             .tablets_in_range(
                 table,
