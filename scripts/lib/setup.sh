@@ -60,3 +60,18 @@ ensure_s3() {
   log "installing s3s-fs $S3S_FS_VERSION into $root"
   cargo install -q --root "$root" s3s-fs --version "$S3S_FS_VERSION" --features binary --locked
 }
+
+# ensure_kafka: the jars of a real Apache Kafka broker (KRaft) for the Kafka
+# connectors' tests, copied once by Maven into ~/.cache/ferry (where
+# ferry-testkit looks for them). librdkafka itself is built by the rdkafka
+# crate (its bundled configure + make, with build-essential).
+KAFKA_VERSION=4.1.1
+ensure_kafka() {
+  local libs="$HOME/.cache/ferry/kafka-$KAFKA_VERSION/libs"
+  [ -f "$libs/kafka_2.13-$KAFKA_VERSION.jar" ] && return 0
+  log "fetching the Apache Kafka $KAFKA_VERSION jars into $libs"
+  mkdir -p "$libs"
+  mvn -q -B -f crates/ferry-testkit/kafka/pom.xml dependency:copy-dependencies \
+    -Dkafka.version="$KAFKA_VERSION" -DincludeScope=runtime -DoutputDirectory="$libs"
+  rm -rf crates/ferry-testkit/kafka/target
+}

@@ -53,6 +53,16 @@ pub enum EngineError {
     /// A restored table is not the table of that name now.
     #[error("{0}")]
     TableMismatch(String),
+    /// A connector that is not Kudu's (e.g. Kafka) failed: `context` says
+    /// what it was doing, `source` why; `transient` whether a restart of
+    /// the job may help.
+    #[error("{context}")]
+    Connector {
+        context: String,
+        transient: bool,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
 }
 
 impl From<crate::sink_table::SchemaChangeError> for EngineError {
@@ -84,6 +94,7 @@ impl EngineError {
             EngineError::Checkpoint(e) => e.is_retryable(),
             EngineError::SinkTable(e) => e.is_retryable(),
             EngineError::Position(e) => e.is_transient(),
+            EngineError::Connector { transient, .. } => *transient,
             _ => false,
         }
     }
@@ -118,6 +129,7 @@ impl EngineError {
             EngineError::Fenced(_) => "Fenced",
             EngineError::SchemaChange(_) => "SchemaChange",
             EngineError::TableMismatch(_) => "TableMismatch",
+            EngineError::Connector { .. } => "Connector",
         }
     }
 

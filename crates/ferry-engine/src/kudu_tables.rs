@@ -38,6 +38,12 @@ impl KuduTables {
         }
     }
 
+    /// Counts the rows sent into `counter` (shared with the caller).
+    pub fn with_rows_sent(mut self, counter: Arc<AtomicU64>) -> Self {
+        self.rows_sent = counter;
+        self
+    }
+
     /// The rows every table's sink handed to Kudu so far (one count shared
     /// by all of them, for the sink write guard).
     pub fn rows_sent(&self) -> Arc<AtomicU64> {
@@ -95,6 +101,32 @@ pub fn select_tables(
     Ok(chosen)
 }
 
+/// Lists the tables of `source` and keeps those `config` selects (see
+/// [`select_tables`]): the discovery of every job whose source is Kudu,
+/// whatever its sink.
+pub async fn discover_tables(
+    source: &KuduClient,
+    config: &JobConfig,
+    known: &[TableRef],
+) -> Result<Vec<TableRef>, EngineError> {
+    let listed: Vec<TableSummary> =
+        source
+            .list_tables("")
+            .await
+            .map_err(|source| EngineError::Source {
+                table: config.table_name.clone(),
+                source,
+            })?;
+    let listed: Vec<TableRef> = listed
+        .into_iter()
+        .map(|t| TableRef {
+            id: t.id,
+            name: t.name,
+        })
+        .collect();
+    select_tables(config, &listed, known)
+}
+
 fn listed_known(known: &[TableRef], name: &str) -> bool {
     known.iter().any(|k| k.name == name)
 }
@@ -113,22 +145,7 @@ impl Tables for KuduTables {
     type Sink = KuduSink;
 
     async fn discover(&self, known: &[TableRef]) -> Result<Vec<TableRef>, EngineError> {
-        let listed: Vec<TableSummary> =
-            self.source
-                .list_tables("")
-                .await
-                .map_err(|source| EngineError::Source {
-                    table: self.config.table_name.clone(),
-                    source,
-                })?;
-        let listed: Vec<TableRef> = listed
-            .into_iter()
-            .map(|t| TableRef {
-                id: t.id,
-                name: t.name,
-            })
-            .collect();
-        select_tables(&self.config, &listed, known)
+        discover_tables(&self.source, &self.config, known).await
     }
 
     fn connect(&self, table: &TableRef) -> Result<(KuduSource, KuduSink), EngineError> {

@@ -19,6 +19,8 @@
 //!   dropped, a small filesystem that can turn read-only.
 //! - [`s3`]: [`S3Server`] — a real S3-compatible server (`s3s-fs`) on
 //!   loopback, for state on object stores; stop/start keeps port and data.
+//! - [`kafka`]: [`KafkaBroker`] — a real Apache Kafka 4.x broker (KRaft, one
+//!   node) on loopback, for the Kafka connectors; stop/start keeps its data.
 //!
 //! # Example
 //! ```no_run
@@ -31,12 +33,14 @@
 pub mod binaries;
 pub mod cluster;
 pub mod fault;
+pub mod kafka;
 pub mod net;
 pub mod process;
 pub mod s3;
 
 pub use binaries::KuduBinaries;
 pub use cluster::{ClusterBuilder, ClusterInfo, Daemon, DaemonKind, MiniCluster};
+pub use kafka::{KafkaBroker, KafkaInfo};
 pub use s3::{S3Info, S3Server};
 
 use std::path::PathBuf;

@@ -15,13 +15,15 @@
 //! ferry-testkit s3 bucket --name dr other-bucket
 //! ferry-testkit s3 stop --name dr | ferry-testkit s3 start --name dr  # same port, same data
 //! ferry-testkit s3 down --name dr | ferry-testkit s3 down --all
+//! eval "$(ferry-testkit kafka up --name events)"  # FERRY_KAFKA_BOOTSTRAP=127.0.0.1:<port>
+//! ferry-testkit kafka down --name events | ferry-testkit kafka down --all
 //! ```
 
 use clap::{Parser, Subcommand};
 use ferry_testkit::binaries::Provenance;
 use ferry_testkit::fault::NetNs;
 use ferry_testkit::process::alive;
-use ferry_testkit::{KuduBinaries, MiniCluster, S3Server};
+use ferry_testkit::{KafkaBroker, KuduBinaries, MiniCluster, S3Server};
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -82,6 +84,12 @@ enum Command {
     S3 {
         #[command(subcommand)]
         command: S3Command,
+    },
+    /// A real Apache Kafka 4.x broker (KRaft, one node) on loopback, for
+    /// the Kafka connectors.
+    Kafka {
+        #[command(subcommand)]
+        command: KafkaCommand,
     },
     /// Run the bundled `kudu` CLI with the right environment.
     Kudu {
@@ -170,6 +178,44 @@ enum S3Command {
     },
 }
 
+#[derive(Subcommand)]
+enum KafkaCommand {
+    /// Start a broker in the background; print shell assignments
+    /// `FERRY_KAFKA_BOOTSTRAP=…` (use with `eval`).
+    Up {
+        /// Broker name ([A-Za-z0-9_-], unique among running brokers).
+        #[arg(long)]
+        name: String,
+    },
+    /// Print a broker's assignments again (and whether it runs).
+    Status {
+        /// Broker name.
+        #[arg(long)]
+        name: String,
+    },
+    /// Kill the broker process; ports and data are kept.
+    Stop {
+        /// Broker name.
+        #[arg(long)]
+        name: String,
+    },
+    /// Start a stopped broker again on the same ports with the same data.
+    Start {
+        /// Broker name.
+        #[arg(long)]
+        name: String,
+    },
+    /// Stop a broker and remove its data.
+    Down {
+        /// Broker name.
+        #[arg(long, required_unless_present = "all", conflicts_with = "all")]
+        name: Option<String>,
+        /// Every broker started with `kafka up`.
+        #[arg(long)]
+        all: bool,
+    },
+}
+
 fn parse_masters(s: &str) -> Result<usize, String> {
     match s {
         "1" => Ok(1),
@@ -208,6 +254,7 @@ fn run(command: Command) -> ferry_testkit::Result<ExitCode> {
         Command::Kudu { args } => kudu(&args),
         Command::Netns { command } => netns(command),
         Command::S3 { command } => s3(command),
+        Command::Kafka { command } => kafka(command),
     }
 }
 
@@ -259,6 +306,49 @@ fn s3(command: S3Command) -> ferry_testkit::Result<ExitCode> {
                     continue;
                 }
                 server.destroy()?;
+                println!("{name} down");
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `kafka up|status|stop|start|down`.
+fn kafka(command: KafkaCommand) -> ferry_testkit::Result<ExitCode> {
+    let print = |info: &ferry_testkit::KafkaInfo| {
+        println!("FERRY_KAFKA_NAME={}", info.name);
+        println!("FERRY_KAFKA_BOOTSTRAP={}", info.bootstrap());
+    };
+    match command {
+        KafkaCommand::Up { name } => {
+            let broker = KafkaBroker::start_detached(&name)?;
+            print(&broker.detach());
+        }
+        KafkaCommand::Status { name } => {
+            let broker = KafkaBroker::attach(&name)?;
+            print(broker.info());
+            println!("FERRY_KAFKA_RUNNING={}", broker.is_running());
+        }
+        KafkaCommand::Stop { name } => KafkaBroker::attach(&name)?.stop()?,
+        KafkaCommand::Start { name } => {
+            let mut broker = KafkaBroker::attach(&name)?;
+            broker.restart()?;
+            broker.detach();
+        }
+        KafkaCommand::Down { name, all } => {
+            let names = if all {
+                KafkaBroker::list_names()
+            } else {
+                name.into_iter().collect()
+            };
+            for name in names {
+                let broker = KafkaBroker::attach(&name)?;
+                // A test's own broker dies with the test.
+                if all && !broker.info().detached && broker.is_running() {
+                    println!("{name} skipped: owned by a running test");
+                    continue;
+                }
+                broker.destroy()?;
                 println!("{name} down");
             }
         }

@@ -340,7 +340,8 @@ pub fn validate_bucket(bucket: &str) -> Result<()> {
     }
 }
 
-fn validate_name(name: &str) -> Result<String> {
+/// Checks a component's name (`what`: "S3 server", "Kafka broker").
+pub(crate) fn validate_component_name(what: &str, name: &str) -> Result<String> {
     let ok = !name.is_empty()
         && name.len() <= 64
         && name
@@ -350,13 +351,18 @@ fn validate_name(name: &str) -> Result<String> {
         Ok(name.to_string())
     } else {
         Err(Error::Invalid(format!(
-            "S3 server name '{name}' must be 1-64 characters of [A-Za-z0-9_-]"
+            "{what} name '{name}' must be 1-64 characters of [A-Za-z0-9_-]"
         )))
     }
 }
 
-/// A free port on loopback (the kernel's pick; s3s-fs binds it right after).
-fn free_port() -> Result<u16> {
+fn validate_name(name: &str) -> Result<String> {
+    validate_component_name("S3 server", name)
+}
+
+/// A free port on loopback (the kernel's pick; the server binds it right
+/// after).
+pub(crate) fn free_port() -> Result<u16> {
     let listener = TcpListener::bind(SocketAddrV4::new(HOST, 0))
         .map_err(io_err("finding a free loopback port"))?;
     listener
@@ -367,10 +373,15 @@ fn free_port() -> Result<u16> {
 
 /// 32 random hex characters from the kernel.
 fn random_secret() -> Result<String> {
+    Ok(random_bytes()?.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// 16 random bytes from the kernel.
+pub(crate) fn random_bytes() -> Result<[u8; 16]> {
     let mut bytes = [0u8; 16];
     let mut file = fs::File::open("/dev/urandom").map_err(io_err("opening /dev/urandom"))?;
     std::io::Read::read_exact(&mut file, &mut bytes).map_err(io_err("reading /dev/urandom"))?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    Ok(bytes)
 }
 
 #[cfg(test)]

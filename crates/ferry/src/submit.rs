@@ -20,6 +20,7 @@ use ferry_engine::config::{HaKind, JobConfig};
 use ferry_engine::kudu_tables::KuduTables;
 use ferry_engine::lease::Fence;
 use ferry_engine::{Job, JobOptions, RestorePoint};
+use ferry_kafka::KafkaTables;
 use ferry_objstore::ObjectStoreResolver;
 use kudu_client::KuduClient;
 use std::sync::Arc;
@@ -59,17 +60,28 @@ pub struct StartExtras {
 }
 
 /// Connects to both clusters as a job does (clients are lazy: the first
-/// call connects).
+/// call connects). A job whose sink is Kafka has no sink cluster: an error.
 pub fn clients(cfg: &JobConfig) -> Result<(KuduClient, KuduClient)> {
-    let source_client = KuduClient::builder(&cfg.source_master_addresses)
-        .operation_timeout(cfg.reader.scan_request_timeout)
-        .build()
-        .context("source cluster")?;
+    if cfg.sink.kafka().is_some() {
+        bail!(
+            "this job's sink is Kafka (job.sinkType=kafka): it has no sink Kudu cluster \
+             (standby, failover, verify and cutover need one)"
+        );
+    }
+    let source_client = source_client(cfg)?;
     let sink_client = KuduClient::builder(&cfg.sink_master_addresses)
         .operation_timeout(cfg.writer.operation_timeout)
         .build()
         .context("sink cluster")?;
     Ok((source_client, sink_client))
+}
+
+/// The source cluster's client, as a job uses it.
+pub fn source_client(cfg: &JobConfig) -> Result<KuduClient> {
+    KuduClient::builder(&cfg.source_master_addresses)
+        .operation_timeout(cfg.reader.scan_request_timeout)
+        .build()
+        .context("source cluster")
 }
 
 /// Starts the job described by `args` and registers it.
@@ -96,9 +108,14 @@ pub async fn start_job_with(
         cfg.checkpoints_retained,
     )
     .await?;
-    let (source_client, sink_client) = match extras.clients {
-        Some(clients) => clients,
-        None => clients(cfg)?,
+    // A Kafka sink has no sink cluster.
+    let (source_client, sink_client) = match (extras.clients, cfg.sink.kafka()) {
+        (Some((source, sink)), _) => (source, Some(sink)),
+        (None, Some(_)) => (source_client(cfg)?, None),
+        (None, None) => {
+            let (source, sink) = clients(cfg)?;
+            (source, Some(sink))
+        }
     };
     let sink_table_name = cfg.sink_table_name();
 
@@ -188,14 +205,14 @@ pub async fn start_job_with(
     if let Some(job_id) = extras.job_id {
         options = options.job_id(job_id);
     }
-    let tables = KuduTables::new(source_client, sink_client, cfg.clone());
-    let rows_sent = tables.rows_sent();
     // The write guard and the tablet counters watch one source and one
-    // sink table: a job of several tables has no single pair to watch.
+    // sink table: a job of several tables, or with a Kafka sink, has no
+    // such pair to watch.
     let mut kudu_metrics = args.process.kudu.clone();
-    if !single {
+    if !single || sink_client.is_none() {
         kudu_metrics.poll_interval = std::time::Duration::ZERO;
     }
+    let rows_sent = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let activity = Arc::new(
         KuduActivity::new(
             &kudu_metrics,
@@ -204,14 +221,33 @@ pub async fn start_job_with(
             &cfg.table_name,
             &sink_table_name,
         )
-        .with_own_writes(Box::new(move || {
-            rows_sent.load(std::sync::atomic::Ordering::Relaxed)
-        })),
+        .with_own_writes({
+            let rows_sent = rows_sent.clone();
+            Box::new(move || rows_sent.load(std::sync::atomic::Ordering::Relaxed))
+        }),
     );
-    let handle = Job::start_tables(cfg, restore, tables, store, options).await?;
+    let handle = match sink_client {
+        Some(sink_client) => {
+            let tables =
+                KuduTables::new(source_client, sink_client, cfg.clone()).with_rows_sent(rows_sent);
+            Job::start_tables(cfg, restore, tables, store, options).await?
+        }
+        None => {
+            let tables = KafkaTables::new(source_client, cfg.clone())
+                .ok_or_else(|| anyhow!("job.sinkType is not kafka"))?;
+            Job::start_tables(cfg, restore, tables, store, options).await?
+        }
+    };
     let start_time_ms = now_ms();
     let job_id = handle.job_id();
-    tracing::info!(%job_id, table = %cfg.table_name, sink_table = %sink_table_name, "replication started");
+    match cfg.sink.kafka() {
+        Some(kafka) => {
+            tracing::info!(%job_id, table = %cfg.table_name, topic = %kafka.topic_for(&cfg.table_name), "replication to Kafka started")
+        }
+        None => {
+            tracing::info!(%job_id, table = %cfg.table_name, sink_table = %sink_table_name, "replication started")
+        }
+    }
     let entry = JobEntry::new(
         handle,
         args.config.clone(),

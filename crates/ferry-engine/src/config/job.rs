@@ -15,6 +15,7 @@ use super::ha::{ha_job_id, HaConfig};
 use super::key::{ConfigKey, FLUSH_MODE_NAMES, REPLICA_SELECTION_NAMES};
 use super::raw::RawConfig;
 use super::restart::RestartConfig;
+use super::sink::SinkConfig;
 use crate::checkpoint::{JobId, StorageLocation};
 
 /// Which replica of a tablet the reader scans (`reader.replicaSelection`).
@@ -216,6 +217,8 @@ pub struct JobConfig {
     /// `job.renameSinkTable` (ferry only): rename the sink table when the
     /// source table is renamed (keeping `job.tableSuffix`).
     pub rename_sink_table: bool,
+    /// `job.sinkType` and the Kafka sink keys (ferry only).
+    pub sink: SinkConfig,
 }
 
 /// The source tables a job replicates.
@@ -299,7 +302,11 @@ impl JobConfig {
     pub fn from_raw(raw: &RawConfig) -> Result<Self, ConfigError> {
         let v = Values { raw };
         let source_master_addresses = v.masters(ConfigKey::SourceMasterAddresses)?;
-        let sink_master_addresses = v.masters(ConfigKey::SinkMasterAddresses)?;
+        let sink = SinkConfig::from_values(&v)?;
+        let sink_master_addresses = match sink {
+            SinkConfig::Kudu => v.masters(ConfigKey::SinkMasterAddresses)?,
+            SinkConfig::Kafka(_) => Vec::new(),
+        };
         let tables = TableSelection::from_values(&v)?;
         let table_name = tables.names.join(",");
         let checkpoints_directory = v.location(ConfigKey::CheckpointsDirectory)?;
@@ -360,6 +367,7 @@ impl JobConfig {
                 v.positive(ConfigKey::TableDiscoveryIntervalSeconds)?,
             ),
             rename_sink_table: v.boolean(ConfigKey::RenameSinkTable)?,
+            sink,
         };
         // Cross-key rule, as in the reference job: the next window opens only
         // after a checkpoint completes once the current window's splits are
@@ -498,6 +506,7 @@ impl JobConfig {
                         .restart
                         .value_of(other)
                         .or_else(|| self.ha.value_of(other))
+                        .or_else(|| self.sink.value_of(other))
                         .unwrap_or_default(),
                 };
                 (key, value)
@@ -560,11 +569,16 @@ impl Values<'_> {
         self.raw.get(key).filter(|v| !v.trim().is_empty())
     }
 
+    /// Whether the key was given a non-empty value.
+    pub(super) fn given(&self, key: ConfigKey) -> bool {
+        self.optional(key).is_some()
+    }
+
     pub(super) fn required_value(&self, key: ConfigKey) -> Result<&str, ConfigError> {
         self.value(key)?.ok_or(ConfigError::MissingRequired { key })
     }
 
-    fn text(&self, key: ConfigKey) -> Result<String, ConfigError> {
+    pub(super) fn text(&self, key: ConfigKey) -> Result<String, ConfigError> {
         let value = self.required_value(key)?;
         if value.trim().is_empty() {
             return Err(invalid(key, value, "must not be empty"));
@@ -661,7 +675,7 @@ impl Values<'_> {
         }
     }
 
-    fn integer(&self, key: ConfigKey) -> Result<(i128, &str), ConfigError> {
+    pub(super) fn integer(&self, key: ConfigKey) -> Result<(i128, &str), ConfigError> {
         let value = self.required_value(key)?;
         // i128 so every u64 and i64 parses and range checks stay exact.
         value
@@ -748,7 +762,7 @@ fn out_of_range(key: ConfigKey, value: &str, expected: String) -> ConfigError {
     }
 }
 
-fn invalid(key: ConfigKey, value: &str, reason: &str) -> ConfigError {
+pub(super) fn invalid(key: ConfigKey, value: &str, reason: &str) -> ConfigError {
     ConfigError::InvalidValue {
         key,
         value: value.to_string(),

@@ -13,6 +13,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use super::error::ConfigError;
+use super::key_sink;
 use super::key_tables;
 use super::spec::{closest_name, KeyDefault, KeyOrigin, KeySpec, ValueKind};
 
@@ -70,6 +71,22 @@ pub enum ConfigKey {
     SchemaEvolution,
     /// `job.renameSinkTable` (ferry only)
     RenameSinkTable,
+    /// `job.sinkType` (ferry only)
+    SinkType,
+    /// `job.sinkBootstrapServers` (ferry only)
+    SinkBootstrapServers,
+    /// `job.sinkTopic` (ferry only)
+    SinkTopic,
+    /// `job.sinkFormat` (ferry only)
+    SinkFormat,
+    /// `job.sinkDeliveryGuarantee` (ferry only)
+    SinkDeliveryGuarantee,
+    /// `job.sinkTransactionalIdPrefix` (ferry only)
+    SinkTransactionalIdPrefix,
+    /// `job.sinkTopicPartitions` (ferry only)
+    SinkTopicPartitions,
+    /// `job.sinkTopicReplicationFactor` (ferry only)
+    SinkTopicReplicationFactor,
     /// `reader.batchSizeBytes`
     BatchSizeBytes,
     /// `reader.splitSizeBytes`
@@ -167,7 +184,7 @@ const CATALOG: &[(ConfigKey, KeySpec)] = &[
         ConfigKey::SinkMasterAddresses,
         KeySpec::new(
             "job.sinkMasterAddresses",
-            Required,
+            Derived("none; required with job.sinkType=kudu (the default)"),
             ValueKind::MasterAddresses,
             Reference,
             "Masters of the sink Kudu cluster, comma-separated host:port.",
@@ -322,6 +339,23 @@ const CATALOG: &[(ConfigKey, KeySpec)] = &[
     ),
     (ConfigKey::SchemaEvolution, key_tables::SCHEMA_EVOLUTION),
     (ConfigKey::RenameSinkTable, key_tables::RENAME_SINK_TABLE),
+    (ConfigKey::SinkType, key_sink::SINK_TYPE),
+    (ConfigKey::SinkBootstrapServers, key_sink::SINK_BOOTSTRAP_SERVERS),
+    (ConfigKey::SinkTopic, key_sink::SINK_TOPIC),
+    (ConfigKey::SinkFormat, key_sink::SINK_FORMAT),
+    (
+        ConfigKey::SinkDeliveryGuarantee,
+        key_sink::SINK_DELIVERY_GUARANTEE,
+    ),
+    (
+        ConfigKey::SinkTransactionalIdPrefix,
+        key_sink::SINK_TRANSACTIONAL_ID_PREFIX,
+    ),
+    (ConfigKey::SinkTopicPartitions, key_sink::SINK_TOPIC_PARTITIONS),
+    (
+        ConfigKey::SinkTopicReplicationFactor,
+        key_sink::SINK_TOPIC_REPLICATION_FACTOR,
+    ),
     (
         ConfigKey::BatchSizeBytes,
         KeySpec::new(
@@ -647,6 +681,14 @@ const ALL: &[ConfigKey] = &[
     ConfigKey::TableDiscoveryIntervalSeconds,
     ConfigKey::SchemaEvolution,
     ConfigKey::RenameSinkTable,
+    ConfigKey::SinkType,
+    ConfigKey::SinkBootstrapServers,
+    ConfigKey::SinkTopic,
+    ConfigKey::SinkFormat,
+    ConfigKey::SinkDeliveryGuarantee,
+    ConfigKey::SinkTransactionalIdPrefix,
+    ConfigKey::SinkTopicPartitions,
+    ConfigKey::SinkTopicReplicationFactor,
     ConfigKey::BatchSizeBytes,
     ConfigKey::SplitSizeBytes,
     ConfigKey::ScanRequestTimeout,
@@ -842,8 +884,10 @@ mod tests {
             let key: ConfigKey = name.parse().expect("known key");
             assert_eq!(key.origin(), KeyOrigin::Reference, "{name}");
             assert_eq!(key.default_value(), *default, "{name}");
-            // ferry made job.tableName optional (job.tablePattern may replace it).
-            let required = default.is_none() && *name != "job.tableName";
+            // ferry made job.tableName optional (job.tablePattern may replace
+            // it) and job.sinkMasterAddresses required with a Kudu sink only.
+            let required =
+                default.is_none() && !["job.tableName", "job.sinkMasterAddresses"].contains(name);
             assert_eq!(key.is_required(), required, "{name}");
         }
         let reference = ConfigKey::all()
@@ -874,6 +918,14 @@ mod tests {
                 "job.tableDiscoveryIntervalSeconds",
                 "job.schemaEvolution",
                 "job.renameSinkTable",
+                "job.sinkType",
+                "job.sinkBootstrapServers",
+                "job.sinkTopic",
+                "job.sinkFormat",
+                "job.sinkDeliveryGuarantee",
+                "job.sinkTransactionalIdPrefix",
+                "job.sinkTopicPartitions",
+                "job.sinkTopicReplicationFactor",
                 "high-availability.lease-duration",
                 "high-availability.renew-interval"
             ]

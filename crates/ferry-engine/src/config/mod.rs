@@ -21,9 +21,11 @@ mod error;
 mod ha;
 mod job;
 mod key;
+mod key_sink;
 mod key_tables;
 mod raw;
 mod restart;
+mod sink;
 mod spec;
 
 #[cfg(test)]
@@ -35,4 +37,5 @@ pub use job::{FlushMode, JobConfig, ReaderConfig, ReplicaSelection, TableSelecti
 pub use key::ConfigKey;
 pub use raw::RawConfig;
 pub use restart::{format_duration, parse_duration, Decimal, RestartConfig};
+pub use sink::{DeliveryGuarantee, KafkaSinkConfig, RecordFormat, SinkConfig};
 pub use spec::{closest_name, KeyDefault, KeyOrigin, KeySpec, ValueKind};

@@ -191,7 +191,19 @@ fn every_key_set_explicitly() {
         ("high-availability.lease-duration", "6 s"),
         ("high-availability.renew-interval", "2 s"),
     ];
-    assert_eq!(pairs.len(), ConfigKey::all().len());
+    // The Kafka sink's keys are set in config::sink's tests: a Kudu sink
+    // refuses them (job.sinkType and the defaults aside).
+    let kafka_only = [
+        ConfigKey::SinkType,
+        ConfigKey::SinkBootstrapServers,
+        ConfigKey::SinkTopic,
+        ConfigKey::SinkFormat,
+        ConfigKey::SinkDeliveryGuarantee,
+        ConfigKey::SinkTransactionalIdPrefix,
+        ConfigKey::SinkTopicPartitions,
+        ConfigKey::SinkTopicReplicationFactor,
+    ];
+    assert_eq!(pairs.len() + kafka_only.len(), ConfigKey::all().len());
     let c = JobConfig::from_named_pairs(pairs).expect("valid");
     assert_eq!(
         c.restart.strategy(),

@@ -115,7 +115,7 @@ pub fn parse(args: &[String]) -> Result<Option<CutoverArgs>, String> {
     if unplanned && start_reverse {
         return Err("--start-reverse needs a planned cutover (an equal copy); after an unplanned failover start the job on the new primary with a snapshot".into());
     }
-    super::one_table(&run.config, "cutover")?;
+    super::kudu_table_pair(&run.config, "cutover")?;
     Ok(Some(CutoverArgs {
         run,
         run_options: rest,

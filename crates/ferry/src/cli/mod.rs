@@ -14,10 +14,20 @@ pub mod verify;
 
 pub use drain::{drain_check, drain_then_stop, DrainCheck};
 
-/// A verb that works on one source table and its sink refuses a job of
-/// several (`job.tableName` list, `job.tablePattern`): the refusal says how
-/// to name one (a usage error for the CLI, 400 for the REST API).
-pub(crate) fn one_table(cfg: &ferry_engine::config::JobConfig, verb: &str) -> Result<(), String> {
+/// A verb that works on one Kudu source table and its Kudu sink table
+/// refuses a job with a Kafka sink, and a job of several tables
+/// (`job.tableName` list, `job.tablePattern`): the refusal says how to name
+/// one (a usage error for the CLI, 400 for the REST API).
+pub(crate) fn kudu_table_pair(
+    cfg: &ferry_engine::config::JobConfig,
+    verb: &str,
+) -> Result<(), String> {
+    if cfg.sink.kafka().is_some() {
+        return Err(format!(
+            "ferry {verb} compares a Kudu source table with its Kudu sink table, but this job's \
+             sink is Kafka (job.sinkType=kafka)"
+        ));
+    }
     if cfg.tables.is_single() {
         return Ok(());
     }

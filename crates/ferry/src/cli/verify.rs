@@ -167,7 +167,7 @@ pub fn parse(args: &[String]) -> Result<Option<VerifyArgs>, String> {
     if run.jobmanager.is_some() {
         return Err("ferry verify reads the tables itself; --jobmanager is not accepted (use POST /ferry/jobs/:jobid/verify for a job's process)".into());
     }
-    super::one_table(&run.config, "verify")?;
+    super::kudu_table_pair(&run.config, "verify")?;
     Ok(Some(VerifyArgs {
         run,
         source_time,

@@ -47,7 +47,7 @@ pub async fn trigger_verify(
 ) -> Result<(StatusCode, Json<TriggerResponse>), ApiError> {
     let job = find_job(&state, &jobid)?;
     let req: VerifyRequestBody = parse_body(&body, "VerifyRequestBody")?;
-    crate::cli::one_table(&job.config, "verify").map_err(ApiError::bad_request)?;
+    crate::cli::kudu_table_pair(&job.config, "verify").map_err(ApiError::bad_request)?;
     let parallelism = req.parallelism.unwrap_or(4);
     if !(1..=1024).contains(&parallelism) {
         return Err(ApiError::bad_request(format!(

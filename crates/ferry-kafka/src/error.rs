@@ -1,0 +1,84 @@
+//! The Kafka connectors' errors, and how they reach the engine: as
+//! [`EngineError::Connector`], transient (the job's restart strategy
+//! retries) unless the broker's answer cannot change by retrying.
+
+use ferry_engine::EngineError;
+use rdkafka::error::KafkaError;
+use rdkafka::types::RDKafkaErrorCode;
+
+/// Why the Kafka sink failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum KafkaSinkError {
+    /// A call to Kafka failed; `context` says what ferry was doing.
+    #[error("{context}")]
+    Kafka {
+        context: String,
+        #[source]
+        source: KafkaError,
+    },
+    /// The topic cannot be used.
+    #[error("Kafka topic '{topic}': {reason}")]
+    Topic { topic: String, reason: String },
+    /// A call did not answer in time.
+    #[error("{what}: no answer in time (are the brokers up?)")]
+    Timeout { what: String },
+    /// A row could not be encoded.
+    #[error("encoding a row of table '{table}' for topic '{topic}'")]
+    Encode {
+        table: String,
+        topic: String,
+        #[source]
+        source: crate::format::FormatError,
+    },
+    /// A batch arrived before the engine said which window it belongs to
+    /// (a bug).
+    #[error("a batch for topic '{topic}' arrived before its window was recorded")]
+    NoWindow { topic: String },
+}
+
+/// A [`KafkaSinkError::Kafka`] with `context`.
+pub(crate) fn kafka_error(context: String, source: KafkaError) -> KafkaSinkError {
+    KafkaSinkError::Kafka { context, source }
+}
+
+impl KafkaSinkError {
+    /// Whether a restart of the job may help.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            KafkaSinkError::Kafka { source, .. } => {
+                !source.rdkafka_error_code().is_some_and(is_permanent)
+            }
+            KafkaSinkError::Timeout { .. } => true,
+            KafkaSinkError::Topic { .. }
+            | KafkaSinkError::Encode { .. }
+            | KafkaSinkError::NoWindow { .. } => false,
+        }
+    }
+}
+
+/// Broker answers that a retry cannot change.
+fn is_permanent(code: RDKafkaErrorCode) -> bool {
+    matches!(
+        code,
+        RDKafkaErrorCode::MessageSizeTooLarge
+            | RDKafkaErrorCode::InvalidConfig
+            | RDKafkaErrorCode::TopicAuthorizationFailed
+            | RDKafkaErrorCode::ClusterAuthorizationFailed
+            | RDKafkaErrorCode::TransactionalIdAuthorizationFailed
+            | RDKafkaErrorCode::InvalidTopic
+            | RDKafkaErrorCode::UnsupportedVersion
+            | RDKafkaErrorCode::SaslAuthenticationFailed
+            | RDKafkaErrorCode::Fatal
+    )
+}
+
+impl From<KafkaSinkError> for EngineError {
+    fn from(e: KafkaSinkError) -> Self {
+        EngineError::Connector {
+            context: "Kafka sink".to_string(),
+            transient: e.is_transient(),
+            source: Box::new(e),
+        }
+    }
+}

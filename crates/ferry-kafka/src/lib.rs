@@ -1,0 +1,26 @@
+//! Kafka connectors for ferry: a Kudu table's change stream on Kafka
+//! topics. The engine knows nothing of Kafka; this crate plugs in through
+//! its connector traits (`Tables`, `Sink`), so the engine builds without
+//! librdkafka.
+//!
+//! - [`format`]: a changed row as a Kafka record (`debezium-json`,
+//!   `upsert-json`), every Kudu type mapped;
+//! - [`sink`]: [`KafkaSink`], one topic per table (or one for all), with
+//!   `none` / `at-least-once` delivery;
+//! - [`topic`]: the topic created when missing, checked when present;
+//! - [`tables`]: [`KafkaTables`], the tables of a Kudu-to-Kafka job;
+//! - [`error`]: [`KafkaSinkError`] and which failures a restart may cure.
+//!
+//! The client is `rdkafka` (librdkafka, built by the crate): the one Rust
+//! Kafka client with a mature transactional producer, read-committed
+//! consumers and consumer groups (docs/kafka.md).
+
+pub mod error;
+pub mod format;
+pub mod sink;
+pub mod tables;
+pub mod topic;
+
+pub use error::KafkaSinkError;
+pub use sink::KafkaSink;
+pub use tables::KafkaTables;

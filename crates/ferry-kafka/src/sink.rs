@@ -1,0 +1,289 @@
+//! [`KafkaSink`]: a source table's changes as records on a Kafka topic.
+//!
+//! One producer per table, shared by the job's pipelines. Each row of a
+//! batch becomes one record keyed by its primary key (see [`crate::format`]),
+//! partitioned by the key's murmur2 hash as Kafka's Java clients do, so all
+//! changes of a row stay in one partition, in order. The window a batch
+//! belongs to comes from [`Sink::record_position`], which the engine calls
+//! before any split of a window is handed out.
+//!
+//! Delivery (`job.sinkDeliveryGuarantee`):
+//! - `at-least-once`: the producer is idempotent (`acks=all`,
+//!   `enable.idempotence=true`: no duplicates or reordering from its own
+//!   retries), and a batch counts as written only once every record was
+//!   acknowledged, so a checkpoint never covers a record the brokers do not
+//!   hold. After a crash the job replays from its checkpoint: records of
+//!   the replayed batches appear again (a consumer folding by key is not
+//!   affected: the replay writes the same rows in the same order).
+//! - `none`: `acks=1`, and records are not waited for: a crash or a broker
+//!   failure may lose them.
+
+use crate::error::{kafka_error, KafkaSinkError};
+use crate::format::{Encoder, Record, WindowInfo};
+use crate::topic::ensure_topic;
+use ferry_engine::config::{DeliveryGuarantee, KafkaSinkConfig};
+use ferry_engine::connector::{SchemaRecord, Sink, SinkWriter, TableRef, WriteStats};
+use ferry_engine::sink_position::SinkPosition;
+use ferry_engine::EngineError;
+use kudu_client::scan::RowBatch;
+use kudu_client::KuduClient;
+use rdkafka::error::KafkaError;
+use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord};
+use rdkafka::types::RDKafkaErrorCode;
+use rdkafka::ClientConfig;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+/// Writes one source table's changes to its topic.
+pub struct KafkaSink {
+    config: KafkaSinkConfig,
+    topic: String,
+    encoder: Encoder,
+    /// The source cluster and table, for the table's key columns.
+    source: KuduClient,
+    table: TableRef,
+    /// The source table's key columns, read by `prepare` and again after a
+    /// followed schema change (a key column may be renamed).
+    keys: Arc<RwLock<Vec<String>>>,
+    client: ClientConfig,
+    /// Made by `prepare`.
+    producer: Option<FutureProducer>,
+    /// The window being written, set by `record_position`.
+    window: Arc<RwLock<Option<WindowInfo>>>,
+}
+
+impl KafkaSink {
+    /// A sink for source table `table` (on the cluster of `source`) of job
+    /// `job_name`: its topic is `config.topic_for(table)`.
+    pub fn new(
+        config: &KafkaSinkConfig,
+        source: KuduClient,
+        table: &TableRef,
+        job_name: &str,
+    ) -> Self {
+        KafkaSink {
+            topic: config.topic_for(&table.name),
+            encoder: Encoder::new(config.format, &table.name, job_name),
+            source,
+            table: table.clone(),
+            keys: Arc::new(RwLock::new(Vec::new())),
+            client: client_config(config, job_name),
+            config: config.clone(),
+            producer: None,
+            window: Arc::new(RwLock::new(None)),
+        }
+    }
+
+    /// The topic the records go to.
+    pub fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    /// Reads the source table's key columns.
+    async fn read_keys(&self) -> Result<(), EngineError> {
+        let opened = if self.table.id.is_empty() {
+            self.source.open_table(&self.table.name).await
+        } else {
+            self.source.open_table_by_id(&self.table.id).await
+        };
+        let table = opened.map_err(|source| EngineError::Source {
+            table: self.table.name.clone(),
+            source,
+        })?;
+        let keys = table
+            .schema()
+            .key_columns()
+            .iter()
+            .map(|c| c.name().to_string())
+            .collect();
+        if let Ok(mut k) = self.keys.write() {
+            *k = keys;
+        }
+        Ok(())
+    }
+}
+
+/// The producer's settings for `config`'s delivery guarantee.
+fn client_config(config: &KafkaSinkConfig, job_name: &str) -> ClientConfig {
+    let mut client = ClientConfig::new();
+    client
+        .set("bootstrap.servers", &config.bootstrap_servers)
+        .set("client.id", format!("ferry-{job_name}"))
+        // Java clients' key hashing: a key lands where they would put it.
+        .set("partitioner", "murmur2_random")
+        .set("linger.ms", "5");
+    match config.delivery {
+        DeliveryGuarantee::None => {
+            client.set("acks", "1").set("enable.idempotence", "false");
+        }
+        DeliveryGuarantee::AtLeastOnce | DeliveryGuarantee::ExactlyOnce => {
+            client.set("acks", "all").set("enable.idempotence", "true");
+        }
+    }
+    client
+}
+
+impl Sink<RowBatch> for KafkaSink {
+    type Writer = KafkaSinkWriter;
+
+    async fn prepare(&mut self) -> Result<(), EngineError> {
+        self.read_keys().await?;
+        ensure_topic(&self.client, &self.config, &self.topic).await?;
+        let producer: FutureProducer = self.client.create().map_err(|e| {
+            kafka_error(
+                format!("creating a producer for {}", self.config.bootstrap_servers),
+                e,
+            )
+        })?;
+        self.producer = Some(producer);
+        Ok(())
+    }
+
+    async fn writer(&self) -> Result<KafkaSinkWriter, EngineError> {
+        let producer = self.producer.clone().ok_or(KafkaSinkError::NoWindow {
+            topic: self.topic.clone(),
+        })?;
+        Ok(KafkaSinkWriter {
+            producer,
+            topic: self.topic.clone(),
+            encoder: self.encoder.clone(),
+            keys: self.keys.clone(),
+            window: self.window.clone(),
+            delivery: self.config.delivery,
+            record: Record::default(),
+            pending: Vec::new(),
+        })
+    }
+
+    fn name(&self) -> String {
+        self.topic.clone()
+    }
+
+    async fn follow_schema(
+        &self,
+        _applied: Option<&SchemaRecord>,
+        _now: &SchemaRecord,
+    ) -> Result<(), EngineError> {
+        // Records carry the columns each batch has; only the key names
+        // matter here.
+        self.read_keys().await
+    }
+
+    async fn record_position(&self, position: &SinkPosition) -> Result<(), EngineError> {
+        if let Ok(mut window) = self.window.write() {
+            *window = Some(position.window.into());
+        }
+        Ok(())
+    }
+}
+
+/// One pipeline's writer: encodes a batch's rows and hands them to the
+/// shared producer.
+pub struct KafkaSinkWriter {
+    producer: FutureProducer,
+    topic: String,
+    encoder: Encoder,
+    keys: Arc<RwLock<Vec<String>>>,
+    window: Arc<RwLock<Option<WindowInfo>>>,
+    delivery: DeliveryGuarantee,
+    record: Record,
+    pending: Vec<DeliveryFuture>,
+}
+
+impl KafkaSinkWriter {
+    fn err(&self, e: KafkaError) -> KafkaSinkError {
+        kafka_error(format!("writing Kafka topic '{}'", self.topic), e)
+    }
+
+    /// Waits for every record handed over so far; the first failure is
+    /// the batch's.
+    async fn await_pending(&mut self) -> Result<(), KafkaSinkError> {
+        let mut first = None;
+        for delivery in self.pending.drain(..) {
+            let failure = match delivery.await {
+                Ok(Ok(_)) => continue,
+                Ok(Err((e, _))) => e,
+                // The producer was dropped with the record queued.
+                Err(_) => KafkaError::Canceled,
+            };
+            first.get_or_insert(failure);
+        }
+        match first {
+            Some(e) => Err(self.err(e)),
+            None => Ok(()),
+        }
+    }
+
+    async fn write_rows(&mut self, batch: &RowBatch) -> Result<WriteStats, KafkaSinkError> {
+        let window =
+            self.window
+                .read()
+                .ok()
+                .and_then(|w| *w)
+                .ok_or_else(|| KafkaSinkError::NoWindow {
+                    topic: self.topic.clone(),
+                })?;
+        if let Ok(keys) = self.keys.read() {
+            self.encoder.set_keys(keys.clone());
+        }
+        let mut stats = WriteStats::default();
+        let schema = batch.schema();
+        for row in batch.rows() {
+            self.encoder
+                .encode(schema, &row, window, &mut self.record)
+                .map_err(|source| KafkaSinkError::Encode {
+                    table: self.encoder.table().to_string(),
+                    topic: self.topic.clone(),
+                    source,
+                })?;
+            if row.is_deleted() {
+                stats.deletes += 1;
+            } else {
+                stats.upserts += 1;
+            }
+            stats.bytes +=
+                (self.record.key.len() + self.record.value.as_ref().map_or(0, Vec::len)) as u64;
+            loop {
+                let mut record: FutureRecord<'_, [u8], [u8]> =
+                    FutureRecord::to(&self.topic).key(self.record.key.as_slice());
+                if let Some(value) = &self.record.value {
+                    record = record.payload(value.as_slice());
+                }
+                match self.producer.send_result(record) {
+                    Ok(delivery) => {
+                        self.pending.push(delivery);
+                        break;
+                    }
+                    Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
+                        // The producer's queue is full: let it drain.
+                        if self.pending.is_empty() {
+                            tokio::time::sleep(Duration::from_millis(10)).await;
+                        } else {
+                            let result = self.await_pending().await;
+                            if self.delivery != DeliveryGuarantee::None {
+                                result?;
+                            }
+                        }
+                    }
+                    Err((e, _)) => return Err(self.err(e)),
+                }
+            }
+        }
+        match self.delivery {
+            DeliveryGuarantee::None => self.pending.clear(),
+            DeliveryGuarantee::AtLeastOnce | DeliveryGuarantee::ExactlyOnce => {
+                self.await_pending().await?
+            }
+        }
+        Ok(stats)
+    }
+}
+
+impl SinkWriter<RowBatch> for KafkaSinkWriter {
+    async fn write(&mut self, batch: &RowBatch) -> Result<WriteStats, EngineError> {
+        if batch.is_empty() {
+            return Ok(WriteStats::default());
+        }
+        Ok(self.write_rows(batch).await?)
+    }
+}

@@ -1,0 +1,98 @@
+//! The sink topic: created when missing (`job.sinkTopicPartitions`,
+//! `job.sinkTopicReplicationFactor`; `cleanup.policy=compact` for the
+//! upsert format, so the topic keeps each key's latest row), checked when
+//! present.
+
+use crate::error::{kafka_error, KafkaSinkError};
+use ferry_engine::config::{KafkaSinkConfig, RecordFormat};
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, ResourceSpecifier, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::types::RDKafkaErrorCode;
+use rdkafka::ClientConfig;
+use std::time::Duration;
+
+const ADMIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Creates `topic` as `config` says, or checks the one there: an existing
+/// upsert topic that does not compact is used, with a warning (its
+/// retention may drop rows' latest state).
+pub async fn ensure_topic(
+    client: &ClientConfig,
+    config: &KafkaSinkConfig,
+    topic: &str,
+) -> Result<(), KafkaSinkError> {
+    let admin: AdminClient<DefaultClientContext> = client.create().map_err(|e| {
+        kafka_error(
+            format!("connecting to Kafka ({})", config.bootstrap_servers),
+            e,
+        )
+    })?;
+    let options = AdminOptions::new().operation_timeout(Some(ADMIN_TIMEOUT));
+    // -1: the broker's default (Kafka 2.4+).
+    let count = |n: u32| {
+        if n == 0 {
+            -1
+        } else {
+            i32::try_from(n).unwrap_or(i32::MAX)
+        }
+    };
+    let mut new = NewTopic::new(
+        topic,
+        count(config.topic_partitions),
+        TopicReplication::Fixed(count(config.topic_replication_factor)),
+    );
+    if config.format == RecordFormat::UpsertJson {
+        new = new.set("cleanup.policy", "compact");
+    }
+    let results = tokio::time::timeout(ADMIN_TIMEOUT, admin.create_topics([&new], &options))
+        .await
+        .map_err(|_| KafkaSinkError::Timeout {
+            what: format!("creating topic '{topic}' on {}", config.bootstrap_servers),
+        })?
+        .map_err(|e| kafka_error(format!("creating topic '{topic}'"), e))?;
+    for result in results {
+        match result {
+            Ok(_) => {
+                tracing::info!(%topic, format = config.format.name(), "created the sink topic");
+                return Ok(());
+            }
+            Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+            Err((_, code)) => {
+                return Err(KafkaSinkError::Topic {
+                    topic: topic.to_string(),
+                    reason: format!("the broker refused to create it: {code}"),
+                })
+            }
+        }
+    }
+    if config.format == RecordFormat::UpsertJson {
+        check_compaction(&admin, &options, topic).await?;
+    }
+    tracing::info!(%topic, "using the existing sink topic");
+    Ok(())
+}
+
+async fn check_compaction(
+    admin: &AdminClient<DefaultClientContext>,
+    options: &AdminOptions,
+    topic: &str,
+) -> Result<(), KafkaSinkError> {
+    let resource = ResourceSpecifier::Topic(topic);
+    let described = admin
+        .describe_configs([&resource], options)
+        .await
+        .map_err(|e| kafka_error(format!("describing topic '{topic}'"), e))?;
+    let policy = described
+        .into_iter()
+        .filter_map(Result::ok)
+        .find_map(|r| r.get("cleanup.policy").and_then(|e| e.value.clone()));
+    if !policy.as_deref().is_some_and(|p| p.contains("compact")) {
+        tracing::warn!(
+            %topic,
+            cleanup_policy = policy.as_deref().unwrap_or("unknown"),
+            "the upsert-json sink topic does not compact: once its retention drops old records, \
+             a consumer reading from the start no longer sees every row (set cleanup.policy=compact)"
+        );
+    }
+    Ok(())
+}

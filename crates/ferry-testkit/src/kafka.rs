@@ -1,0 +1,428 @@
+//! [`KafkaBroker`]: a real Apache Kafka 4.x broker on loopback, for the
+//! tests, demos and benchmarks of ferry's Kafka connectors.
+//!
+//! One JVM in KRaft combined mode (broker and controller, node 1), started
+//! from the Maven Central jars that `scripts/lib/setup.sh` (`ensure_kafka`)
+//! copies into `~/.cache/ferry/kafka-<version>/libs` (the closure of
+//! `crates/ferry-testkit/kafka/pom.xml`). A broker lives in
+//! `<home>/kafka/<name>/` (`data/` = its log dirs, `server.properties`,
+//! `server.log`, `kafka.json` = its description), so a detached one
+//! (`ferry-testkit kafka up`) can be found again by name. Topics are not
+//! created automatically (`auto.create.topics.enable=false`): a client
+//! that needs one creates it, as against a production cluster.
+//!
+//! ```no_run
+//! let broker = ferry_testkit::KafkaBroker::start("events")?;
+//! println!("{}", broker.bootstrap());
+//! # Ok::<(), ferry_testkit::Error>(())
+//! ```
+//!
+//! The jars: `$FERRY_KAFKA_LIBS`, else the cache folder above; Java:
+//! `$JAVA_HOME/bin/java`, else `java` on `PATH`.
+
+use crate::s3::{free_port, random_bytes, validate_component_name};
+use crate::{home_dir, io_err, process, Error, Result};
+use serde::{Deserialize, Serialize};
+use std::fs;
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The Kafka version the kit installs and runs.
+pub const KAFKA_VERSION: &str = "4.1.1";
+// A cold JVM formatting and starting KRaft on a loaded 2-core machine.
+const READY_TIMEOUT: Duration = Duration::from_secs(90);
+const HOST: Ipv4Addr = Ipv4Addr::LOCALHOST;
+/// The line the broker logs once it serves clients.
+const STARTED_LINE: &str = "Kafka Server started";
+
+/// The persistent description of a broker (`<root>/kafka.json`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct KafkaInfo {
+    pub name: String,
+    pub root: PathBuf,
+    /// The client (PLAINTEXT) listener's port.
+    pub port: u16,
+    /// The KRaft controller listener's port.
+    pub controller_port: u16,
+    pub detached: bool,
+    pub pid: Option<u32>,
+}
+
+impl KafkaInfo {
+    /// `127.0.0.1:<port>`, Kafka's `bootstrap.servers`.
+    pub fn bootstrap(&self) -> String {
+        format!("{HOST}:{}", self.port)
+    }
+}
+
+/// A running (or stopped) broker. Dropping an attached one kills it and
+/// removes its folder (kept, with its log, when the thread panics).
+pub struct KafkaBroker {
+    info: KafkaInfo,
+    child: Option<Child>,
+    owned: bool,
+}
+
+impl std::fmt::Debug for KafkaBroker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KafkaBroker")
+            .field("name", &self.info.name)
+            .field("bootstrap", &self.info.bootstrap())
+            .finish()
+    }
+}
+
+impl KafkaBroker {
+    /// Starts a broker named `name` that dies with this process.
+    pub fn start(name: &str) -> Result<KafkaBroker> {
+        Self::launch(name, false)
+    }
+
+    /// Starts a broker that outlives this process (`ferry-testkit kafka up`).
+    pub fn start_detached(name: &str) -> Result<KafkaBroker> {
+        Self::launch(name, true)
+    }
+
+    fn launch(name: &str, detached: bool) -> Result<KafkaBroker> {
+        let name = validate_component_name("Kafka broker", name)?;
+        let root = home_dir().join("kafka").join(&name);
+        if let Ok(existing) = Self::attach(&name) {
+            if existing.is_running() {
+                return Err(Error::Invalid(format!(
+                    "a Kafka broker named '{name}' is running ({}); `ferry-testkit kafka down --name {name}` first",
+                    existing.bootstrap()
+                )));
+            }
+        }
+        if root.exists() {
+            fs::remove_dir_all(&root).map_err(io_err(format!("clearing {}", root.display())))?;
+        }
+        fs::create_dir_all(root.join("data"))
+            .map_err(io_err(format!("creating {}", root.display())))?;
+        let info = KafkaInfo {
+            name,
+            root,
+            port: free_port()?,
+            controller_port: free_port()?,
+            detached,
+            pid: None,
+        };
+        let mut broker = KafkaBroker {
+            info,
+            child: None,
+            owned: !detached,
+        };
+        broker.write_config()?;
+        broker.format_storage()?;
+        broker.restart()?;
+        Ok(broker)
+    }
+
+    /// Finds a broker started earlier by name; the handle does not tear it
+    /// down on drop.
+    pub fn attach(name: &str) -> Result<KafkaBroker> {
+        let name = validate_component_name("Kafka broker", name)?;
+        let info: KafkaInfo =
+            crate::load_description("kafka", &name, "kafka.json", "Kafka broker")?;
+        Ok(KafkaBroker {
+            info,
+            child: None,
+            owned: false,
+        })
+    }
+
+    /// Names of the brokers recorded under the kit's home folder.
+    pub fn list_names() -> Vec<String> {
+        crate::recorded_names("kafka", "kafka.json")
+    }
+
+    /// The description (ports, folders).
+    pub fn info(&self) -> &KafkaInfo {
+        &self.info
+    }
+
+    /// `127.0.0.1:<port>`.
+    pub fn bootstrap(&self) -> String {
+        self.info.bootstrap()
+    }
+
+    /// Whether the broker process is alive.
+    pub fn is_running(&self) -> bool {
+        self.info.pid.is_some_and(process::alive)
+    }
+
+    fn write_config(&self) -> Result<()> {
+        let root = &self.info.root;
+        let (port, controller) = (self.info.port, self.info.controller_port);
+        let properties = format!(
+            "process.roles=broker,controller\n\
+             node.id=1\n\
+             controller.quorum.voters=1@{HOST}:{controller}\n\
+             listeners=PLAINTEXT://{HOST}:{port},CONTROLLER://{HOST}:{controller}\n\
+             advertised.listeners=PLAINTEXT://{HOST}:{port}\n\
+             controller.listener.names=CONTROLLER\n\
+             inter.broker.listener.name=PLAINTEXT\n\
+             listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT\n\
+             log.dirs={data}\n\
+             num.partitions=1\n\
+             auto.create.topics.enable=false\n\
+             offsets.topic.replication.factor=1\n\
+             offsets.topic.num.partitions=4\n\
+             transaction.state.log.replication.factor=1\n\
+             transaction.state.log.min.isr=1\n\
+             transaction.state.log.num.partitions=4\n\
+             share.coordinator.state.topic.replication.factor=1\n\
+             share.coordinator.state.topic.min.isr=1\n\
+             group.initial.rebalance.delay.ms=0\n",
+            data = root.join("data").display(),
+        );
+        let log4j = format!(
+            "status = error\n\
+             appender.file.type = File\n\
+             appender.file.name = file\n\
+             appender.file.fileName = {log}\n\
+             appender.file.layout.type = PatternLayout\n\
+             appender.file.layout.pattern = [%d] %p %m (%c)%n\n\
+             rootLogger.level = INFO\n\
+             rootLogger.appenderRef.file.ref = file\n",
+            log = root.join("server.log").display(),
+        );
+        let write = |file: &str, text: String| {
+            let path = root.join(file);
+            fs::write(&path, text).map_err(io_err(format!("writing {}", path.display())))
+        };
+        write("server.properties", properties)?;
+        write("log4j2.properties", log4j)
+    }
+
+    fn java(&self, class: &str) -> Result<Command> {
+        let libs = kafka_libs()?;
+        let mut cmd = Command::new(java_binary());
+        cmd.arg("-Xms128m")
+            .arg("-Xmx512m")
+            // Starts faster and costs less CPU on a 2-core test machine.
+            .arg("-XX:+UseSerialGC")
+            .arg("-XX:TieredStopAtLevel=1")
+            .arg(format!(
+                "-Dlog4j2.configurationFile={}",
+                self.info.root.join("log4j2.properties").display()
+            ))
+            .arg("-cp")
+            .arg(format!("{}/*", libs.display()))
+            .arg(class)
+            .current_dir(&self.info.root)
+            .stdin(Stdio::null());
+        Ok(cmd)
+    }
+
+    /// `kafka-storage format` with a fresh cluster id.
+    fn format_storage(&self) -> Result<()> {
+        let mut cmd = self.java("kafka.tools.StorageTool")?;
+        cmd.arg("format")
+            .arg("-t")
+            .arg(cluster_id(random_bytes()?))
+            .arg("-c")
+            .arg(self.info.root.join("server.properties"));
+        let out = cmd
+            .output()
+            .map_err(io_err("running kafka.tools.StorageTool"))?;
+        if !out.status.success() {
+            return Err(Error::DaemonStart {
+                daemon: format!("Kafka broker '{}' (storage format)", self.info.name),
+                reason: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+                logs: self.info.root.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Starts the broker process again on its ports, with its data (no-op
+    /// when it runs). Waits until it serves clients.
+    pub fn restart(&mut self) -> Result<()> {
+        if self.is_running() {
+            return Ok(());
+        }
+        let out_path = self.info.root.join("stdout.log");
+        let out = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&out_path)
+            .map_err(io_err(format!("opening {}", out_path.display())))?;
+        let err = out
+            .try_clone()
+            .map_err(io_err(format!("opening {}", out_path.display())))?;
+        let log = self.info.root.join("server.log");
+        let seen_before = started_lines(&log);
+        let mut cmd = self.java("kafka.Kafka")?;
+        cmd.arg(self.info.root.join("server.properties"))
+            .stdout(out)
+            .stderr(err);
+        let child = process::spawn(cmd, self.info.detached)
+            .map_err(io_err("starting the Kafka broker (java)"))?;
+        self.info.pid = Some(child.id());
+        self.child = Some(child);
+        self.save()?;
+        self.wait_ready(&log, seen_before)
+    }
+
+    fn wait_ready(&mut self, log: &Path, seen_before: usize) -> Result<()> {
+        let deadline = Instant::now() + READY_TIMEOUT;
+        loop {
+            if started_lines(log) > seen_before {
+                return Ok(());
+            }
+            let exited = match &mut self.child {
+                Some(child) => matches!(child.try_wait(), Ok(Some(_))),
+                None => !self.is_running(),
+            };
+            if exited || Instant::now() > deadline {
+                return Err(Error::DaemonStart {
+                    daemon: format!("Kafka broker '{}'", self.info.name),
+                    reason: if exited {
+                        "the process exited".into()
+                    } else {
+                        format!("no \"{STARTED_LINE}\" in its log after {READY_TIMEOUT:?}")
+                    },
+                    logs: log.to_path_buf(),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Kills the broker process (SIGKILL); ports and data are kept for
+    /// [`restart`](Self::restart).
+    pub fn stop(&mut self) -> Result<()> {
+        if let Some(pid) = self.info.pid.take() {
+            process::signal(pid, libc::SIGKILL).map_err(io_err(format!("killing {pid}")))?;
+            match self.child.take() {
+                Some(mut child) => {
+                    let _ = child.wait();
+                }
+                None => {
+                    let deadline = Instant::now() + Duration::from_secs(5);
+                    while process::alive(pid) && Instant::now() < deadline {
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                }
+            }
+        }
+        self.save()
+    }
+
+    /// Stops the broker and removes its folder.
+    pub fn destroy(mut self) -> Result<()> {
+        self.owned = false;
+        self.stop()?;
+        fs::remove_dir_all(&self.info.root)
+            .map_err(io_err(format!("removing {}", self.info.root.display())))
+    }
+
+    /// Stops owning the broker: it keeps running after this handle.
+    pub fn detach(mut self) -> KafkaInfo {
+        self.owned = false;
+        self.child = None;
+        self.info.clone()
+    }
+
+    fn save(&self) -> Result<()> {
+        crate::save_description(&self.info.root, "kafka.json", &self.info)
+    }
+}
+
+impl Drop for KafkaBroker {
+    fn drop(&mut self) {
+        if !self.owned {
+            return;
+        }
+        let _ = self.stop();
+        if std::thread::panicking() {
+            eprintln!(
+                "ferry-testkit: test failed; Kafka broker '{}' data and log kept under {}",
+                self.info.name,
+                self.info.root.display()
+            );
+        } else {
+            let _ = fs::remove_dir_all(&self.info.root);
+        }
+    }
+}
+
+/// How many times the broker logged that it started.
+fn started_lines(log: &Path) -> usize {
+    fs::read_to_string(log)
+        .map(|text| text.matches(STARTED_LINE).count())
+        .unwrap_or(0)
+}
+
+/// A KRaft cluster id: 16 bytes in URL-safe base64 without padding (the
+/// form `kafka-storage random-uuid` prints).
+fn cluster_id(bytes: [u8; 16]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut out = String::with_capacity(22);
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            chunk.get(1).copied().unwrap_or(0),
+            chunk.get(2).copied().unwrap_or(0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        let chars = chunk.len() + 1;
+        for i in 0..chars {
+            let index = ((n >> (18 - 6 * i)) & 63) as usize;
+            out.push(char::from(ALPHABET[index]));
+        }
+    }
+    out
+}
+
+/// The folder of the broker's jars (see the module docs).
+pub fn kafka_libs() -> Result<PathBuf> {
+    if let Some(path) = std::env::var_os("FERRY_KAFKA_LIBS") {
+        return Ok(PathBuf::from(path));
+    }
+    let cached = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/root"))
+        .join(format!(".cache/ferry/kafka-{KAFKA_VERSION}/libs"));
+    let has_broker = cached
+        .join(format!("kafka_2.13-{KAFKA_VERSION}.jar"))
+        .is_file();
+    if has_broker {
+        return Ok(cached);
+    }
+    Err(Error::Binaries(format!(
+        "the Kafka {KAFKA_VERSION} jars are not in {} (or $FERRY_KAFKA_LIBS); fetch them with \
+         `mvn -q dependency:copy-dependencies -f crates/ferry-testkit/kafka/pom.xml -DoutputDirectory={}` \
+         (scripts/test does this)",
+        cached.display(),
+        cached.display()
+    )))
+}
+
+/// `$JAVA_HOME/bin/java`, else `java` (from `PATH`).
+fn java_binary() -> PathBuf {
+    std::env::var_os("JAVA_HOME")
+        .map(|home| PathBuf::from(home).join("bin/java"))
+        .filter(|java| java.is_file())
+        .unwrap_or_else(|| PathBuf::from("java"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cluster_ids_are_22_url_safe_characters() {
+        assert_eq!(cluster_id([0; 16]), "AAAAAAAAAAAAAAAAAAAAAA");
+        // 0xfb 0xff … encodes to '-' and '_' in the URL-safe alphabet.
+        let id = cluster_id([0xfb; 16]);
+        assert_eq!(id.len(), 22);
+        assert!(id.starts_with("-_v7"), "{id}");
+        assert!(id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'));
+    }
+}
