@@ -14,7 +14,7 @@
 //! batches pass from reader to writer as they are, with no conversion, and
 //! no trait here names a Kudu type.
 
-use crate::checkpoint::{SplitState, WindowState};
+use crate::checkpoint::{SplitState, TableState, WindowState};
 use crate::error::EngineError;
 use crate::sink_position::SinkPosition;
 use serde::{Deserialize, Serialize};
@@ -175,6 +175,33 @@ pub trait Sink<B: Batch>: Send + Sync + 'static {
     fn read_position(
         &self,
     ) -> impl Future<Output = Result<Option<SinkPosition>, EngineError>> + Send {
+        async { Ok(None) }
+    }
+
+    /// Whether the sink's writes stay invisible until [`Sink::commit`]
+    /// (exactly-once delivery through transactions). The engine then
+    /// commits at every checkpoint and savepoint, with no write in flight,
+    /// before it writes the state; and calls [`Sink::recover`] after
+    /// `prepare` and after every restart, before any write.
+    fn transactional(&self) -> bool {
+        false
+    }
+
+    /// Makes every write since the last commit visible, atomically with
+    /// `state`: the table's state as the checkpoint about to be written
+    /// records it, which covers exactly those writes. A failure leaves
+    /// the writes undone or done with `state` (the engine restarts and
+    /// asks [`Sink::recover`] which).
+    fn commit(&self, state: &TableState) -> impl Future<Output = Result<(), EngineError>> + Send {
+        let _ = state;
+        async { Ok(()) }
+    }
+
+    /// Discards every write not committed (this process's, or an earlier
+    /// one's with the same identity, which it also fences off) and returns
+    /// the state stored with the last commit, if any: the writes visible
+    /// on the sink are exactly the ones it covers.
+    fn recover(&self) -> impl Future<Output = Result<Option<TableState>, EngineError>> + Send {
         async { Ok(None) }
     }
 }

@@ -63,6 +63,11 @@ pub enum EngineError {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+    /// A checkpoint or savepoint was not taken because a pipeline failed
+    /// while the job prepared it: a transactional sink must not commit a
+    /// failed write. The failure itself is handled next (a restart).
+    #[error("checkpoint skipped: a pipeline failed while it was prepared")]
+    CheckpointSkipped,
 }
 
 impl From<crate::sink_table::SchemaChangeError> for EngineError {
@@ -95,6 +100,7 @@ impl EngineError {
             EngineError::SinkTable(e) => e.is_retryable(),
             EngineError::Position(e) => e.is_transient(),
             EngineError::Connector { transient, .. } => *transient,
+            EngineError::CheckpointSkipped => true,
             _ => false,
         }
     }
@@ -130,6 +136,7 @@ impl EngineError {
             EngineError::SchemaChange(_) => "SchemaChange",
             EngineError::TableMismatch(_) => "TableMismatch",
             EngineError::Connector { .. } => "Connector",
+            EngineError::CheckpointSkipped => "CheckpointSkipped",
         }
     }
 

@@ -4,6 +4,12 @@
 //! `READ_AHEAD` batches in memory) and the writer applies each batch; only
 //! after a batch is durably written does the pipeline report the batch's
 //! resume key, so recorded progress never runs ahead of the sink.
+//!
+//! The [`CommitGate`]: a pipeline holds it (shared) from writing a batch
+//! until the batch's progress is reported, so when the coordinator holds
+//! it (exclusively) every write done is reported and none is under way:
+//! what it then captures covers exactly what the sink holds, which a
+//! transactional sink commits with it (exactly-once).
 
 use crate::checkpoint::SplitState;
 use crate::connector::{Batch, ReadBatch, Sink, SinkWriter, Source, SplitReader};
@@ -11,8 +17,14 @@ use crate::error::EngineError;
 use crate::lease::Fence;
 use crate::metrics::{JobMetrics, TableMetrics};
 use std::sync::Arc;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, watch, OwnedRwLockReadGuard, RwLock};
 use tokio::task::JoinHandle;
+
+/// Between a batch's write and its progress report (module doc).
+pub(crate) type CommitGate = Arc<RwLock<()>>;
+
+/// A pipeline's hold on the gate.
+type GateHold = OwnedRwLockReadGuard<()>;
 
 /// Batches queued between reader and writer, per pipeline. One keeps both
 /// busy; each more costs a scan batch (up to 8 MiB) of memory and gained
@@ -75,6 +87,7 @@ pub(crate) fn spawn_worker<S: Source, K: Sink<S::Batch>>(
     stop: watch::Receiver<bool>,
     metrics: Arc<JobMetrics>,
     fence: Fence,
+    gate: CommitGate,
 ) -> Worker<S, K> {
     let (tx, mut rx) = mpsc::channel::<Assignment<S, K>>(1);
     let task = tokio::spawn(async move {
@@ -114,8 +127,11 @@ pub(crate) fn spawn_worker<S: Source, K: Sink<S::Batch>>(
                 job_metrics: &metrics,
                 table_metrics: &table_metrics,
                 fence: &fence,
+                gate: &gate,
             };
-            let outcome = run.run(&*source, w, split, stop.clone()).await;
+            // Held past the event when the split's last batch had no
+            // resume key: its write is reported by `Finished`.
+            let (outcome, _hold) = run.run(&*source, w, split, stop.clone()).await;
             let event = match outcome {
                 Ok(true) => PipelineEvent::Finished {
                     worker,
@@ -154,28 +170,49 @@ struct SplitRun<'a> {
     job_metrics: &'a JobMetrics,
     table_metrics: &'a TableMetrics,
     fence: &'a Fence,
+    gate: &'a CommitGate,
 }
 
 impl SplitRun<'_> {
-    /// Runs one split; `Ok(true)` when done, `Ok(false)` when stopped early.
+    /// Runs one split; `Ok(true)` when done, `Ok(false)` when stopped
+    /// early; with the gate still held if the last batch written had no
+    /// resume key (its progress is the split's end, reported by the
+    /// caller).
     async fn run<S: Source, W: SinkWriter<S::Batch>>(
         &self,
         source: &S,
         writer: &mut W,
         split: SplitState,
         mut stop: watch::Receiver<bool>,
+    ) -> (Result<bool, EngineError>, Option<GateHold>) {
+        let mut hold = None;
+        let result = self
+            .run_held(source, writer, split, &mut stop, &mut hold)
+            .await;
+        (result, hold)
+    }
+
+    async fn run_held<S: Source, W: SinkWriter<S::Batch>>(
+        &self,
+        source: &S,
+        writer: &mut W,
+        split: SplitState,
+        stop: &mut watch::Receiver<bool>,
+        hold: &mut Option<GateHold>,
     ) -> Result<bool, EngineError> {
         let reader = source.open(&split).await?;
         let (tx, mut rx) = mpsc::channel::<Result<ReadBatch<S::Batch>, EngineError>>(READ_AHEAD);
         let read_task = tokio::spawn(read_all(reader, tx));
         let _abort_reader = AbortOnDrop(read_task);
         loop {
-            if *stop.borrow() {
+            // A batch written without a resume key is reported only by the
+            // split's end (or a later key): no stop in between.
+            if hold.is_none() && *stop.borrow() {
                 return Ok(false);
             }
             let next = tokio::select! {
                 next = rx.recv() => next,
-                changed = stop.changed() => {
+                changed = stop.changed(), if hold.is_none() => {
                     if changed.is_err() {
                         return Ok(false);
                     }
@@ -187,17 +224,34 @@ impl SplitRun<'_> {
             self.job_metrics
                 .add_read(batch.rows.len() as u64, batch.rows.byte_size() as u64);
             self.table_metrics.add_read(batch.rows.len() as u64);
+            let held = match hold.take() {
+                Some(h) => h,
+                None => self.gate.clone().read_owned().await,
+            };
             // A fenced instance writes no further row (lease module).
             self.fence.check()?;
-            let stats = writer.write(&batch.rows).await?;
+            let stats = match writer.write(&batch.rows).await {
+                Ok(stats) => stats,
+                Err(e) => {
+                    // Held until the failure is reported: a half-written
+                    // batch must not be committed before the coordinator
+                    // knows of it.
+                    *hold = Some(held);
+                    return Err(e);
+                }
+            };
             self.job_metrics.add_written(stats.upserts, stats.deletes);
             self.table_metrics.add_written(stats.upserts, stats.deletes);
-            if let Some(key) = batch.resume_key {
-                let _ = self.events.send(PipelineEvent::Progress {
-                    table: self.table,
-                    split_id: split.split_id.clone(),
-                    resume_key: key,
-                });
+            match batch.resume_key {
+                Some(key) => {
+                    let _ = self.events.send(PipelineEvent::Progress {
+                        table: self.table,
+                        split_id: split.split_id.clone(),
+                        resume_key: key,
+                    });
+                    drop(held);
+                }
+                None => *hold = Some(held),
             }
         }
     }

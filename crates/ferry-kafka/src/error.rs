@@ -29,8 +29,15 @@ pub enum KafkaSinkError {
         table: String,
         topic: String,
         #[source]
-        source: crate::format::FormatError,
+        source: Box<crate::format::FormatError>,
     },
+    /// A writer was asked for before `prepare` made the producer (a bug).
+    #[error("the Kafka sink for topic '{topic}' was used before it was prepared")]
+    NotPrepared { topic: String },
+    /// Exactly-once: a write of the open transaction failed, so it cannot
+    /// be committed (the job restarts and aborts it).
+    #[error("the transaction of '{id}' cannot be committed: one of its writes failed")]
+    FailedTransaction { id: String },
     /// A batch arrived before the engine said which window it belongs to
     /// (a bug).
     #[error("a batch for topic '{topic}' arrived before its window was recorded")]
@@ -49,9 +56,10 @@ impl KafkaSinkError {
             KafkaSinkError::Kafka { source, .. } => {
                 !source.rdkafka_error_code().is_some_and(is_permanent)
             }
-            KafkaSinkError::Timeout { .. } => true,
+            KafkaSinkError::Timeout { .. } | KafkaSinkError::FailedTransaction { .. } => true,
             KafkaSinkError::Topic { .. }
             | KafkaSinkError::Encode { .. }
+            | KafkaSinkError::NotPrepared { .. }
             | KafkaSinkError::NoWindow { .. } => false,
         }
     }

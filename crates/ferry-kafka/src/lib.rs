@@ -6,8 +6,10 @@
 //! - [`format`]: a changed row as a Kafka record (`debezium-json`,
 //!   `upsert-json`), every Kudu type mapped;
 //! - [`sink`]: [`KafkaSink`], one topic per table (or one for all), with
-//!   `none` / `at-least-once` delivery;
-//! - [`topic`]: the topic created when missing, checked when present;
+//!   `none` / `at-least-once` / `exactly-once` delivery;
+//! - [`topic`]: the topics created when missing, checked when present;
+//! - `transaction`: exactly-once, the table's transactions committed with
+//!   its progress;
 //! - [`tables`]: [`KafkaTables`], the tables of a Kudu-to-Kafka job;
 //! - [`error`]: [`KafkaSinkError`] and which failures a restart may cure.
 //!
@@ -20,6 +22,7 @@ pub mod format;
 pub mod sink;
 pub mod tables;
 pub mod topic;
+mod transaction;
 
 pub use error::KafkaSinkError;
 pub use sink::KafkaSink;

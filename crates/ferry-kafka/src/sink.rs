@@ -17,11 +17,16 @@
 //!   affected: the replay writes the same rows in the same order).
 //! - `none`: `acks=1`, and records are not waited for: a crash or a broker
 //!   failure may lose them.
+//! - `exactly-once`: each table's records go through its own
+//!   transactional producer and become visible only when the engine
+//!   commits them with the checkpoint's state ([`crate::transaction`]).
 
 use crate::error::{kafka_error, KafkaSinkError};
 use crate::format::{Encoder, Record, WindowInfo};
-use crate::topic::ensure_topic;
-use ferry_engine::config::{DeliveryGuarantee, KafkaSinkConfig};
+use crate::topic::{ensure_topic, TopicSpec};
+use crate::transaction::Transactions;
+use ferry_engine::checkpoint::TableState;
+use ferry_engine::config::{DeliveryGuarantee, KafkaSinkConfig, RecordFormat};
 use ferry_engine::connector::{SchemaRecord, Sink, SinkWriter, TableRef, WriteStats};
 use ferry_engine::sink_position::SinkPosition;
 use ferry_engine::EngineError;
@@ -31,6 +36,7 @@ use rdkafka::error::KafkaError;
 use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord};
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::ClientConfig;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -46,10 +52,16 @@ pub struct KafkaSink {
     /// followed schema change (a key column may be renamed).
     keys: Arc<RwLock<Vec<String>>>,
     client: ClientConfig,
-    /// Made by `prepare`.
-    producer: Option<FutureProducer>,
+    /// Made by `prepare` (by `recover` for exactly-once, which replaces it
+    /// after a failure).
+    producer: Arc<RwLock<Option<FutureProducer>>>,
     /// The window being written, set by `record_position`.
     window: Arc<RwLock<Option<WindowInfo>>>,
+    /// Exactly-once: the table's transactions.
+    transactions: Option<Transactions>,
+    /// Exactly-once: a write failed since the last recovery, so the open
+    /// transaction must not be committed.
+    failed: Arc<AtomicBool>,
 }
 
 impl KafkaSink {
@@ -61,17 +73,60 @@ impl KafkaSink {
         table: &TableRef,
         job_name: &str,
     ) -> Self {
+        let client = client_config(config, job_name);
+        let transactions = (config.delivery == DeliveryGuarantee::ExactlyOnce).then(|| {
+            let id = format!(
+                "{}-{}",
+                config.transactional_id_prefix_for(job_name),
+                if table.id.is_empty() {
+                    &table.name
+                } else {
+                    &table.id
+                }
+            );
+            let mut producer = client.clone();
+            producer.set("transactional.id", &id).set(
+                "transaction.timeout.ms",
+                config.transaction_timeout.as_millis().to_string(),
+            );
+            let mut reader = ClientConfig::new();
+            reader
+                .set("bootstrap.servers", &config.bootstrap_servers)
+                .set("client.id", format!("ferry-{job_name}-progress"))
+                .set("group.id", format!("ferry-{job_name}-progress"))
+                .set("enable.auto.commit", "false")
+                .set("enable.partition.eof", "true")
+                .set("isolation.level", "read_committed");
+            Transactions {
+                id,
+                progress_topic: config.progress_topic_for(job_name),
+                producer,
+                reader,
+            }
+        });
         KafkaSink {
             topic: config.topic_for(&table.name),
             encoder: Encoder::new(config.format, &table.name, job_name),
             source,
             table: table.clone(),
             keys: Arc::new(RwLock::new(Vec::new())),
-            client: client_config(config, job_name),
+            client,
             config: config.clone(),
-            producer: None,
+            producer: Arc::new(RwLock::new(None)),
             window: Arc::new(RwLock::new(None)),
+            transactions,
+            failed: Arc::new(AtomicBool::new(false)),
         }
+    }
+
+    fn set_producer(&self, producer: FutureProducer) {
+        if let Ok(mut p) = self.producer.write() {
+            *p = Some(producer);
+        }
+    }
+
+    fn current_producer(&self) -> Result<FutureProducer, KafkaSinkError> {
+        current(&self.producer, &self.topic)
     }
 
     /// The topic the records go to.
@@ -128,23 +183,40 @@ impl Sink<RowBatch> for KafkaSink {
 
     async fn prepare(&mut self) -> Result<(), EngineError> {
         self.read_keys().await?;
-        ensure_topic(&self.client, &self.config, &self.topic).await?;
+        let data = TopicSpec {
+            name: &self.topic,
+            partitions: self.config.topic_partitions,
+            compact: self.config.format == RecordFormat::UpsertJson,
+        };
+        ensure_topic(&self.client, &self.config, data).await?;
+        if let Some(t) = &self.transactions {
+            // One partition: progress records are few and small.
+            let progress = TopicSpec {
+                name: &t.progress_topic,
+                partitions: 1,
+                compact: true,
+            };
+            ensure_topic(&self.client, &self.config, progress).await?;
+            // The transactional producer is made by `recover`.
+            return Ok(());
+        }
         let producer: FutureProducer = self.client.create().map_err(|e| {
             kafka_error(
                 format!("creating a producer for {}", self.config.bootstrap_servers),
                 e,
             )
         })?;
-        self.producer = Some(producer);
+        self.set_producer(producer);
         Ok(())
     }
 
     async fn writer(&self) -> Result<KafkaSinkWriter, EngineError> {
-        let producer = self.producer.clone().ok_or(KafkaSinkError::NoWindow {
-            topic: self.topic.clone(),
-        })?;
+        // Fails early if the sink is not ready; each batch takes the
+        // current producer again (a recovery replaces it).
+        drop(self.current_producer()?);
         Ok(KafkaSinkWriter {
-            producer,
+            producer: self.producer.clone(),
+            failed: self.failed.clone(),
             topic: self.topic.clone(),
             encoder: self.encoder.clone(),
             keys: self.keys.clone(),
@@ -175,12 +247,64 @@ impl Sink<RowBatch> for KafkaSink {
         }
         Ok(())
     }
+
+    fn transactional(&self) -> bool {
+        self.transactions.is_some()
+    }
+
+    async fn commit(&self, state: &TableState) -> Result<(), EngineError> {
+        let Some(t) = &self.transactions else {
+            return Ok(());
+        };
+        if self.failed.load(Ordering::SeqCst) {
+            return Err(KafkaSinkError::FailedTransaction { id: t.id.clone() }.into());
+        }
+        let producer = self.current_producer()?;
+        if let Err(e) = t.commit(&producer, state).await {
+            // Committed or not: the restart's recovery finds out.
+            self.failed.store(true, Ordering::SeqCst);
+            return Err(e.into());
+        }
+        Ok(())
+    }
+
+    async fn recover(&self) -> Result<Option<TableState>, EngineError> {
+        let Some(t) = &self.transactions else {
+            return Ok(None);
+        };
+        let producer = t.start().await?;
+        self.set_producer(producer);
+        self.failed.store(false, Ordering::SeqCst);
+        let state = t.last_progress().await?;
+        tracing::info!(
+            transactional_id = %t.id,
+            progress_topic = %t.progress_topic,
+            committed = state.is_some(),
+            "exactly-once sink ready: earlier transactions of this id fenced and aborted"
+        );
+        Ok(state)
+    }
+}
+
+/// The producer in `slot`, if the sink was prepared (and recovered).
+fn current(
+    slot: &RwLock<Option<FutureProducer>>,
+    topic: &str,
+) -> Result<FutureProducer, KafkaSinkError> {
+    slot.read()
+        .ok()
+        .and_then(|p| p.clone())
+        .ok_or_else(|| KafkaSinkError::NotPrepared {
+            topic: topic.to_string(),
+        })
 }
 
 /// One pipeline's writer: encodes a batch's rows and hands them to the
 /// shared producer.
 pub struct KafkaSinkWriter {
-    producer: FutureProducer,
+    producer: Arc<RwLock<Option<FutureProducer>>>,
+    /// Set when a write fails (exactly-once: the transaction is spoilt).
+    failed: Arc<AtomicBool>,
     topic: String,
     encoder: Encoder,
     keys: Arc<RwLock<Vec<String>>>,
@@ -226,6 +350,7 @@ impl KafkaSinkWriter {
         if let Ok(keys) = self.keys.read() {
             self.encoder.set_keys(keys.clone());
         }
+        let producer = current(&self.producer, &self.topic)?;
         let mut stats = WriteStats::default();
         let schema = batch.schema();
         for row in batch.rows() {
@@ -234,7 +359,7 @@ impl KafkaSinkWriter {
                 .map_err(|source| KafkaSinkError::Encode {
                     table: self.encoder.table().to_string(),
                     topic: self.topic.clone(),
-                    source,
+                    source: Box::new(source),
                 })?;
             if row.is_deleted() {
                 stats.deletes += 1;
@@ -249,7 +374,7 @@ impl KafkaSinkWriter {
                 if let Some(value) = &self.record.value {
                     record = record.payload(value.as_slice());
                 }
-                match self.producer.send_result(record) {
+                match producer.send_result(record) {
                     Ok(delivery) => {
                         self.pending.push(delivery);
                         break;
@@ -284,6 +409,10 @@ impl SinkWriter<RowBatch> for KafkaSinkWriter {
         if batch.is_empty() {
             return Ok(WriteStats::default());
         }
-        Ok(self.write_rows(batch).await?)
+        let written = self.write_rows(batch).await;
+        if written.is_err() {
+            self.failed.store(true, Ordering::SeqCst);
+        }
+        Ok(written?)
     }
 }

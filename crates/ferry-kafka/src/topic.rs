@@ -1,10 +1,10 @@
-//! The sink topic: created when missing (`job.sinkTopicPartitions`,
+//! The sink's topics: created when missing (`job.sinkTopicPartitions`,
 //! `job.sinkTopicReplicationFactor`; `cleanup.policy=compact` for the
-//! upsert format, so the topic keeps each key's latest row), checked when
-//! present.
+//! upsert format, so the topic keeps each key's latest row, and for the
+//! progress topic), checked when present.
 
 use crate::error::{kafka_error, KafkaSinkError};
-use ferry_engine::config::{KafkaSinkConfig, RecordFormat};
+use ferry_engine::config::KafkaSinkConfig;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, ResourceSpecifier, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::types::RDKafkaErrorCode;
@@ -13,14 +13,25 @@ use std::time::Duration;
 
 const ADMIN_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Creates `topic` as `config` says, or checks the one there: an existing
-/// upsert topic that does not compact is used, with a warning (its
-/// retention may drop rows' latest state).
+/// A topic the sink writes.
+#[derive(Debug, Clone, Copy)]
+pub struct TopicSpec<'a> {
+    pub name: &'a str,
+    /// Partitions if created (0: the broker's default).
+    pub partitions: u32,
+    /// Whether it must compact (`cleanup.policy=compact`).
+    pub compact: bool,
+}
+
+/// Creates `spec`'s topic (replication factor from `config`), or checks
+/// the one there: an existing topic that should compact and does not is
+/// used, with a warning (its retention may drop keys' latest state).
 pub async fn ensure_topic(
     client: &ClientConfig,
     config: &KafkaSinkConfig,
-    topic: &str,
+    spec: TopicSpec<'_>,
 ) -> Result<(), KafkaSinkError> {
+    let topic = spec.name;
     let admin: AdminClient<DefaultClientContext> = client.create().map_err(|e| {
         kafka_error(
             format!("connecting to Kafka ({})", config.bootstrap_servers),
@@ -38,10 +49,10 @@ pub async fn ensure_topic(
     };
     let mut new = NewTopic::new(
         topic,
-        count(config.topic_partitions),
+        count(spec.partitions),
         TopicReplication::Fixed(count(config.topic_replication_factor)),
     );
-    if config.format == RecordFormat::UpsertJson {
+    if spec.compact {
         new = new.set("cleanup.policy", "compact");
     }
     let results = tokio::time::timeout(ADMIN_TIMEOUT, admin.create_topics([&new], &options))
@@ -53,7 +64,7 @@ pub async fn ensure_topic(
     for result in results {
         match result {
             Ok(_) => {
-                tracing::info!(%topic, format = config.format.name(), "created the sink topic");
+                tracing::info!(%topic, compact = spec.compact, "created the topic");
                 return Ok(());
             }
             Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
@@ -65,10 +76,10 @@ pub async fn ensure_topic(
             }
         }
     }
-    if config.format == RecordFormat::UpsertJson {
+    if spec.compact {
         check_compaction(&admin, &options, topic).await?;
     }
-    tracing::info!(%topic, "using the existing sink topic");
+    tracing::info!(%topic, "using the existing topic");
     Ok(())
 }
 
@@ -90,8 +101,8 @@ async fn check_compaction(
         tracing::warn!(
             %topic,
             cleanup_policy = policy.as_deref().unwrap_or("unknown"),
-            "the upsert-json sink topic does not compact: once its retention drops old records, \
-             a consumer reading from the start no longer sees every row (set cleanup.policy=compact)"
+            "the topic does not compact: once its retention drops old records, \
+             a reader from the start no longer sees every key's latest record (set cleanup.policy=compact)"
         );
     }
     Ok(())

@@ -187,3 +187,69 @@ fn process_keys_are_checked_like_job_keys() {
         "{err}"
     );
 }
+
+#[test]
+fn kafka_sink_keys_are_checked() {
+    // A Kafka sink needs its brokers and takes no sink Kudu cluster.
+    let (code, err) = run_with(
+        &["--job.sinkType", "kafka"],
+        Some("job.sinkMasterAddresses"),
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("No data for required key 'job.sinkBootstrapServers'"),
+        "{err}"
+    );
+    let (code, err) = run_with(
+        &[
+            "--job.sinkType",
+            "kafka",
+            "--job.sinkBootstrapServers",
+            "b:9092",
+        ],
+        None,
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("job.sinkMasterAddresses"), "{err}");
+    // A Kafka key on a Kudu sink, a bad format, a progress topic per table,
+    // exactly-once with a checkpoint interval longer than a transaction may
+    // stay open.
+    for (extra, needle) in [
+        (["--job.sinkTopic", "t"], "job.sinkTopic"),
+        (["--job.sinkType", "kafak"], "kudu, kafka"),
+    ] {
+        let (code, err) = run_with(&extra, None);
+        assert_eq!(code, 2, "{extra:?}: {err}");
+        assert!(err.contains(needle), "{extra:?}: {err}");
+    }
+    for (key, value, needle) in [
+        ("--job.sinkFormat", "avro", "debezium-json, upsert-json"),
+        (
+            "--job.sinkProgressTopic",
+            "p.{table}",
+            "job.sinkProgressTopic",
+        ),
+        (
+            "--job.sinkDeliveryGuarantee",
+            "exactly-once",
+            "job.checkpointingIntervalMillis",
+        ),
+        ("--job.sinkBootstrapServers", "no-port", "'no-port'"),
+    ] {
+        let mut extra = vec!["--job.sinkType", "kafka", key, value];
+        if key != "--job.sinkBootstrapServers" {
+            extra.extend(["--job.sinkBootstrapServers", "b:9092"]);
+        }
+        if value == "exactly-once" {
+            extra.extend([
+                "--job.checkpointingIntervalMillis",
+                "600000",
+                "--job.discoveryIntervalSeconds",
+                "3600",
+            ]);
+        }
+        let (code, err) = run_with(&extra, Some("job.sinkMasterAddresses"));
+        assert_eq!(code, 2, "{key}={value}: {err}");
+        assert!(err.contains(needle), "{key}={value}: {err}");
+    }
+}

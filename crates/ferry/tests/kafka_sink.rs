@@ -5,6 +5,11 @@
 //! upsert-json); the topic, folded by key, equals the source table cell by
 //! cell. Then a fresh job writes the Debezium-style format to a second
 //! topic, which folds to the same table.
+//!
+//! Exactly-once (a second test): the same through kill -9 restarts with
+//! `job.sinkDeliveryGuarantee=exactly-once`; a `read_committed` consumer
+//! folds the topic to the source and sees no row's record of one window
+//! twice.
 
 use ferry_engine::checkpoint::{CheckpointStore, JobId, StorageLocation};
 use ferry_fixtures::process::FerryProcess;
@@ -132,42 +137,40 @@ async fn source_rows(client: &KuduClient) -> BTreeMap<i64, Json> {
         .collect()
 }
 
-/// Every record of `topic` from the start to its current end, in
-/// partition order: (key, value).
+/// Every committed record of `topic` from the start to its end (the last
+/// stable offset: `read_committed`), in partition order: (key, value).
 fn read_topic(bootstrap: &str, topic: &str) -> Vec<(Json, Option<Json>)> {
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .set("group.id", "ferry-test-reader")
         .set("enable.auto.commit", "false")
+        .set("enable.partition.eof", "true")
         .set("isolation.level", "read_committed")
         .create()
         .expect("consumer");
-    let mut ends = Vec::new();
     let mut assignment = TopicPartitionList::new();
     for p in 0..PARTITIONS {
-        let (_, high) = consumer
-            .fetch_watermarks(topic, p, Duration::from_secs(10))
-            .expect("watermarks");
-        ends.push(high);
         assignment
             .add_partition_offset(topic, p, Offset::Beginning)
             .expect("assignment");
     }
     consumer.assign(&assignment).expect("assign");
     let mut records = Vec::new();
-    let mut next = vec![0_i64; PARTITIONS as usize];
+    let mut open: Vec<i32> = (0..PARTITIONS).collect();
     let deadline = std::time::Instant::now() + Duration::from_secs(120);
-    while (0..PARTITIONS as usize).any(|p| next[p] < ends[p]) {
+    while !open.is_empty() {
         assert!(
             std::time::Instant::now() < deadline,
-            "reading {topic} stalled"
+            "reading {topic} stalled (partitions {open:?} not at their end)"
         );
-        let Some(message) = consumer.poll(Duration::from_millis(500)) else {
-            continue;
+        let message = match consumer.poll(Duration::from_millis(500)) {
+            None => continue,
+            Some(Err(rdkafka::error::KafkaError::PartitionEOF(p))) => {
+                open.retain(|&q| q != p);
+                continue;
+            }
+            Some(m) => m.expect("record"),
         };
-        let message = message.expect("record");
-        let p = message.partition() as usize;
-        next[p] = message.offset() + 1;
         let key: Json = serde_json::from_slice(message.key().expect("key")).expect("JSON key");
         let value = message
             .payload()
@@ -175,6 +178,16 @@ fn read_topic(bootstrap: &str, topic: &str) -> Vec<(Json, Option<Json>)> {
         records.push((key, value));
     }
     records
+}
+
+/// Records that repeat the record before them of the same key (a replay
+/// after a restart, at-least-once).
+fn repeated(records: &[(Json, Option<Json>)]) -> usize {
+    let mut last: BTreeMap<i64, &Option<Json>> = BTreeMap::new();
+    records
+        .iter()
+        .filter(|(key, value)| last.insert(key_id(key), value) == Some(value))
+        .count()
 }
 
 fn key_id(key: &Json) -> i64 {
@@ -313,6 +326,11 @@ async fn kudu_to_kafka_through_kill_9_restarts_folds_to_the_source() {
     .await
     .expect("reader");
     let folded = fold_upserts(&records);
+    eprintln!(
+        "at-least-once: {} records, {} repeating the one before them (replays)",
+        records.len(),
+        repeated(&records)
+    );
     assert_eq!(folded.len(), expected.len(), "row count");
     for (id, row) in &expected {
         assert_eq!(folded.get(id), Some(row), "row {id}");
@@ -384,4 +402,139 @@ async fn kudu_to_kafka_through_kill_9_restarts_folds_to_the_source() {
             .as_deref(),
         Some("delete")
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kudu_to_kafka_exactly_once_through_kill_9_restarts() {
+    let kudu_start = std::thread::spawn(|| {
+        MiniCluster::builder()
+            .tservers(1)
+            .start()
+            .expect("Kudu cluster")
+    });
+    let broker = KafkaBroker::start(&format!("eos-{}", std::process::id())).expect("Kafka broker");
+    let cluster = kudu_start.join().expect("cluster thread");
+    let bootstrap = broker.bootstrap();
+    let master = cluster.master_addrs_joined();
+    let source = KuduClient::new(&cluster.master_addrs()).expect("client");
+    let builder = TableBuilder::new(TABLE, ferry_fixtures::all_types_schema())
+        .add_hash_partitions(&["id"], 3, 0)
+        .num_replicas(1);
+    source.create_table(&builder).await.expect("create");
+    let workload = Workload::start_with(
+        source.clone(),
+        TABLE,
+        WorkloadOptions {
+            ops_per_sec: 1_500,
+            seed: 8,
+            first_id: 0,
+            key_floor: 0,
+        },
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+
+    let dir = tempfile::tempdir().expect("tmp");
+    let chk = dir.path().join("chk");
+    let logs = dir.path().join("logs");
+    std::fs::create_dir_all(&logs).expect("logs dir");
+    let store = CheckpointStore::open_local(
+        &StorageLocation::local(&chk).expect("location"),
+        NonZeroUsize::MIN,
+    );
+    let eos = [
+        "--job.sinkTopic",
+        "eos.{table}",
+        "--job.sinkTopicPartitions",
+        "3",
+        "--job.sinkDeliveryGuarantee",
+        "exactly-once",
+    ];
+    let bin = env!("CARGO_BIN_EXE_ferry");
+    // Small scan batches: many writes between two checkpoints, so a kill
+    // lands among them (at-least-once would then repeat records).
+    let args_for = |resume: Option<&str>| {
+        let mut args = ferry_args(&master, &bootstrap, &chk, &eos, resume);
+        if let Some(i) = args.iter().position(|a| a == "--reader.batchSizeBytes") {
+            args[i + 1] = "2048".to_string();
+        }
+        args
+    };
+    let mut rng = StdRng::seed_from_u64(41);
+    let mut resume: Option<String> = None;
+    let mut restored = 0;
+    let mut after_failpoint = false;
+    let mut continued_from_commit = 0;
+    for i in 0..6 {
+        // Every other run dies right after a commit and before the
+        // checkpoint that records it: the next run must continue from
+        // the sink's commit, not from its older checkpoint.
+        let failpoint = i % 2 == 1;
+        let env: &[(&str, &str)] = if failpoint {
+            &[("FERRY_FAILPOINT", "checkpoint.after-sink-commit@6")]
+        } else {
+            &[("FERRY_LOG", "info")]
+        };
+        let mut ferry = FerryProcess::start(bin, &args_for(resume.as_deref()), env, &logs);
+        if failpoint {
+            let status = ferry.wait_exit(Duration::from_secs(60));
+            assert!(!status.success(), "the failpoint aborts the run");
+        } else {
+            tokio::time::sleep(Duration::from_millis(rng.gen_range(1500..4000))).await;
+            if after_failpoint
+                && ferry
+                    .stderr_text()
+                    .contains("continuing from the sink's last commit")
+            {
+                continued_from_commit += 1;
+            }
+            ferry.kill9();
+        }
+        after_failpoint = failpoint;
+        let job: JobId = ferry.job_id.parse().expect("job id");
+        if let Some(c) = store.latest_complete(&job).await.expect("list").checkpoint {
+            resume = Some(c.location.to_uri());
+            restored += 1;
+        }
+    }
+    assert!(
+        continued_from_commit >= 1,
+        "a run after a crash between commit and checkpoint continued from the commit"
+    );
+    assert!(restored >= 3, "checkpoints were taken between kills");
+    let stats = workload.stop().await;
+    assert_eq!(stats.failed, 0, "{stats:?}");
+
+    // The last run catches up and stops with a savepoint (its last
+    // transaction committed).
+    let mut ferry = FerryProcess::start(bin, &args_for(resume.as_deref()), &[], &logs);
+    ferry_fixtures::live::wait_caught_up(
+        &source,
+        ferry.metrics,
+        &[TABLE.to_string()],
+        Duration::from_secs(120),
+    )
+    .await;
+    ferry.stop_with_savepoint(bin, &dir.path().join("sp"));
+
+    let topic = format!("eos.{TABLE}");
+    let records = tokio::task::spawn_blocking({
+        let bootstrap = bootstrap.clone();
+        let topic = topic.clone();
+        move || read_topic(&bootstrap, &topic)
+    })
+    .await
+    .expect("reader");
+    let expected = source_rows(&source).await;
+    assert!(expected.len() > 1_000, "{} rows", expected.len());
+    assert_eq!(fold_debezium(&records), expected);
+    // No record of a row in one window twice (a replay would repeat it).
+    let mut seen = std::collections::BTreeSet::new();
+    for (key, value) in &records {
+        let end = value.as_ref().expect("value")["source"]["window_end"].clone();
+        assert!(
+            seen.insert((key_id(key), end.to_string())),
+            "row {key} written twice in window ending {end}"
+        );
+    }
+    eprintln!("exactly-once: {} records, none twice", records.len());
 }

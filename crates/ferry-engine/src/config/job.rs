@@ -702,7 +702,7 @@ impl Values<'_> {
             .map_err(|_| out_of_range(key, value, format!("must be at most {}", u64::MAX)))
     }
 
-    fn millis(&self, key: ConfigKey) -> Result<Duration, ConfigError> {
+    pub(super) fn millis(&self, key: ConfigKey) -> Result<Duration, ConfigError> {
         self.positive(key).map(Duration::from_millis)
     }
 

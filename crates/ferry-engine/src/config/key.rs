@@ -83,6 +83,7 @@ pub enum ConfigKey {
     SinkDeliveryGuarantee,
     /// `job.sinkTransactionalIdPrefix` (ferry only)
     SinkTransactionalIdPrefix,
+    SinkProgressTopic,
     /// `job.sinkTopicPartitions` (ferry only)
     SinkTopicPartitions,
     /// `job.sinkTopicReplicationFactor` (ferry only)
@@ -351,6 +352,7 @@ const CATALOG: &[(ConfigKey, KeySpec)] = &[
         ConfigKey::SinkTransactionalIdPrefix,
         key_sink::SINK_TRANSACTIONAL_ID_PREFIX,
     ),
+    (ConfigKey::SinkProgressTopic, key_sink::SINK_PROGRESS_TOPIC),
     (ConfigKey::SinkTopicPartitions, key_sink::SINK_TOPIC_PARTITIONS),
     (
         ConfigKey::SinkTopicReplicationFactor,
@@ -687,6 +689,7 @@ const ALL: &[ConfigKey] = &[
     ConfigKey::SinkFormat,
     ConfigKey::SinkDeliveryGuarantee,
     ConfigKey::SinkTransactionalIdPrefix,
+    ConfigKey::SinkProgressTopic,
     ConfigKey::SinkTopicPartitions,
     ConfigKey::SinkTopicReplicationFactor,
     ConfigKey::BatchSizeBytes,
@@ -924,6 +927,7 @@ mod tests {
                 "job.sinkFormat",
                 "job.sinkDeliveryGuarantee",
                 "job.sinkTransactionalIdPrefix",
+                "job.sinkProgressTopic",
                 "job.sinkTopicPartitions",
                 "job.sinkTopicReplicationFactor",
                 "high-availability.lease-duration",

@@ -55,7 +55,7 @@ pub(super) const SINK_DELIVERY_GUARANTEE: KeySpec = KeySpec::new(
     KeyDefault::Value("at-least-once"),
     ValueKind::Enum(DELIVERY_GUARANTEE_NAMES),
     KeyOrigin::Ferry,
-    "none (records may be lost on a crash), at-least-once (a batch counts as written once the brokers acknowledged every record; replays after a crash repeat records) or exactly-once (Kafka transactions; not available yet).",
+    "none (records may be lost on a crash), at-least-once (a batch counts as written once the brokers acknowledged every record; replays after a crash repeat records) or exactly-once (Kafka transactions committed with each checkpoint: read_committed consumers see every change once; docs/kafka.md).",
 );
 
 /// `job.sinkTransactionalIdPrefix`.
@@ -65,6 +65,15 @@ pub(super) const SINK_TRANSACTIONAL_ID_PREFIX: KeySpec = KeySpec::new(
     ValueKind::Text,
     KeyOrigin::Ferry,
     "Prefix of the Kafka transactional ids of an exactly-once sink (Flink's sink.transactional-id-prefix); unique per job.",
+);
+
+/// `job.sinkProgressTopic`.
+pub(super) const SINK_PROGRESS_TOPIC: KeySpec = KeySpec::new(
+    "job.sinkProgressTopic",
+    KeyDefault::Derived("<transactional id prefix>_progress"),
+    ValueKind::Text,
+    KeyOrigin::Ferry,
+    "Compacted topic where an exactly-once sink commits each table's progress in the same transaction as its records (created if missing); a restore continues from it.",
 );
 
 /// `job.sinkTopicPartitions`.

@@ -77,6 +77,13 @@ pub struct KafkaSinkConfig {
     pub delivery: DeliveryGuarantee,
     /// `job.sinkTransactionalIdPrefix`, if given (else `job.name`).
     pub transactional_id_prefix: Option<String>,
+    /// `job.sinkProgressTopic`, if given: where an exactly-once sink
+    /// commits each table's progress (else [`KafkaSinkConfig::progress_topic_for`]).
+    pub progress_topic: Option<String>,
+    /// The producer's `transaction.timeout.ms` for exactly-once: three
+    /// checkpoint intervals, at least a minute, at most the brokers'
+    /// default `transaction.max.timeout.ms` (15 minutes).
+    pub transaction_timeout: std::time::Duration,
     /// `job.sinkTopicPartitions`: 0 = the broker's default.
     pub topic_partitions: u32,
     /// `job.sinkTopicReplicationFactor`: 0 = the broker's default.
@@ -95,6 +102,7 @@ impl SinkConfig {
             ConfigKey::SinkFormat,
             ConfigKey::SinkDeliveryGuarantee,
             ConfigKey::SinkTransactionalIdPrefix,
+            ConfigKey::SinkProgressTopic,
             ConfigKey::SinkTopicPartitions,
             ConfigKey::SinkTopicReplicationFactor,
         ];
@@ -138,18 +146,21 @@ impl SinkConfig {
                 &format!("'{bad}' is not a host:port"),
             ));
         }
-        let topic = v.text(ConfigKey::SinkTopic)?.trim().to_string();
-        let without_placeholder = topic.replace("{table}", "");
-        if let Some(c) = without_placeholder
-            .chars()
-            .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
-        {
-            return Err(invalid(
-                ConfigKey::SinkTopic,
-                &topic,
-                &format!("'{c}' is not allowed in a Kafka topic name (letters, digits, '.', '_', '-'; {{table}} for the table name)"),
-            ));
-        }
+        let topic = topic_name(v, ConfigKey::SinkTopic)?;
+        let progress_topic = match v.optional(ConfigKey::SinkProgressTopic) {
+            None => None,
+            Some(_) => {
+                let t = topic_name(v, ConfigKey::SinkProgressTopic)?;
+                if t.contains("{table}") || t.is_empty() {
+                    return Err(invalid(
+                        ConfigKey::SinkProgressTopic,
+                        &t,
+                        "must name one topic (no {table})",
+                    ));
+                }
+                Some(t)
+            }
+        };
         let format = match enum_value(v, ConfigKey::SinkFormat, SINK_FORMAT_NAMES)? {
             "upsert-json" => RecordFormat::UpsertJson,
             _ => RecordFormat::DebeziumJson,
@@ -163,13 +174,16 @@ impl SinkConfig {
             "exactly-once" => DeliveryGuarantee::ExactlyOnce,
             _ => DeliveryGuarantee::AtLeastOnce,
         };
-        if delivery == DeliveryGuarantee::ExactlyOnce {
-            return Err(ConfigError::Unsupported {
-                key: ConfigKey::SinkDeliveryGuarantee,
-                value: "exactly-once".to_string(),
-                reason: "exactly-once delivery to Kafka is not available in this build yet; use at-least-once (consumers folding by key get the same table, docs/kafka.md)",
-            });
+        let interval = v.millis(ConfigKey::CheckpointingIntervalMillis)?;
+        if delivery == DeliveryGuarantee::ExactlyOnce && interval * 2 > MAX_TRANSACTION_TIMEOUT {
+            return Err(invalid(
+                ConfigKey::CheckpointingIntervalMillis,
+                &interval.as_millis().to_string(),
+                "exactly-once to Kafka commits a transaction every checkpoint, and brokers abort one open longer than transaction.max.timeout.ms (15 minutes by default): use at most 450000 ms",
+            ));
         }
+        let transaction_timeout =
+            (interval * 3).clamp(MIN_TRANSACTION_TIMEOUT, MAX_TRANSACTION_TIMEOUT);
         let small = |key| -> Result<u32, ConfigError> {
             let (n, value) = v.integer(key)?;
             u32::try_from(n).map_err(|_| ConfigError::OutOfRange {
@@ -186,6 +200,8 @@ impl SinkConfig {
             transactional_id_prefix: v
                 .optional(ConfigKey::SinkTransactionalIdPrefix)
                 .map(|p| p.trim().to_string()),
+            progress_topic,
+            transaction_timeout,
             topic_partitions: small(ConfigKey::SinkTopicPartitions)?,
             topic_replication_factor: small(ConfigKey::SinkTopicReplicationFactor)?,
         }))
@@ -213,6 +229,7 @@ impl SinkConfig {
             ConfigKey::SinkFormat => k.format.name().to_string(),
             ConfigKey::SinkDeliveryGuarantee => k.delivery.name().to_string(),
             ConfigKey::SinkTransactionalIdPrefix => k.transactional_id_prefix.clone()?,
+            ConfigKey::SinkProgressTopic => k.progress_topic.clone()?,
             ConfigKey::SinkTopicPartitions => k.topic_partitions.to_string(),
             ConfigKey::SinkTopicReplicationFactor => k.topic_replication_factor.to_string(),
             _ => return None,
@@ -246,6 +263,52 @@ impl KafkaSinkConfig {
         // Kafka's limit on topic names.
         topic.chars().take(249).collect()
     }
+
+    /// The transactional-id prefix of job `job_name`'s exactly-once sink.
+    pub fn transactional_id_prefix_for(&self, job_name: &str) -> String {
+        self.transactional_id_prefix
+            .clone()
+            .unwrap_or_else(|| job_name.to_string())
+    }
+
+    /// The progress topic of job `job_name`'s exactly-once sink: the key's,
+    /// else `<prefix>_progress` (one per job, so no other job's open
+    /// transaction can hide this job's commits from a restore).
+    pub fn progress_topic_for(&self, job_name: &str) -> String {
+        match &self.progress_topic {
+            Some(t) => t.clone(),
+            None => {
+                let prefix = self.transactional_id_prefix_for(job_name);
+                let safe = KafkaSinkConfig {
+                    topic: "{table}_progress".to_string(),
+                    ..self.clone()
+                };
+                safe.topic_for(&prefix)
+            }
+        }
+    }
+}
+
+/// The smallest and largest `transaction.timeout.ms` an exactly-once sink
+/// uses (the largest: brokers' default `transaction.max.timeout.ms`).
+const MIN_TRANSACTION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+const MAX_TRANSACTION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(900);
+
+/// A topic-name key's value, trimmed and checked (`{table}` allowed).
+fn topic_name(v: &Values<'_>, key: ConfigKey) -> Result<String, ConfigError> {
+    let topic = v.text(key)?.trim().to_string();
+    let without_placeholder = topic.replace("{table}", "");
+    if let Some(c) = without_placeholder
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+    {
+        return Err(invalid(
+            key,
+            &topic,
+            &format!("'{c}' is not allowed in a Kafka topic name (letters, digits, '.', '_', '-'; {{table}} for the table name)"),
+        ));
+    }
+    Ok(topic)
 }
 
 /// The key's value, case-insensitively one of `names` (returned as the
@@ -316,8 +379,8 @@ mod tests {
                 "job.sinkDeliveryGuarantee",
             ),
             (
-                ("job.sinkDeliveryGuarantee", "exactly-once"),
-                "exactly-once",
+                ("job.sinkProgressTopic", "p.{table}"),
+                "job.sinkProgressTopic",
             ),
             (("job.sinkTopicPartitions", "-2"), "job.sinkTopicPartitions"),
         ] {

@@ -200,6 +200,7 @@ fn every_key_set_explicitly() {
         ConfigKey::SinkFormat,
         ConfigKey::SinkDeliveryGuarantee,
         ConfigKey::SinkTransactionalIdPrefix,
+        ConfigKey::SinkProgressTopic,
         ConfigKey::SinkTopicPartitions,
         ConfigKey::SinkTopicReplicationFactor,
     ];

@@ -46,6 +46,15 @@ pub(super) struct Chain<S, K> {
     /// The source table is gone; the chain is retired once no split of it
     /// is out.
     pub(super) dropped: bool,
+    /// A transactional sink waits for [`crate::connector::Sink::recover`]
+    /// before any write: `Some(true)` continues from its last commit if
+    /// that is further (a restore or a restart), `Some(false)` only undoes
+    /// what was not committed (a fresh start).
+    pub(super) recover_sink: Option<bool>,
+    /// Whether the transactional sink's last commit continues this chain
+    /// (it was restored, or this run committed since): only then may a
+    /// restart continue from it.
+    pub(super) own_commit: bool,
 }
 
 impl<S, K> Chain<S, K> {
@@ -76,6 +85,8 @@ impl<S, K> Chain<S, K> {
             schema: None,
             paused: None,
             dropped: false,
+            recover_sink: None,
+            own_commit: false,
         };
         chain.reset_to(state);
         chain

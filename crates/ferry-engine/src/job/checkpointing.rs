@@ -2,7 +2,7 @@
 //! record it in the history and the metrics, and complete the window when
 //! the checkpoint covers its last split.
 
-use super::coordinator::Coordinator;
+use super::coordinator::{Coordinator, JobWorkers};
 use super::handle::CheckpointRecord;
 use crate::checkpoint::{JobState, SnapshotKind, StorageLocation};
 use crate::connector::Tables;
@@ -15,7 +15,7 @@ const HISTORY_LEN: usize = 100;
 
 impl<T: Tables> Coordinator<T> {
     /// Every chain's capture, by chain key.
-    fn capture(&self) -> Vec<(u64, CheckpointCapture)> {
+    pub(super) fn capture(&self) -> Vec<(u64, CheckpointCapture)> {
         self.chains
             .iter()
             .map(|c| (c.key, c.enumerator.capture()))
@@ -55,10 +55,14 @@ impl<T: Tables> Coordinator<T> {
     }
 
     /// Writes a checkpoint; returns its id.
-    pub(super) async fn checkpoint(&mut self) -> Result<u64, EngineError> {
+    pub(super) async fn checkpoint(
+        &mut self,
+        workers: &mut JobWorkers<T>,
+    ) -> Result<u64, EngineError> {
         // A fenced instance writes no further checkpoint (lease module).
         self.options.fence.check()?;
         let started = Instant::now();
+        let gate = self.quiesce(workers).await?;
         let captures = self.capture();
         let id = self.next_checkpoint_id;
         // A failed attempt uses up its id too (as in Flink): a write that
@@ -66,6 +70,13 @@ impl<T: Tables> Coordinator<T> {
         // is never overwritten.
         self.next_checkpoint_id += 1;
         let state = self.state(&captures, SnapshotKind::Checkpoint, id);
+        self.commit_sinks(&captures).await?;
+        if gate.is_some() {
+            // Committed on the sink, not yet in a checkpoint: a restore
+            // must continue from the sink's commit.
+            crate::failpoint::hit("checkpoint.after-sink-commit");
+        }
+        drop(gate);
         let written = self
             .store
             .write_checkpoint(&self.options.job_id, id, &state)
@@ -111,8 +122,11 @@ impl<T: Tables> Coordinator<T> {
     pub(super) async fn savepoint(
         &mut self,
         dir: Option<StorageLocation>,
+        workers: &mut JobWorkers<T>,
     ) -> Result<String, ControlError> {
-        self.savepoint_as(dir, false).await.map(|(path, _)| path)
+        self.savepoint_as(dir, false, workers)
+            .await
+            .map(|(path, _)| path)
     }
 
     /// Writes a savepoint (`periodic`: by the schedule) and tells the
@@ -121,15 +135,19 @@ impl<T: Tables> Coordinator<T> {
         &mut self,
         dir: Option<StorageLocation>,
         periodic: bool,
+        workers: &mut JobWorkers<T>,
     ) -> Result<(String, JobState), ControlError> {
         let started = Instant::now();
         let dir = dir
             .or_else(|| self.options.default_savepoint_dir.clone())
             .ok_or(ControlError::NoSavepointDirectory)?;
         self.options.fence.check().map_err(EngineError::from)?;
+        let gate = self.quiesce(workers).await?;
         let captures = self.capture();
         let mut state = self.state(&captures, SnapshotKind::Savepoint, self.next_checkpoint_id);
         state.periodic = periodic;
+        self.commit_sinks(&captures).await?;
+        drop(gate);
         let location = self
             .store
             .write_savepoint(&dir, &state)

@@ -18,7 +18,7 @@ use crate::config::JobConfig;
 use crate::connector::{Sink, Source, Tables};
 use crate::error::{ControlError, EngineError};
 use crate::metrics::JobMetrics;
-use crate::pipeline::{spawn_worker, Assignment, PipelineEvent, Worker};
+use crate::pipeline::{spawn_worker, Assignment, CommitGate, PipelineEvent, Worker};
 use crate::restart::RestartBackoff;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -41,7 +41,7 @@ pub(super) struct Workers<S, K> {
     /// Tells running pipelines to stop after their current batch.
     stop: watch::Sender<bool>,
     /// What the pipelines report.
-    events: mpsc::UnboundedReceiver<PipelineEvent>,
+    pub(super) events: mpsc::UnboundedReceiver<PipelineEvent>,
 }
 
 impl<S, K> Workers<S, K> {
@@ -122,6 +122,12 @@ pub(super) struct Coordinator<T: Tables> {
     pub(super) backoff: RestartBackoff,
     /// Copies completed states to `job.stateReplicas`, if any.
     pub(super) replication: Option<crate::replication::Replication>,
+    /// Held while a checkpoint commits transactional sinks
+    /// ([`crate::pipeline`]).
+    pub(super) gate: CommitGate,
+    /// A pipeline failure taken in while a checkpoint was prepared, to be
+    /// acted on next.
+    pub(super) deferred: Option<Flow>,
 }
 
 impl<T: Tables> Coordinator<T> {
@@ -189,6 +195,8 @@ impl<T: Tables> Coordinator<T> {
             failed_checkpoints: 0,
             backoff,
             replication,
+            gate: CommitGate::default(),
+            deferred: None,
             config,
         }
     }
@@ -211,6 +219,7 @@ impl<T: Tables> Coordinator<T> {
                     stop_rx.clone(),
                     self.metrics.clone(),
                     self.options.fence.clone(),
+                    self.gate.clone(),
                 )
             })
             .collect();
@@ -350,13 +359,26 @@ impl<T: Tables> Coordinator<T> {
             if workers.all_idle() {
                 // Every pipeline has stopped after a whole batch: the state
                 // now records exactly what is in the sink.
-                return Flow::End(self.finish_stop().await);
+                return Flow::End(self.finish_stop(workers).await);
             }
             return Flow::Continue;
         }
         for i in 0..self.chains.len() {
             let chain = &self.chains[i];
-            if !chain.active() || !self.mode.may_open_window(chain.enumerator.last_end()) {
+            if chain.active() && chain.prepared && chain.recover_sink.is_some() {
+                if let Err(e) = self.recover_sink(i).await {
+                    if let Some(flow) = self.on_table_error(i, e) {
+                        return flow;
+                    }
+                }
+            }
+        }
+        for i in 0..self.chains.len() {
+            let chain = &self.chains[i];
+            if !chain.active()
+                || chain.recover_sink.is_some()
+                || !self.mode.may_open_window(chain.enumerator.last_end())
+            {
                 continue;
             }
             if let Err(e) = self.maybe_open_window(i).await {
@@ -372,13 +394,17 @@ impl<T: Tables> Coordinator<T> {
         {
             // Splits are handed out only once this succeeded, so a failed
             // attempt is simply tried again on the next step.
-            if let Err(e) = self.checkpoint().await {
+            if let Err(e) = self.checkpoint(workers).await {
                 return self.on_checkpoint_failed(e);
             }
         }
         for i in 0..self.chains.len() {
             let chain = &self.chains[i];
-            if chain.active() && chain.window_durable && !chain.position_recorded() {
+            if chain.active()
+                && chain.recover_sink.is_none()
+                && chain.window_durable
+                && !chain.position_recorded()
+            {
                 // The sink must say it may hold this window's rows before
                 // it holds any; like the checkpoint above, retried on the
                 // next step until it succeeds.
@@ -401,6 +427,9 @@ impl<T: Tables> Coordinator<T> {
         checkpoint_tick: &mut Interval,
         savepoint_tick: &mut Option<Interval>,
     ) -> Flow {
+        if let Some(flow) = self.deferred.take() {
+            return flow;
+        }
         // A drained window completes with a checkpoint right away.
         let drained = self.chains.iter().any(|c| c.active() && c.window_drained());
         let next_window = self
@@ -421,13 +450,13 @@ impl<T: Tables> Coordinator<T> {
                 None => return Flow::End(JobStatus::Failed { error: "pipelines vanished".into() }),
             },
             _ = checkpoint_tick.tick() => {
-                if let Err(e) = self.checkpoint().await {
+                if let Err(e) = self.checkpoint(workers).await {
                     return self.on_checkpoint_failed(e);
                 }
             }
-            _ = super::replicas::periodic_tick(savepoint_tick) => self.periodic_savepoint().await,
+            _ = super::replicas::periodic_tick(savepoint_tick) => self.periodic_savepoint(workers).await,
             _ = std::future::ready(()), if drained => {
-                if let Err(e) = self.checkpoint().await {
+                if let Err(e) = self.checkpoint(workers).await {
                     let flow = self.on_checkpoint_failed(e);
                     if let Flow::Continue = flow {
                         // Tolerated: try again soon, not in a busy loop.
@@ -449,15 +478,15 @@ impl<T: Tables> Coordinator<T> {
     }
 
     /// Serves one request (`None`: every handle is gone, so cancel).
-    async fn on_control(&mut self, ctl: Option<Control>, workers: &JobWorkers<T>) -> Flow {
+    async fn on_control(&mut self, ctl: Option<Control>, workers: &mut JobWorkers<T>) -> Flow {
         match ctl {
             None | Some(Control::Cancel) => return Flow::End(JobStatus::Canceled),
             Some(Control::Checkpoint { reply }) => {
-                let r = self.checkpoint().await.map_err(ControlError::from);
+                let r = self.checkpoint(workers).await.map_err(ControlError::from);
                 let _ = reply.send(r);
             }
             Some(Control::Savepoint { dir, reply }) => {
-                let _ = reply.send(self.savepoint(dir).await);
+                let _ = reply.send(self.savepoint(dir, workers).await);
             }
             Some(Control::Stop { mode, reply }) => {
                 let has_dir =
@@ -548,6 +577,7 @@ impl<T: Tables> Coordinator<T> {
             self.next_chain = (i + 1) % n;
             let chain = &mut self.chains[i];
             let ready = chain.active()
+                && chain.recover_sink.is_none()
                 && chain.window_durable
                 && chain.position_recorded()
                 && chain.enumerator.window().is_some();
@@ -579,7 +609,7 @@ impl<T: Tables> Coordinator<T> {
         self.chains.iter().position(|c| c.key == key)
     }
 
-    fn on_event(&mut self, event: PipelineEvent, idle: &mut Vec<usize>) -> Flow {
+    pub(super) fn on_event(&mut self, event: PipelineEvent, idle: &mut Vec<usize>) -> Flow {
         match event {
             PipelineEvent::Progress {
                 table,
@@ -660,9 +690,10 @@ impl<T: Tables> Coordinator<T> {
         if !(self.many_tables() && error.is_table_fault()) {
             return Err(error);
         }
+        let text = crate::error::display_chain(&error);
         let message = match error.advice() {
-            Some(advice) => format!("{error}. What to do: {advice}"),
-            None => error.to_string(),
+            Some(advice) => format!("{text}. What to do: {advice}"),
+            None => text,
         };
         let chain = &mut self.chains[i];
         tracing::error!(table = %chain.table.name, error = %message, "table paused; the job goes on with the other tables");

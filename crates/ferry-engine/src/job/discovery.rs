@@ -146,19 +146,16 @@ impl<T: Tables> Coordinator<T> {
         }
         chain.metrics.set_sink_name(chain.sink.name());
         chain.prepared = true;
+        let restoring = chain.restored.is_some();
         if let Some(resumed) = chain.merge_position().await? {
             // A restart before the next checkpoint comes back here, not to
             // the older state.
-            if let Some(state) = self.last_complete.as_mut() {
-                let mut tables = state.table_states();
-                if let Some(t) = tables.iter_mut().find(|t| {
-                    t.table_id == resumed.table_id
-                        || (t.table_id.is_empty() && t.table_name == resumed.table_name)
-                }) {
-                    *t = resumed;
-                }
-                state.set_tables(tables);
-            }
+            self.continue_from(resumed);
+        }
+        if self.chains[i].sink.transactional() {
+            self.chains[i].recover_sink = Some(restoring);
+            self.chains[i].own_commit = restoring;
+            self.recover_sink(i).await?;
         }
         Ok(())
     }

@@ -55,6 +55,7 @@
 
 mod chain;
 mod checkpointing;
+mod commit;
 mod coordinator;
 mod discovery;
 mod handle;

@@ -14,7 +14,7 @@
 
 use super::coordinator::{Coordinator, Flow};
 use super::handle::{Control, JobStatus, MAX_EXCEPTIONS};
-use crate::connector::Tables;
+use crate::connector::{Sink, Tables};
 use crate::error::{ControlError, EngineError};
 use crate::restart::RestartDecision;
 use crate::status::ExceptionRecord;
@@ -25,7 +25,9 @@ use tokio::time::Instant;
 impl<T: Tables> Coordinator<T> {
     /// A job failure: end the job, or restart it after a delay.
     pub(super) fn on_error(&mut self, error: EngineError) -> Flow {
-        let message = error.to_string();
+        // With its causes: a connector's error says what it was doing, its
+        // source why.
+        let message = crate::error::display_chain(&error);
         if !error.is_transient() {
             self.record_exception(&error, false);
             let error = match error.advice() {
@@ -66,6 +68,12 @@ impl<T: Tables> Coordinator<T> {
         if let EngineError::Fenced(_) = error {
             return self.on_error(error);
         }
+        if let EngineError::CheckpointSkipped = error {
+            // Not the checkpoint's fault: the failure that stopped it is
+            // handled next (`deferred`).
+            tracing::debug!("checkpoint skipped: a pipeline failed meanwhile");
+            return Flow::Continue;
+        }
         self.metrics.checkpoint_failed();
         self.failed_checkpoints = self.failed_checkpoints.saturating_add(1);
         let tolerable = self.config.restart.tolerable_failed_checkpoints;
@@ -91,7 +99,7 @@ impl<T: Tables> Coordinator<T> {
         let record = ExceptionRecord {
             timestamp_ms: crate::checkpoint::state_now_ms(),
             exception_name: error.kind_name().to_string(),
-            message: error.to_string(),
+            message: crate::error::display_chain(error),
             restarted,
         };
         if let Ok(mut list) = self.exceptions.lock() {
@@ -115,8 +123,17 @@ impl<T: Tables> Coordinator<T> {
             .as_ref()
             .map(|s| s.table_states())
             .unwrap_or_default();
+        // Failures seen while a checkpoint was prepared belong to the run
+        // that ends here.
+        self.deferred = None;
         for chain in &mut self.chains {
             chain.reset_to(super::chain::find_table(&states, &chain.table));
+            // A transactional sink undoes what it did not commit, and may
+            // be further than the checkpoint (committed, then the
+            // checkpoint failed).
+            if chain.sink.transactional() {
+                chain.recover_sink = Some(chain.own_commit);
+            }
         }
         self.publish_metrics();
         let resume_at = Instant::now() + delay;

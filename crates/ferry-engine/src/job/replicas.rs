@@ -85,7 +85,10 @@ impl<T: Tables> Coordinator<T> {
     }
 
     /// Takes a periodic savepoint; a failure is logged and counted only.
-    pub(super) async fn periodic_savepoint(&mut self) {
+    pub(super) async fn periodic_savepoint(
+        &mut self,
+        workers: &mut super::coordinator::JobWorkers<T>,
+    ) {
         if self.mode.is_stopping() {
             return;
         }
@@ -97,7 +100,7 @@ impl<T: Tables> Coordinator<T> {
                 return;
             }
         };
-        match self.savepoint_as(Some(dir.clone()), true).await {
+        match self.savepoint_as(Some(dir.clone()), true, workers).await {
             Ok((path, state)) => {
                 self.metrics.periodic_savepoint_completed(path);
                 let keep = self.config.periodic_savepoints_retained.get();

@@ -154,13 +154,16 @@ impl Mode {
 impl<T: Tables> Coordinator<T> {
     /// Every pipeline is idle: writes the final savepoint and answers the
     /// stop request; the job ends FINISHED, or FAILED if that failed.
-    pub(super) async fn finish_stop(&mut self) -> JobStatus {
+    pub(super) async fn finish_stop(
+        &mut self,
+        workers: &mut super::coordinator::JobWorkers<T>,
+    ) -> JobStatus {
         let Mode::Stopping { request } = std::mem::take(&mut self.mode) else {
             return JobStatus::Failed {
                 error: "internal error: stopping without a stop request".into(),
             };
         };
-        match self.savepoint(request.dir).await {
+        match self.savepoint(request.dir, workers).await {
             Ok(path) => {
                 let _ = request.reply.send(Ok(path.clone()));
                 JobStatus::Finished { savepoint: path }
