@@ -90,6 +90,24 @@ pub trait Source: Send + Sync + 'static {
         split: &SplitState,
     ) -> impl Future<Output = Result<Self::Reader, EngineError>> + Send;
 
+    /// Where the next window starts, after the window planned last, when
+    /// that does not follow from its end time alone (a Kafka source: each
+    /// partition's next offset). Asked right after each `plan`, stored
+    /// with the window in checkpoints, and given back to
+    /// [`Source::resume_from`] when a table continues from a state.
+    /// Opaque to the engine; sources whose windows follow from their end
+    /// times keep the default.
+    fn cursor(&self) -> Option<serde_json::Value> {
+        None
+    }
+
+    /// Continue planning from `cursor` (a state's, or `None`: from the
+    /// source's start). Called before the first `plan` and whenever the
+    /// table is reset to a state.
+    fn resume_from(&self, cursor: Option<&serde_json::Value>) {
+        let _ = cursor;
+    }
+
     /// The source table's schema now (`job.schemaEvolution`), asked before
     /// each window opens; `None`: the source does not describe schemas
     /// (the engine then never asks the sink to follow one).

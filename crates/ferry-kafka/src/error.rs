@@ -31,6 +31,15 @@ pub enum KafkaSinkError {
         #[source]
         source: Box<crate::format::FormatError>,
     },
+    /// A changelog record cannot be applied (`job.sourceErrorPolicy=fail`).
+    #[error("record at offset {offset} of partition {partition} of topic '{topic}' cannot be applied to table '{table}': {reason}")]
+    Record {
+        topic: String,
+        partition: i32,
+        offset: i64,
+        table: String,
+        reason: String,
+    },
     /// A writer was asked for before `prepare` made the producer (a bug).
     #[error("the Kafka sink for topic '{topic}' was used before it was prepared")]
     NotPrepared { topic: String },
@@ -59,6 +68,7 @@ impl KafkaSinkError {
             KafkaSinkError::Timeout { .. } | KafkaSinkError::FailedTransaction { .. } => true,
             KafkaSinkError::Topic { .. }
             | KafkaSinkError::Encode { .. }
+            | KafkaSinkError::Record { .. }
             | KafkaSinkError::NotPrepared { .. }
             | KafkaSinkError::NoWindow { .. } => false,
         }

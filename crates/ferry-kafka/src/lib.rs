@@ -5,6 +5,7 @@
 //!
 //! - [`format`]: a changed row as a Kafka record (`debezium-json`,
 //!   `upsert-json`), every Kudu type mapped;
+//! - [`changelog`]: a changelog topic's record as a write to a Kudu table;
 //! - [`sink`]: [`KafkaSink`], one topic per table (or one for all), with
 //!   `none` / `at-least-once` / `exactly-once` delivery;
 //! - [`topic`]: the topics created when missing, checked when present;
@@ -17,13 +18,16 @@
 //! Kafka client with a mature transactional producer, read-committed
 //! consumers and consumer groups (docs/kafka.md).
 
+pub mod changelog;
+pub mod changelog_sink;
 pub mod error;
 pub mod format;
 pub mod sink;
+pub mod source;
 pub mod tables;
 pub mod topic;
 mod transaction;
 
 pub use error::KafkaSinkError;
 pub use sink::KafkaSink;
-pub use tables::KafkaTables;
+pub use tables::{ChangelogTables, KafkaTables};

@@ -188,7 +188,13 @@ impl Sink<RowBatch> for KafkaSink {
             partitions: self.config.topic_partitions,
             compact: self.config.format == RecordFormat::UpsertJson,
         };
-        ensure_topic(&self.client, &self.config, data).await?;
+        ensure_topic(
+            &self.client,
+            &self.config.bootstrap_servers,
+            self.config.topic_replication_factor,
+            data,
+        )
+        .await?;
         if let Some(t) = &self.transactions {
             // One partition: progress records are few and small.
             let progress = TopicSpec {
@@ -196,7 +202,13 @@ impl Sink<RowBatch> for KafkaSink {
                 partitions: 1,
                 compact: true,
             };
-            ensure_topic(&self.client, &self.config, progress).await?;
+            ensure_topic(
+                &self.client,
+                &self.config.bootstrap_servers,
+                self.config.topic_replication_factor,
+                progress,
+            )
+            .await?;
             // The transactional producer is made by `recover`.
             return Ok(());
         }

@@ -1,10 +1,13 @@
-//! [`KafkaTables`]: the [`Tables`] of a Kudu-to-Kafka job. The source
+//! [`KafkaTables`]: the [`Tables`] of a Kudu-to-Kafka job; and
+//! [`ChangelogTables`], those of a Kafka-to-Kudu job. The source
 //! tables are found as for a Kudu-to-Kudu job (`job.tableName`,
 //! `job.tablePattern`, followed by id); each one is read by a
 //! [`KuduSource`] and written by a [`KafkaSink`] to its topic.
 
+use crate::changelog_sink::ChangelogSink;
 use crate::sink::KafkaSink;
-use ferry_engine::config::{JobConfig, KafkaSinkConfig};
+use crate::source::KafkaSource;
+use ferry_engine::config::{JobConfig, KafkaSinkConfig, KafkaSourceConfig};
 use ferry_engine::connector::{TableRef, Tables};
 use ferry_engine::kudu_source::KuduSource;
 use ferry_engine::kudu_tables::discover_tables;
@@ -47,6 +50,53 @@ impl Tables for KafkaTables {
             table,
             &self.config.job_name,
         );
+        Ok((source, sink))
+    }
+}
+
+/// The one "table" of a Kafka-to-Kudu job: the changelog topic
+/// (`job.sourceTopic`, its id and name) read by a [`KafkaSource`] and
+/// applied by a [`ChangelogSink`] to the Kudu table `job.tableName` on the
+/// sink cluster.
+pub struct ChangelogTables {
+    sink: KuduClient,
+    config: JobConfig,
+    kafka: KafkaSourceConfig,
+}
+
+impl ChangelogTables {
+    /// The job of `config`, writing through `sink`; `None` when the job's
+    /// source is not Kafka.
+    pub fn new(sink: KuduClient, config: JobConfig) -> Option<Self> {
+        let kafka = config.source.kafka()?.clone();
+        Some(ChangelogTables {
+            sink,
+            config,
+            kafka,
+        })
+    }
+}
+
+impl Tables for ChangelogTables {
+    type Source = KafkaSource;
+    type Sink = ChangelogSink;
+
+    async fn discover(&self, _known: &[TableRef]) -> Result<Vec<TableRef>, EngineError> {
+        Ok(vec![TableRef {
+            id: format!("kafka:{}", self.kafka.topic),
+            name: self.kafka.topic.clone(),
+        }])
+    }
+
+    fn connect(&self, _table: &TableRef) -> Result<(KafkaSource, ChangelogSink), EngineError> {
+        let source = KafkaSource::new(&self.kafka, &self.config.job_name);
+        let sink = ChangelogSink::new(
+            self.sink.clone(),
+            &self.config.sink_table_name(),
+            &self.kafka,
+            &self.config.writer,
+            &self.config.job_name,
+        )?;
         Ok((source, sink))
     }
 }

@@ -4,7 +4,6 @@
 //! progress topic), checked when present.
 
 use crate::error::{kafka_error, KafkaSinkError};
-use ferry_engine::config::KafkaSinkConfig;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, ResourceSpecifier, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::types::RDKafkaErrorCode;
@@ -23,21 +22,20 @@ pub struct TopicSpec<'a> {
     pub compact: bool,
 }
 
-/// Creates `spec`'s topic (replication factor from `config`), or checks
-/// the one there: an existing topic that should compact and does not is
-/// used, with a warning (its retention may drop keys' latest state).
+/// Creates `spec`'s topic on `servers` (with `replication` replicas, 0:
+/// the broker's default), or checks the one there: an existing topic that
+/// should compact and does not is used, with a warning (its retention may
+/// drop keys' latest state).
 pub async fn ensure_topic(
     client: &ClientConfig,
-    config: &KafkaSinkConfig,
+    servers: &str,
+    replication: u32,
     spec: TopicSpec<'_>,
 ) -> Result<(), KafkaSinkError> {
     let topic = spec.name;
-    let admin: AdminClient<DefaultClientContext> = client.create().map_err(|e| {
-        kafka_error(
-            format!("connecting to Kafka ({})", config.bootstrap_servers),
-            e,
-        )
-    })?;
+    let admin: AdminClient<DefaultClientContext> = client
+        .create()
+        .map_err(|e| kafka_error(format!("connecting to Kafka ({})", servers), e))?;
     let options = AdminOptions::new().operation_timeout(Some(ADMIN_TIMEOUT));
     // -1: the broker's default (Kafka 2.4+).
     let count = |n: u32| {
@@ -50,7 +48,7 @@ pub async fn ensure_topic(
     let mut new = NewTopic::new(
         topic,
         count(spec.partitions),
-        TopicReplication::Fixed(count(config.topic_replication_factor)),
+        TopicReplication::Fixed(count(replication)),
     );
     if spec.compact {
         new = new.set("cleanup.policy", "compact");
@@ -58,7 +56,7 @@ pub async fn ensure_topic(
     let results = tokio::time::timeout(ADMIN_TIMEOUT, admin.create_topics([&new], &options))
         .await
         .map_err(|_| KafkaSinkError::Timeout {
-            what: format!("creating topic '{topic}' on {}", config.bootstrap_servers),
+            what: format!("creating topic '{topic}' on {}", servers),
         })?
         .map_err(|e| kafka_error(format!("creating topic '{topic}'"), e))?;
     for result in results {

@@ -20,7 +20,7 @@ use ferry_engine::config::{HaKind, JobConfig};
 use ferry_engine::kudu_tables::KuduTables;
 use ferry_engine::lease::Fence;
 use ferry_engine::{Job, JobOptions, RestorePoint};
-use ferry_kafka::KafkaTables;
+use ferry_kafka::{ChangelogTables, KafkaTables};
 use ferry_objstore::ObjectStoreResolver;
 use kudu_client::KuduClient;
 use std::sync::Arc;
@@ -68,12 +68,21 @@ pub fn clients(cfg: &JobConfig) -> Result<(KuduClient, KuduClient)> {
              (standby, failover, verify and cutover need one)"
         );
     }
-    let source_client = source_client(cfg)?;
-    let sink_client = KuduClient::builder(&cfg.sink_master_addresses)
+    if cfg.source.kafka().is_some() {
+        bail!(
+            "this job's source is Kafka (job.sourceType=kafka): it has no source Kudu cluster \
+             (standby, failover, verify and cutover need one)"
+        );
+    }
+    Ok((source_client(cfg)?, sink_client(cfg)?))
+}
+
+/// The sink cluster's client, as a job uses it.
+pub fn sink_client(cfg: &JobConfig) -> Result<KuduClient> {
+    KuduClient::builder(&cfg.sink_master_addresses)
         .operation_timeout(cfg.writer.operation_timeout)
         .build()
-        .context("sink cluster")?;
-    Ok((source_client, sink_client))
+        .context("sink cluster")
 }
 
 /// The source cluster's client, as a job uses it.
@@ -108,13 +117,15 @@ pub async fn start_job_with(
         cfg.checkpoints_retained,
     )
     .await?;
-    // A Kafka sink has no sink cluster.
-    let (source_client, sink_client) = match (extras.clients, cfg.sink.kafka()) {
-        (Some((source, sink)), _) => (source, Some(sink)),
-        (None, Some(_)) => (source_client(cfg)?, None),
-        (None, None) => {
+    // A Kafka sink has no sink cluster, a Kafka source no source cluster.
+    let (source_client, sink_client) = match (extras.clients, cfg.sink.kafka(), cfg.source.kafka())
+    {
+        (Some((source, sink)), _, _) => (Some(source), Some(sink)),
+        (None, Some(_), _) => (Some(source_client(cfg)?), None),
+        (None, None, Some(_)) => (None, Some(sink_client(cfg)?)),
+        (None, None, None) => {
             let (source, sink) = clients(cfg)?;
-            (source, Some(sink))
+            (Some(source), Some(sink))
         }
     };
     let sink_table_name = cfg.sink_table_name();
@@ -171,10 +182,9 @@ pub async fn start_job_with(
     // The snapshot progress estimate: the master's live row count (of
     // the one table; a job of several tables has none, and asks nothing).
     let single = cfg.tables.is_single();
-    let source_rows_estimate = if !single {
-        None
-    } else {
-        match source_client.list_tables(&cfg.table_name).await {
+    let source_rows_estimate = match (&source_client, single) {
+        (None, _) | (_, false) => None,
+        (Some(source_client), true) => match source_client.list_tables(&cfg.table_name).await {
             Ok(tables) => tables
                 .into_iter()
                 .find(|t| t.name == cfg.table_name)
@@ -183,12 +193,15 @@ pub async fn start_job_with(
                 tracing::debug!(error = %e, "no live row count for the progress estimate");
                 None
             }
-        }
+        },
     };
 
     let start_at = match &args.from_cutover {
         Some(start) => {
-            crate::run_args::from_cutover::check_history(&source_client, start).await?;
+            let Some(source_client) = &source_client else {
+                bail!("--from-cutover starts a Kudu-to-Kudu job; this job's source is Kafka");
+            };
+            crate::run_args::from_cutover::check_history(source_client, start).await?;
             tracing::info!(
                 report = %start.path.display(),
                 cutover_time = start.start_time(),
@@ -209,7 +222,7 @@ pub async fn start_job_with(
     // sink table: a job of several tables, or with a Kafka sink, has no
     // such pair to watch.
     let mut kudu_metrics = args.process.kudu.clone();
-    if !single || sink_client.is_none() {
+    if !single || sink_client.is_none() || source_client.is_none() {
         kudu_metrics.poll_interval = std::time::Duration::ZERO;
     }
     let rows_sent = Arc::new(std::sync::atomic::AtomicU64::new(0));
@@ -226,25 +239,34 @@ pub async fn start_job_with(
             Box::new(move || rows_sent.load(std::sync::atomic::Ordering::Relaxed))
         }),
     );
-    let handle = match sink_client {
-        Some(sink_client) => {
+    let handle = match (source_client, sink_client) {
+        (Some(source_client), Some(sink_client)) => {
             let tables =
                 KuduTables::new(source_client, sink_client, cfg.clone()).with_rows_sent(rows_sent);
             Job::start_tables(cfg, restore, tables, store, options).await?
         }
-        None => {
+        (Some(source_client), None) => {
             let tables = KafkaTables::new(source_client, cfg.clone())
                 .ok_or_else(|| anyhow!("job.sinkType is not kafka"))?;
             Job::start_tables(cfg, restore, tables, store, options).await?
         }
+        (None, Some(sink_client)) => {
+            let tables = ChangelogTables::new(sink_client, cfg.clone())
+                .ok_or_else(|| anyhow!("job.sourceType is not kafka"))?;
+            Job::start_tables(cfg, restore, tables, store, options).await?
+        }
+        (None, None) => bail!("a job needs a Kudu cluster on one side"),
     };
     let start_time_ms = now_ms();
     let job_id = handle.job_id();
-    match cfg.sink.kafka() {
-        Some(kafka) => {
+    match (cfg.sink.kafka(), cfg.source.kafka()) {
+        (Some(kafka), _) => {
             tracing::info!(%job_id, table = %cfg.table_name, topic = %kafka.topic_for(&cfg.table_name), "replication to Kafka started")
         }
-        None => {
+        (None, Some(kafka)) => {
+            tracing::info!(%job_id, topic = %kafka.topic, sink_table = %sink_table_name, "replication from Kafka started")
+        }
+        (None, None) => {
             tracing::info!(%job_id, table = %cfg.table_name, sink_table = %sink_table_name, "replication started")
         }
     }

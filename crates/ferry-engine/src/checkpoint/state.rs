@@ -233,6 +233,12 @@ pub struct TableState {
     /// restarted), if it is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paused: Option<String>,
+    /// Where the source's next window starts, for sources whose windows do
+    /// not follow from their end times alone (a Kafka source: each
+    /// partition's next offset); opaque to the engine
+    /// ([`crate::connector::Source::cursor`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_cursor: Option<serde_json::Value>,
 }
 
 impl TableState {
@@ -248,6 +254,7 @@ impl TableState {
             pending: Vec::new(),
             schema: None,
             paused: None,
+            source_cursor: None,
         }
     }
 }

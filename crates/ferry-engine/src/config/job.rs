@@ -16,6 +16,7 @@ use super::key::{ConfigKey, FLUSH_MODE_NAMES, REPLICA_SELECTION_NAMES};
 use super::raw::RawConfig;
 use super::restart::RestartConfig;
 use super::sink::SinkConfig;
+use super::source::SourceConfig;
 use crate::checkpoint::{JobId, StorageLocation};
 
 /// Which replica of a tablet the reader scans (`reader.replicaSelection`).
@@ -219,6 +220,8 @@ pub struct JobConfig {
     pub rename_sink_table: bool,
     /// `job.sinkType` and the Kafka sink keys (ferry only).
     pub sink: SinkConfig,
+    /// `job.sourceType` and the Kafka source keys (ferry only).
+    pub source: SourceConfig,
 }
 
 /// The source tables a job replicates.
@@ -301,8 +304,19 @@ impl JobConfig {
     /// catalog order (required keys first).
     pub fn from_raw(raw: &RawConfig) -> Result<Self, ConfigError> {
         let v = Values { raw };
-        let source_master_addresses = v.masters(ConfigKey::SourceMasterAddresses)?;
+        let source = SourceConfig::from_values(&v)?;
+        let source_master_addresses = match source {
+            SourceConfig::Kudu => v.masters(ConfigKey::SourceMasterAddresses)?,
+            SourceConfig::Kafka(_) => Vec::new(),
+        };
         let sink = SinkConfig::from_values(&v)?;
+        if let (SourceConfig::Kafka(_), SinkConfig::Kafka(_)) = (&source, &sink) {
+            return Err(invalid(
+                ConfigKey::SinkType,
+                "kafka",
+                "a Kafka source writes a Kudu table (job.tableName on job.sinkMasterAddresses); Kafka to Kafka is not a ferry job",
+            ));
+        }
         let sink_master_addresses = match sink {
             SinkConfig::Kudu => v.masters(ConfigKey::SinkMasterAddresses)?,
             SinkConfig::Kafka(_) => Vec::new(),
@@ -368,6 +382,7 @@ impl JobConfig {
             ),
             rename_sink_table: v.boolean(ConfigKey::RenameSinkTable)?,
             sink,
+            source,
         };
         // Cross-key rule, as in the reference job: the next window opens only
         // after a checkpoint completes once the current window's splits are
@@ -507,6 +522,7 @@ impl JobConfig {
                         .value_of(other)
                         .or_else(|| self.ha.value_of(other))
                         .or_else(|| self.sink.value_of(other))
+                        .or_else(|| self.source.value_of(other))
                         .unwrap_or_default(),
                 };
                 (key, value)

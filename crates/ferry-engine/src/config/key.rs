@@ -14,6 +14,7 @@ use std::str::FromStr;
 
 use super::error::ConfigError;
 use super::key_sink;
+use super::key_source;
 use super::key_tables;
 use super::spec::{closest_name, KeyDefault, KeyOrigin, KeySpec, ValueKind};
 
@@ -83,11 +84,34 @@ pub enum ConfigKey {
     SinkDeliveryGuarantee,
     /// `job.sinkTransactionalIdPrefix` (ferry only)
     SinkTransactionalIdPrefix,
+    /// `job.sinkProgressTopic` (ferry only)
     SinkProgressTopic,
     /// `job.sinkTopicPartitions` (ferry only)
     SinkTopicPartitions,
     /// `job.sinkTopicReplicationFactor` (ferry only)
     SinkTopicReplicationFactor,
+    /// `job.sourceType` (ferry only)
+    SourceType,
+    /// `job.sourceBootstrapServers` (ferry only)
+    SourceBootstrapServers,
+    /// `job.sourceTopic` (ferry only)
+    SourceTopic,
+    /// `job.sourceFormat` (ferry only)
+    SourceFormat,
+    /// `job.sourceStartupMode` (ferry only)
+    SourceStartupMode,
+    /// `job.sourceStartupTimestampMillis` (ferry only)
+    SourceStartupTimestampMillis,
+    /// `job.sourceBoundedMode` (ferry only)
+    SourceBoundedMode,
+    /// `job.sourceBoundedTimestampMillis` (ferry only)
+    SourceBoundedTimestampMillis,
+    /// `job.sourceGroupId` (ferry only)
+    SourceGroupId,
+    /// `job.sourceErrorPolicy` (ferry only)
+    SourceErrorPolicy,
+    /// `job.sourceDeadLetterTopic` (ferry only)
+    SourceDeadLetterTopic,
     /// `reader.batchSizeBytes`
     BatchSizeBytes,
     /// `reader.splitSizeBytes`
@@ -175,7 +199,7 @@ const CATALOG: &[(ConfigKey, KeySpec)] = &[
         ConfigKey::SourceMasterAddresses,
         KeySpec::new(
             "job.sourceMasterAddresses",
-            Required,
+            Derived("none; required with job.sourceType=kudu"),
             ValueKind::MasterAddresses,
             Reference,
             "Masters of the source Kudu cluster, comma-separated host:port.",
@@ -358,6 +382,17 @@ const CATALOG: &[(ConfigKey, KeySpec)] = &[
         ConfigKey::SinkTopicReplicationFactor,
         key_sink::SINK_TOPIC_REPLICATION_FACTOR,
     ),
+    (ConfigKey::SourceType, key_source::SOURCE_TYPE),
+    (ConfigKey::SourceBootstrapServers, key_source::SOURCE_BOOTSTRAP_SERVERS),
+    (ConfigKey::SourceTopic, key_source::SOURCE_TOPIC),
+    (ConfigKey::SourceFormat, key_source::SOURCE_FORMAT),
+    (ConfigKey::SourceStartupMode, key_source::SOURCE_STARTUP_MODE),
+    (ConfigKey::SourceStartupTimestampMillis, key_source::SOURCE_STARTUP_TIMESTAMP),
+    (ConfigKey::SourceBoundedMode, key_source::SOURCE_BOUNDED_MODE),
+    (ConfigKey::SourceBoundedTimestampMillis, key_source::SOURCE_BOUNDED_TIMESTAMP),
+    (ConfigKey::SourceGroupId, key_source::SOURCE_GROUP_ID),
+    (ConfigKey::SourceErrorPolicy, key_source::SOURCE_ERROR_POLICY),
+    (ConfigKey::SourceDeadLetterTopic, key_source::SOURCE_DEAD_LETTER_TOPIC),
     (
         ConfigKey::BatchSizeBytes,
         KeySpec::new(
@@ -692,6 +727,17 @@ const ALL: &[ConfigKey] = &[
     ConfigKey::SinkProgressTopic,
     ConfigKey::SinkTopicPartitions,
     ConfigKey::SinkTopicReplicationFactor,
+    ConfigKey::SourceType,
+    ConfigKey::SourceBootstrapServers,
+    ConfigKey::SourceTopic,
+    ConfigKey::SourceFormat,
+    ConfigKey::SourceStartupMode,
+    ConfigKey::SourceStartupTimestampMillis,
+    ConfigKey::SourceBoundedMode,
+    ConfigKey::SourceBoundedTimestampMillis,
+    ConfigKey::SourceGroupId,
+    ConfigKey::SourceErrorPolicy,
+    ConfigKey::SourceDeadLetterTopic,
     ConfigKey::BatchSizeBytes,
     ConfigKey::SplitSizeBytes,
     ConfigKey::ScanRequestTimeout,
@@ -888,9 +934,15 @@ mod tests {
             assert_eq!(key.origin(), KeyOrigin::Reference, "{name}");
             assert_eq!(key.default_value(), *default, "{name}");
             // ferry made job.tableName optional (job.tablePattern may replace
-            // it) and job.sinkMasterAddresses required with a Kudu sink only.
-            let required =
-                default.is_none() && !["job.tableName", "job.sinkMasterAddresses"].contains(name);
+            // it) and the master addresses required with a Kudu sink or
+            // source only.
+            let required = default.is_none()
+                && ![
+                    "job.tableName",
+                    "job.sinkMasterAddresses",
+                    "job.sourceMasterAddresses",
+                ]
+                .contains(name);
             assert_eq!(key.is_required(), required, "{name}");
         }
         let reference = ConfigKey::all()
@@ -930,6 +982,17 @@ mod tests {
                 "job.sinkProgressTopic",
                 "job.sinkTopicPartitions",
                 "job.sinkTopicReplicationFactor",
+                "job.sourceType",
+                "job.sourceBootstrapServers",
+                "job.sourceTopic",
+                "job.sourceFormat",
+                "job.sourceStartupMode",
+                "job.sourceStartupTimestampMillis",
+                "job.sourceBoundedMode",
+                "job.sourceBoundedTimestampMillis",
+                "job.sourceGroupId",
+                "job.sourceErrorPolicy",
+                "job.sourceDeadLetterTopic",
                 "high-availability.lease-duration",
                 "high-availability.renew-interval"
             ]

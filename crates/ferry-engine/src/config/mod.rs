@@ -22,10 +22,12 @@ mod ha;
 mod job;
 mod key;
 mod key_sink;
+mod key_source;
 mod key_tables;
 mod raw;
 mod restart;
 mod sink;
+mod source;
 mod spec;
 
 #[cfg(test)]
@@ -38,4 +40,5 @@ pub use key::ConfigKey;
 pub use raw::RawConfig;
 pub use restart::{format_duration, parse_duration, Decimal, RestartConfig};
 pub use sink::{DeliveryGuarantee, KafkaSinkConfig, RecordFormat, SinkConfig};
+pub use source::{BoundedMode, ErrorPolicy, KafkaSourceConfig, SourceConfig, StartupMode};
 pub use spec::{closest_name, KeyDefault, KeyOrigin, KeySpec, ValueKind};

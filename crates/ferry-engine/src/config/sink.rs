@@ -90,27 +90,29 @@ pub struct KafkaSinkConfig {
     pub topic_replication_factor: u32,
 }
 
+/// The Kafka sink's keys, which a Kudu sink refuses.
+const KAFKA_KEYS: [ConfigKey; 8] = [
+    ConfigKey::SinkBootstrapServers,
+    ConfigKey::SinkTopic,
+    ConfigKey::SinkFormat,
+    ConfigKey::SinkDeliveryGuarantee,
+    ConfigKey::SinkTransactionalIdPrefix,
+    ConfigKey::SinkProgressTopic,
+    ConfigKey::SinkTopicPartitions,
+    ConfigKey::SinkTopicReplicationFactor,
+];
+
 impl SinkConfig {
     /// Validates `job.sinkType` and the keys of the chosen kind. Kafka keys
     /// given to a Kudu sink are refused, so a typo in `job.sinkType` is not
     /// silently a Kudu job.
     pub(super) fn from_values(v: &Values<'_>) -> Result<Self, ConfigError> {
         let kind = enum_value(v, ConfigKey::SinkType, SINK_TYPE_NAMES)?;
-        let kafka_keys = [
-            ConfigKey::SinkBootstrapServers,
-            ConfigKey::SinkTopic,
-            ConfigKey::SinkFormat,
-            ConfigKey::SinkDeliveryGuarantee,
-            ConfigKey::SinkTransactionalIdPrefix,
-            ConfigKey::SinkProgressTopic,
-            ConfigKey::SinkTopicPartitions,
-            ConfigKey::SinkTopicReplicationFactor,
-        ];
         if kind == "kudu" {
             // A default spelled out (as effective_values writes it) is fine.
             let set =
                 |k: ConfigKey| v.given(k) && v.optional(k).map(str::trim) != k.default_value();
-            if let Some(key) = kafka_keys.into_iter().find(|&k| set(k)) {
+            if let Some(key) = KAFKA_KEYS.into_iter().find(|&k| set(k)) {
                 return Err(ConfigError::Unsupported {
                     key,
                     value: v.optional(key).unwrap_or_default().to_string(),
@@ -129,23 +131,7 @@ impl SinkConfig {
                 reason: "a Kafka sink (job.sinkType=kafka) writes no Kudu cluster; remove the key",
             });
         }
-        let servers =
-            v.optional(ConfigKey::SinkBootstrapServers)
-                .ok_or(ConfigError::MissingRequired {
-                    key: ConfigKey::SinkBootstrapServers,
-                })?;
-        let servers: Vec<&str> = servers.split(',').map(str::trim).collect();
-        if let Some(bad) = servers
-            .iter()
-            .find(|s| s.is_empty() || !s.contains(':') || s.contains(char::is_whitespace))
-        {
-            return Err(invalid(
-                ConfigKey::SinkBootstrapServers,
-                v.optional(ConfigKey::SinkBootstrapServers)
-                    .unwrap_or_default(),
-                &format!("'{bad}' is not a host:port"),
-            ));
-        }
+        let servers = bootstrap_servers(v, ConfigKey::SinkBootstrapServers)?;
         let topic = topic_name(v, ConfigKey::SinkTopic)?;
         let progress_topic = match v.optional(ConfigKey::SinkProgressTopic) {
             None => None,
@@ -193,7 +179,7 @@ impl SinkConfig {
             })
         };
         Ok(SinkConfig::Kafka(KafkaSinkConfig {
-            bootstrap_servers: servers.join(","),
+            bootstrap_servers: servers,
             topic,
             format,
             delivery,
@@ -218,6 +204,9 @@ impl SinkConfig {
                 }
                 .to_string(),
             );
+        }
+        if !KAFKA_KEYS.contains(&key) {
+            return None;
         }
         let SinkConfig::Kafka(k) = self else {
             // A Kudu sink's Kafka keys keep their defaults.
@@ -294,8 +283,24 @@ impl KafkaSinkConfig {
 const MIN_TRANSACTION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 const MAX_TRANSACTION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(900);
 
+/// A brokers key's value (required): `host:port` entries, trimmed,
+/// comma-joined.
+pub(super) fn bootstrap_servers(v: &Values<'_>, key: ConfigKey) -> Result<String, ConfigError> {
+    let given = v
+        .optional(key)
+        .ok_or(ConfigError::MissingRequired { key })?;
+    let servers: Vec<&str> = given.split(',').map(str::trim).collect();
+    if let Some(bad) = servers
+        .iter()
+        .find(|s| s.is_empty() || !s.contains(':') || s.contains(char::is_whitespace))
+    {
+        return Err(invalid(key, given, &format!("'{bad}' is not a host:port")));
+    }
+    Ok(servers.join(","))
+}
+
 /// A topic-name key's value, trimmed and checked (`{table}` allowed).
-fn topic_name(v: &Values<'_>, key: ConfigKey) -> Result<String, ConfigError> {
+pub(super) fn topic_name(v: &Values<'_>, key: ConfigKey) -> Result<String, ConfigError> {
     let topic = v.text(key)?.trim().to_string();
     let without_placeholder = topic.replace("{table}", "");
     if let Some(c) = without_placeholder
@@ -313,7 +318,7 @@ fn topic_name(v: &Values<'_>, key: ConfigKey) -> Result<String, ConfigError> {
 
 /// The key's value, case-insensitively one of `names` (returned as the
 /// catalog spells it).
-fn enum_value(
+pub(super) fn enum_value(
     v: &Values<'_>,
     key: ConfigKey,
     names: &'static [&'static str],

@@ -191,8 +191,9 @@ fn every_key_set_explicitly() {
         ("high-availability.lease-duration", "6 s"),
         ("high-availability.renew-interval", "2 s"),
     ];
-    // The Kafka sink's keys are set in config::sink's tests: a Kudu sink
-    // refuses them (job.sinkType and the defaults aside).
+    // The Kafka sink's and source's keys are set in config::sink's and
+    // config::source's tests: a Kudu sink or source refuses them (the
+    // kinds and the defaults aside).
     let kafka_only = [
         ConfigKey::SinkType,
         ConfigKey::SinkBootstrapServers,
@@ -203,6 +204,17 @@ fn every_key_set_explicitly() {
         ConfigKey::SinkProgressTopic,
         ConfigKey::SinkTopicPartitions,
         ConfigKey::SinkTopicReplicationFactor,
+        ConfigKey::SourceType,
+        ConfigKey::SourceBootstrapServers,
+        ConfigKey::SourceTopic,
+        ConfigKey::SourceFormat,
+        ConfigKey::SourceStartupMode,
+        ConfigKey::SourceStartupTimestampMillis,
+        ConfigKey::SourceBoundedMode,
+        ConfigKey::SourceBoundedTimestampMillis,
+        ConfigKey::SourceGroupId,
+        ConfigKey::SourceErrorPolicy,
+        ConfigKey::SourceDeadLetterTopic,
     ];
     assert_eq!(pairs.len() + kafka_only.len(), ConfigKey::all().len());
     let c = JobConfig::from_named_pairs(pairs).expect("valid");

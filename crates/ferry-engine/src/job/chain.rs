@@ -5,7 +5,7 @@
 //! checkpoint holds every chain's state ([`TableState`]).
 
 use crate::checkpoint::{TableState, WindowState};
-use crate::connector::{SchemaRecord, TableRef};
+use crate::connector::{SchemaRecord, Source, TableRef};
 use crate::enumerator::{CheckpointCapture, Enumerator};
 use crate::metrics::TableMetrics;
 use std::sync::Arc;
@@ -55,9 +55,12 @@ pub(super) struct Chain<S, K> {
     /// (it was restored, or this run committed since): only then may a
     /// restart continue from it.
     pub(super) own_commit: bool,
+    /// The source's cursor after its last planned window
+    /// ([`crate::connector::Source::cursor`]).
+    pub(super) cursor: Option<serde_json::Value>,
 }
 
-impl<S, K> Chain<S, K> {
+impl<S: Source, K> Chain<S, K> {
     /// A chain for `table`, continuing `state` if given (else from a
     /// snapshot).
     pub(super) fn new(
@@ -87,6 +90,7 @@ impl<S, K> Chain<S, K> {
             dropped: false,
             recover_sink: None,
             own_commit: false,
+            cursor: None,
         };
         chain.reset_to(state);
         chain
@@ -100,6 +104,8 @@ impl<S, K> Chain<S, K> {
             None => Enumerator::new(),
         };
         self.schema = state.and_then(|t| t.schema.clone()).map(SchemaRecord);
+        self.cursor = state.and_then(|t| t.source_cursor.clone());
+        self.source.resume_from(self.cursor.as_ref());
         // Dropped pipelines may have rows of any window in flight.
         self.fresh_window = None;
         // A restored window is in a completed checkpoint already.
@@ -133,6 +139,7 @@ impl<S, K> Chain<S, K> {
             pending: capture.pending.clone(),
             schema: self.schema.as_ref().map(|s| s.0.clone()),
             paused: self.paused.clone(),
+            source_cursor: self.cursor.clone(),
             ..TableState::new(self.table.id.clone(), self.table.name.clone())
         }
     }

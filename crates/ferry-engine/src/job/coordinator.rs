@@ -557,6 +557,7 @@ impl<T: Tables> Coordinator<T> {
             "window opened"
         );
         chain.enumerator.open_window(window, splits)?;
+        chain.cursor = chain.source.cursor();
         chain.fresh_window = Some(window);
         chain.window_durable = false;
         chain.window_opened = Some(Instant::now());

@@ -56,6 +56,8 @@
 mod chain;
 mod checkpointing;
 mod commit;
+#[cfg(test)]
+mod commit_tests;
 mod coordinator;
 mod discovery;
 mod handle;
