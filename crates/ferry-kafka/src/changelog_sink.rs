@@ -218,6 +218,32 @@ impl ChangelogWriter {
         }
     }
 
+    /// `record`'s operation (and whether it deletes); `None` for a record
+    /// without a change, or one that cannot be decoded, which is set aside
+    /// as the policy says when `reject` (else it was already).
+    async fn decoded(
+        &mut self,
+        topic: &str,
+        record: &RawRecord,
+        reject: bool,
+    ) -> Result<Option<(Operation, bool)>, EngineError> {
+        match decode(
+            self.format,
+            self.table.schema(),
+            record.key.as_deref(),
+            record.value.as_deref(),
+        ) {
+            Ok(Some(change)) => Ok(Some(self.operation(change))),
+            Ok(None) => Ok(None),
+            Err(e) => {
+                if reject {
+                    self.reject(topic, record, e.to_string()).await?;
+                }
+                Ok(None)
+            }
+        }
+    }
+
     /// Sets `record` aside as the policy says (`reason`: why it cannot be
     /// applied).
     async fn reject(
@@ -299,6 +325,7 @@ impl ChangelogWriter {
         &mut self,
         batch: &RecordBatch,
         stats: &mut WriteStats,
+        decoded: usize,
     ) -> Result<(), EngineError> {
         if self.single.is_none() {
             let options = SessionOptions::default()
@@ -311,21 +338,12 @@ impl ChangelogWriter {
             self.single = Some(session);
         }
         *stats = WriteStats::default();
-        for record in &batch.records {
-            let change = match decode(
-                self.format,
-                self.table.schema(),
-                record.key.as_deref(),
-                record.value.as_deref(),
-            ) {
-                Ok(Some(change)) => change,
-                Ok(None) => continue,
-                Err(e) => {
-                    self.reject(&batch.topic, record, e.to_string()).await?;
-                    continue;
-                }
+        for (i, record) in batch.records.iter().enumerate() {
+            // Records before `decoded` were decoded (and any bad one set
+            // aside) by the first pass already.
+            let Some((op, delete)) = self.decoded(&batch.topic, record, i >= decoded).await? else {
+                continue;
             };
-            let (op, delete) = self.operation(change);
             let applied = match self.single.as_mut() {
                 Some(s) => s.apply(op).await,
                 None => Ok(()),
@@ -358,36 +376,26 @@ fn count(stats: &mut WriteStats, delete: bool) {
 impl SinkWriter<RecordBatch> for ChangelogWriter {
     async fn write(&mut self, batch: &RecordBatch) -> Result<WriteStats, EngineError> {
         let mut stats = WriteStats::default();
-        for record in &batch.records {
-            let change = match decode(
-                self.format,
-                self.table.schema(),
-                record.key.as_deref(),
-                record.value.as_deref(),
-            ) {
-                Ok(Some(change)) => change,
-                Ok(None) => continue,
-                Err(e) => {
-                    self.reject(&batch.topic, record, e.to_string()).await?;
-                    continue;
-                }
+        for (i, record) in batch.records.iter().enumerate() {
+            let Some((op, delete)) = self.decoded(&batch.topic, record, true).await? else {
+                continue;
             };
-            let (op, delete) = self.operation(change);
             if self
                 .manual_flush_at
                 .is_some_and(|max| self.session.buffered_ops() >= max)
             {
                 if let Err(e) = self.session.flush().await {
-                    return self.after_row_errors(e, batch, stats).await;
+                    return self.after_row_errors(e, batch, stats, i + 1).await;
                 }
             }
             if let Err(e) = self.session.apply(op).await {
-                return self.after_row_errors(e, batch, stats).await;
+                return self.after_row_errors(e, batch, stats, i + 1).await;
             }
             count(&mut stats, delete);
         }
         if let Err(e) = self.session.flush().await {
-            return self.after_row_errors(e, batch, stats).await;
+            let decoded = batch.records.len();
+            return self.after_row_errors(e, batch, stats, decoded).await;
         }
         stats.bytes = batch
             .records
@@ -408,13 +416,14 @@ impl ChangelogWriter {
         error: kudu_client::Error,
         batch: &RecordBatch,
         mut stats: WriteStats,
+        decoded: usize,
     ) -> Result<WriteStats, EngineError> {
         if !matches!(error, kudu_client::Error::RowErrors(_)) {
             return Err(self.err(error));
         }
         // What the batch session still holds was sent or refused already.
         let _ = self.session.flush().await;
-        self.write_one_by_one(batch, &mut stats).await?;
+        self.write_one_by_one(batch, &mut stats, decoded).await?;
         Ok(stats)
     }
 }

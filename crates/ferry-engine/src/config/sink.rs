@@ -109,16 +109,11 @@ impl SinkConfig {
     pub(super) fn from_values(v: &Values<'_>) -> Result<Self, ConfigError> {
         let kind = enum_value(v, ConfigKey::SinkType, SINK_TYPE_NAMES)?;
         if kind == "kudu" {
-            // A default spelled out (as effective_values writes it) is fine.
-            let set =
-                |k: ConfigKey| v.given(k) && v.optional(k).map(str::trim) != k.default_value();
-            if let Some(key) = KAFKA_KEYS.into_iter().find(|&k| set(k)) {
-                return Err(ConfigError::Unsupported {
-                    key,
-                    value: v.optional(key).unwrap_or_default().to_string(),
-                    reason: "it is a Kafka sink key and job.sinkType is kudu; set job.sinkType=kafka or remove the key",
-                });
-            }
+            refuse_set(
+                v,
+                &KAFKA_KEYS,
+                "it is a Kafka sink key and job.sinkType is kudu; set job.sinkType=kafka or remove the key",
+            )?;
             // The Kudu sink needs its cluster (checked here, where the kind
             // is known; the key's own row cannot say "required").
             v.required_value(ConfigKey::SinkMasterAddresses)?;
@@ -282,6 +277,24 @@ impl KafkaSinkConfig {
 /// uses (the largest: brokers' default `transaction.max.timeout.ms`).
 const MIN_TRANSACTION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 const MAX_TRANSACTION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(900);
+
+/// Refuses the first of `keys` given with a value other than its default
+/// (a default spelled out, as effective_values writes it, is fine).
+pub(super) fn refuse_set(
+    v: &Values<'_>,
+    keys: &[ConfigKey],
+    reason: &'static str,
+) -> Result<(), ConfigError> {
+    let set = |k: ConfigKey| v.given(k) && v.optional(k).map(str::trim) != k.default_value();
+    match keys.iter().copied().find(|&k| set(k)) {
+        Some(key) => Err(ConfigError::Unsupported {
+            key,
+            value: v.optional(key).unwrap_or_default().to_string(),
+            reason,
+        }),
+        None => Ok(()),
+    }
+}
 
 /// A brokers key's value (required): `host:port` entries, trimmed,
 /// comma-joined.

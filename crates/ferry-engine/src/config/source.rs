@@ -12,7 +12,7 @@ use super::key_source::{
     BOUNDED_MODE_NAMES, ERROR_POLICY_NAMES, SOURCE_FORMAT_NAMES, SOURCE_TYPE_NAMES,
     STARTUP_MODE_NAMES,
 };
-use super::sink::{enum_value, topic_name};
+use super::sink::{enum_value, refuse_set, topic_name};
 
 /// `job.sourceType` and what goes with it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -93,15 +93,11 @@ impl SourceConfig {
     pub(super) fn from_values(v: &Values<'_>) -> Result<Self, ConfigError> {
         let kind = enum_value(v, ConfigKey::SourceType, SOURCE_TYPE_NAMES)?;
         if kind == "kudu" {
-            let set =
-                |k: ConfigKey| v.given(k) && v.optional(k).map(str::trim) != k.default_value();
-            if let Some(key) = KAFKA_KEYS.into_iter().find(|&k| set(k)) {
-                return Err(ConfigError::Unsupported {
-                    key,
-                    value: v.optional(key).unwrap_or_default().to_string(),
-                    reason: "it is a Kafka source key and job.sourceType is kudu; set job.sourceType=kafka or remove the key",
-                });
-            }
+            refuse_set(
+                v,
+                &KAFKA_KEYS,
+                "it is a Kafka source key and job.sourceType is kudu; set job.sourceType=kafka or remove the key",
+            )?;
             v.required_value(ConfigKey::SourceMasterAddresses)?;
             return Ok(SourceConfig::Kudu);
         }
