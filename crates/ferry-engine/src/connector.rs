@@ -108,6 +108,23 @@ pub trait Source: Send + Sync + 'static {
         let _ = cursor;
     }
 
+    /// Whether the source has nothing after the windows planned so far (a
+    /// bounded source read up to its end). Once every table's source is
+    /// exhausted and its last window completed, the job takes a final
+    /// checkpoint and ends FINISHED. Unbounded sources keep the default.
+    fn exhausted(&self) -> bool {
+        false
+    }
+
+    /// The window planned last is complete and in a completed checkpoint,
+    /// which stores `cursor` with it ([`Source::cursor`]): everything
+    /// before it is in the sink for good. A notification (for monitoring,
+    /// e.g. a Kafka consumer group's offsets); it must not block, and
+    /// nothing depends on it succeeding.
+    fn window_committed(&self, cursor: Option<&serde_json::Value>) {
+        let _ = cursor;
+    }
+
     /// The source table's schema now (`job.schemaEvolution`), asked before
     /// each window opens; `None`: the source does not describe schemas
     /// (the engine then never asks the sink to follow one).

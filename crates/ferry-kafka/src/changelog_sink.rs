@@ -15,6 +15,7 @@
 
 use crate::changelog::{decode, Change, ChangelogFormat};
 use crate::error::{kafka_error, KafkaSinkError};
+use crate::metrics::KafkaMetrics;
 use crate::source::{RawRecord, RecordBatch};
 use crate::topic::{ensure_topic, TopicSpec};
 use ferry_engine::config::{ErrorPolicy, FlushMode, KafkaSourceConfig, WriterConfig};
@@ -25,18 +26,8 @@ use kudu_client::{KuduClient, KuduTable};
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::ClientConfig;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-
-/// Records set aside by the error policy.
-#[derive(Debug, Default)]
-pub struct Rejected {
-    /// Skipped (`skip`).
-    pub skipped: AtomicU64,
-    /// Sent to the dead-letter topic (`dead-letter`).
-    pub dead_lettered: AtomicU64,
-}
 
 /// Writes a changelog topic's records to one Kudu table.
 pub struct ChangelogSink {
@@ -50,7 +41,7 @@ pub struct ChangelogSink {
     table: Option<KuduTable>,
     /// Made by `prepare` with `dead-letter`.
     dead_letter: Option<FutureProducer>,
-    rejected: Arc<Rejected>,
+    metrics: Arc<KafkaMetrics>,
 }
 
 impl ChangelogSink {
@@ -78,13 +69,15 @@ impl ChangelogSink {
             job_name: job_name.to_string(),
             table: None,
             dead_letter: None,
-            rejected: Arc::new(Rejected::default()),
+            metrics: Arc::default(),
         })
     }
 
-    /// The records set aside so far.
-    pub fn rejected(&self) -> Arc<Rejected> {
-        self.rejected.clone()
+    /// Counts what the sink reads and sets aside into `metrics`.
+    pub fn with_metrics(mut self, metrics: Arc<KafkaMetrics>) -> Self {
+        metrics.register(&self.config.topic);
+        self.metrics = metrics;
+        self
     }
 
     fn err(&self, source: kudu_client::Error) -> EngineError {
@@ -160,7 +153,7 @@ impl Sink<RecordBatch> for ChangelogSink {
             manual_flush_at: (mode == ClientFlushMode::ManualFlush)
                 .then_some(self.writer.max_buffer_size.get()),
             operation_timeout: self.writer.operation_timeout,
-            rejected: self.rejected.clone(),
+            metrics: self.metrics.clone(),
         })
     }
 
@@ -199,7 +192,7 @@ pub struct ChangelogWriter {
     dead_letter: Option<(FutureProducer, String)>,
     manual_flush_at: Option<usize>,
     operation_timeout: Duration,
-    rejected: Arc<Rejected>,
+    metrics: Arc<KafkaMetrics>,
 }
 
 impl ChangelogWriter {
@@ -262,7 +255,7 @@ impl ChangelogWriter {
             }
             .into()),
             ErrorPolicy::Skip => {
-                self.rejected.skipped.fetch_add(1, Ordering::Relaxed);
+                self.metrics.skipped(topic);
                 tracing::warn!(%topic, partition = record.partition, offset = record.offset, %reason, "record skipped (job.sourceErrorPolicy=skip)");
                 Ok(())
             }
@@ -312,7 +305,7 @@ impl ChangelogWriter {
                             e,
                         ))
                     })?;
-                self.rejected.dead_lettered.fetch_add(1, Ordering::Relaxed);
+                self.metrics.dead_lettered(topic);
                 tracing::warn!(%topic, partition = record.partition, offset = record.offset, %reason, dead_letter_topic = %dlq, "record sent to the dead-letter topic");
                 Ok(())
             }

@@ -12,6 +12,8 @@
 //! - `transaction`: exactly-once, the table's transactions committed with
 //!   its progress;
 //! - [`tables`]: [`KafkaTables`], the tables of a Kudu-to-Kafka job;
+//! - [`metrics`]: [`KafkaMetrics`], records, bytes, transactions and lag
+//!   per topic and partition;
 //! - [`error`]: [`KafkaSinkError`] and which failures a restart may cure.
 //!
 //! The client is `rdkafka` (librdkafka, built by the crate): the one Rust
@@ -22,6 +24,7 @@ pub mod changelog;
 pub mod changelog_sink;
 pub mod error;
 pub mod format;
+pub mod metrics;
 pub mod sink;
 pub mod source;
 pub mod tables;
@@ -29,5 +32,6 @@ pub mod topic;
 mod transaction;
 
 pub use error::KafkaSinkError;
+pub use metrics::KafkaMetrics;
 pub use sink::KafkaSink;
 pub use tables::{ChangelogTables, KafkaTables};

@@ -23,6 +23,7 @@
 
 use crate::error::{kafka_error, KafkaSinkError};
 use crate::format::{Encoder, Record, WindowInfo};
+use crate::metrics::KafkaMetrics;
 use crate::topic::{ensure_topic, TopicSpec};
 use crate::transaction::Transactions;
 use ferry_engine::checkpoint::TableState;
@@ -62,6 +63,7 @@ pub struct KafkaSink {
     /// Exactly-once: a write failed since the last recovery, so the open
     /// transaction must not be committed.
     failed: Arc<AtomicBool>,
+    metrics: Arc<KafkaMetrics>,
 }
 
 impl KafkaSink {
@@ -116,7 +118,15 @@ impl KafkaSink {
             window: Arc::new(RwLock::new(None)),
             transactions,
             failed: Arc::new(AtomicBool::new(false)),
+            metrics: Arc::default(),
         }
+    }
+
+    /// Counts what the sink writes into `metrics`.
+    pub fn with_metrics(mut self, metrics: Arc<KafkaMetrics>) -> Self {
+        metrics.register(&self.topic);
+        self.metrics = metrics;
+        self
     }
 
     fn set_producer(&self, producer: FutureProducer) {
@@ -236,6 +246,7 @@ impl Sink<RowBatch> for KafkaSink {
             delivery: self.config.delivery,
             record: Record::default(),
             pending: Vec::new(),
+            metrics: self.metrics.clone(),
         })
     }
 
@@ -277,6 +288,7 @@ impl Sink<RowBatch> for KafkaSink {
             self.failed.store(true, Ordering::SeqCst);
             return Err(e.into());
         }
+        self.metrics.transaction_committed(&self.topic);
         Ok(())
     }
 
@@ -284,7 +296,14 @@ impl Sink<RowBatch> for KafkaSink {
         let Some(t) = &self.transactions else {
             return Ok(None);
         };
+        // This process's own open transaction, if it had one, is given up
+        // (a predecessor's is aborted too, uncounted: the broker does not
+        // say whether there was one).
+        let abandoned = self.producer.read().is_ok_and(|p| p.is_some());
         let producer = t.start().await?;
+        if abandoned {
+            self.metrics.transaction_aborted(&self.topic);
+        }
         self.set_producer(producer);
         self.failed.store(false, Ordering::SeqCst);
         let state = t.last_progress().await?;
@@ -324,6 +343,7 @@ pub struct KafkaSinkWriter {
     delivery: DeliveryGuarantee,
     record: Record,
     pending: Vec<DeliveryFuture>,
+    metrics: Arc<KafkaMetrics>,
 }
 
 impl KafkaSinkWriter {
@@ -412,6 +432,8 @@ impl KafkaSinkWriter {
                 self.await_pending().await?
             }
         }
+        self.metrics
+            .produced(&self.topic, stats.upserts + stats.deletes, stats.bytes);
         Ok(stats)
     }
 }

@@ -14,11 +14,12 @@
 //! reader.
 
 use crate::error::{kafka_error, KafkaSinkError};
+use crate::metrics::KafkaMetrics;
 use ferry_engine::checkpoint::{SplitState, WindowState};
 use ferry_engine::config::{BoundedMode, KafkaSourceConfig, StartupMode};
 use ferry_engine::connector::{Batch, ReadBatch, Source, SplitReader};
 use ferry_engine::EngineError;
-use rdkafka::consumer::{BaseConsumer, Consumer, StreamConsumer};
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, StreamConsumer};
 use rdkafka::error::KafkaError;
 use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
 use serde::{Deserialize, Serialize};
@@ -72,6 +73,16 @@ struct Cursor {
     stop: Option<BTreeMap<i32, i64>>,
 }
 
+impl Cursor {
+    /// Bounded, and every partition read up to where it stops.
+    fn at_stop(&self) -> bool {
+        self.stop.as_ref().is_some_and(|stop| {
+            stop.iter()
+                .all(|(p, &end)| self.next.get(p).is_some_and(|&n| n >= end))
+        })
+    }
+}
+
 /// A split: one partition's offsets `[start, end)`.
 #[derive(Debug, Serialize, Deserialize)]
 struct Range {
@@ -91,6 +102,7 @@ pub struct KafkaSource {
     planner: Mutex<Option<Arc<BaseConsumer>>>,
     /// The last window end handed out.
     clock: AtomicU64,
+    metrics: Arc<KafkaMetrics>,
 }
 
 impl KafkaSource {
@@ -113,7 +125,15 @@ impl KafkaSource {
             cursor: Mutex::new(None),
             planner: Mutex::new(None),
             clock: AtomicU64::new(0),
+            metrics: Arc::default(),
         }
+    }
+
+    /// Counts what the readers read, and each partition's lag, into
+    /// `metrics`.
+    pub fn with_metrics(mut self, metrics: Arc<KafkaMetrics>) -> Self {
+        self.metrics = metrics;
+        self
     }
 
     fn err(&self, what: &str, e: KafkaError) -> EngineError {
@@ -143,6 +163,7 @@ impl KafkaSource {
         consumer: &BaseConsumer,
         config: &KafkaSourceConfig,
         cursor: Option<Cursor>,
+        metrics: &KafkaMetrics,
     ) -> Result<(Vec<Range>, Cursor), KafkaSinkError> {
         let topic = config.topic.as_str();
         let ctx = |what: &str| format!("{what} of topic '{topic}'");
@@ -188,6 +209,7 @@ impl KafkaSource {
                 );
                 start = low;
             }
+            metrics.window_planned(topic, p, start, high);
             let mut end = high;
             if let Some(stop) = &cursor.stop {
                 end = end.min(*stop.get(&p).unwrap_or(&low));
@@ -306,8 +328,9 @@ impl Source for KafkaSource {
         let consumer = self.planner()?;
         let config = self.config.clone();
         let cursor = self.cursor.lock().ok().and_then(|c| c.clone());
+        let metrics = self.metrics.clone();
         let (ranges, after) = tokio::task::spawn_blocking(move || {
-            KafkaSource::plan_blocking(&consumer, &config, cursor)
+            KafkaSource::plan_blocking(&consumer, &config, cursor, &metrics)
         })
         .await
         .map_err(|_| self.err("planning", KafkaError::Canceled))??;
@@ -361,12 +384,45 @@ impl Source for KafkaSource {
             consumer,
             next,
             range,
+            metrics: self.metrics.clone(),
         })
     }
 
     fn cursor(&self) -> Option<serde_json::Value> {
         let c = self.cursor.lock().ok()?.clone()?;
         serde_json::to_value(c).ok()
+    }
+
+    fn exhausted(&self) -> bool {
+        self.cursor
+            .lock()
+            .ok()
+            .and_then(|c| c.as_ref().map(Cursor::at_stop))
+            .unwrap_or(false)
+    }
+
+    fn window_committed(&self, cursor: Option<&serde_json::Value>) {
+        // For monitoring only (ferry resumes from its own state): the
+        // group's offsets say how far the job's checkpoints are.
+        let Some(cursor) = cursor.and_then(|v| serde_json::from_value::<Cursor>(v.clone()).ok())
+        else {
+            return;
+        };
+        let Ok(consumer) = self.planner() else {
+            return;
+        };
+        let mut list = TopicPartitionList::new();
+        for (&p, &next) in &cursor.next {
+            if list
+                .add_partition_offset(&self.config.topic, p, Offset::Offset(next))
+                .is_err()
+            {
+                return;
+            }
+        }
+        if let Err(e) = consumer.commit(&list, CommitMode::Async) {
+            tracing::debug!(error = %e, topic = %self.config.topic, "cannot commit offsets to the consumer group");
+        }
     }
 
     fn resume_from(&self, cursor: Option<&serde_json::Value>) {
@@ -389,6 +445,7 @@ pub struct KafkaSplitReader {
     /// The next offset to read.
     next: i64,
     range: Range,
+    metrics: Arc<KafkaMetrics>,
 }
 
 impl KafkaSplitReader {
@@ -458,9 +515,16 @@ impl SplitReader for KafkaSplitReader {
                 Ok(Err(e)) => return Err(self.err(e)),
             }
         }
+        self.metrics
+            .read_to(&self.range.topic, self.range.partition, self.next);
         if batch.records.is_empty() {
             return Ok(None);
         }
+        self.metrics.consumed(
+            &self.range.topic,
+            batch.records.len() as u64,
+            batch.bytes as u64,
+        );
         let last = batch.records.last().map_or(self.next - 1, |r| r.offset);
         Ok(Some(ReadBatch {
             rows: batch,

@@ -5,6 +5,7 @@
 //! [`KuduSource`] and written by a [`KafkaSink`] to its topic.
 
 use crate::changelog_sink::ChangelogSink;
+use crate::metrics::KafkaMetrics;
 use crate::sink::KafkaSink;
 use crate::source::KafkaSource;
 use ferry_engine::config::{JobConfig, KafkaSinkConfig, KafkaSourceConfig};
@@ -13,12 +14,14 @@ use ferry_engine::kudu_source::KuduSource;
 use ferry_engine::kudu_tables::discover_tables;
 use ferry_engine::EngineError;
 use kudu_client::KuduClient;
+use std::sync::Arc;
 
 /// The source tables of one Kudu-to-Kafka job.
 pub struct KafkaTables {
     source: KuduClient,
     config: JobConfig,
     kafka: KafkaSinkConfig,
+    metrics: Arc<KafkaMetrics>,
 }
 
 impl KafkaTables {
@@ -30,7 +33,14 @@ impl KafkaTables {
             source,
             config,
             kafka,
+            metrics: Arc::default(),
         })
+    }
+
+    /// Counts what the job's sinks do into `metrics`.
+    pub fn with_metrics(mut self, metrics: Arc<KafkaMetrics>) -> Self {
+        self.metrics = metrics;
+        self
     }
 }
 
@@ -49,7 +59,8 @@ impl Tables for KafkaTables {
             self.source.clone(),
             table,
             &self.config.job_name,
-        );
+        )
+        .with_metrics(self.metrics.clone());
         Ok((source, sink))
     }
 }
@@ -62,6 +73,7 @@ pub struct ChangelogTables {
     sink: KuduClient,
     config: JobConfig,
     kafka: KafkaSourceConfig,
+    metrics: Arc<KafkaMetrics>,
 }
 
 impl ChangelogTables {
@@ -73,7 +85,14 @@ impl ChangelogTables {
             sink,
             config,
             kafka,
+            metrics: Arc::default(),
         })
+    }
+
+    /// Counts what the job's source and sink do into `metrics`.
+    pub fn with_metrics(mut self, metrics: Arc<KafkaMetrics>) -> Self {
+        self.metrics = metrics;
+        self
     }
 }
 
@@ -89,14 +108,16 @@ impl Tables for ChangelogTables {
     }
 
     fn connect(&self, _table: &TableRef) -> Result<(KafkaSource, ChangelogSink), EngineError> {
-        let source = KafkaSource::new(&self.kafka, &self.config.job_name);
+        let source =
+            KafkaSource::new(&self.kafka, &self.config.job_name).with_metrics(self.metrics.clone());
         let sink = ChangelogSink::new(
             self.sink.clone(),
             &self.config.sink_table_name(),
             &self.kafka,
             &self.config.writer,
             &self.config.job_name,
-        )?;
+        )?
+        .with_metrics(self.metrics.clone());
         Ok((source, sink))
     }
 }

@@ -204,6 +204,19 @@ macro_rules! say {
     }};
 }
 
+/// What `ferry run` prints when the job finished: stopped with a
+/// savepoint, or (bounded sources) read to the end, with a final
+/// checkpoint (`chk-<n>` in Flink's layout).
+fn finished_line(path: &str) -> String {
+    if path.contains("/chk-") {
+        format!(
+            "Job finished: every source was read to its bounded end; final checkpoint at {path}"
+        )
+    } else {
+        format!("Job finished; savepoint at {path}")
+    }
+}
+
 /// Exit code for usage and configuration errors.
 const EXIT_USAGE: u8 = 2;
 
@@ -344,7 +357,7 @@ fn dr_command(args: &[String], verb: &str) -> ExitCode {
     match outcome {
         Ok(Outcome::Reported) | Ok(Outcome::Ran(JobStatus::Canceled)) => ExitCode::SUCCESS,
         Ok(Outcome::Ran(JobStatus::Finished { savepoint })) => {
-            say!("Job finished; savepoint at {savepoint}");
+            say!("{}", finished_line(&savepoint));
             ExitCode::SUCCESS
         }
         Ok(Outcome::NothingFound) => ExitCode::from(failover::EXIT_NOTHING_FOUND),
@@ -569,7 +582,7 @@ fn run_job(run: run_args::RunArgs) -> ExitCode {
     };
     match runtime.block_on(run::run(run)) {
         Ok(JobStatus::Finished { savepoint }) => {
-            say!("Job finished; savepoint at {savepoint}");
+            say!("{}", finished_line(&savepoint));
             ExitCode::SUCCESS
         }
         Ok(JobStatus::Canceled) => ExitCode::SUCCESS,

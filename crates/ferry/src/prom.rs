@@ -15,10 +15,16 @@
 //! `ferry_verify_*`. Each table of the job has `ferry_table_*` families
 //! (window end, lag, splits, rows, schema changes, paused) labelled with
 //! `table_name` (the current source name), `table_id` and `sink_table`.
+//! Jobs with a Kafka side have `ferry_kafka_*` families: counters per topic
+//! (label `topic`: records and bytes produced or consumed, transactions
+//! committed and aborted, records skipped or dead-lettered) and gauges per
+//! source partition (labels `topic`, `partition`: end offset, position,
+//! consumer lag); docs/kafka.md, "Metrics".
 
 use crate::registry::Registry;
 use crate::sampler::METER_SPAN_MS;
 use crate::view::{JobView, SINK_NAME, SOURCE_NAME};
+use ferry_kafka::metrics::KafkaSnapshot;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::gauge::ConstGauge;
@@ -468,6 +474,96 @@ fn push_kudu_tables(out: &mut Families, v: &JobView, labels: &Labels) {
     }
 }
 
+/// `ferry_kafka_*`: the job's Kafka connectors, if it has any.
+fn push_kafka(out: &mut Families, v: &JobView, labels: &Labels) {
+    if let Some(kafka) = &v.job.kafka {
+        push_kafka_snapshot(out, &kafka.snapshot(), labels);
+    }
+}
+
+/// The `ferry_kafka_*` families of one snapshot (apart from
+/// [`push_kafka`] so that tests can render a snapshot built by hand).
+fn push_kafka_snapshot(out: &mut Families, s: &KafkaSnapshot, labels: &Labels) {
+    let counter = MetricType::Counter;
+    let gauge = MetricType::Gauge;
+    for t in &s.topics {
+        let l = with(labels.clone(), &[("topic", &t.topic)]);
+        let c = &t.counters;
+        for (name, help, value) in [
+            (
+                "kafka_records_produced",
+                "Records sent to the topic (acknowledged by the brokers, except with delivery none)",
+                c.records_produced,
+            ),
+            (
+                "kafka_bytes_produced",
+                "Key and value bytes of the records sent to the topic",
+                c.bytes_produced,
+            ),
+            (
+                "kafka_records_consumed",
+                "Records read from the topic",
+                c.records_consumed,
+            ),
+            (
+                "kafka_bytes_consumed",
+                "Key and value bytes of the records read from the topic",
+                c.bytes_consumed,
+            ),
+            (
+                "kafka_transactions_committed",
+                "Kafka transactions committed for the topic (exactly-once: one per checkpoint and savepoint)",
+                c.transactions_committed,
+            ),
+            (
+                "kafka_transactions_aborted",
+                "Kafka transactions for the topic this process abandoned after a failure and aborted (a predecessor's transaction aborted at start is not counted)",
+                c.transactions_aborted,
+            ),
+            (
+                "kafka_records_skipped",
+                "Records of the topic set aside by job.sourceErrorPolicy=skip",
+                c.records_skipped,
+            ),
+            (
+                "kafka_records_dead_lettered",
+                "Records of the topic sent to the dead-letter topic",
+                c.records_dead_lettered,
+            ),
+        ] {
+            out.ferry(name, help, counter, l.clone(), value as f64);
+        }
+    }
+    for p in &s.partitions {
+        let partition = p.partition.to_string();
+        let l = with(
+            labels.clone(),
+            &[("topic", &p.topic), ("partition", &partition)],
+        );
+        out.ferry(
+            "kafka_consumer_lag",
+            "Records between the partition's end offset when the last window opened and the next offset the job reads",
+            gauge,
+            l.clone(),
+            p.lag as f64,
+        );
+        out.ferry(
+            "kafka_partition_end_offset",
+            "The partition's end offset (high watermark) when the job's last window opened",
+            gauge,
+            l.clone(),
+            p.end_offset as f64,
+        );
+        out.ferry(
+            "kafka_partition_position",
+            "The next offset the job reads from the partition",
+            gauge,
+            l,
+            p.position as f64,
+        );
+    }
+}
+
 /// The write guard: `ferry_sink_foreign_writes_total` (rows written to
 /// the sink table beyond ferry's own) and `ferry_sink_foreign_writes_suspected`
 /// (1 when that rose within the last polls).
@@ -514,28 +610,37 @@ impl FerryCollector {
             push_tables(&mut out, v, &labels);
             push_kudu_tables(&mut out, v, &labels);
             push_foreign_writes(&mut out, v, &labels);
+            push_kafka(&mut out, v, &labels);
             push_verify(&mut out, v, &labels);
         }
         out.0
     }
 }
 
-impl Collector for FerryCollector {
-    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        for fam in self.families() {
-            let mut metric = encoder.encode_descriptor(&fam.name, &fam.help, None, fam.kind)?;
-            for (labels, value) in &fam.samples {
-                let family = metric.encode_family(labels)?;
-                match fam.kind {
-                    MetricType::Counter => {
-                        prometheus_client::metrics::counter::ConstCounter::new(*value)
-                            .encode(family)?;
-                    }
-                    _ => ConstGauge::new(*value).encode(family)?,
+/// Writes `families` in the exposition format (counters get `_total`).
+fn encode_families(
+    families: Vec<Family>,
+    mut encoder: DescriptorEncoder,
+) -> Result<(), std::fmt::Error> {
+    for fam in families {
+        let mut metric = encoder.encode_descriptor(&fam.name, &fam.help, None, fam.kind)?;
+        for (labels, value) in &fam.samples {
+            let family = metric.encode_family(labels)?;
+            match fam.kind {
+                MetricType::Counter => {
+                    prometheus_client::metrics::counter::ConstCounter::new(*value)
+                        .encode(family)?;
                 }
+                _ => ConstGauge::new(*value).encode(family)?,
             }
         }
-        Ok(())
+    }
+    Ok(())
+}
+
+impl Collector for FerryCollector {
+    fn encode(&self, encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        encode_families(self.families(), encoder)
     }
 }
 
@@ -574,4 +679,102 @@ pub fn router(registry: Arc<prometheus_client::registry::Registry>) -> axum::Rou
     axum::Router::new()
         .route("/metrics", get(handler.clone()))
         .route("/", get(handler))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ferry_kafka::metrics::{PartitionLag, TopicCounters, TopicSnapshot};
+
+    /// A collector rendering one Kafka snapshot, as a job's would be.
+    #[derive(Debug)]
+    struct Kafka(KafkaSnapshot);
+
+    impl Collector for Kafka {
+        fn encode(&self, encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+            let mut out = Families::default();
+            let labels = vec![
+                ("job_id".to_string(), "j1".to_string()),
+                ("job_name".to_string(), "orders".to_string()),
+            ];
+            push_kafka_snapshot(&mut out, &self.0, &labels);
+            encode_families(out.0, encoder)
+        }
+    }
+
+    fn exposition(s: KafkaSnapshot) -> String {
+        let mut r = prometheus_client::registry::Registry::default();
+        r.register_collector(Box::new(Kafka(s)));
+        render(&r)
+    }
+
+    #[test]
+    fn kafka_families_per_topic_and_partition() {
+        let text = exposition(KafkaSnapshot {
+            topics: vec![
+                TopicSnapshot {
+                    topic: "cdc.orders".into(),
+                    counters: TopicCounters {
+                        records_produced: 5,
+                        bytes_produced: 50,
+                        transactions_committed: 2,
+                        transactions_aborted: 1,
+                        ..Default::default()
+                    },
+                },
+                TopicSnapshot {
+                    topic: "in".into(),
+                    counters: TopicCounters {
+                        records_consumed: 7,
+                        bytes_consumed: 70,
+                        records_skipped: 3,
+                        records_dead_lettered: 4,
+                        ..Default::default()
+                    },
+                },
+            ],
+            partitions: vec![PartitionLag {
+                topic: "in".into(),
+                partition: 2,
+                end_offset: 25,
+                position: 20,
+                lag: 5,
+            }],
+        });
+        let out = r#"job_id="j1",job_name="orders",topic="cdc.orders""#;
+        let inp = r#"job_id="j1",job_name="orders",topic="in""#;
+        let part = r#"job_id="j1",job_name="orders",topic="in",partition="2""#;
+        for line in [
+            format!("ferry_kafka_records_produced_total{{{out}}} 5.0"),
+            format!("ferry_kafka_bytes_produced_total{{{out}}} 50.0"),
+            format!("ferry_kafka_transactions_committed_total{{{out}}} 2.0"),
+            format!("ferry_kafka_transactions_aborted_total{{{out}}} 1.0"),
+            format!("ferry_kafka_records_consumed_total{{{out}}} 0.0"),
+            format!("ferry_kafka_records_consumed_total{{{inp}}} 7.0"),
+            format!("ferry_kafka_bytes_consumed_total{{{inp}}} 70.0"),
+            format!("ferry_kafka_records_skipped_total{{{inp}}} 3.0"),
+            format!("ferry_kafka_records_dead_lettered_total{{{inp}}} 4.0"),
+            format!("ferry_kafka_consumer_lag{{{part}}} 5.0"),
+            format!("ferry_kafka_partition_end_offset{{{part}}} 25.0"),
+            format!("ferry_kafka_partition_position{{{part}}} 20.0"),
+        ] {
+            assert!(text.lines().any(|l| l == line), "no `{line}` in:\n{text}");
+        }
+        assert!(text.contains("# TYPE ferry_kafka_records_produced_total counter"));
+        assert!(text.contains("# TYPE ferry_kafka_consumer_lag gauge"));
+        assert!(!text.contains("_total_total"), "{text}");
+        // Counters are pushed without `_total` (the encoder adds it); one
+        // descriptor per family, whatever the number of topics.
+        assert_eq!(
+            text.matches("# TYPE ferry_kafka_records_consumed_total ")
+                .count(),
+            1
+        );
+    }
+
+    #[test]
+    fn an_empty_kafka_snapshot_emits_nothing() {
+        let text = exposition(KafkaSnapshot::default());
+        assert!(!text.contains("ferry_kafka_"), "{text}");
+    }
 }

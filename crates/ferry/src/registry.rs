@@ -110,6 +110,8 @@ pub struct JobEntry {
     pub source_rows_estimate: Option<u64>,
     pub sampler: Arc<Sampler>,
     pub activity: Arc<KuduActivity>,
+    /// The Kafka connectors' counters (jobs with a Kafka side).
+    pub kafka: Option<Arc<ferry_kafka::KafkaMetrics>>,
     operations: Mutex<HashMap<String, Operation>>,
     /// Verifications: progress by request id, the last one's outcome.
     verify: Mutex<VerifyRuns>,
@@ -144,10 +146,17 @@ impl JobEntry {
             restored,
             source_rows_estimate,
             activity,
+            kafka: None,
             operations: Mutex::new(HashMap::new()),
             verify: Mutex::new(VerifyRuns::default()),
             tasks: CancellationToken::new(),
         }
+    }
+
+    /// With the counters of the job's Kafka connectors.
+    pub fn with_kafka(mut self, kafka: Option<Arc<ferry_kafka::KafkaMetrics>>) -> Self {
+        self.kafka = kafka;
+        self
     }
 
     /// The job's status.

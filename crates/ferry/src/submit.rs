@@ -239,6 +239,8 @@ pub async fn start_job_with(
             Box::new(move || rows_sent.load(std::sync::atomic::Ordering::Relaxed))
         }),
     );
+    let kafka_metrics = (cfg.sink.kafka().is_some() || cfg.source.kafka().is_some())
+        .then(|| Arc::new(ferry_kafka::KafkaMetrics::default()));
     let handle = match (source_client, sink_client) {
         (Some(source_client), Some(sink_client)) => {
             let tables =
@@ -247,12 +249,14 @@ pub async fn start_job_with(
         }
         (Some(source_client), None) => {
             let tables = KafkaTables::new(source_client, cfg.clone())
-                .ok_or_else(|| anyhow!("job.sinkType is not kafka"))?;
+                .ok_or_else(|| anyhow!("job.sinkType is not kafka"))?
+                .with_metrics(kafka_metrics.clone().unwrap_or_default());
             Job::start_tables(cfg, restore, tables, store, options).await?
         }
         (None, Some(sink_client)) => {
             let tables = ChangelogTables::new(sink_client, cfg.clone())
-                .ok_or_else(|| anyhow!("job.sourceType is not kafka"))?;
+                .ok_or_else(|| anyhow!("job.sourceType is not kafka"))?
+                .with_metrics(kafka_metrics.clone().unwrap_or_default());
             Job::start_tables(cfg, restore, tables, store, options).await?
         }
         (None, None) => bail!("a job needs a Kudu cluster on one side"),
@@ -279,7 +283,8 @@ pub async fn start_job_with(
         source_rows_estimate,
         activity,
         start_time_ms,
-    );
+    )
+    .with_kafka(kafka_metrics);
     Ok(registry.add(entry))
 }
 

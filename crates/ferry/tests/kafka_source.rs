@@ -8,7 +8,9 @@
 //!    table then equals the fold of the changelog, and every malformed
 //!    record is in the dead-letter topic with its topic/partition/offset
 //!    in headers. A second job with `job.sourceErrorPolicy=fail` fails on
-//!    the first malformed record, naming it.
+//!    the first malformed record, naming it; a bounded one
+//!    (`latest-offset`) ends FINISHED by itself with the table equal to
+//!    the fold and the consumer group's offsets at the ends.
 //! 2. Round trip: Kudu → Kafka (debezium-json, exactly-once) → Kudu leaves
 //!    the second table equal to the first, cell by cell, while a mixed
 //!    workload changes every type.
@@ -279,6 +281,35 @@ fn dead_letters(bootstrap: &str) -> Vec<(String, i32, i64, String)> {
     out
 }
 
+/// The committed offsets of `group` in [`TOPIC`], and the partitions' ends.
+fn group_offsets(bootstrap: &str, group: &str) -> (BTreeMap<i32, i64>, BTreeMap<i32, i64>) {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", group)
+        .create()
+        .expect("consumer");
+    let mut list = TopicPartitionList::new();
+    let mut ends = BTreeMap::new();
+    for p in 0..PARTITIONS {
+        list.add_partition(TOPIC, p);
+        let (_, high) = consumer
+            .fetch_watermarks(TOPIC, p, Duration::from_secs(10))
+            .expect("watermarks");
+        ends.insert(p, high);
+    }
+    let committed = consumer
+        .committed_offsets(list, Duration::from_secs(10))
+        .expect("committed offsets")
+        .elements()
+        .iter()
+        .filter_map(|e| match e.offset() {
+            Offset::Offset(o) => Some((e.partition(), o)),
+            _ => None,
+        })
+        .collect();
+    (committed, ends)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_changelog_is_applied_through_kill_9_restarts_with_bad_records_set_aside() {
     let kudu_start = std::thread::spawn(|| {
@@ -294,7 +325,7 @@ async fn a_changelog_is_applied_through_kill_9_restarts_with_bad_records_set_asi
     let client = KuduClient::new(&cluster.master_addrs()).expect("client");
     let schema =
         ferry_fixtures::small_schema_with(vec![ferry_fixtures::nullable("n", DataType::Int32)]);
-    for table in ["applied", "applied_fail"] {
+    for table in ["applied", "applied_fail", "applied_bounded"] {
         let builder = TableBuilder::new(table, schema.clone())
             .add_hash_partitions(&["id"], 2, 0)
             .num_replicas(1);
@@ -367,6 +398,26 @@ async fn a_changelog_is_applied_through_kill_9_restarts_with_bad_records_set_asi
         },
     )
     .await;
+    // Every partition read to its end, as Prometheus shows it.
+    let ends = tokio::task::spawn_blocking({
+        let bootstrap = bootstrap.clone();
+        move || group_offsets(&bootstrap, "unused").1
+    })
+    .await
+    .expect("watermarks");
+    eventually("no consumer lag left", Duration::from_secs(30), || {
+        let text = ferry.metrics_text();
+        let ends = ends.clone();
+        async move {
+            ends.iter().all(|(p, end)| {
+                let p = p.to_string();
+                let labels = [TOPIC, p.as_str()];
+                sample(&text, "ferry_kafka_consumer_lag", &labels) == 0.0
+                    && sample(&text, "ferry_kafka_partition_end_offset", &labels) == *end as f64
+            })
+        }
+    })
+    .await;
     ferry.kill9();
     assert!(expected.len() > 100, "{} rows", expected.len());
 
@@ -384,6 +435,55 @@ async fn a_changelog_is_applied_through_kill_9_restarts_with_bad_records_set_asi
     assert!(letters
         .iter()
         .all(|(t, _, _, e)| t == TOPIC && !e.is_empty()));
+
+    // A bounded run (`latest-offset`, `skip`) of the same changelog ends
+    // FINISHED by itself with the table equal to the fold, its final
+    // checkpoint reported, and the consumer group's offsets at the ends.
+    let bounded_chk = dir.path().join("chk-bounded");
+    let bounded = [
+        "--job.sourceBoundedMode",
+        "latest-offset",
+        "--job.sourceErrorPolicy",
+        "skip",
+        "--job.sourceGroupId",
+        "bounded-test",
+    ];
+    let a = args(
+        &bootstrap,
+        &master,
+        "applied_bounded",
+        &bounded_chk,
+        &bounded,
+        None,
+    );
+    let mut ferry = FerryProcess::start(bin, &a, &[("FERRY_LOG", "info")], &logs);
+    let status = ferry.wait_exit(Duration::from_secs(90));
+    let stderr = ferry.stderr_text();
+    assert!(status.success(), "a bounded job ends by itself: {stderr}");
+    assert_eq!(table_rows(&client, "applied_bounded").await, expected);
+    let job: JobId = ferry.job_id.parse().expect("job id");
+    let bounded_store = CheckpointStore::open_local(
+        &StorageLocation::local(&bounded_chk).expect("location"),
+        NonZeroUsize::MIN,
+    );
+    let last = bounded_store
+        .latest_complete(&job)
+        .await
+        .expect("list")
+        .checkpoint
+        .expect("a final checkpoint");
+    let last_path = last.location.to_string();
+    assert!(
+        stderr.contains("bounded end") && stderr.contains(last_path.trim_end_matches('/')),
+        "the job names its final checkpoint {last_path}: {stderr}"
+    );
+    let (committed, ends) = tokio::task::spawn_blocking({
+        let bootstrap = bootstrap.clone();
+        move || group_offsets(&bootstrap, "bounded-test")
+    })
+    .await
+    .expect("group reader");
+    assert_eq!(committed, ends, "the group's offsets are at the bound");
 
     // The same changelog with `fail`: the job fails on the first malformed
     // record of some partition, naming where it is.
@@ -521,6 +621,42 @@ async fn kudu_to_kafka_to_kudu_round_trip_copies_every_type() {
     )
     .await;
     assert!(expected.len() > 500, "{} rows", expected.len());
+    // Both sides count on Prometheus: the exactly-once job's records and
+    // commits, the reading job's records, and no lag left.
+    let produced = out.metrics_text();
+    assert!(
+        sample(
+            &produced,
+            "ferry_kafka_records_produced_total",
+            &["rt.events"]
+        ) >= 500.0
+            && sample(
+                &produced,
+                "ferry_kafka_transactions_committed_total",
+                &["rt.events"]
+            ) >= 1.0,
+        "{produced}"
+    );
+    let consumed = back.metrics_text();
+    assert!(
+        sample(
+            &consumed,
+            "ferry_kafka_records_consumed_total",
+            &["rt.events"]
+        ) >= 500.0,
+        "{consumed}"
+    );
     out.kill9();
     back.kill9();
+}
+
+/// The value of `family`'s sample whose labels include every one of
+/// `labels` (as `="<value>"`), or -1.
+fn sample(text: &str, family: &str, labels: &[&str]) -> f64 {
+    text.lines()
+        .filter(|l| l.starts_with(&format!("{family}{{")))
+        .find(|l| labels.iter().all(|v| l.contains(&format!("=\"{v}\""))))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(-1.0)
 }

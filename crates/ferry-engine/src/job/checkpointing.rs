@@ -5,7 +5,7 @@
 use super::coordinator::{Coordinator, JobWorkers};
 use super::handle::CheckpointRecord;
 use crate::checkpoint::{JobState, SnapshotKind, StorageLocation};
-use crate::connector::Tables;
+use crate::connector::{Source, Tables};
 use crate::enumerator::{AfterCheckpoint, CheckpointCapture};
 use crate::error::{ControlError, EngineError};
 use tokio::time::Instant;
@@ -103,6 +103,7 @@ impl<T: Tables> Coordinator<T> {
                     .map_or(0, |t| t.elapsed().as_millis() as u64);
                 self.metrics.window_completed(took, was_snapshot);
                 chain.metrics.window_completed();
+                chain.source.window_committed(chain.cursor.as_ref());
                 tracing::info!(
                     table = %chain.table.name,
                     end,

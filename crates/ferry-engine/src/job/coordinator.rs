@@ -363,6 +363,9 @@ impl<T: Tables> Coordinator<T> {
             }
             return Flow::Continue;
         }
+        if self.sources_exhausted() {
+            return self.finish_bounded(workers).await;
+        }
         for i in 0..self.chains.len() {
             let chain = &self.chains[i];
             if chain.active() && chain.prepared && chain.recover_sink.is_some() {
@@ -438,6 +441,7 @@ impl<T: Tables> Coordinator<T> {
             .filter(|c| {
                 c.active()
                     && c.enumerator.window().is_none()
+                    && !c.source.exhausted()
                     && self.mode.may_open_window(c.enumerator.last_end())
             })
             .map(|c| c.next_window_at)
@@ -515,7 +519,10 @@ impl<T: Tables> Coordinator<T> {
         let discovery = self.config.discovery_interval;
         let fence = self.options.fence.clone();
         let chain = &mut self.chains[i];
-        if chain.enumerator.window().is_some() || Instant::now() < chain.next_window_at {
+        if chain.enumerator.window().is_some()
+            || Instant::now() < chain.next_window_at
+            || chain.source.exhausted()
+        {
             return Ok(());
         }
         let now = chain.source.now().await?;

@@ -30,7 +30,8 @@ pub enum JobStatus {
     },
     /// Stopping with a savepoint (in-flight batches finish first).
     Stopping,
-    /// Stopped with a savepoint at `savepoint`.
+    /// Stopped with a savepoint at `savepoint`; or, every source being
+    /// bounded and read to its end, finished with a final checkpoint there.
     Finished {
         savepoint: String,
     },

@@ -9,7 +9,7 @@
 use super::coordinator::{Coordinator, Workers};
 use super::handle::{JobStatus, Reply, StopMode};
 use crate::checkpoint::StorageLocation;
-use crate::connector::Tables;
+use crate::connector::{Source, Tables};
 use crate::error::ControlError;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -173,6 +173,41 @@ impl<T: Tables> Coordinator<T> {
                 let _ = request.reply.send(Err(e));
                 JobStatus::Failed { error }
             }
+        }
+    }
+
+    /// Every table's source is exhausted (bounded, read to its end) and
+    /// its last window completed; paused tables do not count, but at least
+    /// one table runs.
+    pub(super) fn sources_exhausted(&self) -> bool {
+        self.built
+            && self.chains.iter().any(|c| c.active())
+            && self
+                .chains
+                .iter()
+                .filter(|c| c.active())
+                .all(|c| c.between_windows() && c.source.exhausted())
+    }
+
+    /// Ends a job whose sources are exhausted: a final checkpoint (which a
+    /// later `-s` can resume, ending at once), then FINISHED with its path.
+    pub(super) async fn finish_bounded(
+        &mut self,
+        workers: &mut super::coordinator::JobWorkers<T>,
+    ) -> super::coordinator::Flow {
+        match self.checkpoint(workers).await {
+            Ok(id) => {
+                let path = self
+                    .history
+                    .lock()
+                    .ok()
+                    .and_then(|h| h.iter().rev().find(|r| r.id == id).map(|r| r.path.clone()))
+                    .unwrap_or_default();
+                tracing::info!(checkpoint = id, %path, "every source read to its bounded end; the job finished");
+                super::coordinator::Flow::End(JobStatus::Finished { savepoint: path })
+            }
+            // Tolerated failures try again on the next step.
+            Err(e) => self.on_checkpoint_failed(e),
         }
     }
 }

@@ -256,3 +256,102 @@ async fn a_drain_that_times_out_leaves_the_job_running() {
     let late = f.job.checkpoint().await;
     assert!(matches!(late, Err(ControlError::NotRunning)), "{late:?}");
 }
+
+/// Plans `windows` windows of two open splits each, then is exhausted;
+/// its cursor is the number of windows planned, and it records the
+/// cursors it was told are committed.
+struct BoundedSource {
+    clock: AtomicU64,
+    windows: u64,
+    planned: AtomicU64,
+    committed: Arc<std::sync::Mutex<Vec<serde_json::Value>>>,
+}
+
+impl Source for BoundedSource {
+    type Batch = Numbers;
+    type Reader = GatedReader;
+
+    async fn now(&self) -> Result<u64, EngineError> {
+        Ok(self.clock.fetch_add(10, Ordering::SeqCst) + 10)
+    }
+
+    async fn plan(&self, window: WindowState) -> Result<Vec<SplitState>, EngineError> {
+        let n = self.planned.fetch_add(1, Ordering::SeqCst) + 1;
+        assert!(n <= self.windows, "no window is planned once exhausted");
+        Ok((0..2u8)
+            .map(|i| SplitState {
+                split_id: format!("{}-{i}", window.end_timestamp),
+                descriptor: vec![i],
+                resume_key: None,
+            })
+            .collect())
+    }
+
+    async fn open(&self, _split: &SplitState) -> Result<GatedReader, EngineError> {
+        Ok(GatedReader {
+            gate: watch::channel(true).1,
+            done: false,
+        })
+    }
+
+    fn cursor(&self) -> Option<serde_json::Value> {
+        Some(serde_json::json!(self.planned.load(Ordering::SeqCst)))
+    }
+
+    fn exhausted(&self) -> bool {
+        self.planned.load(Ordering::SeqCst) >= self.windows
+    }
+
+    fn window_committed(&self, cursor: Option<&serde_json::Value>) {
+        if let Some(c) = cursor {
+            self.committed.lock().expect("lock").push(c.clone());
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_job_whose_source_is_exhausted_finishes_with_a_final_checkpoint() {
+    // A window a second.
+    let config = config_with(&[]);
+    let memory = Arc::new(MemoryStateStore::new());
+    let store = CheckpointStore::new(
+        memory.clone(),
+        &config.checkpoints_directory,
+        NonZeroUsize::MIN,
+    );
+    let committed = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let source = BoundedSource {
+        clock: AtomicU64::new(100),
+        windows: 3,
+        planned: AtomicU64::new(0),
+        committed: committed.clone(),
+    };
+    let sink = CountingSink::default();
+    let written = sink.written.clone();
+    let job = Job::start(&config, None, source, sink, store, JobOptions::new(2))
+        .await
+        .expect("starts");
+    let status = tokio::time::timeout(Duration::from_secs(30), job.wait())
+        .await
+        .expect("the job ends by itself");
+    let JobStatus::Finished { savepoint: path } = status else {
+        panic!("finished, not {status:?}");
+    };
+    assert!(path.contains("/chk-"), "a final checkpoint: {path}");
+    let store = CheckpointStore::new(memory, &config.checkpoints_directory, NonZeroUsize::MIN);
+    let state = store.load(&path).await.expect("load").state;
+    assert!(state.window.is_none() && state.pending.is_empty() && state.unassigned.is_empty());
+    let table = state.table_states();
+    assert_eq!(table[0].source_cursor, Some(serde_json::json!(3)));
+    // Three windows of two splits of three numbers, each once.
+    assert_eq!(written.load(Ordering::SeqCst), 18);
+    assert_eq!(
+        *committed.lock().expect("lock"),
+        vec![
+            serde_json::json!(1),
+            serde_json::json!(2),
+            serde_json::json!(3)
+        ],
+        "each window's cursor, once it is in a completed checkpoint"
+    );
+}

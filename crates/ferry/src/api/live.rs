@@ -91,6 +91,10 @@ pub struct JobLive {
     /// source name: window end, splits, rows, schema changes, paused.
     #[serde(default)]
     pub tables: Vec<ferry_engine::status::TableSnapshot>,
+    /// The Kafka connectors (jobs with a Kafka side only): counters per
+    /// topic, end offset, position and lag per source partition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kafka: Option<ferry_kafka::metrics::KafkaSnapshot>,
 }
 
 /// The last REST verification of one job (also the `ferry_verify_*`
@@ -221,6 +225,7 @@ pub struct CheckpointEntry {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ferry_kafka::metrics::{KafkaSnapshot, PartitionLag, TopicCounters, TopicSnapshot};
     use serde_json::json;
 
     fn job() -> JobLive {
@@ -314,6 +319,24 @@ mod tests {
             periodic_savepoints: PeriodicSavepoints::default(),
             verify: None,
             tables: vec![],
+            kafka: Some(KafkaSnapshot {
+                topics: vec![TopicSnapshot {
+                    topic: "in".into(),
+                    counters: TopicCounters {
+                        records_consumed: 7,
+                        bytes_consumed: 70,
+                        records_dead_lettered: 1,
+                        ..Default::default()
+                    },
+                }],
+                partitions: vec![PartitionLag {
+                    topic: "in".into(),
+                    partition: 0,
+                    end_offset: 25,
+                    position: 20,
+                    lag: 5,
+                }],
+            }),
         }
     }
 
@@ -354,5 +377,27 @@ mod tests {
             Some(10)
         );
         assert!(back.kudu.table("sink").is_none());
+    }
+
+    #[test]
+    fn kafka_is_camel_case_and_absent_without_a_kafka_side() {
+        let v = serde_json::to_value(job()).expect("serialize");
+        assert_eq!(v["kafka"]["topics"][0]["topic"], "in");
+        assert_eq!(v["kafka"]["topics"][0]["recordsConsumed"], 7);
+        assert_eq!(v["kafka"]["topics"][0]["recordsDeadLettered"], 1);
+        assert_eq!(v["kafka"]["topics"][0]["transactionsAborted"], 0);
+        assert_eq!(
+            v["kafka"]["partitions"][0],
+            json!({ "topic": "in", "partition": 0, "endOffset": 25, "position": 20, "lag": 5 })
+        );
+        let kudu_only = JobLive {
+            kafka: None,
+            ..job()
+        };
+        let v = serde_json::to_value(&kudu_only).expect("serialize");
+        assert!(v.get("kafka").is_none());
+        // A body without the field (older, or a Kudu-only job) reads back.
+        let back: JobLive = serde_json::from_value(v).expect("deserialize");
+        assert_eq!(back, kudu_only);
     }
 }

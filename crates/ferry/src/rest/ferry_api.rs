@@ -8,7 +8,9 @@
 //!   counters, checkpoints, savepoints); polled by the web page and by
 //!   `ferry stop --drain-check`; also the state replicas' lag, last
 //!   success and failures (`replicas`) and the periodic savepoints
-//!   (`periodic_savepoints`), and the last verification (`verify`).
+//!   (`periodic_savepoints`), the last verification (`verify`), and for
+//!   jobs with a Kafka side the connectors' counters and partition lag
+//!   (`kafka`).
 //! - `GET /ferry/overview`: the same for every job, plus process facts.
 
 use super::error::{parse_body, ApiError};
@@ -181,6 +183,7 @@ pub fn job_live(v: &JobView) -> JobLive {
         },
         verify: job.verify_live(),
         tables: v.tables.clone(),
+        kafka: job.kafka.as_ref().map(|k| k.snapshot()),
     }
 }
 
