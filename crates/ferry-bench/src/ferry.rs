@@ -26,6 +26,7 @@ pub const LAST_END_METRIC: &str =
 #[derive(Debug, Clone)]
 pub struct FerryOptions {
     pub bin: PathBuf,
+    /// Masters of the source / sink cluster; empty for a Kafka side.
     pub source_masters: String,
     pub sink_masters: String,
     pub table: String,
@@ -109,17 +110,24 @@ fn free_port() -> Result<u16> {
 
 /// The `ferry run` arguments for `o`, and the metrics port if this ferry has one.
 fn run_args(o: &FerryOptions) -> Result<(Vec<String>, Option<u16>)> {
-    let mut args: Vec<String> = vec![
-        "run".into(),
-        "--job.sourceMasterAddresses".into(),
-        o.source_masters.clone(),
-        "--job.sinkMasterAddresses".into(),
-        o.sink_masters.clone(),
+    let mut args: Vec<String> = vec!["run".into()];
+    // An empty address list leaves the key out: a Kafka source or sink
+    // refuses the Kudu masters of that side.
+    if !o.source_masters.is_empty() {
+        args.extend([
+            "--job.sourceMasterAddresses".into(),
+            o.source_masters.clone(),
+        ]);
+    }
+    if !o.sink_masters.is_empty() {
+        args.extend(["--job.sinkMasterAddresses".into(), o.sink_masters.clone()]);
+    }
+    args.extend([
         "--job.tableName".into(),
         o.table.clone(),
         "--job.checkpointsDirectory".into(),
         o.checkpoints.to_string_lossy().into_owned(),
-    ];
+    ]);
     if let Some(s) = &o.table_suffix {
         args.extend(["--job.tableSuffix".into(), s.clone()]);
     }

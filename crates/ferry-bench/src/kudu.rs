@@ -3,11 +3,10 @@
 //! and tablet counters from the tablet servers' JSON `/metrics` endpoint.
 
 use crate::monitor::Monitor;
-use crate::procs::{shell_line, Proc, Usage};
+use crate::procs::shell_line;
 use anyhow::{anyhow, bail, Context, Result};
 use ferry_testkit::{KuduBinaries, MiniCluster};
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -339,12 +338,7 @@ pub fn kudu_line(args: &[String]) -> Result<String> {
 }
 
 /// A measured `kudu` run: its usage, stdout and stderr.
-pub struct KuduRun {
-    pub command: String,
-    pub usage: Usage,
-    pub stdout: String,
-    pub stderr: String,
-}
+pub type KuduRun = crate::procs::MeasuredRun;
 
 /// Runs `kudu args` as a measured child (stdout/stderr kept under `dir`).
 pub async fn kudu_measured(
@@ -355,41 +349,18 @@ pub async fn kudu_measured(
     timeout: Duration,
 ) -> Result<KuduRun> {
     let (program, env) = kudu_program()?;
-    let out_path = dir.join(format!("{label}.stdout"));
-    let err_path = dir.join(format!("{label}.stderr"));
-    let proc = Proc::spawn(
+    crate::procs::run_measured(
         program.as_os_str(),
         args,
         &env,
-        Stdio::from(File::create(&out_path)?),
-        Stdio::from(File::create(&err_path)?),
-        None,
-    )?;
-    monitor.track([proc.pid]);
-    let command = proc.command.clone();
-    let usage = proc.wait_or_kill(timeout).await?;
-    let stdout = std::fs::read_to_string(&out_path).unwrap_or_default();
-    let stderr = std::fs::read_to_string(&err_path).unwrap_or_default();
-    if usage.exit != 0 {
-        bail!(
-            "{command} exited with {} after {:.1} s: {}",
-            usage.exit,
-            usage.wall_s,
-            tail(&stderr, 8)
-        );
-    }
-    Ok(KuduRun {
-        command,
-        usage,
-        stdout,
-        stderr,
-    })
+        (dir, label),
+        monitor,
+        timeout,
+    )
+    .await
 }
 
-pub fn tail(text: &str, n: usize) -> String {
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(n)..].join("\n")
-}
+pub use crate::procs::tail;
 
 /// A plain HTTP/1.0 GET (Kudu's embedded web server answers and closes).
 pub async fn http_get(host_port: &str, path: &str) -> Result<String> {

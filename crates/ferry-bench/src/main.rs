@@ -10,7 +10,8 @@
 //! bench/run failover [--takeovers 5] [--rate 300]
 //! bench/run verify [--rows N] [--threads T] [--repeat R]
 //! bench/run soak [--minutes N] [--fault-every K] [--rate R] [--seed S] [--faults a,b]
-//! bench/run all
+//! bench/run kafka [--rows N] [--partitions P] [--guarantees at-least-once,exactly-once] [--repeat R]
+//! bench/run all                      # snapshot, lag, idle-cycle, memory
 //! ```
 //!
 //! Each scenario prints a table, the exact commands it ran, the core
@@ -152,7 +153,32 @@ enum Scenario {
         #[arg(long, default_value_t = 3)]
         repeat: usize,
     },
-    /// Every scenario at its default size, one after the other.
+    /// ferry Kudu → Kafka and Kafka → Kudu against a real local broker,
+    /// next to Kafka's own producer and consumer perf tests (not in `all`).
+    Kafka {
+        /// Rows of the source table (and records of each topic).
+        #[arg(long, default_value_t = 1_000_000)]
+        rows: u64,
+        /// ferry -p (default: cores).
+        #[arg(long)]
+        threads: Option<usize>,
+        /// Partitions of every topic (ferry's and the producer test's).
+        #[arg(long, default_value_t = 6, value_parser = clap::value_parser!(u32).range(1..))]
+        partitions: u32,
+        /// Delivery guarantees of the Kudu → Kafka runs (default:
+        /// at-least-once,exactly-once); each also sets how the producer
+        /// test sends.
+        #[arg(long, value_delimiter = ',', value_enum)]
+        guarantees: Vec<scenarios::kafka::Guarantee>,
+        /// Record format (job.sinkFormat and job.sourceFormat).
+        #[arg(long, value_enum, default_value_t = scenarios::kafka::Format::DebeziumJson)]
+        format: scenarios::kafka::Format,
+        /// Rounds (medians are reported).
+        #[arg(long, default_value_t = 3)]
+        repeat: usize,
+    },
+    /// The snapshot, lag, idle-cycle and memory scenarios at their default
+    /// sizes, one after the other.
     All,
 }
 
@@ -266,6 +292,40 @@ async fn run(cli: Cli) -> Result<()> {
                 bail!("--rows and --repeat must be positive");
             }
             scenarios::verify::run(&ctx, rows, threads.unwrap_or(cores).max(1), repeat).await?;
+        }
+        Scenario::Kafka {
+            rows,
+            threads,
+            partitions,
+            guarantees,
+            format,
+            repeat,
+        } => {
+            if rows == 0 || repeat == 0 {
+                bail!("--rows and --repeat must be positive");
+            }
+            let mut guarantees = guarantees;
+            if guarantees.is_empty() {
+                guarantees = vec![
+                    scenarios::kafka::Guarantee::AtLeastOnce,
+                    scenarios::kafka::Guarantee::ExactlyOnce,
+                ];
+            }
+            let mut seen = Vec::new();
+            guarantees.retain(|g| {
+                let first = !seen.contains(g);
+                seen.push(*g);
+                first
+            });
+            let params = scenarios::kafka::Params {
+                rows,
+                threads: threads.unwrap_or(cores).max(1),
+                partitions,
+                repeat,
+                guarantees,
+                format,
+            };
+            scenarios::kafka::run(&ctx, params).await?;
         }
         Scenario::All => {
             scenarios::snapshot::run(&ctx, 2_000_000, cores, 3).await?;

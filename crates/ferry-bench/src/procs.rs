@@ -199,6 +199,62 @@ pub fn cpu_seconds_of(pids: &[u32]) -> f64 {
     pids.iter().filter_map(|p| cpu_seconds(*p)).sum()
 }
 
+/// A measured run of a tool: its command line, usage and output.
+pub struct MeasuredRun {
+    pub command: String,
+    pub usage: Usage,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Runs `program args` (with `env`) as a measured child, its stdout and
+/// stderr kept under `dir` as `<label>.stdout` / `<label>.stderr`; a
+/// non-zero exit is an error quoting the end of stderr.
+pub async fn run_measured(
+    program: &OsStr,
+    args: &[String],
+    env: &[(&str, String)],
+    (dir, label): (&Path, &str),
+    monitor: &crate::monitor::Monitor,
+    timeout: Duration,
+) -> Result<MeasuredRun> {
+    let out_path = dir.join(format!("{label}.stdout"));
+    let err_path = dir.join(format!("{label}.stderr"));
+    let proc = Proc::spawn(
+        program,
+        args,
+        env,
+        Stdio::from(std::fs::File::create(&out_path)?),
+        Stdio::from(std::fs::File::create(&err_path)?),
+        None,
+    )?;
+    monitor.track([proc.pid]);
+    let command = proc.command.clone();
+    let usage = proc.wait_or_kill(timeout).await?;
+    let stdout = std::fs::read_to_string(&out_path).unwrap_or_default();
+    let stderr = std::fs::read_to_string(&err_path).unwrap_or_default();
+    if usage.exit != 0 {
+        bail!(
+            "{command} exited with {} after {:.1} s: {}",
+            usage.exit,
+            usage.wall_s,
+            tail(&stderr, 8)
+        );
+    }
+    Ok(MeasuredRun {
+        command,
+        usage,
+        stdout,
+        stderr,
+    })
+}
+
+/// The last `n` lines of `text`.
+pub fn tail(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

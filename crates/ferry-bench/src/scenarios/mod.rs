@@ -4,6 +4,7 @@
 
 pub mod failover;
 pub mod idle;
+pub mod kafka;
 pub mod lag;
 pub mod memory;
 pub mod snapshot;
