@@ -54,11 +54,11 @@ impl<T: Tables> Coordinator<T> {
         state
     }
 
-    /// Writes a checkpoint; returns its id.
+    /// Writes a checkpoint; returns its id and where it went.
     pub(super) async fn checkpoint(
         &mut self,
         workers: &mut JobWorkers<T>,
-    ) -> Result<u64, EngineError> {
+    ) -> Result<(u64, String), EngineError> {
         // A fenced instance writes no further checkpoint (lease module).
         self.options.fence.check()?;
         let started = Instant::now();
@@ -86,7 +86,8 @@ impl<T: Tables> Coordinator<T> {
         let metadata = encoded(&state);
         let size = metadata.len() as u64;
         self.metrics.checkpoint_completed(duration, size);
-        let completed_at = self.record(id, written.location.to_string(), duration, size, false);
+        let path = written.location.to_string();
+        let completed_at = self.record(id, path.clone(), duration, size, false);
         self.notify_replicas(&state, &written.location, metadata, completed_at);
         self.last_complete = Some(state);
         for (chain, (_, capture)) in self.chains.iter_mut().zip(&captures) {
@@ -115,7 +116,7 @@ impl<T: Tables> Coordinator<T> {
             }
         }
         self.publish_metrics();
-        Ok(id)
+        Ok((id, path))
     }
 
     /// Writes a savepoint into `dir` (or the default directory); returns

@@ -486,7 +486,11 @@ impl<T: Tables> Coordinator<T> {
         match ctl {
             None | Some(Control::Cancel) => return Flow::End(JobStatus::Canceled),
             Some(Control::Checkpoint { reply }) => {
-                let r = self.checkpoint(workers).await.map_err(ControlError::from);
+                let r = self
+                    .checkpoint(workers)
+                    .await
+                    .map(|(id, _)| id)
+                    .map_err(ControlError::from);
                 let _ = reply.send(r);
             }
             Some(Control::Savepoint { dir, reply }) => {

@@ -196,13 +196,7 @@ impl<T: Tables> Coordinator<T> {
         workers: &mut super::coordinator::JobWorkers<T>,
     ) -> super::coordinator::Flow {
         match self.checkpoint(workers).await {
-            Ok(id) => {
-                let path = self
-                    .history
-                    .lock()
-                    .ok()
-                    .and_then(|h| h.iter().rev().find(|r| r.id == id).map(|r| r.path.clone()))
-                    .unwrap_or_default();
+            Ok((id, path)) => {
                 tracing::info!(checkpoint = id, %path, "every source read to its bounded end; the job finished");
                 super::coordinator::Flow::End(JobStatus::Finished { savepoint: path })
             }

@@ -41,13 +41,7 @@ impl Source for GatedSource {
     }
 
     async fn plan(&self, window: WindowState) -> Result<Vec<SplitState>, EngineError> {
-        Ok((0..2u8)
-            .map(|i| SplitState {
-                split_id: format!("{}-{i}", window.end_timestamp),
-                descriptor: vec![i],
-                resume_key: None,
-            })
-            .collect())
+        Ok(two_splits(window))
     }
 
     async fn open(&self, _split: &SplitState) -> Result<GatedReader, EngineError> {
@@ -56,6 +50,17 @@ impl Source for GatedSource {
             done: false,
         })
     }
+}
+
+/// The two splits of `window` (ids `<end>-0`, `<end>-1`).
+fn two_splits(window: WindowState) -> Vec<SplitState> {
+    (0..2u8)
+        .map(|i| SplitState {
+            split_id: format!("{}-{i}", window.end_timestamp),
+            descriptor: vec![i],
+            resume_key: None,
+        })
+        .collect()
 }
 
 pub(super) struct GatedReader {
@@ -278,13 +283,7 @@ impl Source for BoundedSource {
     async fn plan(&self, window: WindowState) -> Result<Vec<SplitState>, EngineError> {
         let n = self.planned.fetch_add(1, Ordering::SeqCst) + 1;
         assert!(n <= self.windows, "no window is planned once exhausted");
-        Ok((0..2u8)
-            .map(|i| SplitState {
-                split_id: format!("{}-{i}", window.end_timestamp),
-                descriptor: vec![i],
-                resume_key: None,
-            })
-            .collect())
+        Ok(two_splits(window))
     }
 
     async fn open(&self, _split: &SplitState) -> Result<GatedReader, EngineError> {
