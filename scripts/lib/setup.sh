@@ -75,3 +75,12 @@ ensure_kafka() {
     -Dkafka.version="$KAFKA_VERSION" -DincludeScope=runtime -DoutputDirectory="$libs"
   rm -rf crates/ferry-testkit/kafka/target
 }
+
+# ensure_kdc: MIT Kerberos for the Kerberized tests and for building ferry:
+# the KDC and its tools (krb5kdc, kdb5_util, kadmin.local, kinit, klist)
+# that ferry-testkit runs with a realm of its own (never /etc/krb5.conf),
+# libfaketime for a KDC with a skewed clock, and libkrb5-dev + libclang-dev
+# because ferry links libgssapi_krb5 through bindgen-generated bindings.
+ensure_kdc() {
+  ensure_deb krb5-kdc krb5-admin-server krb5-user libkrb5-dev libclang-dev faketime
+}

@@ -21,6 +21,9 @@
 //!   loopback, for state on object stores; stop/start keeps port and data.
 //! - [`kafka`]: [`KafkaBroker`] — a real Apache Kafka 4.x broker (KRaft, one
 //!   node) on loopback, for the Kafka connectors; stop/start keeps its data.
+//! - [`kdc`]: [`Kdc`] — a real MIT Kerberos KDC on loopback with a realm of
+//!   its own, for Kerberized clusters ([`ClusterBuilder::kerberos`]);
+//!   stop/start simulates a KDC outage, a clock offset a skewed KDC.
 //!
 //! # Example
 //! ```no_run
@@ -34,6 +37,7 @@ pub mod binaries;
 pub mod cluster;
 pub mod fault;
 pub mod kafka;
+pub mod kdc;
 pub mod net;
 pub mod process;
 pub mod s3;
@@ -41,6 +45,7 @@ pub mod s3;
 pub use binaries::KuduBinaries;
 pub use cluster::{ClusterBuilder, ClusterInfo, Daemon, DaemonKind, MiniCluster};
 pub use kafka::{KafkaBroker, KafkaInfo};
+pub use kdc::{Kdc, KdcBuilder, KdcInfo};
 pub use s3::{S3Info, S3Server};
 
 use std::path::PathBuf;
@@ -69,6 +74,10 @@ pub enum Error {
     /// `nft` failed).
     #[error("fault: {0}")]
     Fault(String),
+    /// A Kerberos tool (`kinit`, `kadmin.local`) failed; the message
+    /// carries its own ("Clock skew too great", "Cannot contact any KDC").
+    #[error("kerberos: {0}")]
+    Kerberos(String),
     /// An operating-system call failed.
     #[error("{context}: {source}")]
     Io {

@@ -17,14 +17,21 @@
 //! ferry-testkit s3 down --name dr | ferry-testkit s3 down --all
 //! eval "$(ferry-testkit kafka up --name events)"  # FERRY_KAFKA_BOOTSTRAP=127.0.0.1:<port>
 //! ferry-testkit kafka down --name events | ferry-testkit kafka down --all
+//! eval "$(ferry-testkit kdc up --name krb)"       # FERRY_KDC_KRB5_CONFIG=..., FERRY_KDC_REALM=...
+//! ferry-testkit kdc add-principal --name krb ferry-source   # prints the keytab's path
+//! ferry-testkit up --name secure --kerberos krb   # a cluster requiring Kerberos
+//! ferry-testkit kudu --cluster secure -- table list 127.a.b.1:7051  # with the kit's ticket
+//! ferry-testkit kdc stop --name krb | ferry-testkit kdc start --name krb  # a KDC outage
+//! ferry-testkit kdc down --name krb | ferry-testkit kdc down --all
 //! ```
 
 use clap::{Parser, Subcommand};
 use ferry_testkit::binaries::Provenance;
 use ferry_testkit::fault::NetNs;
 use ferry_testkit::process::alive;
-use ferry_testkit::{KafkaBroker, KuduBinaries, MiniCluster, S3Server};
+use ferry_testkit::{KafkaBroker, Kdc, KuduBinaries, MiniCluster, S3Server};
 use std::process::ExitCode;
+use std::time::Duration;
 
 #[derive(Parser)]
 #[command(
@@ -56,6 +63,10 @@ enum Command {
         /// Extra flag for every tablet server (repeatable).
         #[arg(long = "tserver-flag", allow_hyphen_values = true)]
         tserver_flags: Vec<String>,
+        /// Require Kerberos (and encryption) on every RPC, with principals
+        /// from this running KDC (`ferry-testkit kdc up --name NAME`).
+        #[arg(long)]
+        kerberos: Option<String>,
     },
     /// Show the daemons of one cluster (or of every cluster).
     Status {
@@ -91,8 +102,17 @@ enum Command {
         #[command(subcommand)]
         command: KafkaCommand,
     },
+    /// A real MIT Kerberos KDC on loopback, for Kerberized clusters.
+    Kdc {
+        #[command(subcommand)]
+        command: KdcCommand,
+    },
     /// Run the bundled `kudu` CLI with the right environment.
     Kudu {
+        /// Run as the kit's superuser of this (Kerberized) cluster, with a
+        /// fresh ticket.
+        #[arg(long)]
+        cluster: Option<String>,
         /// Arguments for `kudu`, after `--`.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
@@ -216,6 +236,65 @@ enum KafkaCommand {
     },
 }
 
+#[derive(Subcommand)]
+enum KdcCommand {
+    /// Start a KDC in the background; print shell assignments
+    /// `FERRY_KDC_KRB5_CONFIG=…`, `FERRY_KDC_REALM=…` (use with `eval`).
+    Up {
+        /// KDC name ([A-Za-z0-9_-], unique among running KDCs).
+        #[arg(long, default_value = "kdc")]
+        name: String,
+        /// Realm ([A-Z0-9.-]).
+        #[arg(long, default_value = ferry_testkit::kdc::DEFAULT_REALM)]
+        realm: String,
+        /// Longest ticket, in seconds (at least 60).
+        #[arg(long, default_value_t = 24 * 3600)]
+        ticket_lifetime: u64,
+        /// Longest renewal, in seconds (at least the ticket lifetime).
+        #[arg(long, default_value_t = 7 * 24 * 3600)]
+        renew_lifetime: u64,
+        /// Run the KDC's clock this many seconds off (libfaketime); beyond
+        /// 300, clients get "Clock skew too great".
+        #[arg(long, default_value_t = 0, allow_hyphen_values = true)]
+        clock_offset: i64,
+    },
+    /// Create a principal (idempotent) and print its keytab's path.
+    AddPrincipal {
+        /// KDC name.
+        #[arg(long, default_value = "kdc")]
+        name: String,
+        /// Principal, `primary[/instance][@REALM]`, e.g. ferry-source.
+        principal: String,
+    },
+    /// Print a KDC's assignments again (and whether it runs).
+    Status {
+        /// KDC name.
+        #[arg(long, default_value = "kdc")]
+        name: String,
+    },
+    /// Kill the KDC process (an outage); port and database are kept.
+    Stop {
+        /// KDC name.
+        #[arg(long, default_value = "kdc")]
+        name: String,
+    },
+    /// Start a stopped KDC again on the same port with the same database.
+    Start {
+        /// KDC name.
+        #[arg(long, default_value = "kdc")]
+        name: String,
+    },
+    /// Stop a KDC and remove its database and keytabs.
+    Down {
+        /// KDC name.
+        #[arg(long, required_unless_present = "all", conflicts_with = "all")]
+        name: Option<String>,
+        /// Every KDC started with `kdc up`.
+        #[arg(long)]
+        all: bool,
+    },
+}
+
 fn parse_masters(s: &str) -> Result<usize, String> {
     match s {
         "1" => Ok(1),
@@ -247,15 +326,87 @@ fn run(command: Command) -> ferry_testkit::Result<ExitCode> {
             tservers,
             master_flags,
             tserver_flags,
-        } => up(name, masters, tservers, master_flags, tserver_flags),
+            kerberos,
+        } => up(
+            name,
+            masters,
+            tservers,
+            master_flags,
+            tserver_flags,
+            kerberos,
+        ),
         Command::Status { name } => status(name),
         Command::Down { name, all } => down(name, all),
         Command::Install => install(),
-        Command::Kudu { args } => kudu(&args),
+        Command::Kudu { cluster, args } => kudu(cluster, &args),
         Command::Netns { command } => netns(command),
         Command::S3 { command } => s3(command),
         Command::Kafka { command } => kafka(command),
+        Command::Kdc { command } => kdc(command),
     }
+}
+
+/// `kdc up|add-principal|status|stop|start|down`.
+fn kdc(command: KdcCommand) -> ferry_testkit::Result<ExitCode> {
+    let print = |info: &ferry_testkit::KdcInfo| {
+        println!("FERRY_KDC_NAME={}", info.name);
+        println!("FERRY_KDC_REALM={}", info.realm);
+        println!("FERRY_KDC_KRB5_CONFIG={}", info.krb5_conf().display());
+        println!("FERRY_KDC_ADDRESS={}", info.address());
+        println!("FERRY_KDC_KEYTABS={}", info.keytab_dir().display());
+    };
+    match command {
+        KdcCommand::Up {
+            name,
+            realm,
+            ticket_lifetime,
+            renew_lifetime,
+            clock_offset,
+        } => {
+            let kdc = Kdc::builder()
+                .name(name)
+                .realm(realm)
+                .ticket_lifetime(Duration::from_secs(ticket_lifetime))
+                .renew_lifetime(Duration::from_secs(renew_lifetime))
+                .clock_offset(clock_offset)
+                .detached(true)
+                .start()?;
+            print(&kdc.detach());
+        }
+        KdcCommand::AddPrincipal { name, principal } => {
+            let keytab = Kdc::attach(&name)?.add_principal(&principal)?;
+            println!("{}", keytab.display());
+        }
+        KdcCommand::Status { name } => {
+            let kdc = Kdc::attach(&name)?;
+            print(kdc.info());
+            println!("FERRY_KDC_RUNNING={}", kdc.is_running());
+        }
+        KdcCommand::Stop { name } => Kdc::attach(&name)?.stop()?,
+        KdcCommand::Start { name } => {
+            let mut kdc = Kdc::attach(&name)?;
+            kdc.start_again()?;
+            kdc.detach();
+        }
+        KdcCommand::Down { name, all } => {
+            let names = if all {
+                Kdc::list_names()
+            } else {
+                name.into_iter().collect()
+            };
+            for name in names {
+                let kdc = Kdc::attach(&name)?;
+                // A test's own KDC dies with the test.
+                if all && !kdc.info().detached && kdc.is_running() {
+                    println!("{name} skipped: owned by a running test");
+                    continue;
+                }
+                kdc.destroy()?;
+                println!("{name} down");
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `s3 up|bucket|status|stop|start|down`.
@@ -394,6 +545,7 @@ fn up(
     tservers: u16,
     master_flags: Vec<String>,
     tserver_flags: Vec<String>,
+    kerberos: Option<String>,
 ) -> ferry_testkit::Result<ExitCode> {
     let mut builder = MiniCluster::builder()
         .name(name)
@@ -405,6 +557,15 @@ fn up(
     }
     for f in tserver_flags {
         builder = builder.tserver_flag(f);
+    }
+    if let Some(kdc_name) = kerberos {
+        let kdc = Kdc::attach(&kdc_name)?;
+        if !kdc.is_running() {
+            return Err(ferry_testkit::Error::Invalid(format!(
+                "KDC '{kdc_name}' is not running; `ferry-testkit kdc start --name {kdc_name}` first"
+            )));
+        }
+        builder = builder.kerberos(&kdc);
     }
     let info = builder.start()?.detach();
     println!("{} {}", info.name, info.master_addrs_joined());
@@ -487,10 +648,16 @@ fn install() -> ferry_testkit::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `kudu`: runs the bundled `kudu` CLI and passes on its exit code.
-fn kudu(args: &[String]) -> ferry_testkit::Result<ExitCode> {
+/// `kudu`: runs the bundled `kudu` CLI and passes on its exit code; with
+/// `--cluster`, as that cluster's kit superuser (Kerberos).
+fn kudu(cluster: Option<String>, args: &[String]) -> ferry_testkit::Result<ExitCode> {
+    let env = match cluster {
+        Some(name) => MiniCluster::attach(&name)?.kerberos_env()?,
+        None => Vec::new(),
+    };
     let status = KuduBinaries::get()?
         .command()
+        .envs(env)
         .args(args)
         .status()
         .map_err(|e| ferry_testkit::Error::Binaries(format!("running kudu: {e}")))?;

@@ -117,3 +117,28 @@ pub fn processes_under(path: &Path) -> Vec<u32> {
         .filter(|pid| alive(*pid))
         .collect()
 }
+
+/// SIGKILLs the process `pid` (taken: it is gone afterwards) and reaps it:
+/// through `child` when we spawned it, else by waiting (up to 5 s) for a
+/// process started by an earlier run of the kit to disappear.
+pub(crate) fn kill_and_reap(
+    pid: &mut Option<u32>,
+    child: &mut Option<std::process::Child>,
+) -> crate::Result<()> {
+    let Some(pid) = pid.take() else {
+        return Ok(());
+    };
+    signal(pid, libc::SIGKILL).map_err(crate::io_err(format!("killing {pid}")))?;
+    match child.take() {
+        Some(mut child) => {
+            let _ = child.wait();
+        }
+        None => {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+            while alive(pid) && std::time::Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        }
+    }
+    Ok(())
+}

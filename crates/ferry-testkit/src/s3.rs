@@ -243,20 +243,7 @@ impl S3Server {
     /// Kills the server process; port and data are kept for
     /// [`restart`](Self::restart).
     pub fn stop(&mut self) -> Result<()> {
-        if let Some(pid) = self.info.pid.take() {
-            process::signal(pid, libc::SIGKILL).map_err(io_err(format!("killing {pid}")))?;
-            match self.child.take() {
-                Some(mut child) => {
-                    let _ = child.wait();
-                }
-                None => {
-                    let deadline = Instant::now() + Duration::from_secs(5);
-                    while process::alive(pid) && Instant::now() < deadline {
-                        std::thread::sleep(Duration::from_millis(20));
-                    }
-                }
-            }
-        }
+        process::kill_and_reap(&mut self.info.pid, &mut self.child)?;
         self.save()
     }
 

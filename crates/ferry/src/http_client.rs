@@ -1,12 +1,17 @@
-//! A small plain-HTTP/1.1 JSON client (hyper-util), used by the CLI verbs
-//! to talk to the REST API and by the poller that reads the Kudu daemons'
-//! web UIs. No TLS: both are loopback or cluster-internal endpoints.
+//! A small HTTP/1.1 JSON client (hyper-util), used by the CLI verbs to talk
+//! to the REST API and by the poller that reads the Kudu daemons' web UIs.
+//! Plain HTTP by default; [`HttpClient::secured`] adds TLS (rustls, for
+//! `https://` URLs, with an optional client certificate) and a bearer
+//! token, for a REST API secured with `security.ssl.rest.*` /
+//! `security.rest.token-file`.
 
 use crate::api::flink::ErrorResponse;
+use crate::rest::security::Token;
 use anyhow::{anyhow, Context, Result};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
-use hyper::{Method, Request, StatusCode};
+use hyper::{header, Method, Request, StatusCode};
+use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
@@ -17,8 +22,26 @@ use std::time::Duration;
 /// A JSON-over-HTTP client with a per-request timeout.
 #[derive(Clone)]
 pub struct HttpClient {
-    inner: Client<HttpConnector, Full<Bytes>>,
+    inner: Inner,
     timeout: Duration,
+    /// Sent as `Authorization: Bearer …` with every request.
+    token: Option<Token>,
+}
+
+#[derive(Clone)]
+enum Inner {
+    Plain(Client<HttpConnector, Full<Bytes>>),
+    /// `https://` through rustls (`http://` URLs still plain).
+    Tls(Client<HttpsConnector<HttpConnector>, Full<Bytes>>),
+}
+
+/// How [`HttpClient::secured`] talks to a secured REST API.
+#[derive(Debug, Default)]
+pub struct ClientSecurity {
+    /// TLS for `https://` URLs (trusted CAs, client certificate).
+    pub tls: Option<rustls::ClientConfig>,
+    /// The bearer token.
+    pub token: Option<Token>,
 }
 
 /// A response: status and body (parsed as JSON when it is JSON).
@@ -73,13 +96,33 @@ impl Response {
 }
 
 impl HttpClient {
+    /// A plain-HTTP client.
     pub fn new(timeout: Duration) -> Self {
+        Self::secured(timeout, ClientSecurity::default())
+    }
+
+    /// A client with TLS and / or a bearer token.
+    pub fn secured(timeout: Duration, security: ClientSecurity) -> Self {
         let mut connector = HttpConnector::new();
         connector.set_connect_timeout(Some(timeout));
         connector.set_nodelay(true);
+        let builder = Client::builder(TokioExecutor::new());
+        let inner = match security.tls {
+            None => Inner::Plain(builder.build(connector)),
+            Some(config) => {
+                connector.enforce_http(false);
+                let https = hyper_rustls::HttpsConnectorBuilder::new()
+                    .with_tls_config(config)
+                    .https_or_http()
+                    .enable_http1()
+                    .wrap_connector(connector);
+                Inner::Tls(builder.build(https))
+            }
+        };
         HttpClient {
-            inner: Client::builder(TokioExecutor::new()).build(connector),
+            inner,
             timeout,
+            token: security.token,
         }
     }
 
@@ -94,6 +137,9 @@ impl HttpClient {
             .method(method.clone())
             .uri(url)
             .header("accept", "application/json");
+        if let Some(token) = &self.token {
+            req = req.header(header::AUTHORIZATION, token.header_value());
+        }
         let payload = match body {
             Some(b) => {
                 req = req.header("content-type", "application/json");
@@ -105,7 +151,10 @@ impl HttpClient {
             .body(Full::new(payload))
             .with_context(|| format!("invalid URL {url}"))?;
         let call = async {
-            let resp = self.inner.request(req).await?;
+            let resp = match &self.inner {
+                Inner::Plain(c) => c.request(req).await?,
+                Inner::Tls(c) => c.request(req).await?,
+            };
             let status = resp.status();
             let body = resp.into_body().collect().await?.to_bytes();
             Ok::<_, anyhow::Error>(Response { status, body })

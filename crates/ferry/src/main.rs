@@ -61,10 +61,11 @@ struct Cli {
     command: Command,
 }
 
-/// `--jobmanager`, shared by the client verbs.
+/// `--jobmanager` and the REST API's security keys, shared by the client
+/// verbs.
 #[derive(clap::Args, Debug)]
 struct Target {
-    /// Address of the ferry process's REST API.
+    /// Address of the ferry process's REST API (https://HOST:PORT for TLS).
     #[arg(
         short = 'm',
         long = "jobmanager",
@@ -72,6 +73,22 @@ struct Target {
         env = "FERRY_JOBMANAGER"
     )]
     jobmanager: String,
+    /// A secured REST API, with the server's key names:
+    /// security.ssl.rest.truststore=CA.pem, security.ssl.rest.keystore=CLIENT.pem
+    /// (+ security.ssl.rest.private-key=KEY.pem), security.rest.token-file=FILE,
+    /// security.ssl.rest.enabled=true; each also as FERRY_SECURITY_SSL_REST_TRUSTSTORE …
+    /// (see docs/security.md).
+    #[arg(short = 'D', value_name = "KEY=VALUE")]
+    security: Vec<String>,
+}
+
+impl Target {
+    /// The REST client; a bad option or file is a usage error (exit 2).
+    fn rest(&self, verb: &str) -> Result<cli::Rest, ExitCode> {
+        cli::RestClientOptions::from_dynamic(&self.security)
+            .and_then(|o| cli::Rest::new(&self.jobmanager, &o))
+            .map_err(|e| usage_error(&e, &format!("ferry {verb} --help")))
+    }
 }
 
 #[derive(Subcommand)]
@@ -257,23 +274,21 @@ fn main() -> ExitCode {
             running,
             scheduled,
             all,
-        } => verb(async move {
-            cli::list(&cli::Rest::new(&target.jobmanager), running, scheduled, all).await
-        }),
+        } => match target.rest("list") {
+            Ok(rest) => verb(async move { cli::list(&rest, running, scheduled, all).await }),
+            Err(code) => code,
+        },
         Command::Savepoint {
             target,
             detached,
             job_id,
             dir,
-        } => verb(async move {
-            cli::savepoint(
-                &cli::Rest::new(&target.jobmanager),
-                &job_id,
-                dir.as_deref(),
-                detached,
-            )
-            .await
-        }),
+        } => match target.rest("savepoint") {
+            Ok(rest) => {
+                verb(async move { cli::savepoint(&rest, &job_id, dir.as_deref(), detached).await })
+            }
+            Err(code) => code,
+        },
         Command::Stop {
             target,
             savepoint_path,
@@ -282,28 +297,35 @@ fn main() -> ExitCode {
             drain_timeout,
             quiet_period,
             job_id,
-        } => verb(async move {
-            let rest = cli::Rest::new(&target.jobmanager);
-            if drain_check {
-                let opts = cli::DrainCheck {
-                    timeout: Duration::from_secs(drain_timeout),
-                    quiet: Duration::from_secs_f64(quiet_period.max(0.0)),
-                };
-                cli::drain_check(&rest, &job_id, savepoint_path.as_deref(), opts).await
-            } else {
-                cli::stop(&rest, &job_id, savepoint_path.as_deref(), drain).await
-            }
-        }),
-        Command::Cancel { target, job_id } => {
-            verb(async move { cli::cancel(&cli::Rest::new(&target.jobmanager), &job_id).await })
+        } => {
+            let rest = match target.rest("stop") {
+                Ok(rest) => rest,
+                Err(code) => return code,
+            };
+            verb(async move {
+                if drain_check {
+                    let opts = cli::DrainCheck {
+                        timeout: Duration::from_secs(drain_timeout),
+                        quiet: Duration::from_secs_f64(quiet_period.max(0.0)),
+                    };
+                    cli::drain_check(&rest, &job_id, savepoint_path.as_deref(), opts).await
+                } else {
+                    cli::stop(&rest, &job_id, savepoint_path.as_deref(), drain).await
+                }
+            })
         }
+        Command::Cancel { target, job_id } => match target.rest("cancel") {
+            Ok(rest) => verb(async move { cli::cancel(&rest, &job_id).await }),
+            Err(code) => code,
+        },
         Command::Checkpoint {
             target,
             full,
             job_id,
-        } => verb(async move {
-            cli::checkpoint(&cli::Rest::new(&target.jobmanager), &job_id, full).await
-        }),
+        } => match target.rest("checkpoint") {
+            Ok(rest) => verb(async move { cli::checkpoint(&rest, &job_id, full).await }),
+            Err(code) => code,
+        },
         Command::State { command } => {
             init_logging();
             cli::state::run(command)
@@ -327,6 +349,12 @@ fn run_command(args: &[String]) -> ExitCode {
             ExitCode::SUCCESS
         }
         Ok(run_args::RunCommand::Run(run)) if run.jobmanager.is_some() => {
+            // The process's security.* keys are the client's here.
+            let security = cli::RestClientOptions::from_process(&run.process.server.security);
+            let jobmanager = run.jobmanager.as_deref().unwrap_or_default();
+            if let Err(e) = security.prepare(jobmanager) {
+                return usage_error(&e, "ferry run --help");
+            }
             client(async move { cli::submit(*run).await }).unwrap_or(ExitCode::FAILURE)
         }
         Ok(run_args::RunCommand::Run(run)) => run_job(*run),

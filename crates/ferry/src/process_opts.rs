@@ -9,13 +9,19 @@
 //! to reach S3 for checkpoints and savepoints on `s3://` (Flink's names:
 //! `s3.endpoint`, `s3.access-key`, `s3.secret-key`, `s3.path.style.access`);
 //! they belong to the process, so a session server's jobs all use its
-//! settings and no credential travels in a job submission. The keys are a catalog
+//! settings and no credential travels in a job submission. The
+//! `security.ssl.rest.*` keys (Flink's names, PEM files instead of Java
+//! keystores) and ferry's `security.rest.token-file` secure the REST API
+//! and web page (`crate::rest::security`); the CLI verbs read the same keys
+//! for their side. The keys are a catalog
 //! of [`KeySpec`] rows like the job's; `crate::settings` reads them from
 //! `--key value`, `--key=value`, `-Dkey=value`, `-D key=value` and the
 //! `--config` TOML file, and [`ProcessOptions::from_pairs`] validates them.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::rest::security::RestSecurity;
 use ferry_engine::config::{KeyDefault, KeyOrigin, KeySpec, ValueKind};
 use ferry_objstore::{S3Key, S3Settings};
 
@@ -56,6 +62,9 @@ pub struct ServerOptions {
     pub metrics_address: Option<String>,
     /// `metrics.port` / `metrics.reporter.prom.port`.
     pub metrics_port: PortChoice,
+    /// `security.ssl.rest.*`, `security.rest.token-file`: TLS, client
+    /// certificates and the bearer token of the REST API.
+    pub security: RestSecurity,
 }
 
 impl Default for ServerOptions {
@@ -65,6 +74,7 @@ impl Default for ServerOptions {
             rest_port: PortChoice::default_port(DEFAULT_REST_PORT),
             metrics_address: None,
             metrics_port: PortChoice::default_port(DEFAULT_METRICS_PORT),
+            security: RestSecurity::default(),
         }
     }
 }
@@ -120,6 +130,15 @@ pub enum ProcessKey {
     S3PathStyleAccess,
     S3Region,
     S3AllowHttp,
+    SslRestEnabled,
+    SslRestKeystore,
+    SslRestPrivateKey,
+    SslRestTruststore,
+    SslRestAuthentication,
+    RestTokenFile,
+    SslRestKeystorePassword,
+    SslRestKeyPassword,
+    SslRestTruststorePassword,
 }
 
 // Row i describes ALL[i]; a unit test checks the two line up.
@@ -272,6 +291,96 @@ const CATALOG: &[(ProcessKey, KeySpec)] = &[
             "Allow plain http to s3.endpoint.",
         ),
     ),
+    (
+        ProcessKey::SslRestEnabled,
+        KeySpec::new(
+            "security.ssl.rest.enabled",
+            KeyDefault::Value("false"),
+            ValueKind::Bool,
+            KeyOrigin::Flink,
+            "Serve the REST API and web page over TLS (https) with security.ssl.rest.keystore.",
+        ),
+    ),
+    (
+        ProcessKey::SslRestKeystore,
+        KeySpec::new(
+            "security.ssl.rest.keystore",
+            KeyDefault::Derived("none"),
+            ValueKind::Text,
+            KeyOrigin::Flink,
+            "PEM file with the certificate chain (leaf first) and, unless security.ssl.rest.private-key, the private key; the server's, or the CLI's client certificate. Not JKS/PKCS12.",
+        ),
+    ),
+    (
+        ProcessKey::SslRestPrivateKey,
+        KeySpec::new(
+            "security.ssl.rest.private-key",
+            KeyDefault::Derived("in the keystore file"),
+            ValueKind::Text,
+            KeyOrigin::Ferry,
+            "PEM file with the keystore certificate's unencrypted private key, when it is not in the keystore file.",
+        ),
+    ),
+    (
+        ProcessKey::SslRestTruststore,
+        KeySpec::new(
+            "security.ssl.rest.truststore",
+            KeyDefault::Derived("none (CLI: the system CAs)"),
+            ValueKind::Text,
+            KeyOrigin::Flink,
+            "PEM file with CA certificates: the server accepts client certificates they signed (authentication-enabled); the CLI trusts the server certificate they signed.",
+        ),
+    ),
+    (
+        ProcessKey::SslRestAuthentication,
+        KeySpec::new(
+            "security.ssl.rest.authentication-enabled",
+            KeyDefault::Value("false"),
+            ValueKind::Bool,
+            KeyOrigin::Flink,
+            "Mutual TLS: refuse REST clients without a certificate signed by a truststore CA.",
+        ),
+    ),
+    (
+        ProcessKey::RestTokenFile,
+        KeySpec::new(
+            "security.rest.token-file",
+            KeyDefault::Derived("none"),
+            ValueKind::Text,
+            KeyOrigin::Ferry,
+            "File holding a bearer token (one line, 16+ characters) every REST request must send as 'Authorization: Bearer'; needs TLS unless rest.address is loopback.",
+        ),
+    ),
+    (
+        ProcessKey::SslRestKeystorePassword,
+        KeySpec::new(
+            "security.ssl.rest.keystore-password",
+            KeyDefault::Derived("none"),
+            ValueKind::Secret,
+            KeyOrigin::Flink,
+            "Not used: ferry reads PEM files, which have no store password; giving it is an error.",
+        ),
+    ),
+    (
+        ProcessKey::SslRestKeyPassword,
+        KeySpec::new(
+            "security.ssl.rest.key-password",
+            KeyDefault::Derived("none"),
+            ValueKind::Secret,
+            KeyOrigin::Flink,
+            "Not used: ferry reads unencrypted PEM keys, protected by file permissions; giving it is an error.",
+        ),
+    ),
+    (
+        ProcessKey::SslRestTruststorePassword,
+        KeySpec::new(
+            "security.ssl.rest.truststore-password",
+            KeyDefault::Derived("none"),
+            ValueKind::Secret,
+            KeyOrigin::Flink,
+            "Not used: PEM CA files have no password; giving it is an error.",
+        ),
+    ),
 ];
 
 const ALL: &[ProcessKey] = &[
@@ -289,6 +398,15 @@ const ALL: &[ProcessKey] = &[
     ProcessKey::S3PathStyleAccess,
     ProcessKey::S3Region,
     ProcessKey::S3AllowHttp,
+    ProcessKey::SslRestEnabled,
+    ProcessKey::SslRestKeystore,
+    ProcessKey::SslRestPrivateKey,
+    ProcessKey::SslRestTruststore,
+    ProcessKey::SslRestAuthentication,
+    ProcessKey::RestTokenFile,
+    ProcessKey::SslRestKeystorePassword,
+    ProcessKey::SslRestKeyPassword,
+    ProcessKey::SslRestTruststorePassword,
 ];
 
 impl ProcessKey {
@@ -345,13 +463,38 @@ impl std::fmt::Display for ProcessKey {
     }
 }
 
-/// A bad process option value.
+/// A bad process option value (an empty `value`: a key missing, or one
+/// that conflicts with another).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid value '{value}' for {key}: {reason}")]
 pub struct OptionError {
     pub key: String,
     pub value: String,
     pub reason: String,
+}
+
+impl std::fmt::Display for OptionError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.value.is_empty() {
+            write!(f, "{}: {}", self.key, self.reason)
+        } else {
+            write!(
+                f,
+                "invalid value '{}' for {}: {}",
+                self.value, self.key, self.reason
+            )
+        }
+    }
+}
+
+impl From<crate::rest::security::SecurityError> for OptionError {
+    /// The file is named, never its contents.
+    fn from(e: crate::rest::security::SecurityError) -> Self {
+        OptionError {
+            key: e.key.to_string(),
+            value: e.path.map(|p| p.display().to_string()).unwrap_or_default(),
+            reason: e.reason,
+        }
+    }
 }
 
 /// The typed process options.
@@ -389,6 +532,12 @@ impl ProcessOptions {
                 reason: e.reason,
             })?;
         }
+        // The REST security files are read now, so a missing or malformed
+        // one is a usage error naming the key and the file.
+        opts.server
+            .security
+            .server(&opts.server.rest_address)
+            .map_err(OptionError::from)?;
         Ok(opts)
     }
 
@@ -426,6 +575,19 @@ impl ProcessOptions {
                 h => Ok(h.to_string()),
             }
         };
+        let file = || -> Result<Option<PathBuf>, OptionError> {
+            match value.trim() {
+                "" => Err(fail("expected the path of a file")),
+                p => Ok(Some(PathBuf::from(p))),
+            }
+        };
+        let boolean = || -> Result<bool, OptionError> {
+            match value.trim().to_ascii_lowercase().as_str() {
+                "true" => Ok(true),
+                "false" => Ok(false),
+                _ => Err(fail("expected true or false")),
+            }
+        };
         let addresses = || -> Result<Vec<String>, OptionError> {
             let list: Vec<String> = value
                 .split(',')
@@ -452,6 +614,26 @@ impl ProcessOptions {
             | ProcessKey::S3PathStyleAccess
             | ProcessKey::S3Region
             | ProcessKey::S3AllowHttp => {} // handled above
+            ProcessKey::SslRestEnabled => self.server.security.ssl_enabled = boolean()?,
+            ProcessKey::SslRestKeystore => self.server.security.keystore = file()?,
+            ProcessKey::SslRestPrivateKey => self.server.security.private_key = file()?,
+            ProcessKey::SslRestTruststore => self.server.security.truststore = file()?,
+            ProcessKey::SslRestAuthentication => {
+                self.server.security.authentication_enabled = boolean()?
+            }
+            ProcessKey::RestTokenFile => self.server.security.token_file = file()?,
+            ProcessKey::SslRestKeystorePassword
+            | ProcessKey::SslRestKeyPassword
+            | ProcessKey::SslRestTruststorePassword => {
+                return Err(OptionError {
+                    key: key.name().to_string(),
+                    value: "***".to_string(),
+                    reason: "ferry reads PEM files: certificates have no store password and the \
+                             private key must be unencrypted (protect it with file permissions, \
+                             e.g. 0600); remove this key"
+                        .to_string(),
+                })
+            }
             ProcessKey::KuduPollInterval => {
                 let ms = value
                     .trim()
@@ -474,7 +656,7 @@ mod tests {
         for (i, key) in ALL.iter().enumerate() {
             assert_eq!(CATALOG[i].0, *key, "catalog row {i}");
             assert_eq!(*key as usize, i, "{key:?} position");
-            assert!(["rest", "metrics", "s3"].contains(&key.spec().section()));
+            assert!(["rest", "metrics", "s3", "security"].contains(&key.spec().section()));
             assert_eq!(ProcessKey::lookup(key.name()), Some(*key));
         }
     }
@@ -569,6 +751,65 @@ mod tests {
             .unwrap_err();
         assert!(err.to_string().contains("s3.allow-http"), "{err}");
         let err = ProcessOptions::from_pairs([(ProcessKey::S3AccessKey, "id")]).unwrap_err();
-        assert!(err.to_string().contains("for s3.secret-key"), "{err}");
+        assert!(err.to_string().starts_with("s3.secret-key: "), "{err}");
+    }
+
+    #[test]
+    fn rest_security_keys() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("server.pem");
+        let err = ProcessOptions::from_pairs([
+            (ProcessKey::SslRestEnabled, "true"),
+            (ProcessKey::SslRestKeystore, missing.to_str().unwrap()),
+        ])
+        .unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("security.ssl.rest.keystore"), "{text}");
+        assert!(
+            text.contains("server.pem") && text.contains("does not exist"),
+            "{text}"
+        );
+        let jks = dir.path().join("truststore.jks");
+        std::fs::write(&jks, [0xFE, 0xED, 0xFE, 0xED, 0, 0, 0, 2]).unwrap();
+        let text =
+            ProcessOptions::from_pairs([(ProcessKey::SslRestTruststore, jks.to_str().unwrap())])
+                .unwrap_err()
+                .to_string();
+        assert!(
+            text.contains("security.ssl.rest.truststore") && text.contains("PEM"),
+            "{text}"
+        );
+        let text = ProcessOptions::from_pairs([(ProcessKey::SslRestEnabled, "true")])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            text.starts_with("security.ssl.rest.keystore: must be set"),
+            "{text}"
+        );
+        let err =
+            ProcessOptions::from_pairs([(ProcessKey::SslRestKeyPassword, "hunter2")]).unwrap_err();
+        assert!(!err.to_string().contains("hunter2"), "{err}");
+        assert!(err.to_string().contains("PEM"), "{err}");
+        assert!(ProcessOptions::from_pairs([(ProcessKey::SslRestEnabled, "maybe")]).is_err());
+        let token = dir.path().join("token");
+        std::fs::write(&token, "0123456789abcdef0123456789abcdef\n").unwrap();
+        let err = ProcessOptions::from_pairs([
+            (ProcessKey::RestAddress, "0.0.0.0"),
+            (ProcessKey::RestTokenFile, token.to_str().unwrap()),
+        ])
+        .unwrap_err();
+        assert!(err.to_string().contains("clear text"), "{err}");
+        assert!(!err.to_string().contains("0123456789abcdef"), "{err}");
+        let o = ProcessOptions::from_pairs([(ProcessKey::RestTokenFile, token.to_str().unwrap())])
+            .unwrap();
+        assert_eq!(
+            o.server.security.token_file.as_deref(),
+            Some(token.as_path())
+        );
+        assert!(ProcessKey::SslRestKeystore.is_server_key());
+        assert_eq!(
+            ProcessKey::lookup("security.ssl.rest.authentication-enabled"),
+            Some(ProcessKey::SslRestAuthentication)
+        );
     }
 }

@@ -289,10 +289,10 @@ Options:
   -m, --jobmanager HOST:PORT submit to a running `ferry server` (session mode) instead of
                              running the job in this process (application mode)
   -d, --detached             with --jobmanager: return once the job is submitted
-  -D KEY=VALUE               set a process key (rest.*, metrics.*, s3.*), Flink style: -Drest.port=8082
+  -D KEY=VALUE               set a process or security key (rest.*, metrics.*, s3.*, security.*), Flink style: -Drest.port=8082
   -h, --help                 print this help
 
-Keys (also accepted as --key=value; rest.*, metrics.* and s3.* also as -Dkey=value; all of them
+Keys (also accepted as --key=value; rest.*, metrics.*, s3.* and security.* also as -Dkey=value; all of them
 in the --config file, flat, dotted or as [job] / [reader] / [writer] / [rest] / [metrics] / [s3] tables):
 ";
     format!(

@@ -137,7 +137,7 @@ fn suggestion_text(suggestion: &Option<&str>) -> String {
     match suggestion {
         Some(key) => format!(" (did you mean '{key}'?)"),
         None => {
-            " (keys start with job., reader., writer., rest., metrics. or s3.; see --help for the list)"
+            " (keys start with job., reader., writer., rest., metrics., s3. or security.; see --help for the list)"
                 .to_string()
         }
     }
@@ -219,8 +219,9 @@ impl Settings {
         Ok(took_next)
     }
 
-    /// Adds `-D key=value` (the text after `-D`): process keys only, as in
-    /// Flink, where `-D` sets the process's configuration.
+    /// Adds `-D key=value` (the text after `-D`): process keys and the
+    /// `security.kerberos.login.*` keys, as in Flink, where `-D` sets the
+    /// process's configuration.
     pub fn insert_dynamic(&mut self, pair: &str) -> Result<(), SettingsError> {
         // The value is not repeated in errors: it may be a secret.
         let invalid = |reason: String| SettingsError::InvalidDynamic {
@@ -235,6 +236,10 @@ impl Settings {
         };
         match Key::lookup(name.trim()) {
             Some(key @ Key::Process(_)) => self.insert_once(key, value, "the command line"),
+            // Flink sets its Kerberos login with -D too.
+            Some(key @ Key::Job(k)) if k.section() == "security" => {
+                self.insert_once(key, value, "the command line")
+            }
             Some(Key::Job(key)) => Err(invalid(format!(
                 "not a process option; give job keys as --{key} <value>"
             ))),

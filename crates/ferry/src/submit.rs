@@ -16,13 +16,13 @@ use anyhow::{anyhow, bail, Context, Result};
 use ferry_engine::checkpoint::{
     CheckpointStore, JobId, LoadedState, SnapshotKind, StorageLocation,
 };
-use ferry_engine::config::{HaKind, JobConfig};
+use ferry_engine::config::{ClusterKerberos, HaKind, JobConfig};
 use ferry_engine::kudu_tables::KuduTables;
 use ferry_engine::lease::Fence;
 use ferry_engine::{Job, JobOptions, RestorePoint};
 use ferry_kafka::{ChangelogTables, KafkaTables};
 use ferry_objstore::ObjectStoreResolver;
-use kudu_client::KuduClient;
+use kudu_client::{Kerberos, KerberosOptions, KuduClient, KuduClientBuilder};
 use std::sync::Arc;
 
 /// The process's resolver: its `s3.*` settings over the `AWS_*` environment.
@@ -79,18 +79,34 @@ pub fn clients(cfg: &JobConfig) -> Result<(KuduClient, KuduClient)> {
 
 /// The sink cluster's client, as a job uses it.
 pub fn sink_client(cfg: &JobConfig) -> Result<KuduClient> {
-    KuduClient::builder(&cfg.sink_master_addresses)
-        .operation_timeout(cfg.writer.operation_timeout)
+    let builder = KuduClient::builder(&cfg.sink_master_addresses)
+        .operation_timeout(cfg.writer.operation_timeout);
+    with_login(builder, cfg.kerberos.sink.as_ref())
         .build()
         .context("sink cluster")
 }
 
 /// The source cluster's client, as a job uses it.
 pub fn source_client(cfg: &JobConfig) -> Result<KuduClient> {
-    KuduClient::builder(&cfg.source_master_addresses)
-        .operation_timeout(cfg.reader.scan_request_timeout)
+    let builder = KuduClient::builder(&cfg.source_master_addresses)
+        .operation_timeout(cfg.reader.scan_request_timeout);
+    with_login(builder, cfg.kerberos.source.as_ref())
         .build()
         .context("source cluster")
+}
+
+/// Kerberos for a cluster that has a principal configured; SASL PLAIN
+/// otherwise.
+fn with_login(builder: KuduClientBuilder, login: Option<&ClusterKerberos>) -> KuduClientBuilder {
+    match login {
+        Some(k) => builder.kerberos(Kerberos::new(KerberosOptions {
+            principal: Some(k.principal.clone()),
+            keytab: k.keytab.clone(),
+            ticket_cache: None,
+            service_name: k.service_name.clone(),
+        })),
+        None => builder,
+    }
 }
 
 /// Starts the job described by `args` and registers it.

@@ -19,6 +19,7 @@ use crate::pb::master::master_service as ms;
 use crate::pb::tserver::tablet_server_error_pb::Code as TsCode;
 use crate::retry::{Retrier, DEFAULT_OPERATION_TIMEOUT};
 use crate::rpc::{ConnectOptions, ConnectionPool, NegotiateOptions};
+use crate::security::token::TokenStore;
 use crate::table::{AlterTableBuilder, KuduTable, TableBuilder};
 use rand::Rng;
 use std::collections::BTreeSet;
@@ -90,10 +91,23 @@ impl KuduClientBuilder {
         self
     }
 
+    /// Authenticates with Kerberos (SASL GSSAPI) to servers that offer it,
+    /// and with the masters' authentication tokens to tablet servers.
+    #[cfg(feature = "kerberos")]
+    pub fn kerberos(mut self, login: crate::security::kerberos::Kerberos) -> Self {
+        self.connect.negotiate.kerberos = Some(Arc::new(login));
+        self
+    }
+
     /// Builds the client. Nothing is contacted until the first call.
-    pub fn build(self) -> Result<KuduClient> {
+    pub fn build(mut self) -> Result<KuduClient> {
         if self.masters.is_empty() {
             return Err(Error::InvalidArgument("no master addresses given".into()));
+        }
+        // Tokens only matter where the primary credentials are Kerberos:
+        // SASL PLAIN works against every server anyway.
+        if self.connect.negotiate.uses_kerberos() {
+            self.connect.negotiate.tokens = Some(Arc::new(TokenStore::new(&self.masters)));
         }
         let pool = ConnectionPool::new(self.connect);
         let client_id: String = {

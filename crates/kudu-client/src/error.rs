@@ -157,6 +157,17 @@ pub enum Error {
         /// What does not fit.
         reason: String,
     },
+    /// Authenticating to `addr` failed: Kerberos could not log in or get
+    /// a ticket (unknown principal, unreadable keytab, clock skew, KDC
+    /// unreachable), or the server refused the credentials. Retrying with
+    /// the same credentials does not help.
+    #[error("authentication with {addr} failed: {message}")]
+    Authentication {
+        /// The server address.
+        addr: String,
+        /// The cause, as Kerberos or the server put it.
+        message: String,
+    },
     /// TLS configuration or handshake failure.
     #[error("TLS error with {addr}: {message}")]
     Tls {
@@ -213,6 +224,7 @@ impl Error {
             | Error::InvalidArgument(_)
             | Error::Unsupported(_)
             | Error::Partitioning { .. }
+            | Error::Authentication { .. }
             | Error::Tls { .. } => RetryAction::Fail,
         }
     }

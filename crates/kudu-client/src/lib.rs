@@ -112,6 +112,7 @@ mod retry;
 mod row_ops;
 pub mod scan;
 pub mod schema;
+pub mod security;
 mod table;
 pub mod write;
 
@@ -132,4 +133,6 @@ pub use master::catalog::TableSummary;
 pub use meta::{RemoteTablet, Replica, Role as ReplicaRole};
 pub use rpc::{NegotiateOptions, TlsPolicy};
 pub use schema::{ColumnSchema, DataType, Row, Schema, Value};
+#[cfg(feature = "kerberos")]
+pub use security::kerberos::{Kerberos, KerberosOptions};
 pub use table::{AlterTableBuilder, ColumnDelta, KuduTable, RangeBounds, TableBuilder};

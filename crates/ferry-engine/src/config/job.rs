@@ -15,6 +15,7 @@ use super::ha::{ha_job_id, HaConfig};
 use super::key::{ConfigKey, FLUSH_MODE_NAMES, REPLICA_SELECTION_NAMES};
 use super::raw::RawConfig;
 use super::restart::RestartConfig;
+use super::security::KerberosConfig;
 use super::sink::SinkConfig;
 use super::source::SourceConfig;
 use crate::checkpoint::{JobId, StorageLocation};
@@ -222,6 +223,8 @@ pub struct JobConfig {
     pub sink: SinkConfig,
     /// `job.sourceType` and the Kafka source keys (ferry only).
     pub source: SourceConfig,
+    /// `security.kerberos.login.*` and the per-cluster Kerberos keys.
+    pub kerberos: KerberosConfig,
 }
 
 /// The source tables a job replicates.
@@ -375,6 +378,7 @@ impl JobConfig {
             restart: RestartConfig::from_values(&v)?,
             checkpoints_directory,
             ha: HaConfig::from_values(&v)?,
+            kerberos: KerberosConfig::from_values(&v)?,
             tables,
             schema_evolution: v.boolean(ConfigKey::SchemaEvolution)?,
             table_discovery_interval: Duration::from_secs(
@@ -523,6 +527,7 @@ impl JobConfig {
                         .or_else(|| self.ha.value_of(other))
                         .or_else(|| self.sink.value_of(other))
                         .or_else(|| self.source.value_of(other))
+                        .or_else(|| self.kerberos.value_of(other))
                         .unwrap_or_default(),
                 };
                 (key, value)
@@ -677,6 +682,10 @@ impl Values<'_> {
             replicas.push(location);
         }
         Ok(replicas)
+    }
+
+    pub(super) fn flag(&self, key: ConfigKey) -> Result<bool, ConfigError> {
+        self.boolean(key)
     }
 
     fn boolean(&self, key: ConfigKey) -> Result<bool, ConfigError> {

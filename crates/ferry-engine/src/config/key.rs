@@ -13,6 +13,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use super::error::ConfigError;
+use super::key_security;
 use super::key_sink;
 use super::key_source;
 use super::key_tables;
@@ -172,6 +173,24 @@ pub enum ConfigKey {
     HaLeaseDuration,
     /// `high-availability.renew-interval` (ferry only)
     HaRenewInterval,
+    /// `security.kerberos.login.principal` (Flink)
+    KerberosPrincipal,
+    /// `security.kerberos.login.keytab` (Flink)
+    KerberosKeytab,
+    /// `security.kerberos.login.use-ticket-cache` (Flink)
+    KerberosUseTicketCache,
+    /// `reader.kerberosPrincipal` (ferry only)
+    SourceKerberosPrincipal,
+    /// `reader.kerberosKeytab` (ferry only)
+    SourceKerberosKeytab,
+    /// `reader.saslProtocolName` (ferry only)
+    SourceSaslProtocolName,
+    /// `writer.kerberosPrincipal` (ferry only)
+    SinkKerberosPrincipal,
+    /// `writer.kerberosKeytab` (ferry only)
+    SinkKerberosKeytab,
+    /// `writer.saslProtocolName` (ferry only)
+    SinkSaslProtocolName,
 }
 
 use KeyDefault::{Derived, Required, Value};
@@ -695,6 +714,15 @@ const CATALOG: &[(ConfigKey, KeySpec)] = &[
             "How often the active renews its lease (at most a third of the lease duration).",
         ),
     ),
+    (ConfigKey::KerberosPrincipal, key_security::LOGIN_PRINCIPAL),
+    (ConfigKey::KerberosKeytab, key_security::LOGIN_KEYTAB),
+    (ConfigKey::KerberosUseTicketCache, key_security::LOGIN_USE_TICKET_CACHE),
+    (ConfigKey::SourceKerberosPrincipal, key_security::SOURCE_PRINCIPAL),
+    (ConfigKey::SourceKerberosKeytab, key_security::SOURCE_KEYTAB),
+    (ConfigKey::SourceSaslProtocolName, key_security::SOURCE_SERVICE_NAME),
+    (ConfigKey::SinkKerberosPrincipal, key_security::SINK_PRINCIPAL),
+    (ConfigKey::SinkKerberosKeytab, key_security::SINK_KEYTAB),
+    (ConfigKey::SinkSaslProtocolName, key_security::SINK_SERVICE_NAME),
 ];
 
 const ALL: &[ConfigKey] = &[
@@ -768,6 +796,15 @@ const ALL: &[ConfigKey] = &[
     ConfigKey::HaClusterId,
     ConfigKey::HaLeaseDuration,
     ConfigKey::HaRenewInterval,
+    ConfigKey::KerberosPrincipal,
+    ConfigKey::KerberosKeytab,
+    ConfigKey::KerberosUseTicketCache,
+    ConfigKey::SourceKerberosPrincipal,
+    ConfigKey::SourceKerberosKeytab,
+    ConfigKey::SourceSaslProtocolName,
+    ConfigKey::SinkKerberosPrincipal,
+    ConfigKey::SinkKerberosKeytab,
+    ConfigKey::SinkSaslProtocolName,
 ];
 
 impl ConfigKey {
@@ -879,7 +916,8 @@ mod tests {
                     "writer",
                     "restart-strategy",
                     "execution",
-                    "high-availability"
+                    "high-availability",
+                    "security"
                 ]
                 .contains(&key.section()),
                 "{} is in section {}",
@@ -994,7 +1032,13 @@ mod tests {
                 "job.sourceErrorPolicy",
                 "job.sourceDeadLetterTopic",
                 "high-availability.lease-duration",
-                "high-availability.renew-interval"
+                "high-availability.renew-interval",
+                "reader.kerberosPrincipal",
+                "reader.kerberosKeytab",
+                "reader.saslProtocolName",
+                "writer.kerberosPrincipal",
+                "writer.kerberosKeytab",
+                "writer.saslProtocolName"
             ]
         );
         assert_eq!(ConfigKey::CheckpointsRetained.default_value(), Some("3"));

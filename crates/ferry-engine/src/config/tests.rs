@@ -215,6 +215,16 @@ fn every_key_set_explicitly() {
         ConfigKey::SourceGroupId,
         ConfigKey::SourceErrorPolicy,
         ConfigKey::SourceDeadLetterTopic,
+        // Kerberos keys name files that must exist: config::security's tests.
+        ConfigKey::KerberosPrincipal,
+        ConfigKey::KerberosKeytab,
+        ConfigKey::KerberosUseTicketCache,
+        ConfigKey::SourceKerberosPrincipal,
+        ConfigKey::SourceKerberosKeytab,
+        ConfigKey::SourceSaslProtocolName,
+        ConfigKey::SinkKerberosPrincipal,
+        ConfigKey::SinkKerberosKeytab,
+        ConfigKey::SinkSaslProtocolName,
     ];
     assert_eq!(pairs.len() + kafka_only.len(), ConfigKey::all().len());
     let c = JobConfig::from_named_pairs(pairs).expect("valid");

@@ -1,8 +1,10 @@
 //! [`ClusterBuilder`]: choosing a cluster's shape, planning each daemon's
 //! address, folder and flags, and starting it.
 
+use super::kerberos::{self, KerberosInfo};
 use super::{validate_name, ClusterInfo, Daemon, DaemonKind, MiniCluster};
 use crate::binaries::KuduBinaries;
+use crate::kdc::{Kdc, KdcInfo};
 use crate::net::{self, Block};
 use crate::process;
 use crate::{home_dir, io_err, Error, Result};
@@ -20,6 +22,7 @@ pub struct ClusterBuilder {
     master_flags: Vec<String>,
     tserver_flags: Vec<String>,
     detached: bool,
+    kdc: Option<KdcInfo>,
 }
 
 impl Default for ClusterBuilder {
@@ -31,6 +34,7 @@ impl Default for ClusterBuilder {
             master_flags: Vec::new(),
             tserver_flags: Vec::new(),
             detached: false,
+            kdc: None,
         }
     }
 }
@@ -80,6 +84,15 @@ impl ClusterBuilder {
         self
     }
 
+    /// Kerberizes the cluster against `kdc`: every daemon logs in as
+    /// `kudu/<its ip>` and requires authentication and encryption on every
+    /// RPC (see [`kerberos`](super::kerberos)). The KDC must outlive the
+    /// cluster: declare it first in a test, so it is dropped last.
+    pub fn kerberos(mut self, kdc: &Kdc) -> Self {
+        self.kdc = Some(kdc.info().clone());
+        self
+    }
+
     /// Starts every daemon and waits until all tablet servers are
     /// registered with the leader master.
     pub fn start(self) -> Result<MiniCluster> {
@@ -99,7 +112,8 @@ impl ClusterBuilder {
         let block = Block::allocate(self.masters, self.tservers).ok_or_else(|| {
             Error::NotReady("no free 127.x.y.0/24 loopback block with free Kudu ports".into())
         })?;
-        let info = plan(&self, name, root, block);
+        let krb = self.kdc.as_ref().map(|k| KerberosInfo::new(k, &root));
+        let info = plan(&self, name, root, block, krb);
         let mut cluster = MiniCluster {
             info,
             bins,
@@ -107,6 +121,9 @@ impl ClusterBuilder {
             owned: true,
         };
         cluster.save()?;
+        if let Some(kdc) = &self.kdc {
+            kerberos::provision(kdc, &cluster.info)?;
+        }
         let ids: Vec<(DaemonKind, usize)> =
             cluster.info.daemons().map(|d| (d.kind, d.index)).collect();
         for (kind, i) in ids {
@@ -150,7 +167,13 @@ fn prepare_root(name: &str, root: &Path) -> Result<()> {
 }
 
 /// Lays out every daemon of the cluster: address, folder and flags.
-fn plan(b: &ClusterBuilder, name: String, root: PathBuf, block: Block) -> ClusterInfo {
+fn plan(
+    b: &ClusterBuilder,
+    name: String,
+    root: PathBuf,
+    block: Block,
+    kerberos: Option<KerberosInfo>,
+) -> ClusterInfo {
     let all_masters = (0..b.masters)
         .map(|i| format!("{}:{}", block.master(i), net::MASTER_RPC_PORT))
         .collect::<Vec<_>>()
@@ -165,7 +188,7 @@ fn plan(b: &ClusterBuilder, name: String, root: PathBuf, block: Block) -> Cluste
                 format!("--default_num_replicas={replicas}"),
             ];
             let port = (net::MASTER_RPC_PORT, net::MASTER_HTTP_PORT);
-            plan_daemon(
+            let d = plan_daemon(
                 DaemonKind::Master,
                 i,
                 &root,
@@ -173,7 +196,8 @@ fn plan(b: &ClusterBuilder, name: String, root: PathBuf, block: Block) -> Cluste
                 port,
                 role_flags,
                 &b.master_flags,
-            )
+            );
+            with_kerberos(d, ip, kerberos.as_ref(), b.master_flags.len())
         })
         .collect();
     let tservers = (0..b.tservers)
@@ -181,7 +205,7 @@ fn plan(b: &ClusterBuilder, name: String, root: PathBuf, block: Block) -> Cluste
             let ip = block.tserver(i);
             let role_flags = [format!("--tserver_master_addrs={all_masters}")];
             let port = (net::TSERVER_RPC_PORT, net::TSERVER_HTTP_PORT);
-            plan_daemon(
+            let d = plan_daemon(
                 DaemonKind::TabletServer,
                 i,
                 &root,
@@ -189,7 +213,8 @@ fn plan(b: &ClusterBuilder, name: String, root: PathBuf, block: Block) -> Cluste
                 port,
                 role_flags,
                 &b.tserver_flags,
-            )
+            );
+            with_kerberos(d, ip, kerberos.as_ref(), b.tserver_flags.len())
         })
         .collect();
     ClusterInfo {
@@ -198,11 +223,12 @@ fn plan(b: &ClusterBuilder, name: String, root: PathBuf, block: Block) -> Cluste
         detached: b.detached,
         masters,
         tservers,
+        kerberos,
     }
 }
 
 /// One daemon: `kudu master|tserver run`, the flags every daemon gets, its
-/// addresses, then the flags of its role and those the caller added.
+/// addresses, the flags of its role, then those the caller added.
 fn plan_daemon(
     kind: DaemonKind,
     index: usize,
@@ -237,7 +263,24 @@ fn plan_daemon(
         dir,
         args,
         pid: None,
+        env: Vec::new(),
     }
+}
+
+/// Kerberizes a planned daemon: its Kerberos flags go before the caller's
+/// `extra` flags (which thus still override them), and its environment.
+fn with_kerberos(
+    mut d: Daemon,
+    ip: std::net::Ipv4Addr,
+    kerberos: Option<&KerberosInfo>,
+    extra: usize,
+) -> Daemon {
+    if let Some(krb) = kerberos {
+        let at = d.args.len().saturating_sub(extra);
+        d.args.splice(at..at, krb.daemon_flags(ip, &d.dir));
+        d.env = krb.daemon_env(&d.dir);
+    }
+    d
 }
 
 /// Flags every daemon gets: its folders, and settings for a fast, local,

@@ -253,6 +253,7 @@ impl MiniCluster {
         };
         let mut cmd = self.bins.command();
         cmd.args(&d.args)
+            .envs(d.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(log("stdout.log")?)
             .stderr(log("stderr.log")?);

@@ -6,15 +6,21 @@
 //! root describes the daemons, so a detached cluster (`ferry-testkit up`) can
 //! be found again by name to be inspected or torn down.
 //!
+//! A cluster built with [`ClusterBuilder::kerberos`] requires Kerberos
+//! (and encryption) on every RPC; see [`kerberos`] for how its daemons and
+//! the kit's own CLI calls get their credentials.
+//!
 //! Dropping an attached cluster kills every daemon and removes its folder;
 //! if the thread is panicking the folder is kept and its path printed, so the
 //! daemon logs of a failed test can be read.
 
 mod builder;
 mod control;
+pub mod kerberos;
 mod query;
 
 pub use builder::ClusterBuilder;
+pub use kerberos::{KerberosInfo, TESTKIT_PRINCIPAL};
 pub use query::{MasterStatus, TserverStatus};
 
 use crate::binaries::KuduBinaries;
@@ -57,6 +63,10 @@ pub struct Daemon {
     pub args: Vec<String>,
     /// Pid of the running process, if started.
     pub pid: Option<u32>,
+    /// Environment variables beyond the binaries' own (Kerberos), set
+    /// again on every restart.
+    #[serde(default)]
+    pub env: Vec<(String, String)>,
 }
 
 impl Daemon {
@@ -78,6 +88,9 @@ pub struct ClusterInfo {
     pub detached: bool,
     pub masters: Vec<Daemon>,
     pub tservers: Vec<Daemon>,
+    /// Set for a Kerberized cluster.
+    #[serde(default)]
+    pub kerberos: Option<KerberosInfo>,
 }
 
 impl ClusterInfo {

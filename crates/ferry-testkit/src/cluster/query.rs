@@ -27,10 +27,12 @@ pub struct MasterStatus {
 }
 
 impl MiniCluster {
-    /// Runs the bundled `kudu` CLI with `args`.
+    /// Runs the bundled `kudu` CLI with `args` (as the kit's superuser
+    /// `kudu/testkit`, with a fresh ticket, on a Kerberized cluster).
     pub fn kudu(&self, args: &[&str]) -> Result<Output> {
         self.bins
             .command()
+            .envs(self.kerberos_env()?)
             .args(args)
             .stdin(Stdio::null())
             .output()

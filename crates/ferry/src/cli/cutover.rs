@@ -116,6 +116,12 @@ pub fn parse(args: &[String]) -> Result<Option<CutoverArgs>, String> {
         return Err("--start-reverse needs a planned cutover (an equal copy); after an unplanned failover start the job on the new primary with a snapshot".into());
     }
     super::kudu_table_pair(&run.config, "cutover")?;
+    // The job's REST API: the job's own security.* keys (Flink's model,
+    // one configuration for both sides); a bad one is a usage error.
+    if !unplanned {
+        super::RestClientOptions::from_process(&run.process.server.security)
+            .prepare(&jobmanager)?;
+    }
     Ok(Some(CutoverArgs {
         run,
         run_options: rest,
@@ -148,7 +154,8 @@ async fn side(client: &KuduClient, masters: &[String], table: &str) -> CutoverSi
 /// Steps 1–5: stop, read the savepoint, verify, write the report.
 async fn cut_over(args: &CutoverArgs, job: &str) -> Result<(CutoverReport, String), Failure> {
     let cfg = &args.run.config;
-    let rest = Rest::new(&args.jobmanager);
+    let security = super::RestClientOptions::from_process(&args.run.process.server.security);
+    let rest = Rest::new(&args.jobmanager, &security).map_err(Failure::Usage)?;
     let drain = DrainCheck {
         timeout: args.drain.timeout,
         quiet: args.drain.quiet,
@@ -396,7 +403,9 @@ Usage: ferry cutover --jobmanager HOST:PORT --job-id ID [--savepointPath DIR] [-
                      [--quiet-period S] [--report FILE] [--start-reverse] [--json] [-p N]
                      [--method server|client] [--unplanned] <ferry run options of the job>
 
-  -m, --jobmanager HOST:PORT  the job's REST API [default: $FERRY_JOBMANAGER or 127.0.0.1:8081]
+  -m, --jobmanager HOST:PORT  the job's REST API [default: $FERRY_JOBMANAGER or 127.0.0.1:8081];
+                              https://HOST:PORT for a REST API with TLS, with the job's
+                              security.ssl.rest.* / security.rest.token-file keys (docs/security.md)
       --job-id ID             the job to cut over
       --savepointPath DIR     where the final savepoint goes [default: the job's --savepointPath]
       --drain-timeout S       give up the drain check after S seconds [default: 300]

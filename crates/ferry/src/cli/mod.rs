@@ -3,7 +3,10 @@
 //! output lines; each talks to a ferry process's REST API and reads its
 //! answers as the typed bodies of [`crate::api`]. `state` is the storage
 //! tool `ferry state mirror` (no REST; it reads and writes stores).
+//! `client_security`: TLS, client certificate and bearer token for a
+//! secured REST API (the `security.*` keys).
 
+pub mod client_security;
 pub mod cutover;
 mod drain;
 pub mod failover;
@@ -12,6 +15,7 @@ pub mod standby;
 pub mod state;
 pub mod verify;
 
+pub use client_security::RestClientOptions;
 pub use drain::{drain_check, drain_then_stop, DrainCheck};
 
 /// A verb that works on one Kudu source table and its Kudu sink table
@@ -50,7 +54,7 @@ use crate::api::flink::{
     TriggerResponse,
 };
 use crate::api::live::{SubmitRequestBody, SubmitResponse};
-use crate::http_client::{base_url, HttpClient, Response};
+use crate::http_client::{HttpClient, Response};
 use crate::run_args::RunArgs;
 use anyhow::{anyhow, bail, Context, Result};
 use hyper::{Method, StatusCode};
@@ -62,14 +66,29 @@ use std::time::{Duration, Instant};
 pub struct Rest {
     http: HttpClient,
     base: String,
+    /// Added to "cannot reach" errors: what a TLS failure may mean.
+    hint: &'static str,
 }
 
 impl Rest {
-    pub fn new(jobmanager: &str) -> Self {
-        Rest {
-            http: HttpClient::new(Duration::from_secs(30)),
-            base: base_url(jobmanager),
-        }
+    /// A client of the REST API at `jobmanager` (`host:port`, `http://…`
+    /// or `https://…`) with `security`'s TLS and token; an error (a bad
+    /// option or file) is a usage error.
+    pub fn new(jobmanager: &str, security: &RestClientOptions) -> Result<Self, String> {
+        let (base, prepared) = security.prepare(jobmanager)?;
+        let hint = match (prepared.tls.is_some(), security.keystore.is_some()) {
+            (true, false) => {
+                "; a server with security.ssl.rest.authentication-enabled also needs \
+                              a client certificate: -D security.ssl.rest.keystore=CLIENT.pem"
+            }
+            (false, _) => "; a REST API with TLS needs https://HOST:PORT",
+            (true, true) => "",
+        };
+        Ok(Rest {
+            http: HttpClient::secured(Duration::from_secs(30), prepared),
+            base,
+            hint,
+        })
     }
 
     async fn call<B: Serialize>(
@@ -80,7 +99,7 @@ impl Rest {
     ) -> Result<Response> {
         let url = format!("{}{path}", self.base);
         self.http.request(method, &url, body).await.map_err(|e| {
-            anyhow!("cannot reach the ferry REST API at {}: {e:#}\n(is the job's process running? pass --jobmanager HOST:PORT)", self.base)
+            anyhow!("cannot reach the ferry REST API at {}: {e:#}\n(is the job's process running? pass --jobmanager HOST:PORT{})", self.base, self.hint)
         })
     }
 
@@ -322,7 +341,8 @@ fn absolute_uri(path: &str) -> Result<String> {
 /// `ferry run --jobmanager HOST:PORT ...`: session-mode submission.
 pub async fn submit(args: RunArgs) -> Result<std::process::ExitCode> {
     let jm = args.jobmanager.clone().unwrap_or_default();
-    let rest = Rest::new(&jm);
+    let security = RestClientOptions::from_process(&args.process.server.security);
+    let rest = Rest::new(&jm, &security).map_err(|e| anyhow!("{e}"))?;
     let body = SubmitRequestBody {
         args: args.to_submission_args()?,
     };

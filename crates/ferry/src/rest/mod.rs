@@ -4,7 +4,10 @@
 //! and `ferry stop --drain-check` poll, verification of a job's copy) and
 //! the web page at `/`.
 //!
-//! Every route is also served under `/v1/`, as Flink does.
+//! Every route is also served under `/v1/`, as Flink does. With
+//! `security.rest.token-file` every request (the web page too) must carry
+//! the bearer token ([`security::require_token`]); TLS and client
+//! certificates are the listener's (`crate::server`).
 
 mod checkpoints;
 mod error;
@@ -13,6 +16,7 @@ mod ferry_api;
 mod jobs;
 mod overview;
 mod savepoints;
+pub mod security;
 mod verify;
 
 pub use error::ApiError;
@@ -30,6 +34,8 @@ pub struct AppState {
     pub registry: Arc<Registry>,
     /// Where the Prometheus endpoint listens (shown on the web page).
     pub metrics_url: Option<String>,
+    /// `security.rest.token-file`: the bearer token every request needs.
+    pub token: Option<security::Token>,
 }
 
 const INDEX_HTML: &str = include_str!("../../web/index.html");
@@ -82,14 +88,23 @@ fn api() -> Router<AppState> {
 /// The whole router: API (also under `/v1`), the web page, Flink-shaped
 /// 404s for everything else.
 pub fn router(state: AppState) -> Router {
-    Router::new()
+    let token = state.token.clone();
+    let router = Router::new()
         .route("/", get(index))
         .route("/index.html", get(index))
         .merge(api())
         .nest("/v1", api())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .with_state(state)
+        .with_state(state);
+    match token {
+        // Outermost layer: unknown routes and wrong methods need it too.
+        Some(token) => router.layer(axum::middleware::from_fn_with_state(
+            token,
+            security::require_token,
+        )),
+        None => router,
+    }
 }
 
 async fn index() -> impl IntoResponse {

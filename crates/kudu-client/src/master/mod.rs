@@ -149,6 +149,7 @@ impl MasterProxy {
             });
         }
         let mut causes = Vec::new();
+        let mut auth_errors = Vec::new();
         while let Some(joined) = set.join_next().await {
             let Ok((addr, res)) = joined else { continue };
             match res {
@@ -163,6 +164,9 @@ impl MasterProxy {
                     {
                         set.abort_all();
                         self.check_master_list(&resp.body);
+                        if let Some(tokens) = &self.pool.options().negotiate.tokens {
+                            tokens.update(resp.body.authn_token.as_ref(), &resp.body.ca_cert_der);
+                        }
                         if let Ok(mut l) = self.leader.lock() {
                             *l = Some(addr.clone());
                         }
@@ -171,8 +175,17 @@ impl MasterProxy {
                         causes.push(format!("{addr}: not the leader"));
                     }
                 }
+                Err(e @ Error::Authentication { .. }) => {
+                    causes.push(format!("{addr}: {e}"));
+                    auth_errors.push(e);
+                }
                 Err(e) => causes.push(format!("{addr}: {e}")),
             }
+        }
+        // Every master refused our credentials: waiting will not help, and
+        // the cause is clearer alone.
+        if !auth_errors.is_empty() && auth_errors.len() == self.addrs.len() {
+            return Err(auth_errors.swap_remove(0));
         }
         causes.sort();
         Err(Error::NoLeaderMaster {
@@ -237,9 +250,17 @@ impl MasterProxy {
         M: RpcMethod,
         M::Response: MasterResponse,
     {
+        let refresh_token = self
+            .pool
+            .options()
+            .negotiate
+            .tokens
+            .as_ref()
+            .is_some_and(|t| t.take_refresh_due());
         let leader = match self.cached_leader() {
-            Some(l) => l,
-            None => self.find_leader(retrier.remaining()).await?,
+            Some(l) if !refresh_token => l,
+            // ConnectToMaster also hands out a fresh authentication token.
+            _ => self.find_leader(retrier.remaining()).await?,
         };
         let mut opts = CallOptions::with_deadline(retrier.deadline().into());
         for &f in features {

@@ -26,7 +26,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 
 use super::frame::{self, ResponseFrame};
-use super::negotiate::{negotiate, NegotiateOptions, Negotiated};
+use super::negotiate::{negotiate_attempt, Attempt, NegotiateOptions, Negotiated};
 use crate::error::{Error, Result, RpcErrorCode};
 use crate::pb::rpc::{ErrorStatusPb, RemoteMethodPb, RequestHeader, RequestIdPb, ResponseHeader};
 use crate::pb::RpcMethod;
@@ -49,6 +49,41 @@ impl Default for ConnectOptions {
             negotiate: NegotiateOptions::default(),
             max_frame_len: frame::DEFAULT_MAX_FRAME_LEN,
         }
+    }
+}
+
+/// Whether a failed negotiation is worth one more try, and with what: a
+/// server that refused our authentication token gets Kerberos instead (and
+/// the token is dropped); a Kerberos ticket that expired is acquired anew.
+fn second_attempt(err: &Error, done: Attempt, opts: &ConnectOptions) -> Option<Attempt> {
+    match err {
+        Error::Rpc {
+            code: RpcErrorCode::FatalInvalidAuthenticationToken,
+            ..
+        } if !done.no_token => {
+            if let Some(store) = &opts.negotiate.tokens {
+                store.invalidate_current();
+            }
+            Some(Attempt {
+                no_token: true,
+                ..done
+            })
+        }
+        Error::Authentication { message, .. }
+        | Error::Rpc {
+            code: RpcErrorCode::FatalUnauthorized,
+            message,
+            ..
+        } if !done.fresh_credentials
+            && opts.negotiate.uses_kerberos()
+            && message.to_ascii_lowercase().contains("expired") =>
+        {
+            Some(Attempt {
+                fresh_credentials: true,
+                ..done
+            })
+        }
+        _ => None,
     }
 }
 
@@ -151,16 +186,29 @@ impl Connection {
     /// and writer tasks. Bounded by `opts.connect_timeout`.
     pub async fn connect(addr: &str, opts: &ConnectOptions) -> Result<Connection> {
         let started = Instant::now();
-        let attempt = async {
-            let tcp = TcpStream::connect(addr).await.map_err(|source| Error::Io {
-                addr: addr.to_owned(),
-                source,
-            })?;
-            // Small request frames must not wait for Nagle.
-            let _ = tcp.set_nodelay(true);
-            negotiate(tcp, addr, &opts.negotiate).await
+        let connect = async {
+            let mut attempt = Attempt::default();
+            loop {
+                let tcp = TcpStream::connect(addr).await.map_err(|source| Error::Io {
+                    addr: addr.to_owned(),
+                    source,
+                })?;
+                // Small request frames must not wait for Nagle.
+                let _ = tcp.set_nodelay(true);
+                let err = match negotiate_attempt(tcp, addr, &opts.negotiate, attempt).await {
+                    Ok(n) => return Ok(n),
+                    Err(e) => e,
+                };
+                match second_attempt(&err, attempt, opts) {
+                    Some(next) => {
+                        tracing::debug!(addr, error = %err, "negotiating again");
+                        attempt = next;
+                    }
+                    None => return Err(err),
+                }
+            }
         };
-        let negotiated = match tokio::time::timeout(opts.connect_timeout, attempt).await {
+        let negotiated = match tokio::time::timeout(opts.connect_timeout, connect).await {
             Ok(r) => r?,
             Err(_) => {
                 return Err(Error::Io {

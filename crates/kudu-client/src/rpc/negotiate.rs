@@ -20,6 +20,7 @@
 
 use std::io;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::BytesMut;
@@ -28,6 +29,9 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 
 use super::frame::{self, ResponseFrame, PREAMBLE};
 use super::tls::{Handshake, TlsStream};
+#[cfg(feature = "kerberos")]
+use crate::security::kerberos::Kerberos;
+use crate::security::token::{TokenCredentials, TokenStore};
 use crate::error::{Error, Result, RpcErrorCode};
 use crate::pb::rpc::authentication_type_pb::{self, Type as AuthnType};
 use crate::pb::rpc::negotiate_pb::{NegotiateStep, SaslMechanism};
@@ -35,6 +39,9 @@ use crate::pb::rpc::{
     AuthenticationTypePb, ConnectionContextPb, ErrorStatusPb, NegotiatePb, RequestHeader,
     RpcFeatureFlag, UserInformationPb,
 };
+
+#[cfg(feature = "kerberos")]
+mod gssapi;
 
 /// Call id of every negotiation frame.
 const NEGOTIATION_CALL_ID: i32 = -33;
@@ -61,6 +68,13 @@ pub struct NegotiateOptions {
     pub user: String,
     /// Whether to encrypt.
     pub tls: TlsPolicy,
+    /// A Kerberos login: authenticate with SASL GSSAPI wherever the server
+    /// offers it (PLAIN otherwise). `None`: SASL PLAIN as `user`.
+    #[cfg(feature = "kerberos")]
+    pub kerberos: Option<Arc<Kerberos>>,
+    /// The client's authentication tokens: [`KuduClient`](crate::KuduClient)
+    /// sets this itself when it logs in with Kerberos; leave it `None`.
+    pub tokens: Option<Arc<TokenStore>>,
 }
 
 impl Default for NegotiateOptions {
@@ -68,8 +82,30 @@ impl Default for NegotiateOptions {
         NegotiateOptions {
             user: default_user(),
             tls: TlsPolicy::default(),
+            #[cfg(feature = "kerberos")]
+            kerberos: None,
+            tokens: None,
         }
     }
+}
+
+impl NegotiateOptions {
+    /// Whether connections authenticate with Kerberos.
+    pub(crate) fn uses_kerberos(&self) -> bool {
+        #[cfg(feature = "kerberos")]
+        return self.kerberos.is_some();
+        #[cfg(not(feature = "kerberos"))]
+        false
+    }
+}
+
+/// What one connect attempt may use; a second attempt changes these.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Attempt {
+    /// Do not offer the authentication token (a server refused it).
+    pub(crate) no_token: bool,
+    /// Acquire Kerberos credentials again (a ticket expired).
+    pub(crate) fresh_credentials: bool,
 }
 
 /// The OS user (`$USER`), or `ferry` when unset. SASL PLAIN servers accept
@@ -159,13 +195,38 @@ pub struct Negotiated<S> {
 
 /// Negotiates a KRPC connection over `io`, a freshly connected socket to
 /// `addr` (used in errors and as the TLS server name).
+pub async fn negotiate<S>(io: S, addr: &str, opts: &NegotiateOptions) -> Result<Negotiated<S>>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    negotiate_attempt(io, addr, opts, Attempt::default()).await
+}
+
+/// How the client authenticates on one connection.
+enum Authn {
+    Plain,
+    #[cfg(feature = "kerberos")]
+    Gssapi(Arc<Kerberos>),
+    Token(TokenCredentials),
+}
+
+/// [`negotiate`] with what this attempt may use.
 // Long on purpose: the steps run in protocol order on one stream, each a
 // few lines; split up, the order would be spread over several functions.
-pub async fn negotiate<S>(mut io: S, addr: &str, opts: &NegotiateOptions) -> Result<Negotiated<S>>
+pub(crate) async fn negotiate_attempt<S>(
+    mut io: S,
+    addr: &str,
+    opts: &NegotiateOptions,
+    attempt: Attempt,
+) -> Result<Negotiated<S>>
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
     let mut rbuf = BytesMut::with_capacity(4096);
+    let token = match (&opts.tokens, attempt.no_token) {
+        (Some(store), false) => store.for_server(addr),
+        _ => None,
+    };
 
     // Steps 1 and 2: preamble and NEGOTIATE go out in one write.
     let offer_tls = opts.tls != TlsPolicy::Disabled;
@@ -175,13 +236,23 @@ where
         // get encrypted too, which keeps one code path.
         features.push(RpcFeatureFlag::Tls as i32);
     }
+    let mut authn_types = vec![AuthenticationTypePb {
+        r#type: Some(AuthnType::Sasl(authentication_type_pb::Sasl {})),
+    }];
+    if token.is_some() && offer_tls {
+        authn_types.push(AuthenticationTypePb {
+            r#type: Some(AuthnType::Token(authentication_type_pb::Token {})),
+        });
+    }
+    let mut mechanisms = vec![mechanism("PLAIN")];
+    if opts.uses_kerberos() {
+        mechanisms.insert(0, mechanism("GSSAPI"));
+    }
     let hello = NegotiatePb {
         supported_features: features,
         step: NegotiateStep::Negotiate as i32,
-        sasl_mechanisms: vec![plain_mechanism()],
-        authn_types: vec![AuthenticationTypePb {
-            r#type: Some(AuthnType::Sasl(authentication_type_pb::Sasl {})),
-        }],
+        sasl_mechanisms: mechanisms,
+        authn_types,
         ..Default::default()
     };
     let mut out = BytesMut::from(&PREAMBLE[..]);
@@ -190,11 +261,12 @@ where
 
     let answer = recv_negotiate(&mut io, &mut rbuf, addr).await?;
     expect_step(&answer, NegotiateStep::Negotiate, addr)?;
-    check_authn_choice(&answer, addr)?;
+    let authn = choose_authn(&answer, opts, token, addr)?;
     let server_tls = answer
         .supported_features
         .contains(&(RpcFeatureFlag::Tls as i32));
-    if opts.tls == TlsPolicy::Required && !server_tls {
+    let must_tls = opts.tls == TlsPolicy::Required || matches!(authn, Authn::Token(_));
+    if must_tls && !server_tls {
         return Err(Error::Tls {
             addr: addr.to_owned(),
             message: "TLS is required but the server does not offer it \
@@ -203,29 +275,71 @@ where
         });
     }
 
-    // Step 3: the tunnelled TLS handshake, then wrap the socket.
-    let (mut stream, mut rbuf) = if offer_tls && server_tls {
-        let hs = tls_handshake(&mut io, &mut rbuf, addr).await?;
+    // Step 3: the tunnelled TLS handshake, then wrap the socket. A token
+    // only goes to a server whose certificate the cluster's CA signed.
+    #[cfg_attr(not(feature = "kerberos"), allow(unused_variables))]
+    let (mut stream, mut rbuf, peer_cert) = if offer_tls && server_tls {
+        let hs = match &authn {
+            Authn::Token(t) => Handshake::with_config(addr, t.tls.clone()),
+            _ => Handshake::new(addr),
+        }
+        .map_err(|e| tls_error(addr, e))?;
+        let hs = tls_handshake(&mut io, &mut rbuf, hs, addr).await?;
+        // Kerberos checks the server's channel bindings against it.
+        let cert = hs.peer_certificate();
         let tls = hs.into_stream(io, &rbuf).map_err(|e| tls_error(addr, e))?;
-        (RpcStream::Tls(Box::new(tls)), BytesMut::with_capacity(4096))
+        (
+            RpcStream::Tls(Box::new(tls)),
+            BytesMut::with_capacity(4096),
+            cert,
+        )
     } else {
-        (RpcStream::Plain(io), rbuf)
+        (RpcStream::Plain(io), rbuf, None)
     };
 
-    // Step 4: SASL PLAIN (RFC 4616: authzid \0 authcid \0 password).
-    let mut token = Vec::with_capacity(opts.user.len() + 2);
-    token.push(0);
-    token.extend_from_slice(opts.user.as_bytes());
-    token.push(0);
-    let initiate = NegotiatePb {
-        step: NegotiateStep::SaslInitiate as i32,
-        token: Some(token),
-        sasl_mechanisms: vec![plain_mechanism()],
-        ..Default::default()
+    // Step 4: authentication.
+    let encoded_nonce = match authn {
+        Authn::Plain => {
+            // RFC 4616: authzid \0 authcid \0 password.
+            let mut token = Vec::with_capacity(opts.user.len() + 2);
+            token.push(0);
+            token.extend_from_slice(opts.user.as_bytes());
+            token.push(0);
+            let initiate = NegotiatePb {
+                step: NegotiateStep::SaslInitiate as i32,
+                token: Some(token),
+                sasl_mechanisms: vec![mechanism("PLAIN")],
+                ..Default::default()
+            };
+            send_negotiate(&mut stream, &initiate, addr).await?;
+            let reply = recv_negotiate(&mut stream, &mut rbuf, addr).await?;
+            expect_step(&reply, NegotiateStep::SaslSuccess, addr)?;
+            None
+        }
+        #[cfg(feature = "kerberos")]
+        Authn::Gssapi(krb) => {
+            gssapi::authenticate(
+                &mut stream,
+                &mut rbuf,
+                addr,
+                krb,
+                peer_cert,
+                attempt.fresh_credentials,
+            )
+            .await?
+        }
+        Authn::Token(t) => {
+            let exchange = NegotiatePb {
+                step: NegotiateStep::TokenExchange as i32,
+                authn_token: Some(t.token),
+                ..Default::default()
+            };
+            send_negotiate(&mut stream, &exchange, addr).await?;
+            let reply = recv_negotiate(&mut stream, &mut rbuf, addr).await?;
+            expect_step(&reply, NegotiateStep::TokenExchange, addr)?;
+            None
+        }
     };
-    send_negotiate(&mut stream, &initiate, addr).await?;
-    let reply = recv_negotiate(&mut stream, &mut rbuf, addr).await?;
-    expect_step(&reply, NegotiateStep::SaslSuccess, addr)?;
 
     // Step 5: connection context; no reply comes, calls may follow at once.
     let context = ConnectionContextPb {
@@ -233,7 +347,7 @@ where
             effective_user: None,
             real_user: opts.user.clone(),
         }),
-        encoded_nonce: None,
+        encoded_nonce,
     };
     let mut out = BytesMut::new();
     encode_frame(CONNECTION_CONTEXT_CALL_ID, &context, &mut out, addr)?;
@@ -248,11 +362,15 @@ where
 }
 
 /// Runs the TLS handshake inside TLS_HANDSHAKE negotiation messages.
-async fn tls_handshake<S>(io: &mut S, rbuf: &mut BytesMut, addr: &str) -> Result<Handshake>
+async fn tls_handshake<S>(
+    io: &mut S,
+    rbuf: &mut BytesMut,
+    mut hs: Handshake,
+    addr: &str,
+) -> Result<Handshake>
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
-    let mut hs = Handshake::new(addr).map_err(|e| tls_error(addr, e))?;
     // The client speaks first: ClientHello.
     let mut out = hs.take_output();
     loop {
@@ -297,21 +415,33 @@ fn tls_message(data: Vec<u8>) -> NegotiatePb {
     }
 }
 
-fn plain_mechanism() -> SaslMechanism {
+fn mechanism(name: &str) -> SaslMechanism {
     SaslMechanism {
-        mechanism: "PLAIN".into(),
+        mechanism: name.into(),
     }
 }
 
-/// We offered only SASL; the server must pick it and offer PLAIN.
-fn check_authn_choice(answer: &NegotiatePb, addr: &str) -> Result<()> {
-    // No authn_types at all: a pre-1.3 server, which means SASL.
-    let sasl = answer.authn_types.is_empty()
-        || answer
+/// What the server chose: the token if we offered one and it took it,
+/// else SASL with GSSAPI when both sides have it, else PLAIN.
+fn choose_authn(
+    answer: &NegotiatePb,
+    opts: &NegotiateOptions,
+    token: Option<TokenCredentials>,
+    addr: &str,
+) -> Result<Authn> {
+    let chose = |want: fn(&AuthnType) -> bool| {
+        answer
             .authn_types
             .iter()
-            .any(|t| matches!(t.r#type, Some(AuthnType::Sasl(_))));
-    if !sasl {
+            .any(|t| t.r#type.as_ref().is_some_and(want))
+    };
+    if let Some(token) = token {
+        if chose(|t| matches!(t, AuthnType::Token(_))) {
+            return Ok(Authn::Token(token));
+        }
+    }
+    // No authn_types at all: a pre-1.3 server, which means SASL.
+    if !answer.authn_types.is_empty() && !chose(|t| matches!(t, AuthnType::Sasl(_))) {
         return Err(negotiation_error(
             addr,
             format!(
@@ -320,25 +450,40 @@ fn check_authn_choice(answer: &NegotiatePb, addr: &str) -> Result<()> {
             ),
         ));
     }
-    if !answer
-        .sasl_mechanisms
-        .iter()
-        .any(|m| m.mechanism.eq_ignore_ascii_case("PLAIN"))
-    {
-        let offered: Vec<&str> = answer
+    let offers = |name: &str| {
+        answer
             .sasl_mechanisms
             .iter()
-            .map(|m| m.mechanism.as_str())
-            .collect();
-        return Err(negotiation_error(
-            addr,
-            format!(
-                "server does not accept SASL PLAIN (it offers {offered:?}); \
-                 Kerberos-only clusters are not supported"
-            ),
-        ));
+            .any(|m| m.mechanism.eq_ignore_ascii_case(name))
+    };
+    #[cfg(feature = "kerberos")]
+    if let Some(krb) = &opts.kerberos {
+        if offers("GSSAPI") {
+            return Ok(Authn::Gssapi(krb.clone()));
+        }
     }
-    Ok(())
+    if offers("PLAIN") {
+        return Ok(Authn::Plain);
+    }
+    let offered: Vec<&str> = answer
+        .sasl_mechanisms
+        .iter()
+        .map(|m| m.mechanism.as_str())
+        .collect();
+    let hint = if opts.uses_kerberos() {
+        ""
+    } else if cfg!(feature = "kerberos") {
+        "; the cluster requires Kerberos: configure a principal and keytab"
+    } else {
+        "; the cluster requires Kerberos, which this build of the client lacks \
+         (feature `kerberos`)"
+    };
+    Err(Error::Authentication {
+        addr: addr.to_owned(),
+        message: format!(
+            "the server accepts none of the SASL mechanisms offered (it offers {offered:?}){hint}"
+        ),
+    })
 }
 
 fn expect_step(msg: &NegotiatePb, want: NegotiateStep, addr: &str) -> Result<()> {

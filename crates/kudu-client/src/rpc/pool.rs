@@ -233,6 +233,10 @@ fn duplicate(e: &Error, addr_hint: &str) -> Error {
             addr: addr.clone(),
             message: message.clone(),
         },
+        Error::Authentication { addr, message } => Error::Authentication {
+            addr: addr.clone(),
+            message: message.clone(),
+        },
         Error::Rpc {
             addr,
             method,
