@@ -1,17 +1,21 @@
 //! The Kudu source: plans a window as fault-tolerant (ORDERED) snapshot or
 //! diff scan splits, one per tablet (or per `reader.splitSizeBytes` key
 //! range), and reads a split from its resume key (prefetching the next
-//! batch with `reader.prefetching`).
+//! batch with `reader.prefetching`). A diff window leaves out the tablets
+//! [`QuietTablets`] proves unchanged in it.
 
 use crate::checkpoint::{SplitState, WindowState};
 use crate::config::{ReaderConfig, ReplicaSelection};
 use crate::connector::{Batch, ReadBatch, SchemaRecord, Source, SplitReader, TableRef};
 use crate::error::EngineError;
 use crate::prefetch::ScanBatches;
+use crate::quiet_tablets::QuietTablets;
 use kudu_client::scan::RowBatch;
 use kudu_client::scan::Split;
 use kudu_client::scan::{ReplicaSelection as ClientReplicaSelection, ScanSpec};
 use kudu_client::{HybridTime, KuduClient};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// Reads the source table.
 #[derive(Debug, Clone)]
@@ -25,6 +29,10 @@ pub struct KuduSource {
     /// Every column name seen by `schema()` → its column id, to read
     /// splits planned before a rename.
     names: std::sync::Arc<std::sync::RwLock<std::collections::HashMap<String, u32>>>,
+    /// Readings of the tablets' write counters, to skip quiet tablets.
+    quiet: Arc<QuietTablets>,
+    /// Tablets the last plan left out.
+    skipped: Arc<AtomicU64>,
 }
 
 impl KuduSource {
@@ -34,8 +42,10 @@ impl KuduSource {
             client,
             table_name: table_name.into(),
             table_id: None,
+            quiet: Arc::new(QuietTablets::new(reader.quiet_tablet_max_skips)),
             reader,
             names: Default::default(),
+            skipped: Default::default(),
         }
     }
 
@@ -46,8 +56,10 @@ impl KuduSource {
             client,
             table_name: table.name.clone(),
             table_id: (!table.id.is_empty()).then(|| table.id.clone()),
+            quiet: Arc::new(QuietTablets::new(reader.quiet_tablet_max_skips)),
             reader,
             names: Default::default(),
+            skipped: Default::default(),
         }
     }
 
@@ -152,11 +164,18 @@ impl Source for KuduSource {
         // Re-opened every window so a source schema change is picked up.
         let table = self.open_table().await?;
         self.remember_names(table.schema());
-        let splits = self
+        let mut splits = self
             .client
             .scan_splits(&table, &self.spec(window))
             .await
             .map_err(|e| self.err(e))?;
+        let quiet = self.quiet.select(&self.client, &table, window).await;
+        if !quiet.skip.is_empty() {
+            splits.retain(|s| !quiet.skip.contains(s.tablet_id()));
+            tracing::debug!(table = %self.table_name, skipped = quiet.skip.len(), "tablets proven unchanged in the window are not scanned");
+        }
+        self.skipped
+            .store(quiet.skip.len() as u64, Ordering::Relaxed);
         Ok(splits
             .iter()
             .enumerate()
@@ -166,6 +185,10 @@ impl Source for KuduSource {
                 resume_key: None,
             })
             .collect())
+    }
+
+    fn skipped_in_last_plan(&self) -> u64 {
+        self.skipped.load(Ordering::Relaxed)
     }
 
     async fn schema(&self) -> Result<Option<SchemaRecord>, EngineError> {

@@ -15,7 +15,9 @@
 //!   `SinkWriter` traits connectors implement.
 //! - [`kudu_source`], [`kudu_sink`]: the Kudu connectors (ORDERED snapshot
 //!   and diff scans in; UPSERT_IGNORE / key-only DELETE_IGNORE out);
-//!   `prefetch`: `reader.prefetching`.
+//!   `prefetch`: `reader.prefetching`; [`quiet_tablets`]: the tablets a
+//!   diff window may leave out, proven unchanged by their servers' write
+//!   counters after a safe-time barrier (`reader.quietTabletMaxSkips`).
 //! - [`job`]: the front door [`Job::start`] (restore check, sink
 //!   preparation, then the coordinator task) and [`JobHandle`] (checkpoint,
 //!   savepoint, stop with or without drain, cancel); `pipeline` runs splits
@@ -61,6 +63,7 @@ pub mod lease;
 pub mod metrics;
 mod pipeline;
 mod prefetch;
+pub mod quiet_tablets;
 pub mod replication;
 pub mod restart;
 pub mod status;

@@ -262,6 +262,7 @@ pub struct TableMetrics {
     rows_deleted: AtomicU64,
     windows_completed: AtomicU64,
     schema_changes: AtomicU64,
+    tablet_scans_skipped: AtomicU64,
     paused: std::sync::Mutex<Option<String>>,
 }
 
@@ -282,6 +283,7 @@ impl TableMetrics {
             rows_deleted: AtomicU64::new(0),
             windows_completed: AtomicU64::new(0),
             schema_changes: AtomicU64::new(0),
+            tablet_scans_skipped: AtomicU64::new(0),
             paused: std::sync::Mutex::new(None),
         }
     }
@@ -310,6 +312,7 @@ impl TableMetrics {
             rows_deleted: get(&self.rows_deleted),
             windows_completed: get(&self.windows_completed),
             schema_changes: get(&self.schema_changes),
+            tablet_scans_skipped: get(&self.tablet_scans_skipped),
             paused: self.paused.lock().ok().and_then(|p| p.clone()),
         }
     }
@@ -364,6 +367,11 @@ impl TableMetrics {
 
     pub(crate) fn window_completed(&self) {
         self.windows_completed.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn add_skipped(&self, tablets: u64) {
+        self.tablet_scans_skipped
+            .fetch_add(tablets, Ordering::Relaxed);
     }
 
     pub(crate) fn schema_changed(&self) {

@@ -103,6 +103,10 @@ pub struct TableSnapshot {
     pub windows_completed: u64,
     /// Source schema changes applied to the sink since the job started.
     pub schema_changes: u64,
+    /// Tablet scans left out of diff windows since the job started: the
+    /// tablets were proven unchanged (`reader.quietTabletMaxSkips`).
+    #[serde(default)]
+    pub tablet_scans_skipped: u64,
     /// Why the table is paused, if it is (the others go on).
     pub paused: Option<String>,
 }

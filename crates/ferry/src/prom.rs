@@ -412,6 +412,11 @@ fn push_tables(out: &mut Families, v: &JobView, labels: &Labels) {
                 "Source schema changes applied to the table's sink since the job started",
                 t.schema_changes,
             ),
+            (
+                "table_tablet_scans_skipped",
+                "Tablet scans left out of diff windows because the tablet was proven unchanged",
+                t.tablet_scans_skipped,
+            ),
         ] {
             out.ferry(name, help, counter, l.clone(), value as f64);
         }

@@ -9,7 +9,7 @@
 
 use crate::error::{Error, Result, StatusCode};
 use crate::hybrid_time::HybridTime;
-use crate::master::catalog::{self, TableSummary};
+use crate::master::catalog::{self, TableSummary, TabletServerInfo};
 use crate::master::{status_from_pb, MasterProxy};
 use crate::meta::{Lookup, RemoteTablet, Replica, Role, TableLocations};
 use crate::partition::ranges::derive_range_partitions;
@@ -233,6 +233,13 @@ impl KuduClient {
         let ts = catalog::server_clock(&self.inner.masters, self.inner.operation_timeout).await?;
         self.observe_timestamp(ts.raw());
         Ok(ts)
+    }
+
+    /// The tablet servers the leader master knows (uuid, whether the
+    /// process restarted, RPC and web addresses), sorted by uuid. Bounded
+    /// by the admin timeout.
+    pub async fn list_tablet_servers(&self) -> Result<Vec<TabletServerInfo>> {
+        catalog::list_tablet_servers(&self.inner.masters, self.inner.admin_timeout).await
     }
 
     /// Whether the masters support a `MasterFeatures` flag.

@@ -132,7 +132,7 @@ pub mod internals;
 pub use client::{KuduClient, KuduClientBuilder};
 pub use error::{Error, Result, RetryAction};
 pub use hybrid_time::HybridTime;
-pub use master::catalog::TableSummary;
+pub use master::catalog::{TableSummary, TabletServerInfo};
 pub use meta::{RemoteTablet, Replica, Role as ReplicaRole};
 pub use rpc::{NegotiateOptions, TlsPolicy};
 pub use schema::{ColumnSchema, DataType, Row, Schema, Value};

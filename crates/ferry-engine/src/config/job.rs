@@ -134,6 +134,9 @@ pub struct ReaderConfig {
     pub keep_alive_period: Duration,
     /// `reader.replicaSelection`.
     pub replica_selection: ReplicaSelection,
+    /// `reader.quietTabletMaxSkips`: diff windows in a row a tablet proven
+    /// unchanged may go without a scan (0: never skip).
+    pub quiet_tablet_max_skips: u32,
 }
 
 /// How rows are written to the sink (`writer.*`).
@@ -366,6 +369,7 @@ impl JobConfig {
                 prefetching: v.boolean(ConfigKey::Prefetching)?,
                 keep_alive_period: v.millis(ConfigKey::KeepAlivePeriodMs)?,
                 replica_selection: v.required_value(ConfigKey::ReplicaSelection)?.parse()?,
+                quiet_tablet_max_skips: v.count_or_zero_u32(ConfigKey::QuietTabletMaxSkips)?,
             },
             writer: WriterConfig {
                 flush_mode: v.required_value(ConfigKey::FlushMode)?.parse()?,
@@ -515,6 +519,9 @@ impl JobConfig {
                     ConfigKey::Prefetching => self.reader.prefetching.to_string(),
                     ConfigKey::KeepAlivePeriodMs => ms(self.reader.keep_alive_period),
                     ConfigKey::ReplicaSelection => self.reader.replica_selection.to_string(),
+                    ConfigKey::QuietTabletMaxSkips => {
+                        self.reader.quiet_tablet_max_skips.to_string()
+                    }
                     ConfigKey::FlushMode => self.writer.flush_mode.to_string(),
                     ConfigKey::OperationTimeout => ms(self.writer.operation_timeout),
                     ConfigKey::MaxBufferSize => self.writer.max_buffer_size.to_string(),
@@ -743,6 +750,13 @@ impl Values<'_> {
                     format!("must be at most {}", usize::MAX),
                 )
             })
+    }
+
+    /// A whole number from 0 to `u32::MAX`.
+    fn count_or_zero_u32(&self, key: ConfigKey) -> Result<u32, ConfigError> {
+        let (n, value) = self.integer(key)?;
+        u32::try_from(n)
+            .map_err(|_| out_of_range(key, value, format!("must be from 0 to {}", u32::MAX)))
     }
 
     /// Kudu's scan request carries the batch size as a 32-bit field.

@@ -125,6 +125,8 @@ pub enum ConfigKey {
     KeepAlivePeriodMs,
     /// `reader.replicaSelection`
     ReplicaSelection,
+    /// `reader.quietTabletMaxSkips` (ferry only)
+    QuietTabletMaxSkips,
     /// `writer.flushMode`
     FlushMode,
     /// `writer.operationTimeout`
@@ -473,6 +475,16 @@ const CATALOG: &[(ConfigKey, KeySpec)] = &[
         ),
     ),
     (
+        ConfigKey::QuietTabletMaxSkips,
+        KeySpec::new(
+            "reader.quietTabletMaxSkips",
+            Value("30"),
+            ValueKind::CountOrZero,
+            Ferry,
+            "Diff windows in a row that may skip a tablet whose write counters prove it unchanged (read from the tablet servers' /metrics after a safe-time barrier at the window's end); every tablet is still scanned at least every N+1 windows. 0 scans every tablet every window.",
+        ),
+    ),
+    (
         ConfigKey::FlushMode,
         KeySpec::new(
             "writer.flushMode",
@@ -772,6 +784,7 @@ const ALL: &[ConfigKey] = &[
     ConfigKey::Prefetching,
     ConfigKey::KeepAlivePeriodMs,
     ConfigKey::ReplicaSelection,
+    ConfigKey::QuietTabletMaxSkips,
     ConfigKey::FlushMode,
     ConfigKey::OperationTimeout,
     ConfigKey::MaxBufferSize,
@@ -1031,6 +1044,7 @@ mod tests {
                 "job.sourceGroupId",
                 "job.sourceErrorPolicy",
                 "job.sourceDeadLetterTopic",
+                "reader.quietTabletMaxSkips",
                 "high-availability.lease-duration",
                 "high-availability.renew-interval",
                 "reader.kerberosPrincipal",

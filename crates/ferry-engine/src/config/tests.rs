@@ -82,6 +82,7 @@ fn defaults() {
     assert!(!c.reader.prefetching);
     assert_eq!(c.reader.keep_alive_period, Duration::from_millis(15_000));
     assert_eq!(c.reader.replica_selection, ReplicaSelection::ClosestReplica);
+    assert_eq!(c.reader.quiet_tablet_max_skips, 30);
 
     assert_eq!(c.writer.flush_mode, FlushMode::AutoFlushBackground);
     assert_eq!(c.writer.operation_timeout, Duration::from_millis(30_000));
@@ -151,6 +152,7 @@ fn every_key_set_explicitly() {
         ("reader.prefetching", "true"),
         ("reader.keepAlivePeriodMs", "777"),
         ("reader.replicaSelection", "LEADER_ONLY"),
+        ("reader.quietTabletMaxSkips", "7"),
         ("writer.flushMode", "MANUAL_FLUSH"),
         ("writer.operationTimeout", "4321"),
         ("writer.maxBufferSize", "64"),
@@ -262,6 +264,7 @@ fn every_key_set_explicitly() {
     assert!(c.reader.prefetching);
     assert_eq!(c.reader.keep_alive_period, Duration::from_millis(777));
     assert_eq!(c.reader.replica_selection, ReplicaSelection::LeaderOnly);
+    assert_eq!(c.reader.quiet_tablet_max_skips, 7);
     assert_eq!(c.writer.flush_mode, FlushMode::ManualFlush);
     assert_eq!(c.writer.operation_timeout, Duration::from_millis(4321));
     assert_eq!(c.writer.max_buffer_size.get(), 64);
@@ -475,6 +478,17 @@ fn bad_or_empty_replica_selection() {
             .replica_selection,
         ReplicaSelection::LeaderOnly
     );
+}
+
+#[test]
+fn quiet_tablet_skips_are_a_count_from_zero() {
+    let key = ConfigKey::QuietTabletMaxSkips;
+    assert_eq!(parse(&with(key, "0")).reader.quiet_tablet_max_skips, 0);
+    let err = reject(&with(key, "-1"));
+    assert!(matches!(err, ConfigError::OutOfRange { .. }), "{err:?}");
+    assert_names(&err, key, "-1", "must be from 0 to 4294967295");
+    let err = reject(&with(key, "many"));
+    assert!(matches!(err, ConfigError::InvalidNumber { .. }), "{err:?}");
 }
 
 #[test]

@@ -559,12 +559,15 @@ impl<T: Tables> Coordinator<T> {
             }
         }
         let splits = chain.source.plan(window).await?;
+        let skipped = chain.source.skipped_in_last_plan();
+        chain.metrics.add_skipped(skipped);
         tracing::info!(
             table = %chain.table.name,
             snapshot = window.is_snapshot(),
             start = ?window.start_timestamp,
             end = window.end_timestamp,
             splits = splits.len(),
+            unchanged_skipped = skipped,
             "window opened"
         );
         chain.enumerator.open_window(window, splits)?;

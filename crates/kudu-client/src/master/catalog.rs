@@ -39,6 +39,26 @@ pub struct TableSummary {
     pub num_replicas: Option<i32>,
 }
 
+/// One entry of `list_tablet_servers`: a tablet server as it registered
+/// with the leader master.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TabletServerInfo {
+    /// The server's permanent uuid (the one replicas name).
+    pub uuid: String,
+    /// Changes every time the server process starts: a different value
+    /// means the server restarted (and its in-memory state, its metrics
+    /// among it, started over).
+    pub instance_seqno: i64,
+    /// `host:port` of its RPC endpoints.
+    pub rpc_addresses: Vec<String>,
+    /// `host:port` of its embedded web server (status pages, `/metrics`).
+    pub http_addresses: Vec<String>,
+    /// Whether that web server speaks HTTPS.
+    pub https_enabled: bool,
+    /// Milliseconds since its last heartbeat to the master, if known.
+    pub millis_since_heartbeat: Option<i32>,
+}
+
 fn by_name(name: &str) -> TableIdentifierPb {
     TableIdentifierPb {
         table_id: None,
@@ -86,6 +106,39 @@ pub(crate) async fn list_tables(
         .collect();
     tables.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(tables)
+}
+
+/// The tablet servers the leader master knows, sorted by uuid.
+pub(crate) async fn list_tablet_servers(
+    m: &MasterProxy,
+    timeout: Duration,
+) -> Result<Vec<TabletServerInfo>> {
+    let req = pb::master::ListTabletServersRequestPb::default();
+    let resp = m
+        .call::<ms::ListTabletServers>("ListTabletServers", &req, timeout, &[])
+        .await?;
+    let addrs = |hps: &[pb::HostPortPb]| -> Vec<String> {
+        hps.iter()
+            .map(|hp| format!("{}:{}", hp.host, hp.port))
+            .collect()
+    };
+    let mut servers: Vec<TabletServerInfo> = resp
+        .servers
+        .into_iter()
+        .map(|e| {
+            let reg = e.registration.unwrap_or_default();
+            TabletServerInfo {
+                uuid: String::from_utf8_lossy(&e.instance_id.permanent_uuid).into_owned(),
+                instance_seqno: e.instance_id.instance_seqno,
+                rpc_addresses: addrs(&reg.rpc_addresses),
+                http_addresses: addrs(&reg.http_addresses),
+                https_enabled: reg.https_enabled.unwrap_or(false),
+                millis_since_heartbeat: e.millis_since_heartbeat,
+            }
+        })
+        .collect();
+    servers.sort_by(|a, b| a.uuid.cmp(&b.uuid));
+    Ok(servers)
 }
 
 /// Opens a table by name: schema, partitioning and metadata.

@@ -48,6 +48,7 @@ master_responses!(
     pb::master::IsAlterTableDoneResponsePb,
     pb::master::DeleteTableResponsePb,
     pb::master::GetTableLocationsResponsePb,
+    pb::master::ListTabletServersResponsePb,
 );
 
 impl MasterResponse for pb::master::PingResponsePb {

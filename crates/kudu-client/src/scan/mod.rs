@@ -11,6 +11,8 @@
 //!   `row_checksum`: the same per-row CRC32C and the encoded primary key
 //!   of a streamed row ([`RowView::checksum`],
 //!   [`RowView::encoded_primary_key`]).
+//! - `barrier`: [`KuduClient::wait_applied`], a replica's safe-time
+//!   barrier (a scan that opens at a snapshot and reads nothing).
 //! - `predicate`: [`Predicate`]s pushed down to the tablet servers.
 //! - `split`: [`Split`]s, one per tablet (or key range), that another
 //!   process can execute and resume.
@@ -19,10 +21,12 @@
 //! Entry points on the client: [`KuduClient::scan_builder`],
 //! [`KuduClient::scan_splits`], [`KuduClient::scanner_for_split`].
 //!
+//! [`KuduClient::wait_applied`]: crate::KuduClient::wait_applied
 //! [`KuduClient::scan_builder`]: crate::KuduClient::scan_builder
 //! [`KuduClient::scan_splits`]: crate::KuduClient::scan_splits
 //! [`KuduClient::scanner_for_split`]: crate::KuduClient::scanner_for_split
 
+pub(crate) mod barrier;
 pub(crate) mod builder;
 pub(crate) mod checksum;
 pub(crate) mod decode;
