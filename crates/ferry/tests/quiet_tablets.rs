@@ -16,9 +16,10 @@ use std::time::Duration;
 
 use ferry_fixtures::live::{prom_sample, wait_caught_up, wait_for};
 use ferry_fixtures::process::FerryProcess;
+use ferry_fixtures::{key, nullable};
 use ferry_testkit::cluster::{DaemonKind, MiniCluster};
 use kudu_client::write::{FlushMode, Operation, SessionOptions};
-use kudu_client::{ColumnSchema, DataType, KuduClient, KuduTable, Schema, TableBuilder};
+use kudu_client::{DataType, KuduClient, KuduTable, Schema, TableBuilder};
 
 const TABLE: &str = "quiet";
 /// The first id of tablet B.
@@ -27,14 +28,8 @@ const SKIPPED: &str = "ferry_table_tablet_scans_skipped_total";
 
 fn schema() -> Schema {
     Schema::new(vec![
-        ColumnSchema::builder("id", DataType::Int64)
-            .key(true)
-            .build()
-            .expect("id"),
-        ColumnSchema::builder("v", DataType::Int64)
-            .nullable(true)
-            .build()
-            .expect("v"),
+        key("id", DataType::Int64),
+        nullable("v", DataType::Int64),
     ])
     .expect("schema")
 }
