@@ -356,6 +356,11 @@ impl Ferry {
             .unwrap_or_default()
     }
 
+    /// How many windows have completed so far.
+    pub fn windows_len(&self) -> usize {
+        self.shared.lock().map(|g| g.windows.len()).unwrap_or(0)
+    }
+
     fn check_alive(&self) -> Result<()> {
         if !ferry_testkit::process::alive(self.proc.pid) {
             let errors = self
@@ -477,6 +482,40 @@ pub async fn scrape_metric(addr: &str, name: &str) -> Result<f64> {
         .map_err(|e| anyhow!("{name} value {value:?}: {e}"))
 }
 
+/// Reads several Prometheus samples (the first series of each name) from
+/// one scrape of ferry's metrics endpoint at `addr`; names it does not
+/// serve are left out.
+pub async fn scrape_metrics(
+    addr: &str,
+    names: &[&str],
+) -> Result<std::collections::BTreeMap<String, f64>> {
+    let body = http_get(addr, "/metrics").await?;
+    Ok(metric_values(&body, names))
+}
+
+/// The first sample of each of `names` in a Prometheus text exposition.
+fn metric_values(body: &str, names: &[&str]) -> std::collections::BTreeMap<String, f64> {
+    let mut out = std::collections::BTreeMap::new();
+    for line in body.lines().filter(|l| !l.starts_with('#')) {
+        for name in names {
+            if out.contains_key(*name) {
+                continue;
+            }
+            let matches = line
+                .strip_prefix(name)
+                .is_some_and(|rest| rest.starts_with([' ', '{']));
+            if let Some(v) = matches
+                .then(|| line.rsplit(' ').next())
+                .flatten()
+                .and_then(|v| v.parse::<f64>().ok())
+            {
+                out.insert(name.to_string(), v);
+            }
+        }
+    }
+    out
+}
+
 /// Removes ANSI escape sequences.
 pub fn strip_ansi(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
@@ -514,6 +553,26 @@ fn field<'a>(line: &'a str, name: &str) -> Option<&'a str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reads_several_metrics_from_one_scrape() {
+        let body = "# HELP ferry_rows_read_total Rows read\n# TYPE ferry_rows_read_total counter\n\
+                    ferry_rows_read_total{job_id=\"a\"} 1234\n\
+                    ferry_rows_read_total_other 5\n\
+                    ferry_table_tablet_scans_skipped_total{job_id=\"a\",table_name=\"t\"} 6\n\
+                    ferry_table_tablet_scans_skipped_total{job_id=\"a\",table_name=\"u\"} 7\n";
+        let m = metric_values(
+            body,
+            &[
+                "ferry_rows_read_total",
+                "ferry_table_tablet_scans_skipped_total",
+                "missing",
+            ],
+        );
+        assert_eq!(m.get("ferry_rows_read_total"), Some(&1234.0));
+        assert_eq!(m.get("ferry_table_tablet_scans_skipped_total"), Some(&6.0));
+        assert_eq!(m.get("missing"), None);
+    }
 
     #[test]
     fn parses_window_lines() {

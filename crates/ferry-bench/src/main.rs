@@ -4,9 +4,10 @@
 //!
 //! ```text
 //! bench/run snapshot [--rows N] [--threads T]
-//! bench/run lag [--seconds S] [--rate R] [--initial-rows N]
-//! bench/run idle-cycle [--sizes 1000000,4000000] [--windows K]
-//! bench/run memory [--sizes 1000000,4000000]
+//! bench/run lag [--seconds S] [--rate R | --rates A,B,C] [--initial-rows N] [--baseline-seconds B]
+//! bench/run lag --rates 1000,5000,20000   # the lag sweep, one column per rate
+//! bench/run idle-cycle [--sizes 1000000,4000000,16000000] [--windows K]
+//! bench/run memory [--sizes 1000000,4000000,16000000]
 //! bench/run failover [--takeovers 5] [--rate 300]
 //! bench/run verify [--rows N] [--threads T] [--repeat R]
 //! bench/run soak [--minutes N] [--fault-every K] [--rate R] [--seed S] [--faults a,b]
@@ -82,31 +83,55 @@ enum Scenario {
         #[arg(long, default_value_t = 3)]
         repeat: usize,
     },
-    /// Replication lag under a steady insert/update/delete load.
+    /// Replication lag under a steady insert/update/delete load, at one
+    /// writer rate or several (`--rates 1000,5000,20000`, the sweep: ~12 min;
+    /// the default single 5 000 ops/s run: ~4 min).
+    ///
+    /// Per rate: a fresh 1 M-row table, the writer alone for
+    /// --baseline-seconds (what the writer costs the source), then ferry
+    /// with the writer for --seconds; lag, windows, catch-up, sink ==
+    /// source, ferry's CPU and RSS, the source's CPU split into LLVM
+    /// compiles / ferry's diff scans / the rest, and whether the source
+    /// saturated. One table with a column per rate; every raw figure per
+    /// rate in lag.json (`results.rates[]`).
     Lag {
-        #[arg(long, default_value_t = 120)]
+        /// Seconds the writer runs with ferry replicating, per rate.
+        #[arg(long, default_value_t = scenarios::lag::DEFAULT_SECONDS)]
         seconds: u64,
-        /// Operations per second.
-        #[arg(long, default_value_t = 5_000.0)]
-        rate: f64,
-        /// Rows in the source table before the writer starts.
-        #[arg(long, default_value_t = 1_000_000)]
+        /// Writer operations per second, a single rate (default 5000).
+        #[arg(long, value_parser = scenarios::lag::parse_rate, conflicts_with = "rates")]
+        rate: Option<f64>,
+        /// Several writer rates in one run, e.g. 1000,5000,20000 (ops/s, in
+        /// this order; each on a fresh table).
+        #[arg(long, value_parser = scenarios::lag::parse_rates)]
+        rates: Option<scenarios::lag::Rates>,
+        /// Rows in each source table before the writer starts.
+        #[arg(long, default_value_t = scenarios::lag::DEFAULT_INITIAL_ROWS)]
         initial_rows: u64,
         /// ferry -p (default: ferry's own default, the core count).
         #[arg(long)]
         parallelism: Option<usize>,
+        /// Seconds the writer runs alone (no ferry job) before ferry starts,
+        /// per rate: the baseline that tells the source's CPU for ferry's
+        /// diff scans from the writer's own (0: no baseline, no split).
+        #[arg(long, default_value_t = scenarios::lag::DEFAULT_BASELINE_S)]
+        baseline_seconds: u64,
     },
-    /// Cost of one diff window with no changes, on tables of several sizes.
+    /// Cost of one diff window with no changes, on tables of several sizes
+    /// (default 1 M, 4 M and 16 M rows: ~7 min, of which loading 16 M rows
+    /// takes ~1 min at ~400 k rows/s).
     IdleCycle {
-        #[arg(long, value_delimiter = ',', default_value = "1000000,4000000")]
+        #[arg(long, value_delimiter = ',', default_value = DEFAULT_SIZES)]
         sizes: Vec<u64>,
         /// Idle windows measured per size.
         #[arg(long, default_value_t = 15)]
         windows: usize,
     },
-    /// Peak RSS of ferry during snapshots of tables of several sizes.
+    /// Peak RSS of ferry during snapshots of tables of several sizes
+    /// (default 1 M, 4 M and 16 M rows, two allocator settings each: ~6 min,
+    /// of which loading 16 M rows takes ~1 min at ~400 k rows/s).
     Memory {
-        #[arg(long, value_delimiter = ',', default_value = "1000000,4000000")]
+        #[arg(long, value_delimiter = ',', default_value = DEFAULT_SIZES)]
         sizes: Vec<u64>,
     },
     /// Faults every K seconds for N minutes under a mixed workload;
@@ -177,8 +202,8 @@ enum Scenario {
         #[arg(long, default_value_t = 3)]
         repeat: usize,
     },
-    /// The snapshot, lag, idle-cycle and memory scenarios at their default
-    /// sizes, one after the other.
+    /// The snapshot, lag (one rate), idle-cycle and memory scenarios at
+    /// their default sizes, one after the other (~20 min).
     All,
 }
 
@@ -245,10 +270,22 @@ async fn run(cli: Cli) -> Result<()> {
         Scenario::Lag {
             seconds,
             rate,
+            rates,
             initial_rows,
             parallelism,
+            baseline_seconds,
         } => {
-            scenarios::lag::run(&ctx, seconds, rate, initial_rows, parallelism).await?;
+            if seconds == 0 {
+                bail!("--seconds must be positive");
+            }
+            let params = scenarios::lag::Params {
+                seconds,
+                rates: scenarios::lag::rate_list(rate, rates),
+                initial_rows,
+                parallelism,
+                baseline_s: baseline_seconds,
+            };
+            scenarios::lag::run(&ctx, &params).await?;
         }
         Scenario::IdleCycle { sizes, windows } => {
             check_sizes(&sizes)?;
@@ -329,13 +366,17 @@ async fn run(cli: Cli) -> Result<()> {
         }
         Scenario::All => {
             scenarios::snapshot::run(&ctx, 2_000_000, cores, 3).await?;
-            scenarios::lag::run(&ctx, 120, 5_000.0, 1_000_000, None).await?;
-            scenarios::idle::run(&ctx, &[1_000_000, 4_000_000], 15).await?;
-            scenarios::memory::run(&ctx, &[1_000_000, 4_000_000]).await?;
+            scenarios::lag::run(&ctx, &scenarios::lag::Params::default()).await?;
+            scenarios::idle::run(&ctx, &scenarios::idle::DEFAULT_SIZES, 15).await?;
+            scenarios::memory::run(&ctx, &scenarios::idle::DEFAULT_SIZES).await?;
         }
     }
     Ok(())
 }
+
+/// Default `--sizes` of idle-cycle and memory (the same as
+/// `scenarios::idle::DEFAULT_SIZES`).
+const DEFAULT_SIZES: &str = "1000000,4000000,16000000";
 
 fn positive_minutes(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
@@ -349,4 +390,63 @@ fn check_sizes(sizes: &[u64]) -> Result<()> {
         bail!("--sizes needs one or more positive row counts");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("ferry-bench").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn cli_is_consistent() {
+        Cli::command().debug_assert();
+        let sizes: Vec<u64> = DEFAULT_SIZES
+            .split(',')
+            .map(|s| s.parse().expect("size"))
+            .collect();
+        assert_eq!(sizes, scenarios::idle::DEFAULT_SIZES);
+    }
+
+    #[test]
+    fn lag_takes_one_rate_or_a_list() {
+        let rates_of = |args: &[&str]| match parse(args).map(|c| c.scenario) {
+            Ok(Scenario::Lag { rate, rates, .. }) => Ok(scenarios::lag::rate_list(rate, rates)),
+            Ok(_) => panic!("not lag"),
+            Err(e) => Err(e.kind()),
+        };
+        assert_eq!(rates_of(&["lag"]), Ok(vec![5_000.0]));
+        assert_eq!(rates_of(&["lag", "--rate", "300"]), Ok(vec![300.0]));
+        assert_eq!(
+            rates_of(&["lag", "--rates", "1000,5000,20000"]),
+            Ok(vec![1_000.0, 5_000.0, 20_000.0])
+        );
+        assert_eq!(
+            rates_of(&["lag", "--rate", "1", "--rates", "2,3"]),
+            Err(clap::error::ErrorKind::ArgumentConflict)
+        );
+        assert_eq!(
+            rates_of(&["lag", "--rates", "1000,0"]),
+            Err(clap::error::ErrorKind::ValueValidation)
+        );
+        assert!(rates_of(&["lag", "--rate", "-5"]).is_err());
+        assert!(rates_of(&["lag", "--rates", "5,5"]).is_err());
+    }
+
+    #[test]
+    fn sizes_default_to_one_four_and_sixteen_million() {
+        match parse(&["idle-cycle"]).map(|c| c.scenario) {
+            Ok(Scenario::IdleCycle { sizes, .. }) => {
+                assert_eq!(sizes, [1_000_000, 4_000_000, 16_000_000])
+            }
+            _ => panic!("idle-cycle did not parse"),
+        }
+        match parse(&["memory", "--sizes", "20000,40000"]).map(|c| c.scenario) {
+            Ok(Scenario::Memory { sizes }) => assert_eq!(sizes, [20_000, 40_000]),
+            _ => panic!("memory did not parse"),
+        }
+    }
 }

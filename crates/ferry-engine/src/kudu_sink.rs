@@ -13,7 +13,9 @@ use crate::error::EngineError;
 use crate::sink_position::{PositionTable, SinkPosition};
 use crate::sink_table::{prepare_sink_table, SinkTableAction, SinkTableError, SinkTableOptions};
 use kudu_client::scan::RowBatch;
-use kudu_client::write::{FlushMode as ClientFlushMode, Operation, Session, SessionOptions};
+use kudu_client::write::{
+    FlushMode as ClientFlushMode, OpType, Operation, RowCopy, Session, SessionOptions,
+};
 use kudu_client::{KuduClient, KuduTable, Schema};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -206,10 +208,12 @@ impl KuduSink {
     }
 }
 
-/// How far a buffer waiting for a send may grow (encoded rows): about the
-/// 1 MiB batches `kudu table copy` writes; a buffered row costs ~3× its
-/// encoded size in memory.
-const ADAPTIVE_BATCH_BYTES: usize = 1 << 20;
+/// Encoded bytes per write request of a whole scan batch (background
+/// mode, `Session::apply_rows`), and how far a buffer of single operations
+/// waiting for a send may grow. 1 MiB gave ~10 000 rows per request and
+/// the sink 3 % more CPU than `kudu table copy` (11 111 rows); 1.5 MiB
+/// gives ~15 000 and 6 % less (docs/benchmarks.md, finding 1).
+const ADAPTIVE_BATCH_BYTES: usize = 3 << 19;
 
 impl Sink<RowBatch> for KuduSink {
     type Writer = KuduSinkWriter;
@@ -395,6 +399,8 @@ struct Mapping {
     columns: Vec<(usize, usize)>,
     /// The same for key columns only.
     keys: Vec<(usize, usize)>,
+    /// Whole batches, encoded by the session (background mode).
+    copy: RowCopy,
 }
 
 /// One pipeline's writer.
@@ -471,10 +477,19 @@ impl KuduSinkWriter {
                 }
                 .into());
             }
+            let copy = RowCopy::new(
+                &self.table,
+                projection,
+                &columns,
+                OpType::UpsertIgnore,
+                OpType::DeleteIgnore,
+            )
+            .map_err(|e| self.err(e))?;
             self.mapping = Some(Mapping {
                 projection: projection.clone(),
                 columns,
                 keys,
+                copy,
             });
         }
         self.mapping
@@ -499,13 +514,28 @@ impl SinkWriter<RowBatch> for KuduSinkWriter {
             self.mapping = None;
             self.seen_generation = generation;
         }
+        let mut stats = WriteStats::default();
+        self.rows_sent
+            .fetch_add(batch.len() as u64, Ordering::Relaxed);
+        if self.session.flush_mode() == ClientFlushMode::AutoFlushBackground {
+            // The whole batch in one call, encoded straight into requests
+            // (docs/benchmarks.md, finding 2).
+            let copy = self.mapping_for(batch.schema())?.copy.clone();
+            let applied = self
+                .session
+                .apply_rows(&copy, batch)
+                .await
+                .map_err(|e| self.err(e))?;
+            self.session.flush().await.map_err(|e| self.err(e))?;
+            stats.upserts = applied.live as u64;
+            stats.deletes = applied.deleted as u64;
+            stats.bytes = batch.byte_size() as u64;
+            return Ok(stats);
+        }
         let (columns, keys) = {
             let m = self.mapping_for(batch.schema())?;
             (m.columns.clone(), m.keys.clone())
         };
-        let mut stats = WriteStats::default();
-        self.rows_sent
-            .fetch_add(batch.len() as u64, Ordering::Relaxed);
         for view in batch.rows() {
             let deleted = view.is_deleted();
             let mut row = self.table.new_row();

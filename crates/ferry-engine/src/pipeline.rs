@@ -26,9 +26,10 @@ pub(crate) type CommitGate = Arc<RwLock<()>>;
 /// A pipeline's hold on the gate.
 type GateHold = OwnedRwLockReadGuard<()>;
 
-/// Batches queued between reader and writer, per pipeline. One keeps both
-/// busy; each more costs a scan batch (up to 8 MiB) of memory and gained
-/// no throughput (docs/benchmarks.md, finding 3).
+/// Batches queued between reader and writer, per pipeline; the reader
+/// fetches a batch only once it has a place here. One keeps both busy;
+/// each more costs a scan batch (up to 8 MiB) of memory and gained no
+/// throughput (docs/benchmarks.md, finding 3).
 const READ_AHEAD: usize = 1;
 
 /// What a pipeline tells the coordinator; `table` is the key of the
@@ -262,12 +263,17 @@ async fn read_all<R: SplitReader>(
     tx: mpsc::Sender<Result<ReadBatch<R::Batch>, EngineError>>,
 ) {
     loop {
+        // The queue's slot first, then the read: a batch is only fetched
+        // when it can be queued, so a pipeline holds at most the batch
+        // being written and the one after it, never a third in hand.
+        let Ok(slot) = tx.reserve().await else { return };
         let (item, last) = match reader.next().await {
             Ok(Some(batch)) => (Ok(batch), false),
             Ok(None) => return,
             Err(e) => (Err(e), true),
         };
-        if tx.send(item).await.is_err() || last {
+        slot.send(item);
+        if last {
             return;
         }
     }

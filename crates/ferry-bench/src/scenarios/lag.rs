@@ -4,8 +4,36 @@
 //! measures how long until ferry reports a window ending after the last
 //! write (from then on the sink must equal the source), and proves it by
 //! comparing fingerprints of both tables.
+//!
+//! One run can sweep several writer rates (`--rates 1000,5000,20000`).
+//! Each rate gets a fresh source table of the same size (loaded and
+//! flushed), so every rate starts from the same state; the previous
+//! rate's tables are dropped on both clusters first.
+//!
+//! To tell what ferry's diff scans cost the source from what the writer
+//! itself costs it, each rate starts with a **writer-only baseline**: the
+//! same writer at the same rate on the flushed table, with no ferry job,
+//! for `--baseline-seconds` (default 20). The table is then flushed again
+//! (so the measured phase starts from the same state) before ferry
+//! starts. The source tablet servers' CPU during the measured phase is
+//! split into (a) LLVM compiles (their `--codegen_time_compilation` log
+//! lines, less any the baseline had), (b) ferry's diff scans apart from
+//! the compiles, and (c) the rest: the baseline's CPU, scaled by the ops/s
+//! the writer achieved with ferry over those it achieved alone (the
+//! writer's cost is per operation; a writer slowed down by ferry costs
+//! less). ferry's share is ((a) + (b)) / total = (with ferry − writer
+//! only) / with ferry. The baseline is shorter than the measured phase and
+//! its MemRowSets hold fewer changes, so a writer whose per-operation cost
+//! grows with the MemRowSet is charged to ferry a little; on a flushed
+//! table that growth is small (inserts into an in-memory B-tree).
 
-use super::{prepare_source, settle, Ctx};
+mod figures;
+mod table;
+
+pub use figures::*;
+use table::{lag_table, notes, pct};
+
+use super::{prepare_source, settle, Ctx, Prepared, Settle};
 use crate::data::{self, MIX_DELETE, MIX_INSERT, MIX_UPDATE};
 use crate::data::{ChurnStats, Fingerprint};
 use crate::env::unix_micros;
@@ -14,17 +42,53 @@ use crate::kudu::Cluster;
 use crate::procs::cpu_seconds_of;
 use crate::procs::Usage;
 use crate::report::Report;
-use crate::report::{f0, f1, f2, percentile, Table};
+use crate::report::{f0, percentile};
 use anyhow::{bail, Result};
 use kudu_client::{HybridTime, KuduClient};
 use serde::Serialize;
-use serde_json::json;
+use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-const TABLE: &str = "bench";
+/// Seconds the writer runs with ferry, per rate.
+pub const DEFAULT_SECONDS: u64 = 120;
+/// Rows in each source table before the writer starts.
+pub const DEFAULT_INITIAL_ROWS: u64 = 1_000_000;
+/// Seconds of the writer-only baseline before ferry starts, per rate.
+pub const DEFAULT_BASELINE_S: u64 = 20;
+/// Writer seeds: the baseline and the measured phase write different keys
+/// and values.
+const BASELINE_SEED: u64 = 41;
+const WRITER_SEED: u64 = 42;
+
+/// What one `lag` run does.
+#[derive(Debug, Clone)]
+pub struct Params {
+    /// Seconds the writer runs with ferry, per rate.
+    pub seconds: u64,
+    /// Writer rates (ops/s), run one after the other in this order.
+    pub rates: Vec<f64>,
+    pub initial_rows: u64,
+    /// ferry `-p` (`None`: ferry's default).
+    pub parallelism: Option<usize>,
+    /// Seconds of the writer-only baseline per rate (0: none, and no split
+    /// of the source's CPU).
+    pub baseline_s: u64,
+}
+
+impl Default for Params {
+    fn default() -> Params {
+        Params {
+            seconds: DEFAULT_SECONDS,
+            rates: vec![DEFAULT_RATE],
+            initial_rows: DEFAULT_INITIAL_ROWS,
+            parallelism: None,
+            baseline_s: DEFAULT_BASELINE_S,
+        }
+    }
+}
 
 #[derive(Debug, Clone, Copy, Serialize)]
 struct Sample {
@@ -59,67 +123,317 @@ fn stats(v: &[f64]) -> LagStats {
     }
 }
 
-pub async fn run(
-    ctx: &Ctx,
-    seconds: u64,
-    rate: f64,
-    initial_rows: u64,
-    parallelism: Option<usize>,
-) -> Result<PathBuf> {
-    let mut report = ctx.report(
-        "lag",
-        json!({"seconds": seconds, "rate_rows_per_s": rate, "initial_rows": initial_rows,
+pub async fn run(ctx: &Ctx, p: &Params) -> Result<PathBuf> {
+    if p.rates.is_empty() {
+        bail!("lag: no writer rate to run");
+    }
+    let mut params = json!({"seconds": p.seconds, "rates_rows_per_s": p.rates, "initial_rows": p.initial_rows,
+               "baseline_seconds": p.baseline_s,
                "mix_percent": {"insert": MIX_INSERT, "update": MIX_UPDATE, "delete": MIX_DELETE},
                "discovery_interval_s": 1, "checkpointing_interval_ms": 500,
-               "parallelism": parallelism, "tablets": data::TABLETS, "tservers_per_cluster": ctx.tservers, "replicas": 1}),
-    )?;
-    let work = report.work_dir.clone();
+               "parallelism": p.parallelism, "tablets": data::TABLETS, "tservers_per_cluster": ctx.tservers, "replicas": 1,
+               "saturation_thresholds": {"writer_below_target": WRITER_SHORT_FRACTION, "source_cores_of_machine": SOURCE_BOUND_FRACTION}});
+    if let ([single], Some(obj)) = (p.rates.as_slice(), params.as_object_mut()) {
+        obj.insert("rate_rows_per_s".into(), json!(single));
+    }
+    let mut report = ctx.report("lag", params)?;
     let (src, dst) = ctx.clusters("lag", &mut report).await?;
     let sc = KuduClient::new(&src.masters.split(',').collect::<Vec<_>>())?;
     let dc = KuduClient::new(&dst.masters.split(',').collect::<Vec<_>>())?;
     let quiet: Vec<u32> = src.pids().into_iter().chain(dst.pids()).collect();
-    let prepared = prepare_source(&src, &sc, TABLE, initial_rows, &mut report, &quiet).await?;
-    report.result("source", &prepared);
-    report.command(data::create_table(&dst.masters, TABLE).await?);
-
-    let mut o = ctx.ferry_options(&src, &dst, TABLE, &work, "lag");
-    o.discovery_s = Some(1);
-    o.checkpointing_ms = Some(500);
-    o.parallelism = parallelism;
-    let ferry = Ferry::start(&o, &ctx.monitor)?;
-    report.command(ferry.command.clone());
-    let snap = ferry
-        .wait_windows(1, Duration::from_secs(120 + initial_rows / 2_000))
-        .await?;
-    println!(
-        "  snapshot of {initial_rows} rows replicated in {:.1} s",
-        snap.at_s
+    let mut runs: Vec<RateRun> = Vec::new();
+    for (i, &rate) in p.rates.iter().enumerate() {
+        let table = format!("bench_r{}", rate_tag(rate));
+        println!(
+            "  -- rate {} ops/s ({} of {}), table {table} --",
+            f0(rate),
+            i + 1,
+            p.rates.len()
+        );
+        let env = RateEnv {
+            ctx,
+            src: &src,
+            dst: &dst,
+            sc: &sc,
+            dc: &dc,
+            quiet: &quiet,
+        };
+        let result = run_rate(&env, &table, rate, p, &mut report)
+            .await
+            .map(Box::new)
+            .map_err(|e| {
+                println!("  rate {rate}: FAILED: {e:#}");
+                format!("{e:#}")
+            });
+        runs.push(RateRun {
+            rate,
+            table: table.clone(),
+            result,
+        });
+        if i + 1 < p.rates.len() {
+            // Free both clusters for the next rate: it starts on a fresh
+            // table and quiet daemons, as the first one did.
+            for (c, side) in [(&src, "source"), (&dst, "sink")] {
+                if let Err(e) = data::drop_table(&c.masters, &table).await {
+                    println!("  (could not drop {table} on the {side}: {e:#})");
+                }
+            }
+            settle(&quiet, Duration::from_secs(60)).await;
+        }
+    }
+    report
+        .tables
+        .push(lag_table(&runs, p, &report_lag_source(&runs)));
+    report.result(
+        "rates",
+        runs.iter().map(RateRun::to_json).collect::<Vec<_>>(),
     );
-    // A few empty windows first, so the writer starts on a steady job.
-    ferry.wait_windows(4, Duration::from_secs(60)).await?;
-    settle(&quiet, Duration::from_secs(30)).await;
-
-    let clients = (&sc, &dc);
-    let outcome = write_and_measure(
-        &src,
-        &dst,
-        clients,
-        ferry,
-        seconds,
-        rate,
-        initial_rows,
-        &mut report,
-    )
-    .await?;
-    report.tables.push(lag_table(&outcome, initial_rows));
-    record_results(&mut report, &outcome, snap.at_s);
+    notes(&mut report, &runs, p);
     drop(src);
     drop(dst);
     let path = report.finish(&ctx.results_dir, &ctx.monitor)?;
-    if !outcome.equal {
-        bail!("sink != source after the lag run");
+    let problems: Vec<String> = runs.iter().filter_map(RateRun::problem).collect();
+    if !problems.is_empty() {
+        bail!("lag: {}", problems.join("; "));
     }
     Ok(path)
+}
+
+/// What every rate runs against.
+struct RateEnv<'a> {
+    ctx: &'a Ctx,
+    src: &'a Cluster,
+    dst: &'a Cluster,
+    sc: &'a KuduClient,
+    dc: &'a KuduClient,
+    quiet: &'a [u32],
+}
+
+/// One rate of the run.
+struct RateRun {
+    rate: f64,
+    table: String,
+    result: std::result::Result<Box<Measured>, String>,
+}
+
+/// Everything one rate measured.
+struct Measured {
+    prepared: Prepared,
+    baseline: Option<Baseline>,
+    snapshot_s: f64,
+    o: Outcome,
+    split: CpuSplit,
+    saturation: Saturation,
+}
+
+impl RateRun {
+    /// Why this rate makes the run fail, if it does.
+    fn problem(&self) -> Option<String> {
+        match &self.result {
+            Err(e) => Some(format!("{} ops/s failed: {e}", self.rate)),
+            Ok(m) if m.o.caught_up_s.is_none() => Some(format!(
+                "{} ops/s: ferry did not cover the last write within {} s of the writer stopping",
+                self.rate, m.o.catch_up_timeout_s
+            )),
+            Ok(m) if m.o.equal == Some(false) => Some(format!(
+                "{} ops/s: sink != source after the writer stopped",
+                self.rate
+            )),
+            Ok(_) => None,
+        }
+    }
+
+    /// The rate's JSON: the single-rate run's fields, plus the baseline,
+    /// the split of the source's CPU and the saturation verdict.
+    fn to_json(&self) -> Value {
+        let m = match &self.result {
+            Err(e) => {
+                return json!({"rate_target_ops_per_s": self.rate, "table": self.table, "error": e})
+            }
+            Ok(m) => m,
+        };
+        let o = &m.o;
+        let took = &o.took;
+        let w = o.cpu_wall_s;
+        let (cpu0, cpu1) = (o.cpu0, o.cpu1);
+        json!({
+            "rate_target_ops_per_s": self.rate,
+            "table": self.table,
+            "source": m.prepared,
+            "writer_only": m.baseline,
+            "lag_while_writing": o.during_stats,
+            "lag_all_samples": o.all_stats,
+            "lag_source": o.lag_source,
+            "writer": o.churn,
+            "snapshot_s": m.snapshot_s,
+            "caught_up_after_writer_stop_s": o.caught_up_s,
+            "verification": {"equal": o.equal, "attempts": o.attempts,
+                              "verified_after_writer_stop_s": o.verified_after_s,
+                              "source": o.expected, "sink": o.sink_fp},
+            "windows_while_writing": {"count": o.writing_windows.len(),
+                                      "took_ms_p50": percentile(took, 50.0),
+                                      "took_ms_p99": percentile(took, 99.0),
+                                      "took_ms_max": took.last(),
+                                      "windows": o.writing_windows},
+            "cpu_cores_while_writing": {"ferry": (cpu1.0 - cpu0.0) / w,
+                                        "source_tservers": (cpu1.1 - cpu0.1) / w,
+                                        "source_tservers_codegen": o.gen_cpu / w,
+                                        "source_tservers_codegen_compiles": o.compiles,
+                                        "sink_tservers": (cpu1.2 - cpu0.2) / w,
+                                        "seconds": w},
+            "source_cpu_split_cores": m.split,
+            "saturation": m.saturation,
+            "ferry_usage": o.usage,
+            "ferry_rss_max_while_writing_mib": o.rss_max_while_writing_mib,
+            "samples": o.samples,
+        })
+    }
+}
+
+/// Where the lag samples came from (the first rate that measured).
+fn report_lag_source(runs: &[RateRun]) -> String {
+    runs.iter()
+        .find_map(|r| r.result.as_ref().ok().map(|m| m.o.lag_source))
+        .unwrap_or("log")
+        .to_string()
+}
+
+/// The writer-only baseline of one rate.
+#[derive(Debug, Clone, Serialize)]
+struct Baseline {
+    writer: ChurnStats,
+    /// Wall seconds between the two CPU readings.
+    seconds: f64,
+    source_tservers_cores: f64,
+    source_codegen_cores: f64,
+    source_codegen_compiles: u64,
+    sink_tservers_cores: f64,
+    /// Flushing the table again afterwards, and waiting for quiet.
+    reflush_s: f64,
+    settle: Settle,
+}
+
+/// One rate: a fresh loaded and flushed table, the writer-only baseline,
+/// then ferry (snapshot, a few windows) and the measured writing phase.
+async fn run_rate(
+    env: &RateEnv<'_>,
+    table: &str,
+    rate: f64,
+    p: &Params,
+    report: &mut Report,
+) -> Result<Measured> {
+    let (ctx, src, dst) = (env.ctx, env.src, env.dst);
+    let work = report.work_dir.clone();
+    let prepared = prepare_source(src, env.sc, table, p.initial_rows, report, env.quiet).await?;
+    let mut next_id = p.initial_rows as i64;
+    let baseline = if p.baseline_s > 0 {
+        let b = writer_only(env, table, rate, p.baseline_s, next_id, report).await?;
+        next_id = b.writer.next_id;
+        Some(b)
+    } else {
+        None
+    };
+    report.command(data::create_table(&dst.masters, table).await?);
+
+    let mut o = ctx.ferry_options(src, dst, table, &work, &format!("lag-r{}", rate_tag(rate)));
+    o.discovery_s = Some(1);
+    o.checkpointing_ms = Some(500);
+    o.parallelism = p.parallelism;
+    let ferry = Ferry::start(&o, &ctx.monitor)?;
+    report.command(ferry.command.clone());
+    let snap = ferry
+        .wait_windows(1, Duration::from_secs(120 + p.initial_rows / 2_000))
+        .await?;
+    println!("  snapshot of {table} replicated in {:.1} s", snap.at_s);
+    // A few empty windows first, so the writer starts on a steady job.
+    ferry.wait_windows(4, Duration::from_secs(60)).await?;
+    settle(env.quiet, Duration::from_secs(30)).await;
+
+    let outcome = write_and_measure(env, ferry, table, rate, p.seconds, next_id, report).await?;
+    let w = outcome.cpu_wall_s;
+    let source_cores = (outcome.cpu1.1 - outcome.cpu0.1) / w;
+    let achieved = outcome.churn.achieved_rows_per_s;
+    let split = split_source_cpu(
+        source_cores,
+        outcome.gen_cpu / w,
+        achieved,
+        baseline.as_ref().map(|b| BaselineCpu {
+            source_cores: b.source_tservers_cores,
+            codegen_cores: b.source_codegen_cores,
+            achieved_ops_per_s: b.writer.achieved_rows_per_s,
+        }),
+    );
+    let saturation = saturation(
+        rate,
+        achieved,
+        source_cores,
+        ctx.machine.nproc,
+        baseline.as_ref().map(|b| b.writer.achieved_rows_per_s),
+    );
+    println!(
+        "  {} ops/s: source {:.2} cores, ferry's share {}; saturated: {}",
+        f0(rate),
+        source_cores,
+        split.ferry_share.map_or("-".into(), pct),
+        saturation.describe()
+    );
+    Ok(Measured {
+        prepared,
+        baseline,
+        snapshot_s: snap.at_s,
+        o: outcome,
+        split,
+        saturation,
+    })
+}
+
+/// The writer alone at `rate` for `seconds` on the flushed table (no ferry
+/// job): the source's CPU for the writer's own load. Then the table is
+/// flushed again so the measured phase starts from a flushed table too.
+async fn writer_only(
+    env: &RateEnv<'_>,
+    table: &str,
+    rate: f64,
+    seconds: u64,
+    next_id: i64,
+    report: &mut Report,
+) -> Result<Baseline> {
+    let (src, dst) = (env.src, env.dst);
+    println!("  writer only (no ferry job yet): {rate} ops/s for {seconds} s ...");
+    let marks = src.log_marks();
+    let t0 = Instant::now();
+    let c0 = (
+        cpu_seconds_of(&src.tserver_pids()),
+        cpu_seconds_of(&dst.tserver_pids()),
+    );
+    let writer = write_churn(src, table, rate, seconds, next_id, BASELINE_SEED).await?;
+    let c1 = (
+        cpu_seconds_of(&src.tserver_pids()),
+        cpu_seconds_of(&dst.tserver_pids()),
+    );
+    let wall = t0.elapsed().as_secs_f64().max(1e-9);
+    let (compiles, gen_cpu) = src.codegen_since(&marks);
+    report.command(format!(
+        "# ferry-bench writer (in process), writer-only baseline with no ferry job: kudu-client, 1 AUTO_FLUSH_BACKGROUND session, {rate} ops/s for {seconds} s on {table} (seed {BASELINE_SEED}), then the table flushed again"
+    ));
+    let reflush = Instant::now();
+    src.flush_table(table, Duration::from_secs(300)).await?;
+    let settled = settle(env.quiet, Duration::from_secs(60)).await;
+    let b = Baseline {
+        seconds: wall,
+        source_tservers_cores: (c1.0 - c0.0) / wall,
+        source_codegen_cores: gen_cpu / wall,
+        source_codegen_compiles: compiles,
+        sink_tservers_cores: (c1.1 - c0.1) / wall,
+        reflush_s: reflush.elapsed().as_secs_f64(),
+        settle: settled,
+        writer,
+    };
+    println!(
+        "  writer only: {:.0} ops/s achieved, source tablet servers {:.2} cores; flushed again in {:.1} s",
+        b.writer.achieved_rows_per_s, b.source_tservers_cores, b.reflush_s
+    );
+    Ok(b)
 }
 
 /// What the writing phase measured, for the report.
@@ -130,20 +444,27 @@ struct Outcome {
     lag_source: &'static str,
     samples: Vec<Sample>,
     /// Windows completed while the writer ran, and their sorted `took_ms`.
-    writing_windows: usize,
+    writing_windows: Vec<WindowDone>,
     took: Vec<f64>,
-    caught_up_s: f64,
-    verified_after_s: f64,
-    equal: bool,
+    /// `None`: ferry did not cover the last write within `catch_up_timeout_s`.
+    caught_up_s: Option<f64>,
+    catch_up_timeout_s: u64,
+    verified_after_s: Option<f64>,
+    /// `None`: not compared (ferry had not caught up).
+    equal: Option<bool>,
     attempts: u32,
-    expected: Fingerprint,
-    sink_fp: Fingerprint,
+    expected: Option<Fingerprint>,
+    sink_fp: Option<Fingerprint>,
     /// CPU seconds (ferry, source tablet servers, sink tablet servers) when
-    /// the writer started and when it stopped.
+    /// the writer started and when it stopped, and the wall seconds between.
     cpu0: (f64, f64, f64),
     cpu1: (f64, f64, f64),
+    cpu_wall_s: f64,
     gen_cpu: f64,
+    compiles: u64,
     usage: Usage,
+    /// ferry's largest VmRSS at a window completion while writing.
+    rss_max_while_writing_mib: Option<f64>,
 }
 
 /// The lag sampler: now − lastEndTimestamp every 100 ms, in the background.
@@ -192,6 +513,13 @@ impl Sampler {
     }
 }
 
+impl Drop for Sampler {
+    /// A rate that fails half-way does not leave its sampler scraping.
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
 fn cpu_now(ferry: &Ferry, src: &Cluster, dst: &Cluster) -> (f64, f64, f64) {
     (
         ferry.cpu_s(),
@@ -202,40 +530,61 @@ fn cpu_now(ferry: &Ferry, src: &Cluster, dst: &Cluster) -> (f64, f64, f64) {
 
 /// Runs the paced writer while sampling lag, waits until ferry covers the
 /// last write, proves sink == source, and stops ferry.
-#[allow(clippy::too_many_arguments)]
 async fn write_and_measure(
-    src: &Cluster,
-    dst: &Cluster,
-    (sc, dc): (&KuduClient, &KuduClient),
+    env: &RateEnv<'_>,
     ferry: Ferry,
-    seconds: u64,
+    table: &str,
     rate: f64,
-    initial_rows: u64,
+    seconds: u64,
+    next_id: i64,
     report: &mut Report,
 ) -> Result<Outcome> {
+    let (src, dst) = (env.src, env.dst);
     let sampler = Sampler::start(ferry.progress(), Instant::now());
-    println!("  writing {rate} rows/s for {seconds} s ...");
+    println!("  writing {rate} rows/s for {seconds} s with ferry replicating ...");
     let windows_before = ferry.windows().len();
+    let t0 = Instant::now();
     let cpu0 = cpu_now(&ferry, src, dst);
     let marks = src.log_marks();
-    let churn = write_churn(src, rate, seconds, initial_rows).await?;
+    let churn = write_churn(src, table, rate, seconds, next_id, WRITER_SEED).await?;
     sampler.writing.store(false, Ordering::Relaxed);
     let stopped_at = ferry.elapsed_s();
     let cpu1 = cpu_now(&ferry, src, dst);
-    let (_, gen_cpu) = src.codegen_since(&marks);
+    let cpu_wall_s = t0.elapsed().as_secs_f64().max(1e-9);
+    let (compiles, gen_cpu) = src.codegen_since(&marks);
     report.command(format!(
-        "# ferry-bench writer (in process): kudu-client, 1 AUTO_FLUSH_BACKGROUND session, {rate} ops/s for {seconds} s: {MIX_INSERT}% INSERT of new keys, {MIX_UPDATE}% UPDATE_IGNORE (all columns), {MIX_DELETE}% DELETE_IGNORE of random existing keys"
+        "# ferry-bench writer (in process): kudu-client, 1 AUTO_FLUSH_BACKGROUND session, {rate} ops/s for {seconds} s on {table} (seed {WRITER_SEED}): {MIX_INSERT}% INSERT of new keys, {MIX_UPDATE}% UPDATE_IGNORE (all columns), {MIX_DELETE}% DELETE_IGNORE of random existing keys"
     ));
     println!(
         "  writer done: {:.0} ops/s achieved ({} inserts, {} updates, {} deletes)",
         churn.achieved_rows_per_s, churn.inserts, churn.updates, churn.deletes
     );
 
-    let caught = wait_caught_up(&ferry, churn.last_write_ht).await?;
-    let caught_up_s = caught.at_s - stopped_at;
-    println!("  ferry caught up {caught_up_s:.2} s after the writer stopped; comparing tables ...");
-    let (equal, attempts, expected, sink_fp) = verify_sink(sc, dc, churn.last_write_ht).await?;
-    let verified_after_s = ferry.elapsed_s() - stopped_at;
+    // A writer that outran the source leaves a backlog about as long as
+    // the writing itself.
+    let catch_up_timeout_s = 120 + seconds;
+    let caught = wait_caught_up(&ferry, churn.last_write_ht, catch_up_timeout_s).await?;
+    let caught_up_s = caught.map(|w| w.at_s - stopped_at);
+    let (equal, attempts, expected, sink_fp, verified_after_s) = match caught_up_s {
+        Some(s) => {
+            println!("  ferry caught up {s:.2} s after the writer stopped; comparing tables ...");
+            let (equal, attempts, expected, sink_fp) =
+                verify_sink(env.sc, env.dc, table, churn.last_write_ht).await?;
+            (
+                Some(equal),
+                attempts,
+                Some(expected),
+                Some(sink_fp),
+                Some(ferry.elapsed_s() - stopped_at),
+            )
+        }
+        None => {
+            println!(
+                "  ferry did not cover the last write within {catch_up_timeout_s} s of the writer stopping; not comparing"
+            );
+            (None, 0, None, None, None)
+        }
+    };
     sampler.task.abort();
     let windows_all = ferry.windows();
     let usage = ferry.stop().await?;
@@ -251,12 +600,19 @@ async fn write_and_measure(
         .map(|s| s.lag_ms)
         .collect();
     let all: Vec<f64> = samples.iter().map(|s| s.lag_ms).collect();
-    let writing_windows: Vec<&WindowDone> = windows_all[windows_before..]
+    let writing_windows: Vec<WindowDone> = windows_all
+        .get(windows_before..)
+        .unwrap_or_default()
         .iter()
         .filter(|w| w.at_s <= stopped_at)
+        .cloned()
         .collect();
     let mut took: Vec<f64> = writing_windows.iter().map(|w| w.took_ms as f64).collect();
     took.sort_by(|a, b| a.total_cmp(b));
+    let rss_max_while_writing_mib = writing_windows
+        .iter()
+        .filter_map(|w| w.rss_mib)
+        .reduce(f64::max);
     let lag_source = *sampler
         .source_used
         .lock()
@@ -267,9 +623,10 @@ async fn write_and_measure(
         all_stats: stats(&all),
         lag_source,
         samples,
-        writing_windows: writing_windows.len(),
+        writing_windows,
         took,
         caught_up_s,
+        catch_up_timeout_s,
         verified_after_s,
         equal,
         attempts,
@@ -277,47 +634,60 @@ async fn write_and_measure(
         sink_fp,
         cpu0,
         cpu1,
+        cpu_wall_s,
         gen_cpu,
+        compiles,
         usage,
+        rss_max_while_writing_mib,
     })
 }
 
 /// The paced insert/update/delete writer, from its own client.
 async fn write_churn(
     src: &Cluster,
+    table: &str,
     rate: f64,
     seconds: u64,
-    initial_rows: u64,
+    next_id: i64,
+    seed: u64,
 ) -> Result<ChurnStats> {
     let writer_client = KuduClient::new(&src.masters.split(',').collect::<Vec<_>>())?;
-    let table = writer_client.open_table(TABLE).await?;
+    let t = writer_client.open_table(table).await?;
     data::churn(
         &writer_client,
-        &table,
+        &t,
         rate,
         Duration::from_secs(seconds),
-        initial_rows as i64,
-        42,
+        next_id,
+        seed,
     )
     .await
 }
 
-/// Caught up: the first completed window that ends after the last write.
-async fn wait_caught_up(ferry: &Ferry, last_write_ht: u64) -> Result<WindowDone> {
-    let deadline = Instant::now() + Duration::from_secs(120);
+/// Caught up: the first completed window that ends after the last write
+/// (`None` if none did within `timeout_s`).
+async fn wait_caught_up(
+    ferry: &Ferry,
+    last_write_ht: u64,
+    timeout_s: u64,
+) -> Result<Option<WindowDone>> {
+    let deadline = Instant::now() + Duration::from_secs(timeout_s);
     loop {
         if let Some(w) = ferry
             .windows()
             .into_iter()
             .find(|w| w.end_ht > last_write_ht)
         {
-            return Ok(w);
+            return Ok(Some(w));
         }
-        if Instant::now() > deadline {
+        if !ferry.alive() {
             bail!(
-                "ferry did not catch up within 120 s of the writer stopping (log {})",
+                "ferry exited before covering the last write (log {})",
                 ferry.log.display()
             );
+        }
+        if Instant::now() > deadline {
+            return Ok(None);
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -328,12 +698,13 @@ async fn wait_caught_up(ferry: &Ferry, last_write_ht: u64) -> Result<WindowDone>
 async fn verify_sink(
     sc: &KuduClient,
     dc: &KuduClient,
+    table: &str,
     last_write_ht: u64,
 ) -> Result<(bool, u32, Fingerprint, Fingerprint)> {
     let verify_started = Instant::now();
     let expected = data::fingerprint(
         sc,
-        TABLE,
+        table,
         Some(HybridTime::from_raw(last_write_ht + 1)),
         false,
     )
@@ -341,115 +712,10 @@ async fn verify_sink(
     let mut attempts = 0;
     loop {
         attempts += 1;
-        let fp = data::fingerprint(dc, TABLE, None, false).await?;
+        let fp = data::fingerprint(dc, table, None, false).await?;
         if fp == expected || verify_started.elapsed() > Duration::from_secs(60) {
             return Ok((fp == expected, attempts, expected, fp));
         }
         tokio::time::sleep(Duration::from_secs(2)).await;
-    }
-}
-
-/// The report's table.
-fn lag_table(o: &Outcome, initial_rows: u64) -> Table {
-    let writer_s = o.churn.seconds;
-    let mut t = Table::new(
-        &format!(
-            "lag: {:.0} ops/s for {writer_s:.0} s on a {initial_rows}-row table, job.discoveryIntervalSeconds=1 (lag read from ferry's {})",
-            o.churn.achieved_rows_per_s, o.lag_source
-        ),
-        &["measure", "value"],
-    );
-    let (during, took) = (&o.during_stats, &o.took);
-    t.row(vec!["lag p50 while writing (ms)".into(), f0(during.p50_ms)]);
-    t.row(vec!["lag p99 while writing (ms)".into(), f0(during.p99_ms)]);
-    t.row(vec!["lag max while writing (ms)".into(), f0(during.max_ms)]);
-    t.row(vec![
-        "samples (every 100 ms)".into(),
-        f0(during.samples as f64),
-    ]);
-    t.row(vec![
-        "windows completed while writing".into(),
-        f0(o.writing_windows as f64),
-    ]);
-    t.row(vec![
-        "window took_ms p50 / p99 / max".into(),
-        format!(
-            "{} / {} / {}",
-            f0(percentile(took, 50.0)),
-            f0(percentile(took, 99.0)),
-            f0(took.last().copied().unwrap_or(f64::NAN))
-        ),
-    ]);
-    t.row(vec![
-        "sink covers the last write after (s)".into(),
-        f2(o.caught_up_s),
-    ]);
-    t.row(vec![
-        "sink == source verified after (s)".into(),
-        format!(
-            "{} ({})",
-            f1(o.verified_after_s),
-            if o.equal { "equal" } else { "NOT EQUAL" }
-        ),
-    ]);
-    let (cpu0, cpu1) = (o.cpu0, o.cpu1);
-    t.row(vec![
-        "ferry CPU while writing (cores)".into(),
-        f2((cpu1.0 - cpu0.0) / writer_s),
-    ]);
-    t.row(vec![
-        "source tablet servers CPU while writing (cores)".into(),
-        f2((cpu1.1 - cpu0.1) / writer_s),
-    ]);
-    t.row(vec![
-        "  of which LLVM codegen for diff scans (cores)".into(),
-        f2(o.gen_cpu / writer_s),
-    ]);
-    t.row(vec![
-        "sink tablet servers CPU while writing (cores)".into(),
-        f2((cpu1.2 - cpu0.2) / writer_s),
-    ]);
-    t.row(vec![
-        "ferry peak RSS (MiB)".into(),
-        f0(o.usage.peak_rss_mib),
-    ]);
-    t
-}
-
-/// The report's JSON results and notes.
-fn record_results(report: &mut Report, o: &Outcome, snapshot_s: f64) {
-    let writer_s = o.churn.seconds;
-    let (cpu0, cpu1, gen_cpu, took) = (o.cpu0, o.cpu1, o.gen_cpu, &o.took);
-    report.result("lag_while_writing", &o.during_stats);
-    report.result("lag_all_samples", &o.all_stats);
-    report.result("lag_source", o.lag_source);
-    report.result("writer", &o.churn);
-    report.result("snapshot_s", snapshot_s);
-    report.result("caught_up_after_writer_stop_s", o.caught_up_s);
-    report.result(
-        "verification",
-        json!({"equal": o.equal, "attempts": o.attempts, "verified_after_writer_stop_s": o.verified_after_s,
-               "source": o.expected, "sink": o.sink_fp}),
-    );
-    report.result(
-        "windows_while_writing",
-        json!({"count": o.writing_windows, "took_ms_p50": percentile(took, 50.0),
-               "took_ms_p99": percentile(took, 99.0), "took_ms_max": took.last()}),
-    );
-    report.result(
-        "cpu_cores_while_writing",
-        json!({"ferry": (cpu1.0 - cpu0.0) / writer_s, "source_tservers": (cpu1.1 - cpu0.1) / writer_s,
-               "source_tservers_codegen": gen_cpu / writer_s,
-               "sink_tservers": (cpu1.2 - cpu0.2) / writer_s}),
-    );
-    report.result("ferry_usage", o.usage);
-    report.result("samples", &o.samples);
-    report.note("lag = wall clock now − lastEndTimestamp (the end of the last window ferry completed); both clusters and ferry share this machine's clock.");
-    report.note("Source tablet server CPU includes the writer's own load and, per window and tablet, an LLVM compile Kudu 1.17 does for every diff scan (see idle-cycle).");
-    report.note("'sink covers the last write' = time from the writer's last acknowledged write until ferry logs a completed window whose end is after that write's hybrid time; the fingerprint comparison that follows proves the sink equals the source as of that write.");
-    if !o.equal {
-        report.note(
-            "THE SINK DID NOT EQUAL THE SOURCE after 60 s: see the ferry log in the work folder.",
-        );
     }
 }

@@ -1,5 +1,5 @@
-//! `memory`: peak RSS of `ferry run` while it snapshots tables of 1 M and
-//! 4 M rows with every ferry setting at its default (batch sizes,
+//! `memory`: peak RSS of `ferry run` while it snapshots tables of 1 M, 4 M
+//! and 16 M rows (by default) with every ferry setting at its default (batch sizes,
 //! parallelism). A bounded pipeline should not grow with the table. RSS is
 //! sampled every 100 ms; the kernel's peak (VmHWM, and `ru_maxrss` at exit)
 //! is the figure.
@@ -42,8 +42,36 @@ pub struct MemoryRun {
     pub rss_p50_mib: f64,
     pub rss_at_end_mib: f64,
     pub ferry_cpu_s: f64,
+    /// Summary of `rss_samples`.
+    pub rss_summary: RssSummary,
     /// (seconds since start, RSS MiB) every 100 ms.
     pub rss_samples: Vec<(f64, f64)>,
+}
+
+/// The distribution of a run's RSS samples (MiB).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct RssSummary {
+    pub samples: usize,
+    pub min: f64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub max: f64,
+}
+
+impl RssSummary {
+    pub fn of(samples: &[(f64, f64)]) -> RssSummary {
+        let mut rss: Vec<f64> = samples.iter().map(|s| s.1).collect();
+        rss.sort_by(|a, b| a.total_cmp(b));
+        RssSummary {
+            samples: rss.len(),
+            min: rss.first().copied().unwrap_or(f64::NAN),
+            p50: percentile(&rss, 50.0),
+            p90: percentile(&rss, 90.0),
+            p99: percentile(&rss, 99.0),
+            max: rss.last().copied().unwrap_or(f64::NAN),
+        }
+    }
 }
 
 pub async fn run(ctx: &Ctx, sizes: &[u64]) -> Result<PathBuf> {
@@ -84,9 +112,11 @@ pub async fn run(ctx: &Ctx, sizes: &[u64]) -> Result<PathBuf> {
             );
             runs.push(r);
         }
-        // Free the sink for the next size.
+        // Free both clusters for the next size (16 M rows are a few GB in
+        // each cluster).
         data::drop_table(&dst.masters, &table).await?;
         data::drop_table(&dst.masters, &format!("{table}_heap")).await?;
+        data::drop_table(&src.masters, &table).await?;
     }
     memory_tables(ctx, &runs, &mut report);
     report.result("runs", &runs);
@@ -148,10 +178,23 @@ fn memory_tables(ctx: &Ctx, runs: &[MemoryRun], report: &mut crate::report::Repo
             format!("{} / {}", f1(r.snapshot_s), f1(p))
         },
     ));
+    t.row(row("RSS p90 / p99 (MiB), as shipped", &plain, &|r| {
+        format!("{} / {}", f1(r.rss_summary.p90), f1(r.rss_summary.p99))
+    }));
+    t.row(row(
+        "RSS samples (every 100 ms), as shipped",
+        &plain,
+        &|r| f0(r.rss_summary.samples as f64),
+    ));
     t.row(row("rows/s, as shipped", &plain, &|r| f0(r.rows_per_s)));
     t.row(row("ferry CPU (s), as shipped", &plain, &|r| {
         f1(r.ferry_cpu_s)
     }));
+    t.row(row(
+        "ferry CPU per million rows (s), as shipped",
+        &plain,
+        &|r| f2(r.ferry_cpu_s * 1e6 / r.rows as f64),
+    ));
     report.tables.push(t);
     if plain.len() >= 2 {
         let mut g = Table::new(
@@ -207,8 +250,7 @@ async fn snapshot_once(
     let cpu = ferry.cpu_s();
     let usage = ferry.stop().await?;
     let samples = samples.lock().map(|g| g.clone()).unwrap_or_default();
-    let mut rss: Vec<f64> = samples.iter().map(|s| s.1).collect();
-    rss.sort_by(|a, b| a.total_cmp(b));
+    let rss_summary = RssSummary::of(&samples);
     Ok(MemoryRun {
         rows,
         allocator: if heap_kept {
@@ -221,9 +263,30 @@ async fn snapshot_once(
         rows_per_s: rows as f64 / snap.at_s,
         peak_rss_mib: snap.hwm_mib.unwrap_or(f64::NAN),
         maxrss_at_exit_mib: usage.peak_rss_mib,
-        rss_p50_mib: percentile(&rss, 50.0),
+        rss_p50_mib: rss_summary.p50,
         rss_at_end_mib: snap.rss_mib.unwrap_or(f64::NAN),
         ferry_cpu_s: cpu,
+        rss_summary,
         rss_samples: samples,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summarises_rss_samples() {
+        let samples: Vec<(f64, f64)> = (1..=10)
+            .map(|i| (i as f64 / 10.0, (11 - i) as f64))
+            .collect();
+        let s = RssSummary::of(&samples);
+        assert_eq!(
+            (s.samples, s.min, s.p50, s.p90, s.p99, s.max),
+            (10, 1.0, 5.0, 9.0, 10.0, 10.0)
+        );
+        let empty = RssSummary::of(&[]);
+        assert_eq!(empty.samples, 0);
+        assert!(empty.max.is_nan() && empty.p50.is_nan());
+    }
 }

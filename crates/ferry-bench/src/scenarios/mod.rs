@@ -168,7 +168,11 @@ pub async fn prepare_source(
     report.command(format!(
         "# ferry-bench loader (in process): kudu-client, {sessions} AUTO_FLUSH_BACKGROUND sessions, INSERT ids 0..{rows} of {table}"
     ));
-    let flush_s = src.flush_table(table, Duration::from_secs(300)).await?;
+    // Large tables take longer to flush and compact: 16 M rows are about
+    // 1.5 GB of MemRowSets on one maintenance thread per tablet server.
+    let flush_s = src
+        .flush_table(table, Duration::from_secs(300 + rows / 20_000))
+        .await?;
     for ts in &src.tserver_rpc {
         report.command(crate::kudu::kudu_line(&[
             "tserver".into(),
@@ -179,7 +183,7 @@ pub async fn prepare_source(
         ])?);
     }
     report.command("# ... until every tablet's memrowset_size < 256 KiB (tablet server /metrics), then flush_threshold_secs back to 120");
-    let settle = settle(quiet, Duration::from_secs(120)).await;
+    let settle = settle(quiet, Duration::from_secs(120.max(rows / 100_000))).await;
     println!(
         "  flushed in {flush_s:.1} s; cluster quiet after {:.1} s{}",
         settle.waited_s,

@@ -511,7 +511,7 @@ const CATALOG: &[(ConfigKey, KeySpec)] = &[
             Value("1000"),
             ValueKind::Count,
             Reference,
-            "Operations buffered by the write session before it starts a flush; while earlier flushes are still in flight the buffer keeps filling, up to 1 MiB of rows.",
+            "Operations buffered by the write session before it starts a flush; while earlier flushes are still in flight the buffer keeps filling, up to 1.5 MiB of rows. A scan batch is written whole (AUTO_FLUSH_BACKGROUND): in requests of at least this many rows and 1.5 MiB per tablet, 7 MiB at most.",
         ),
     ),
     (

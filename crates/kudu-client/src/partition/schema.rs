@@ -320,20 +320,34 @@ impl PartitionSchema {
     /// bucket per hash dimension, then the range key. Hash and range columns
     /// must be set.
     pub fn partition_key(&self, row: &Row) -> Result<Vec<u8>> {
-        self.check_row(row)?;
-        // Encode the range key first (it selects the hash schema), append
-        // the buckets, then rotate the range key to the end: one allocation.
         let mut out = Vec::with_capacity(32);
-        encode_columns(row, &self.range_columns, &mut out)?;
+        self.partition_key_into(row, &mut out, &mut Vec::new())?;
+        Ok(out)
+    }
+
+    /// [`partition_key`](Self::partition_key) into `out` (cleared first),
+    /// with `scratch` for the hash input: no allocation once both have
+    /// grown, for writers that route many rows.
+    pub(crate) fn partition_key_into(
+        &self,
+        row: &Row,
+        out: &mut Vec<u8>,
+        scratch: &mut Vec<u8>,
+    ) -> Result<()> {
+        self.check_row(row)?;
+        out.clear();
+        scratch.clear();
+        // Encode the range key first (it selects the hash schema), append
+        // the buckets, then rotate the range key to the end.
+        encode_columns(row, &self.range_columns, out)?;
         let range_len = out.len();
         let dims = self.hash_schema_for_range_key(&out[..range_len]);
-        let mut scratch = Vec::new();
         for d in dims {
-            let bucket = d.bucket_with(row, &mut scratch)?;
+            let bucket = d.bucket_with(row, scratch)?;
             out.extend_from_slice(&bucket.to_be_bytes());
         }
         out.rotate_left(range_len);
-        Ok(out)
+        Ok(())
     }
 
     /// The partition key split into hash and range parts, as the 1.16+

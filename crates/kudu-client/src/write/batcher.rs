@@ -43,17 +43,20 @@ use std::time::{Duration, Instant};
 use tokio::sync::{oneshot, Semaphore};
 
 use crate::client::{tserver_error, KuduClient};
+use crate::error::RowError;
 use crate::error::{Error, KuduStatus, Result, RetryAction, RpcErrorCode};
 use crate::master::status_from_pb;
 use crate::meta::{Lookup, RemoteTablet};
 use crate::pb;
 use crate::pb::tserver::tablet_server_service::Write;
 use crate::retry::Retrier;
+use crate::row_ops::OpType;
 use crate::row_ops::OpsEncoder;
 use crate::rpc::CallOptions;
 use crate::schema::SchemaPbOptions;
 use crate::table::KuduTable;
 use crate::write::buffered::BufferedOp;
+use crate::write::copy::{CopiedRows, EncodedChunk};
 use crate::write::options::ExternalConsistencyMode;
 use crate::write::outcome::{add, status_of, FlushOutcome, MetricsInner};
 
@@ -82,6 +85,61 @@ pub(crate) struct TabletGroup {
 pub(crate) struct Routed {
     groups: Vec<TabletGroup>,
     outcome: FlushOutcome,
+}
+
+/// The rows one request carries, in request order: buffered operations,
+/// or rows of a scan batch encoded straight into the request
+/// ([`crate::write::copy`]).
+#[derive(Debug)]
+pub(crate) enum ChunkRows {
+    Ops(Vec<BufferedOp>),
+    Copied(CopiedRows),
+}
+
+impl ChunkRows {
+    fn len(&self) -> usize {
+        match self {
+            ChunkRows::Ops(ops) => ops.len(),
+            ChunkRows::Copied(rows) => rows.len(),
+        }
+    }
+
+    fn op(&self, i: usize) -> OpType {
+        match self {
+            ChunkRows::Ops(ops) => ops[i].op,
+            ChunkRows::Copied(rows) => rows.op(i),
+        }
+    }
+
+    fn row_error(&self, i: usize, status: KuduStatus) -> RowError {
+        match self {
+            ChunkRows::Ops(ops) => ops[i].row_error(status),
+            ChunkRows::Copied(rows) => rows.row_error(i, status),
+        }
+    }
+
+    /// Fails every row with `err`, which is kept as a cause.
+    fn fail_all(&self, outcome: &mut FlushOutcome, err: Error) {
+        match self {
+            ChunkRows::Ops(ops) => outcome.fail_all(ops, err),
+            ChunkRows::Copied(rows) => {
+                let status = status_of(&err);
+                outcome
+                    .row_errors
+                    .extend((0..rows.len()).map(|i| rows.row_error(i, status.clone())));
+                outcome.causes.push(err);
+            }
+        }
+    }
+
+    /// The rows as buffered operations, to route again; rows that cannot
+    /// be rebuilt fail in the returned outcome.
+    fn into_ops(self) -> (Vec<BufferedOp>, FlushOutcome) {
+        match self {
+            ChunkRows::Ops(ops) => (ops, FlushOutcome::default()),
+            ChunkRows::Copied(rows) => rows.into_ops(),
+        }
+    }
 }
 
 /// What a dispatched batch shares with its session.
@@ -187,6 +245,43 @@ impl Dispatcher {
             for o in futures::future::join_all(groups).await {
                 outcome.merge(o);
             }
+            add(&ctx.metrics.row_errors, outcome.row_errors.len() as u64);
+            outcome
+        }
+    }
+
+    /// Starts sending one request encoded from scan rows, after the
+    /// requests dispatched before it for the same tablet.
+    pub(crate) fn dispatch_chunk(
+        &mut self,
+        chunk: Box<EncodedChunk>,
+    ) -> impl Future<Output = FlushOutcome> + Send + 'static {
+        let mut turn = self.chains.enqueue(&chunk.tablet.tablet_id);
+        let ctx = self.ctx.clone();
+        async move {
+            turn.wait().await;
+            let _permit = ctx.permits.clone().acquire_owned().await.ok();
+            let EncodedChunk {
+                table,
+                tablet,
+                encoder,
+                rows,
+                _budget,
+            } = *chunk;
+            let rows = ChunkRows::Copied(rows);
+            let mut outcome = FlushOutcome::default();
+            let bytes = encoder.encoded_size() as u64;
+            match request(&ctx, &table, &tablet, encoder) {
+                Ok(req) => {
+                    let end = send_chunk(&ctx, &table, tablet, req, rows, bytes, outcome).await;
+                    outcome = finish_chunk(&ctx, &table, end).await;
+                }
+                Err(e) => {
+                    add(&ctx.metrics.batches_failed, 1);
+                    rows.fail_all(&mut outcome, e);
+                }
+            }
+            drop(turn);
             add(&ctx.metrics.row_errors, outcome.row_errors.len() as u64);
             outcome
         }
@@ -341,7 +436,30 @@ enum ChunkEnd {
     Done(Arc<RemoteTablet>, FlushOutcome),
     /// The key range now belongs to another tablet (partitions changed):
     /// route these rows again.
-    Moved(Vec<BufferedOp>),
+    Moved(ChunkRows),
+}
+
+/// The outcome of a request sent on its own (not part of a group): rows
+/// whose tablet moved are routed again and sent.
+async fn finish_chunk(ctx: &SendCtx, table: &KuduTable, end: ChunkEnd) -> FlushOutcome {
+    match end {
+        ChunkEnd::Done(_, outcome) => outcome,
+        ChunkEnd::Moved(rows) => {
+            let (ops, mut outcome) = rows.into_ops();
+            tracing::debug!(
+                table = table.name(),
+                rows = ops.len(),
+                "tablet moved; routing its rows again"
+            );
+            let deadline = Instant::now() + ctx.cfg.timeout;
+            let routed = route(&ctx.client, ops, deadline).await;
+            outcome.merge(routed.outcome);
+            for group in routed.groups {
+                outcome.merge(Box::pin(write_group(ctx, group)).await);
+            }
+            outcome
+        }
+    }
 }
 
 /// Sends one tablet's operations, request after request.
@@ -361,7 +479,9 @@ async fn write_group(ctx: &SendCtx, group: TabletGroup) -> FlushOutcome {
                     tablet = latest;
                     outcome.merge(o);
                 }
-                ChunkEnd::Moved(mut rest) => {
+                ChunkEnd::Moved(rows) => {
+                    let (mut rest, failed) = rows.into_ops();
+                    outcome.merge(failed);
                     rest.extend(pending.drain(..).flatten());
                     tracing::debug!(table = table.name(), tablet = %tablet.tablet_id, rows = rest.len(), "tablet moved; routing its rows again");
                     let deadline = Instant::now() + ctx.cfg.timeout;
@@ -399,7 +519,7 @@ fn encode_chunk(
     tablet: &RemoteTablet,
     ops: Vec<BufferedOp>,
     outcome: &mut FlushOutcome,
-) -> Option<(pb::tserver::WriteRequestPb, Vec<BufferedOp>, u64)> {
+) -> Option<(pb::tserver::WriteRequestPb, ChunkRows, u64)> {
     let mut encoder = OpsEncoder::new(table.schema());
     encoder.reserve(ops.iter().map(|op| op.size).sum());
     let mut sent = Vec::with_capacity(ops.len());
@@ -414,23 +534,32 @@ fn encode_chunk(
         return None;
     }
     let bytes = encoder.encoded_size() as u64;
-    let schema = match table.schema().to_pb(SchemaPbOptions::WRITE) {
-        Ok(s) => s,
+    match request(ctx, table, tablet, encoder) {
+        Ok(req) => Some((req, ChunkRows::Ops(sent), bytes)),
         Err(e) => {
             outcome.fail_all(&sent, e);
             add(&ctx.metrics.batches_failed, 1);
-            return None;
+            None
         }
-    };
-    let req = pb::tserver::WriteRequestPb {
+    }
+}
+
+/// The write request carrying `encoder`'s rows to `tablet`.
+fn request(
+    ctx: &SendCtx,
+    table: &KuduTable,
+    tablet: &RemoteTablet,
+    encoder: OpsEncoder,
+) -> Result<pb::tserver::WriteRequestPb> {
+    let schema = table.schema().to_pb(SchemaPbOptions::WRITE)?;
+    Ok(pb::tserver::WriteRequestPb {
         tablet_id: tablet.tablet_id.as_bytes().to_vec(),
         schema: Some(schema),
         row_operations: Some(encoder.finish()),
         external_consistency_mode: Some(ctx.cfg.consistency.to_pb()),
         authz_token: ctx.authz_token(table),
         ..Default::default()
-    };
-    Some((req, sent, bytes))
+    })
 }
 
 /// Sends `req` (carrying `sent`) until it is answered, fails for good, or
@@ -442,7 +571,7 @@ async fn send_chunk(
     table: &KuduTable,
     mut tablet: Arc<RemoteTablet>,
     mut req: pb::tserver::WriteRequestPb,
-    sent: Vec<BufferedOp>,
+    sent: ChunkRows,
     bytes: u64,
     mut outcome: FlushOutcome,
 ) -> ChunkEnd {
@@ -487,7 +616,7 @@ async fn send_chunk(
                 }
                 Err(e) => {
                     add(&ctx.metrics.batches_failed, 1);
-                    outcome.fail_all(&sent, e);
+                    sent.fail_all(&mut outcome, e);
                     return ChunkEnd::Done(tablet, outcome);
                 }
             }
@@ -498,7 +627,7 @@ async fn send_chunk(
         if let Err(fatal) = verdict {
             add(&ctx.metrics.batches_failed, 1);
             tracing::warn!(table = table.name(), tablet = %tablet.tablet_id, rows = sent.len(), error = %fatal, "write batch failed");
-            outcome.fail_all(&sent, fatal);
+            sent.fail_all(&mut outcome, fatal);
             return ChunkEnd::Done(tablet, outcome);
         }
         if relocate {
@@ -512,7 +641,7 @@ async fn send_chunk(
                 Ok(_) => return ChunkEnd::Moved(sent),
                 Err(e) => {
                     add(&ctx.metrics.batches_failed, 1);
-                    outcome.fail_all(&sent, e);
+                    sent.fail_all(&mut outcome, e);
                     return ChunkEnd::Done(tablet, outcome);
                 }
             }
@@ -558,7 +687,7 @@ async fn attempt(
 
 fn record_success(
     ctx: &SendCtx,
-    sent: &[BufferedOp],
+    sent: &ChunkRows,
     resp: &pb::tserver::WriteResponsePb,
     bytes: u64,
     outcome: &mut FlushOutcome,
@@ -570,13 +699,13 @@ fn record_success(
     for e in &resp.per_row_errors {
         match usize::try_from(e.row_index)
             .ok()
-            .and_then(|i| sent.get(i).map(|op| (i, op)))
+            .filter(|&i| i < sent.len())
         {
-            Some((i, op)) if !failed[i] => {
+            Some(i) if !failed[i] => {
                 failed[i] = true;
                 outcome
                     .row_errors
-                    .push(op.row_error(status_from_pb(&e.error)));
+                    .push(sent.row_error(i, status_from_pb(&e.error)));
             }
             _ => tracing::warn!(
                 row_index = e.row_index,
@@ -586,8 +715,16 @@ fn record_success(
         }
     }
     let m = &ctx.metrics;
-    for (op, _) in sent.iter().zip(&failed).filter(|(_, f)| !**f) {
-        add(&m.written[usize::from(op.op.to_wire())], 1);
+    let mut written = [0u64; 14];
+    for (i, _) in failed.iter().enumerate().filter(|(_, f)| !**f) {
+        if let Some(n) = written.get_mut(usize::from(sent.op(i).to_wire())) {
+            *n += 1;
+        }
+    }
+    for (counter, n) in m.written.iter().zip(written) {
+        if n > 0 {
+            add(counter, n);
+        }
     }
     add(&m.bytes_written, bytes);
     add(&m.batches_written, 1);

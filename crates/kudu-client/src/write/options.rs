@@ -149,6 +149,16 @@ impl SessionOptions {
         self
     }
 
+    /// The size `Session::apply_rows` cuts its requests at in background
+    /// mode: the adaptive growth limit when set, else
+    /// `mutation_buffer_max_bytes`, never past `max_batch_bytes`.
+    pub fn rows_request_bytes(&self) -> usize {
+        self.grow_to
+            .unwrap_or(self.max_bytes)
+            .min(self.max_batch_bytes)
+            .max(1)
+    }
+
     pub(crate) fn validate(&self) -> Result<()> {
         let bad = |what: &str| {
             Err(Error::InvalidArgument(format!(

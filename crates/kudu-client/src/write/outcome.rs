@@ -34,6 +34,12 @@ impl FlushOutcome {
         self.causes.push(err);
     }
 
+    /// Fails one row with `err`, which is kept as a cause.
+    pub(crate) fn fail_one(&mut self, row: RowError, err: Error) {
+        self.row_errors.push(row);
+        self.causes.push(err);
+    }
+
     /// `Ok` if nothing failed, else every failed row as
     /// `Error::RowErrors` (or the cause itself if no row is attached).
     pub(crate) fn into_result(mut self) -> Result<()> {

@@ -34,16 +34,18 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, Semaphore};
 use tokio::task::{JoinHandle, JoinSet};
 
 use crate::client::KuduClient;
 use crate::error::{Error, KuduStatus, Result, StatusCode};
 use crate::row_ops::OpType;
+use crate::scan::RowBatch;
 use crate::schema::Row;
 use crate::table::KuduTable;
 use crate::write::batcher::{BatchConfig, Dispatcher};
 use crate::write::buffered::BufferedOp;
+use crate::write::copy::{encode_rows, AppliedRows, Encoded, RequestSize, RowCopy};
 use crate::write::metrics::SessionMetrics;
 use crate::write::options::{FlushMode, SessionOptions, BUFFERS_IN_FLIGHT};
 use crate::write::outcome::{FlushOutcome, MetricsInner};
@@ -175,8 +177,16 @@ enum Mode {
     Background {
         tx: Option<mpsc::Sender<Msg>>,
         task: Option<JoinHandle<FlushOutcome>>,
+        /// `apply_rows`: bytes of encoded requests not sent yet.
+        budget: Arc<Semaphore>,
+        client: KuduClient,
     },
 }
+
+/// Requests `apply_rows` may have encoded and not yet answered, per
+/// session, on top of the one being filled per tablet: one being sent and
+/// one ready (a tablet's requests go one after the other anyway).
+const ROW_REQUESTS_WAITING: usize = BUFFERS_IN_FLIGHT;
 
 impl Session {
     fn new(
@@ -193,14 +203,17 @@ impl Session {
             max_batch_bytes: options.max_batch_bytes,
             max_batches_in_flight: options.max_batches_in_flight,
         };
-        let dispatcher = Dispatcher::new(client, cfg, metrics.clone());
+        let dispatcher = Dispatcher::new(client.clone(), cfg, metrics.clone());
         let mode = match (options.flush_mode, runtime) {
             (FlushMode::AutoFlushBackground, Some(rt)) => {
                 let (tx, rx) = mpsc::channel(options.max_ops);
                 let flusher = Flusher::new(rx, dispatcher, &options);
+                let budget = Semaphore::new(rows_request_size(&options).budget);
                 Mode::Background {
                     tx: Some(tx),
                     task: Some(rt.spawn(flusher.run())),
+                    budget: Arc::new(budget),
+                    client,
                 }
             }
             (FlushMode::ManualFlush, _) => Mode::Manual {
@@ -280,6 +293,73 @@ impl Session {
         }
     }
 
+    /// Applies every row of a scan batch through `copy` (see
+    /// [`RowCopy`]), in batch order, and returns how many rows got the live
+    /// and the deleted-row operation.
+    ///
+    /// In background mode the rows are encoded straight into per-tablet
+    /// requests, which go to the flusher as soon as they are full: at
+    /// [`SessionOptions::rows_request_bytes`] and `mutation_buffer_max_ops`
+    /// rows, or at `max_batch_bytes` whatever the rows (a whole batch is
+    /// one call, not one `apply` per row). The call waits only while the
+    /// session's encoded-but-unsent requests are over budget (a few
+    /// requests' bytes). Rows that fail — before sending (a value
+    /// the table refuses, no tablet for the key) or on the server — are
+    /// reported by the next [`flush`](Session::flush), like those of
+    /// `apply`. Only a table whose tablets cannot be located fails the
+    /// call itself; rows encoded before that may have been handed on.
+    ///
+    /// In the other modes each row is applied as an [`Operation`], with
+    /// those modes' rules.
+    pub async fn apply_rows(&mut self, copy: &RowCopy, batch: &RowBatch) -> Result<AppliedRows> {
+        if self.closed {
+            return Err(closed());
+        }
+        if batch.schema() != copy.projection() {
+            return Err(Error::InvalidArgument(format!(
+                "rows of projection {} applied through a copy of projection {}",
+                batch.schema(),
+                copy.projection()
+            )));
+        }
+        let Mode::Background {
+            tx, budget, client, ..
+        } = &self.mode
+        else {
+            let mut applied = AppliedRows::default();
+            for view in batch.rows() {
+                let deleted = view.is_deleted();
+                let (op, row) = copy.to_row(&view)?;
+                self.apply(Operation::new(copy.table(), op, row)).await?;
+                if deleted {
+                    applied.deleted += 1;
+                } else {
+                    applied.live += 1;
+                }
+            }
+            return Ok(applied);
+        };
+        let tx = tx.as_ref().ok_or_else(closed)?.clone();
+        let size = rows_request_size(&self.options);
+        let timeout = self
+            .options
+            .timeout
+            .unwrap_or_else(|| client.operation_timeout());
+        let applied = encode_rows(client, copy, batch, size, budget, timeout, |encoded| {
+            let tx = tx.clone();
+            async move {
+                tx.send(Msg::Encoded(encoded))
+                    .await
+                    .map_err(|_| flusher_gone())
+            }
+        })
+        .await?;
+        self.metrics
+            .ops_applied
+            .fetch_add((applied.live + applied.deleted) as u64, Ordering::Relaxed);
+        Ok(applied)
+    }
+
     /// Sends everything buffered, waits until it and everything sent
     /// before is answered, and returns every row that failed since the
     /// previous flush as `Error::RowErrors` (in no particular order). In
@@ -321,7 +401,7 @@ impl Session {
         }
         let flushed = self.flush().await;
         self.closed = true;
-        if let Mode::Background { tx, task } = &mut self.mode {
+        if let Mode::Background { tx, task, .. } = &mut self.mode {
             drop(tx.take());
             if let Some(task) = task.take() {
                 // Anything the flusher still held (nothing after the flush
@@ -353,7 +433,7 @@ impl Drop for Session {
             return;
         }
         match &mut self.mode {
-            Mode::Background { tx, task } if task.is_some() => {
+            Mode::Background { tx, task, .. } if task.is_some() => {
                 // Dropping the sender lets the flusher send what it holds
                 // and exit; its errors can only be logged now.
                 drop(tx.take());
@@ -372,6 +452,20 @@ impl Drop for Session {
     }
 }
 
+/// How `apply_rows` cuts requests (see there) and what may wait unsent.
+fn rows_request_size(o: &SessionOptions) -> RequestSize {
+    let bytes = o.rows_request_bytes();
+    RequestSize {
+        bytes,
+        min_rows: o.max_ops,
+        max_bytes: o.max_batch_bytes.max(bytes),
+        // A larger request (min_rows) takes the whole budget.
+        budget: bytes
+            .saturating_mul(ROW_REQUESTS_WAITING)
+            .min(Semaphore::MAX_PERMITS),
+    }
+}
+
 fn closed() -> Error {
     Error::InvalidArgument("write session is closed".into())
 }
@@ -387,6 +481,8 @@ fn flusher_gone() -> Error {
 /// it.
 enum Msg {
     Op(BufferedOp),
+    /// A request encoded by `apply_rows`, or rows it could not encode.
+    Encoded(Encoded),
     Flush(oneshot::Sender<FlushOutcome>),
 }
 
@@ -483,6 +579,7 @@ impl Flusher {
                         self.bytes += op.size;
                         self.buffer.push(op);
                     }
+                    Some(Msg::Encoded(encoded)) => self.start_encoded(encoded).await,
                     Some(Msg::Flush(reply)) => self.requested.push(reply),
                     None => self.input_open = false,
                 },
@@ -505,6 +602,15 @@ impl Flusher {
     /// Routes the current buffer and starts sending it; registers pending
     /// flush() calls against it.
     async fn start_flush(&mut self) {
+        self.start_buffer().await;
+        let upto = self.next_seq.checked_sub(1);
+        for reply in self.requested.drain(..) {
+            self.waiters.push((upto, reply));
+        }
+    }
+
+    /// Routes the current buffer, if any, and starts sending it.
+    async fn start_buffer(&mut self) {
         // The next buffer likely fills as far as this one did.
         let next = Vec::with_capacity(self.buffer.len());
         let ops = std::mem::replace(&mut self.buffer, next);
@@ -513,16 +619,31 @@ impl Flusher {
         self.timer_fired = false;
         if !ops.is_empty() {
             let routed = self.dispatcher.route(ops).await;
-            let seq = self.next_seq;
-            self.next_seq += 1;
-            let handle = self.inflight.spawn(self.dispatcher.dispatch(routed));
-            self.task_seq.insert(handle.id(), seq);
-            self.outstanding.insert(seq);
+            let send = self.dispatcher.dispatch(routed);
+            self.launch(send);
         }
-        let upto = self.next_seq.checked_sub(1);
-        for reply in self.requested.drain(..) {
-            self.waiters.push((upto, reply));
+    }
+
+    /// Starts a request from `apply_rows` at once, after the operations
+    /// applied before it (the session's byte budget, not
+    /// [`BUFFERS_IN_FLIGHT`], bounds these).
+    async fn start_encoded(&mut self, encoded: Encoded) {
+        self.start_buffer().await;
+        match encoded {
+            Encoded::Chunk(chunk) => {
+                let send = self.dispatcher.dispatch_chunk(chunk);
+                self.launch(send);
+            }
+            Encoded::Failed(outcome) => self.launch(async move { outcome }),
         }
+    }
+
+    fn launch(&mut self, send: impl std::future::Future<Output = FlushOutcome> + Send + 'static) {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let handle = self.inflight.spawn(send);
+        self.task_seq.insert(handle.id(), seq);
+        self.outstanding.insert(seq);
     }
 
     fn on_finished(
