@@ -13,9 +13,7 @@ use crate::error::EngineError;
 use crate::sink_position::{PositionTable, SinkPosition};
 use crate::sink_table::{prepare_sink_table, SinkTableAction, SinkTableError, SinkTableOptions};
 use kudu_client::scan::RowBatch;
-use kudu_client::write::{
-    FlushMode as ClientFlushMode, OpType, Operation, RowCopy, Session, SessionOptions,
-};
+use kudu_client::write::{FlushMode as ClientFlushMode, OpType, RowCopy, Session, SessionOptions};
 use kudu_client::{KuduClient, KuduTable, Schema};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -395,11 +393,8 @@ impl Sink<RowBatch> for KuduSink {
 /// Column mapping from a projection schema to the sink schema.
 struct Mapping {
     projection: Schema,
-    /// (projection index, sink index) for every sink column the batch has.
-    columns: Vec<(usize, usize)>,
-    /// The same for key columns only.
-    keys: Vec<(usize, usize)>,
-    /// Whole batches, encoded by the session (background mode).
+    /// Which projection column feeds which sink column, and the
+    /// operations (UPSERT_IGNORE, key-only DELETE_IGNORE).
     copy: RowCopy,
 }
 
@@ -440,7 +435,7 @@ impl KuduSinkWriter {
         if stale {
             let sink = self.table.schema();
             let mut columns = Vec::new();
-            let mut keys = Vec::new();
+            let mut keys = 0;
             let names = self.names.read().ok();
             for (pi, col) in projection.columns().iter().enumerate() {
                 if Some(pi) == projection.is_deleted_index() {
@@ -467,11 +462,11 @@ impl KuduSinkWriter {
                 };
                 columns.push((pi, si));
                 if si < sink.num_key_columns() {
-                    keys.push((pi, si));
+                    keys += 1;
                 }
             }
             drop(names);
-            if keys.len() != sink.num_key_columns() {
+            if keys != sink.num_key_columns() {
                 return Err(SinkTableError::KeyColumnsNotSent {
                     sink: self.table.name().to_owned(),
                 }
@@ -487,8 +482,6 @@ impl KuduSinkWriter {
             .map_err(|e| self.err(e))?;
             self.mapping = Some(Mapping {
                 projection: projection.clone(),
-                columns,
-                keys,
                 copy,
             });
         }
@@ -517,10 +510,10 @@ impl SinkWriter<RowBatch> for KuduSinkWriter {
         let mut stats = WriteStats::default();
         self.rows_sent
             .fetch_add(batch.len() as u64, Ordering::Relaxed);
+        let copy = self.mapping_for(batch.schema())?.copy.clone();
         if self.session.flush_mode() == ClientFlushMode::AutoFlushBackground {
             // The whole batch in one call, encoded straight into requests
             // (docs/benchmarks.md, finding 2).
-            let copy = self.mapping_for(batch.schema())?.copy.clone();
             let applied = self
                 .session
                 .apply_rows(&copy, batch)
@@ -532,25 +525,13 @@ impl SinkWriter<RowBatch> for KuduSinkWriter {
             stats.bytes = batch.byte_size() as u64;
             return Ok(stats);
         }
-        let (columns, keys) = {
-            let m = self.mapping_for(batch.schema())?;
-            (m.columns.clone(), m.keys.clone())
-        };
         for view in batch.rows() {
-            let deleted = view.is_deleted();
-            let mut row = self.table.new_row();
-            let cells = if deleted { &keys } else { &columns };
-            for &(pi, si) in cells {
-                let value = view.get(pi).map_err(|e| self.err(e))?;
-                row.set(si, value).map_err(|e| self.err(e))?;
-            }
-            let op = if deleted {
+            let op = copy.operation(&view).map_err(|e| self.err(e))?;
+            if op.op_type().is_delete() {
                 stats.deletes += 1;
-                Operation::delete_ignore(&self.table, row)
             } else {
                 stats.upserts += 1;
-                Operation::upsert_ignore(&self.table, row)
-            };
+            }
             if self
                 .manual_flush_at
                 .is_some_and(|max| self.session.buffered_ops() >= max)

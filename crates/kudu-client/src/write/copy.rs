@@ -11,8 +11,6 @@
 //! wait at a time (the session's byte budget). What is kept per row is its
 //! index in the batch and its operation type: a row the server refuses is
 //! rebuilt from the batch only to name its key.
-//!
-//! [`Operation`]: crate::write::Operation
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -28,6 +26,7 @@ use crate::schema::{Row, Schema};
 use crate::table::KuduTable;
 use crate::write::buffered::BufferedOp;
 use crate::write::outcome::{status_of, FlushOutcome};
+use crate::write::session::Operation;
 use crate::KuduClient;
 
 /// How the rows of one scan projection become operations on a table: which
@@ -49,6 +48,9 @@ struct CopyColumn {
     /// Same type and attributes on both sides: the cell is copied as is;
     /// otherwise the value is converted and checked like `Row::set`.
     raw: bool,
+    /// Looked up once, not per cell.
+    var_len: bool,
+    nullable: bool,
 }
 
 impl RowCopy {
@@ -93,7 +95,13 @@ impl RowCopy {
             }
             let raw = src.data_type() == dst.data_type()
                 && src.type_attributes() == dst.type_attributes();
-            out.push(CopyColumn { from, to, raw });
+            out.push(CopyColumn {
+                from,
+                to,
+                raw,
+                var_len: src.data_type().is_var_len(),
+                nullable: dst.is_nullable(),
+            });
         }
         if let Some(missing) = (0..schema.num_key_columns()).find(|&i| !fed[i]) {
             return Err(Error::InvalidArgument(format!(
@@ -151,14 +159,9 @@ impl RowCopy {
                 continue;
             }
             match row.raw_cell(c.from) {
-                Some(cell) => {
-                    if self.projection.columns()[c.from].data_type().is_var_len() {
-                        out.set_raw(c.to, &[], Some(cell));
-                    } else {
-                        out.set_raw(c.to, cell, None);
-                    }
-                }
-                None if self.table.schema().columns()[c.to].is_nullable() => out.set_null_raw(c.to),
+                Some(cell) if c.var_len => out.set_raw(c.to, &[], Some(cell)),
+                Some(cell) => out.set_raw(c.to, cell, None),
+                None if c.nullable => out.set_null_raw(c.to),
                 None => {
                     return Err(Error::InvalidArgument(format!(
                         "column '{}' of table '{}' is not nullable",
@@ -169,6 +172,13 @@ impl RowCopy {
             }
         }
         Ok(op)
+    }
+
+    /// `row` as one operation on the table (for sessions that apply rows
+    /// one at a time).
+    pub fn operation(&self, row: &RowView<'_>) -> Result<Operation> {
+        let (op, out) = self.to_row(row)?;
+        Ok(Operation::new(&self.table, op, out))
     }
 
     /// `row` as an owned row of the table, with its operation.

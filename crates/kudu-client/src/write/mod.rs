@@ -3,7 +3,8 @@
 //!
 //! - `options`, `metrics`: what a session is configured with and counts.
 //! - `session`: [`Session`] (flush modes, buffers, backpressure, row
-//!   errors, metrics) and [`Operation`].
+//!   errors, metrics) and [`Operation`]; `flusher`: the background
+//!   mode's flusher task.
 //! - `batcher`: routing rows to tablets, per-tablet requests, retries
 //!   with exactly-once request ids, write ordering.
 //! - `copy`: [`RowCopy`] and `Session::apply_rows` — scan rows encoded
@@ -53,11 +54,13 @@
 //! # Ok(()) }
 //! ```
 
-// Dependencies run one way: session → batcher → (buffered, outcome,
-// options, metrics) → crate::row_ops.
+// Dependencies run one way: session → flusher → batcher → copy →
+// (buffered, outcome, options, metrics) → crate::row_ops; the one
+// exception is the plain `Operation` type, which copy builds.
 pub(crate) mod batcher;
 pub(crate) mod buffered;
 pub(crate) mod copy;
+pub(crate) mod flusher;
 pub(crate) mod metrics;
 pub(crate) mod options;
 pub(crate) mod outcome;
