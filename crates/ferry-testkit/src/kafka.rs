@@ -219,10 +219,13 @@ impl KafkaBroker {
 
     /// `kafka-storage format` with a fresh cluster id.
     fn format_storage(&self) -> Result<()> {
+        self.format_storage_as(&cluster_id(random_bytes()?))
+    }
+
+    fn format_storage_as(&self, id: &str) -> Result<()> {
         let mut cmd = self.java("kafka.tools.StorageTool")?;
         cmd.arg("format")
-            .arg("-t")
-            .arg(cluster_id(random_bytes()?))
+            .arg(cluster_id_arg(id))
             .arg("-c")
             .arg(self.info.root.join("server.properties"));
         let out = cmd
@@ -365,6 +368,13 @@ fn cluster_id(bytes: [u8; 16]) -> String {
     out
 }
 
+/// The cluster id as one `--cluster-id=<id>` argument: an id may start with
+/// `-` (1 in 64 does), which the tool's parser would otherwise take
+/// for an option and fail with "expected one argument".
+fn cluster_id_arg(id: &str) -> String {
+    format!("--cluster-id={id}")
+}
+
 /// The folder of the broker's jars (see the module docs).
 pub fn kafka_libs() -> Result<PathBuf> {
     if let Some(path) = std::env::var_os("FERRY_KAFKA_LIBS") {
@@ -411,5 +421,32 @@ mod tests {
         assert!(id
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'));
+    }
+
+    /// Kafka's own storage tool formats with an id that starts with `-`
+    /// (once taken for an option: "expected one argument").
+    #[test]
+    fn storage_formats_with_a_cluster_id_starting_with_a_dash() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let root = dir.path().join("dash");
+        fs::create_dir_all(root.join("data")).expect("data dir");
+        let broker = KafkaBroker {
+            info: KafkaInfo {
+                name: "dash".into(),
+                root: root.clone(),
+                port: free_port().expect("port"),
+                controller_port: free_port().expect("port"),
+                detached: true,
+                pid: None,
+            },
+            child: None,
+            owned: false,
+        };
+        broker.write_config().expect("config");
+        let id = cluster_id([0xfb; 16]);
+        assert!(id.starts_with('-'), "{id}");
+        broker.format_storage_as(&id).expect("storage format");
+        let meta = fs::read_to_string(root.join("data/meta.properties")).expect("meta.properties");
+        assert!(meta.contains(&format!("cluster.id={id}")), "{meta}");
     }
 }
