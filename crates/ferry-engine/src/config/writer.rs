@@ -59,6 +59,15 @@ crate::config_section! {
         .origin(Reference)
         .default_value("false")
         .doc("Only false is accepted: rows are always written as UPSERT_IGNORE, which never fails on a present row (docs/semantics.md).");
+    /// `writer.requestSizeBytes`: encoded bytes per write request of a whole
+    /// scan batch (background mode, `Session::apply_rows`), and how far a
+    /// buffer of single operations waiting for a send may grow. 1 MiB gave
+    /// ~10 000 rows per request and the sink 3 % more CPU than `kudu table
+    /// copy` (11 111 rows); 1.5 MiB gives ~15 000 and 6 % less
+    /// (docs/benchmarks.md, finding 1). At most Kudu's 7 MiB batch limit.
+    pub const REQUEST_SIZE_BYTES: ConfigOption<usize> = ConfigOption::bytes::<{ 7 << 20 }>("writer.requestSizeBytes")
+        .default_value("1572864")
+        .doc("Encoded bytes per write request the Kudu sink seals when it writes a scan batch whole, and how far a buffer of rows waiting for a send may grow (AUTO_FLUSH_BACKGROUND); at most Kudu's 7 MiB batch limit (7340032).");
 }
 
 /// How rows are written to the sink (`writer.*`).
