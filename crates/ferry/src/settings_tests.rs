@@ -511,3 +511,64 @@ fn a_submission_is_the_key_map_as_given_with_locations_made_absolute() {
     let err = from_submission(&bad).unwrap_err().to_string();
     assert!(err.contains("did you mean 'job.tableName'?"), "{err}");
 }
+
+/// The acceptance point of issue 30's keys: `writer.requestSizeBytes` is
+/// one constant in ferry-engine/src/config/writer.rs (its consumer one line
+/// in kudu_sink.rs), and nothing else names it, yet it is in `--help`,
+/// docs/configuration.md, `--config` TOML and session mode, checked with
+/// the key and the value named.
+#[test]
+fn a_key_added_as_one_constant_is_everywhere() {
+    let key = &ferry_engine::config::REQUEST_SIZE_BYTES;
+    let help = crate::run_args::help();
+    let line = help
+        .lines()
+        .find(|l| l.contains("--writer.requestSizeBytes <bytes>"))
+        .expect("in --help");
+    assert!(line.contains("[1572864]") && line.contains("(ferry)"), "{line}");
+    // key_docs::docs_table_is_generated keeps the table equal to the keys.
+    let doc = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/configuration.md"
+    ))
+    .expect("docs/configuration.md");
+    assert!(
+        doc.contains("| `writer.requestSizeBytes` | 1572864 | `<bytes>` | ferry only |"),
+        "not in docs/configuration.md"
+    );
+    assert_eq!(
+        run_with(&[]).expect("valid").config.writer.keys.get(key).ok(),
+        Some(1_572_864)
+    );
+    for (value, why) in [
+        ("0", "must be greater than 0"),
+        ("7340033", "must be at most 7340032"),
+        ("lots", "expected a whole number"),
+    ] {
+        let err = run_with(&["--writer.requestSizeBytes", value])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("'writer.requestSizeBytes'") && err.contains(&format!("'{value}'")),
+            "{err}"
+        );
+        assert!(err.contains(why), "{err}");
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("job.toml");
+    std::fs::write(
+        &path,
+        "[job]\nsourceMasterAddresses = \"s:7051\"\nsinkMasterAddresses = \"k:7051\"\n\
+         tableName = \"t\"\ncheckpointsDirectory = \"/tmp/c\"\n[writer]\nrequestSizeBytes = 65536\n",
+    )
+    .expect("write");
+    let r = run(&["--config", path.to_str().expect("utf-8")]).expect("valid");
+    assert_eq!(r.config.writer.keys.get(key).ok(), Some(65_536));
+    let body = r.submission().expect("body");
+    assert_eq!(
+        body.config.get("writer.requestSizeBytes").map(String::as_str),
+        Some("65536")
+    );
+    let again = from_submission(&body).expect("valid");
+    assert_eq!(again.config.writer.keys.get(key).ok(), Some(65_536));
+}

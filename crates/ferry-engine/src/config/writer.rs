@@ -43,7 +43,7 @@ crate::config_section! {
     pub const MAX_BUFFER_SIZE: ConfigOption<NonZeroUsize> = ConfigOption::count("writer.maxBufferSize")
         .origin(Reference)
         .default_value("1000")
-        .doc("Operations buffered by the write session before it starts a flush; while earlier flushes are still in flight the buffer keeps filling, up to 1.5 MiB of rows. A scan batch is written whole (AUTO_FLUSH_BACKGROUND): in requests of at least this many rows and 1.5 MiB per tablet, 7 MiB at most.");
+        .doc("Operations buffered by the write session before it starts a flush; while earlier flushes are still in flight the buffer keeps filling, up to writer.requestSizeBytes of rows. A scan batch is written whole (AUTO_FLUSH_BACKGROUND): in requests of at least this many rows and writer.requestSizeBytes per tablet, 7 MiB at most.");
     /// `writer.flushInterval`.
     pub const FLUSH_INTERVAL: ConfigOption<Duration> = ConfigOption::millis("writer.flushInterval")
         .origin(Reference)
