@@ -525,7 +525,10 @@ fn a_key_added_as_one_constant_is_everywhere() {
         .lines()
         .find(|l| l.contains("--writer.requestSizeBytes <bytes>"))
         .expect("in --help");
-    assert!(line.contains("[1572864]") && line.contains("(ferry)"), "{line}");
+    assert!(
+        line.contains("[1572864]") && line.contains("(ferry)"),
+        "{line}"
+    );
     // key_docs::docs_table_is_generated keeps the table equal to the keys.
     let doc = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
@@ -537,7 +540,13 @@ fn a_key_added_as_one_constant_is_everywhere() {
         "not in docs/configuration.md"
     );
     assert_eq!(
-        run_with(&[]).expect("valid").config.writer.keys.get(key).ok(),
+        run_with(&[])
+            .expect("valid")
+            .config
+            .writer
+            .keys
+            .get(key)
+            .ok(),
         Some(1_572_864)
     );
     for (value, why) in [
@@ -566,7 +575,9 @@ fn a_key_added_as_one_constant_is_everywhere() {
     assert_eq!(r.config.writer.keys.get(key).ok(), Some(65_536));
     let body = r.submission().expect("body");
     assert_eq!(
-        body.config.get("writer.requestSizeBytes").map(String::as_str),
+        body.config
+            .get("writer.requestSizeBytes")
+            .map(String::as_str),
         Some("65536")
     );
     let again = from_submission(&body).expect("valid");
