@@ -156,6 +156,7 @@ fn every_key_set_explicitly() {
         ("writer.flushInterval", "250"),
         ("writer.ignoreNotFound", "false"),
         ("writer.ignoreDuplicate", "false"),
+        ("writer.requestSizeBytes", "65536"),
         ("restart-strategy", "fixeddelay"),
         ("restart-strategy.fixed-delay.attempts", "3"),
         ("restart-strategy.fixed-delay.delay", "10 s"),
@@ -247,6 +248,7 @@ fn every_key_set_explicitly() {
     assert_eq!(c.writer.operation_timeout, Duration::from_millis(4321));
     assert_eq!(c.writer.max_buffer_size.get(), 64);
     assert_eq!(c.writer.flush_interval, Duration::from_millis(250));
+    assert_eq!(c.writer.keys.get(&REQUEST_SIZE_BYTES).ok(), Some(65536));
     // The only accepted value of the ignore keys (`true` is refused, below).
     assert!(!c.writer.ignore_not_found && !c.writer.ignore_duplicate);
 }
@@ -894,6 +896,7 @@ fn ferry_only_keys_are_marked() {
             "job.sinkType",
             "job.sourceType",
             "reader.quietTabletMaxSkips",
+            "writer.requestSizeBytes",
             "high-availability.lease-duration",
             "high-availability.renew-interval",
             "reader.kerberosPrincipal",
