@@ -68,6 +68,10 @@ pub enum EngineError {
     /// failed write. The failure itself is handled next (a restart).
     #[error("checkpoint skipped: a pipeline failed while it was prepared")]
     CheckpointSkipped,
+    /// A key read where it is used does not parse (every key is checked
+    /// when the job's configuration is built, so this is a bug).
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
 }
 
 impl From<crate::sink_table::SchemaChangeError> for EngineError {
@@ -137,6 +141,7 @@ impl EngineError {
             EngineError::TableMismatch(_) => "TableMismatch",
             EngineError::Connector { .. } => "Connector",
             EngineError::CheckpointSkipped => "CheckpointSkipped",
+            EngineError::Config(_) => "Config",
         }
     }
 

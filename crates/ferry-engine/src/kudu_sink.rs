@@ -7,7 +7,7 @@
 //! the job records which window the sink may hold rows of
 //! ([`crate::sink_position`]).
 
-use crate::config::{FlushMode, JobConfig, WriterConfig};
+use crate::config::{FlushMode, JobConfig, WriterConfig, REQUEST_SIZE_BYTES};
 use crate::connector::{SchemaRecord, Sink, SinkWriter, TableRef, WriteStats};
 use crate::error::EngineError;
 use crate::sink_position::{PositionTable, SinkPosition};
@@ -206,13 +206,6 @@ impl KuduSink {
     }
 }
 
-/// Encoded bytes per write request of a whole scan batch (background
-/// mode, `Session::apply_rows`), and how far a buffer of single operations
-/// waiting for a send may grow. 1 MiB gave ~10 000 rows per request and
-/// the sink 3 % more CPU than `kudu table copy` (11 111 rows); 1.5 MiB
-/// gives ~15 000 and 6 % less (docs/benchmarks.md, finding 1).
-const ADAPTIVE_BATCH_BYTES: usize = 3 << 19;
-
 impl Sink<RowBatch> for KuduSink {
     type Writer = KuduSinkWriter;
 
@@ -348,7 +341,7 @@ impl Sink<RowBatch> for KuduSink {
             // requests cost the sink a third more CPU than table copy's
             // (docs/benchmarks.md, finding 1). Buffers that wait for a
             // send grow instead, so a busy sink gets larger requests.
-            .adaptive_batching(Some(ADAPTIVE_BATCH_BYTES))
+            .adaptive_batching(Some(self.writer.keys.get(&REQUEST_SIZE_BYTES)?))
             .flush_interval(self.writer.flush_interval)
             .operation_timeout(self.writer.operation_timeout);
         // MANUAL_FLUSH sends at maxBufferSize rows; a byte limit would

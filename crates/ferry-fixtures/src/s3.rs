@@ -4,22 +4,17 @@
 
 use std::sync::Arc;
 
-use ferry_objstore::{ObjectStoreResolver, S3Key, S3Settings};
+use ferry_engine::config::Config;
+use ferry_objstore::{ObjectStoreResolver, S3Settings, S3_ACCESS_KEY, S3_ENDPOINT, S3_SECRET_KEY};
 use ferry_testkit::S3Server;
 
 /// The `s3.*` settings (endpoint and credentials) of `server`.
 pub fn settings(server: &S3Server) -> S3Settings {
-    let mut settings = S3Settings::default();
-    settings
-        .set(S3Key::Endpoint, &server.endpoint())
-        .expect("endpoint");
-    settings
-        .set(S3Key::AccessKey, server.access_key())
-        .expect("access key");
-    settings
-        .set(S3Key::SecretKey, server.secret_key())
-        .expect("secret key");
-    settings
+    let mut keys = Config::new();
+    keys.set(&S3_ENDPOINT, server.endpoint());
+    keys.set(&S3_ACCESS_KEY, server.access_key());
+    keys.set(&S3_SECRET_KEY, server.secret_key());
+    S3Settings::from_config(&keys).expect("valid s3 settings")
 }
 
 /// A resolver that opens `server`'s buckets with [`settings`].

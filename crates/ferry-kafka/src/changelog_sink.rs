@@ -14,11 +14,12 @@
 //! again one record at a time (the fast path writes whole batches).
 
 use crate::changelog::{decode, Change, ChangelogFormat};
+use crate::config::{ErrorPolicy, KafkaSourceConfig};
 use crate::error::{kafka_error, KafkaSinkError};
 use crate::metrics::KafkaMetrics;
 use crate::source::{RawRecord, RecordBatch};
 use crate::topic::{ensure_topic, TopicSpec};
-use ferry_engine::config::{ErrorPolicy, FlushMode, KafkaSourceConfig, WriterConfig};
+use ferry_engine::config::{FlushMode, WriterConfig};
 use ferry_engine::connector::{Sink, SinkWriter, WriteStats};
 use ferry_engine::EngineError;
 use kudu_client::write::{FlushMode as ClientFlushMode, Operation, Session, SessionOptions};

@@ -22,8 +22,8 @@
 //! epoch (Debezium's MicroTimestamp); DATE as integer days since
 //! 1970-01-01 (Debezium's Date); NULL as `null`.
 
+use crate::config::RecordFormat;
 use ferry_engine::checkpoint::WindowState;
-use ferry_engine::config::RecordFormat;
 use kudu_client::scan::RowView;
 use kudu_client::schema::ValueRef;
 use kudu_client::Schema;

@@ -11,6 +11,8 @@
 //! - [`topic`]: the topics created when missing, checked when present;
 //! - `transaction`: exactly-once, the table's transactions committed with
 //!   its progress;
+//! - [`config`]: the Kafka sink's and source's keys and settings
+//!   ([`config::KafkaSinkConfig`], [`config::KafkaSourceConfig`]);
 //! - [`tables`]: [`KafkaTables`], the tables of a Kudu-to-Kafka job;
 //! - [`metrics`]: [`KafkaMetrics`], records, bytes, transactions and lag
 //!   per topic and partition;
@@ -22,6 +24,7 @@
 
 pub mod changelog;
 pub mod changelog_sink;
+pub mod config;
 pub mod error;
 pub mod format;
 pub mod metrics;

@@ -21,13 +21,13 @@
 //!   transactional producer and become visible only when the engine
 //!   commits them with the checkpoint's state ([`crate::transaction`]).
 
+use crate::config::{DeliveryGuarantee, KafkaSinkConfig, RecordFormat};
 use crate::error::{kafka_error, KafkaSinkError};
 use crate::format::{Encoder, Record, WindowInfo};
 use crate::metrics::KafkaMetrics;
 use crate::topic::{ensure_topic, TopicSpec};
 use crate::transaction::Transactions;
 use ferry_engine::checkpoint::TableState;
-use ferry_engine::config::{DeliveryGuarantee, KafkaSinkConfig, RecordFormat};
 use ferry_engine::connector::{SchemaRecord, Sink, SinkWriter, TableRef, WriteStats};
 use ferry_engine::sink_position::SinkPosition;
 use ferry_engine::EngineError;

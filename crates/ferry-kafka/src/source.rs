@@ -13,10 +13,10 @@
 //! (and applies `job.sourceErrorPolicy`), so a bad record never stops the
 //! reader.
 
+use crate::config::{BoundedMode, KafkaSourceConfig, StartupMode};
 use crate::error::{kafka_error, KafkaSinkError};
 use crate::metrics::KafkaMetrics;
 use ferry_engine::checkpoint::{SplitState, WindowState};
-use ferry_engine::config::{BoundedMode, KafkaSourceConfig, StartupMode};
 use ferry_engine::connector::{Batch, ReadBatch, Source, SplitReader};
 use ferry_engine::EngineError;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, StreamConsumer};

@@ -5,10 +5,11 @@
 //! [`KuduSource`] and written by a [`KafkaSink`] to its topic.
 
 use crate::changelog_sink::ChangelogSink;
+use crate::config::{KafkaSinkConfig, KafkaSourceConfig};
 use crate::metrics::KafkaMetrics;
 use crate::sink::KafkaSink;
 use crate::source::KafkaSource;
-use ferry_engine::config::{JobConfig, KafkaSinkConfig, KafkaSourceConfig};
+use ferry_engine::config::JobConfig;
 use ferry_engine::connector::{TableRef, Tables};
 use ferry_engine::kudu_source::KuduSource;
 use ferry_engine::kudu_tables::discover_tables;
@@ -25,16 +26,15 @@ pub struct KafkaTables {
 }
 
 impl KafkaTables {
-    /// Tables of `config`'s selection, read from `source`; `None` when the
-    /// job's sink is not Kafka.
-    pub fn new(source: KuduClient, config: JobConfig) -> Option<Self> {
-        let kafka = config.sink.kafka()?.clone();
-        Some(KafkaTables {
+    /// Tables of `config`'s selection, read from `source`, written to
+    /// Kafka as `kafka` says.
+    pub fn new(source: KuduClient, config: JobConfig, kafka: KafkaSinkConfig) -> Self {
+        KafkaTables {
             source,
             config,
             kafka,
             metrics: Arc::default(),
-        })
+        }
     }
 
     /// Counts what the job's sinks do into `metrics`.
@@ -77,16 +77,15 @@ pub struct ChangelogTables {
 }
 
 impl ChangelogTables {
-    /// The job of `config`, writing through `sink`; `None` when the job's
-    /// source is not Kafka.
-    pub fn new(sink: KuduClient, config: JobConfig) -> Option<Self> {
-        let kafka = config.source.kafka()?.clone();
-        Some(ChangelogTables {
+    /// The job of `config`, reading the changelog `kafka` describes and
+    /// writing through `sink`.
+    pub fn new(sink: KuduClient, config: JobConfig, kafka: KafkaSourceConfig) -> Self {
+        ChangelogTables {
             sink,
             config,
             kafka,
             metrics: Arc::default(),
-        })
+        }
     }
 
     /// Counts what the job's source and sink do into `metrics`.

@@ -7,7 +7,8 @@
 //! default), Google Cloud Storage (`gcs`) and Azure Blob Storage (`azure`).
 //! The engine builds without it.
 //!
-//! - `settings`: [`S3Settings`], Flink's `s3.*` keys plus `AWS_*` variables.
+//! - `settings`: [`S3Settings`], Flink's `s3.*` keys ([`S3_KEYS`]) plus
+//!   `AWS_*` variables.
 //! - `secret`: [`Secret`], which never prints.
 //! - `backend`: one object_store client per bucket, short retries.
 //! - `redact`: [`RedactingStore`], errors without secrets or raw XML.
@@ -31,7 +32,10 @@ use object_store::ObjectStore;
 pub use backend::{CONNECT_TIMEOUT, MAX_RETRIES, REQUEST_TIMEOUT, RETRY_TIMEOUT};
 pub use redact::{describe, RedactedError, RedactingStore};
 pub use secret::{redact, Secret};
-pub use settings::{ResolvedS3, S3Key, S3SettingError, S3Settings, DEFAULT_REGION};
+pub use settings::{
+    ResolvedS3, S3SettingError, S3Settings, DEFAULT_REGION, S3_ACCESS_KEY, S3_ALLOW_HTTP,
+    S3_ENDPOINT, S3_KEYS, S3_PATH_STYLE_ACCESS, S3_REGION, S3_SECRET_KEY, S3_SESSION_TOKEN,
+};
 
 /// A bucket's client, raw (for the probe) and as a [`StateStore`].
 #[derive(Debug, Clone)]
@@ -223,17 +227,23 @@ impl StoreResolver for ObjectStoreResolver {
 mod tests {
     use super::*;
 
+    fn s3_settings(endpoint: &str, credentials: Option<(&str, &str)>) -> S3Settings {
+        let mut keys = ferry_engine::config::Config::new();
+        keys.set(&S3_ENDPOINT, endpoint);
+        if let Some((id, secret)) = credentials {
+            keys.set(&S3_ACCESS_KEY, id);
+            keys.set(&S3_SECRET_KEY, secret);
+        }
+        S3Settings::from_config(&keys).expect("valid")
+    }
+
     fn loc(s: &str) -> StorageLocation {
         StorageLocation::parse(s).expect("valid location")
     }
 
     #[test]
     fn local_paths_open_the_local_store_and_buckets_are_cached() {
-        let mut s3 = S3Settings::default();
-        s3.set(S3Key::Endpoint, "http://127.0.0.1:1")
-            .expect("valid");
-        s3.set(S3Key::AccessKey, "id").expect("valid");
-        s3.set(S3Key::SecretKey, "sekrit-value").expect("valid");
+        let s3 = s3_settings("http://127.0.0.1:1", Some(("id", "sekrit-value")));
         let r = ObjectStoreResolver::from_settings(&s3);
         r.open(&loc("/tmp/x")).expect("local");
         let a = r.open(&loc("s3://bkt/a")).expect("s3");
@@ -245,9 +255,7 @@ mod tests {
 
     #[test]
     fn invalid_s3_settings_are_reported_against_the_location() {
-        let mut s3 = S3Settings::default();
-        s3.set(S3Key::Endpoint, "http://s3.example.com")
-            .expect("valid");
+        let s3 = s3_settings("http://s3.example.com", None);
         let r = ObjectStoreResolver::from_settings(&s3);
         let err = r.open(&loc("s3://bkt/ckpt")).unwrap_err().to_string();
         assert!(
@@ -258,12 +266,8 @@ mod tests {
 
     #[tokio::test]
     async fn unreachable_endpoint_fails_fast_naming_location_without_secret() {
-        let mut s3 = S3Settings::default();
         // Port 1 on loopback: connection refused.
-        s3.set(S3Key::Endpoint, "http://127.0.0.1:1")
-            .expect("valid");
-        s3.set(S3Key::AccessKey, "id").expect("valid");
-        s3.set(S3Key::SecretKey, "sekrit-value").expect("valid");
+        let s3 = s3_settings("http://127.0.0.1:1", Some(("id", "sekrit-value")));
         let r = ObjectStoreResolver::from_settings(&s3);
         let started = std::time::Instant::now();
         let err = r

@@ -1,9 +1,10 @@
 //! [`S3Settings`]: how to reach S3 (or an S3-compatible server), from
 //! Flink's key names and the standard `AWS_*` environment variables.
 //!
-//! Keys (process keys of the `ferry` binary, also in `--config` and `-D`):
-//! `s3.endpoint`, `s3.access-key`, `s3.secret-key`, `s3.session-token`,
-//! `s3.path.style.access`, `s3.region`, `s3.allow-http`. A key given wins
+//! Keys ([`S3_KEYS`]: process keys of the `ferry` binary, also in
+//! `--config` and `-D`): `s3.endpoint`, `s3.access-key`, `s3.secret-key`,
+//! `s3.session-token`, `s3.path.style.access`, `s3.region`,
+//! `s3.allow-http`. A key given wins
 //! over the environment; credentials come as a set: when `s3.access-key` is
 //! given, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY` and
 //! `AWS_SESSION_TOKEN` are ignored. Other `AWS_*` variables (web identity,
@@ -11,45 +12,109 @@
 
 use std::net::IpAddr;
 
+use ferry_engine::config::{
+    Config, ConfigOption, KeyOrigin::Flink, Section, ValueError, ValueKind,
+};
+
 use crate::secret::Secret;
 
-/// One `s3.*` key.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum S3Key {
+ferry_engine::config_section! {
+    /// Flink's `s3.*` keys (process keys of the `ferry` binary).
+    pub static S3_KEYS = Section::process("s3");
     /// `s3.endpoint`: an S3-compatible server's URL.
-    Endpoint,
+    pub const S3_ENDPOINT: ConfigOption<String> = ConfigOption::new("s3.endpoint", ValueKind::Text, endpoint, String::clone)
+        .origin(Flink)
+        .derived("AWS_ENDPOINT_URL, else AWS")
+        .doc("URL of an S3-compatible server for s3:// state (http only on loopback unless s3.allow-http).");
     /// `s3.access-key`.
-    AccessKey,
+    pub const S3_ACCESS_KEY: ConfigOption<String> = ConfigOption::new("s3.access-key", ValueKind::Text, text, String::clone)
+        .origin(Flink)
+        .derived("AWS_ACCESS_KEY_ID")
+        .aliases(&["s3.access.key"])
+        .doc("S3 access key; when set, the AWS_* credentials are ignored.");
     /// `s3.secret-key` (a secret).
-    SecretKey,
+    pub const S3_SECRET_KEY: ConfigOption<Secret> = secret("s3.secret-key")
+        .origin(Flink)
+        .derived("AWS_SECRET_ACCESS_KEY")
+        .aliases(&["s3.secret.key"])
+        .doc("S3 secret key; never shown in logs, REST or errors.");
     /// `s3.session-token` (a secret).
-    SessionToken,
+    pub const S3_SESSION_TOKEN: ConfigOption<Secret> = secret("s3.session-token")
+        .derived("AWS_SESSION_TOKEN")
+        .aliases(&["s3.session.token"])
+        .doc("Session token of temporary S3 credentials; never shown.");
     /// `s3.path.style.access`.
-    PathStyleAccess,
+    pub const S3_PATH_STYLE_ACCESS: ConfigOption<bool> = flag("s3.path.style.access")
+        .origin(Flink)
+        .derived("true with s3.endpoint, else false")
+        .doc("Path-style S3 requests (endpoint/bucket/key) instead of virtual-hosted ones.");
     /// `s3.region`.
-    Region,
+    pub const S3_REGION: ConfigOption<String> = ConfigOption::new("s3.region", ValueKind::Text, region, String::clone)
+        .derived("AWS_REGION, else us-east-1")
+        .aliases(&["s3.endpoint.region"])
+        .doc("S3 region.");
     /// `s3.allow-http`.
-    AllowHttp,
+    pub const S3_ALLOW_HTTP: ConfigOption<bool> = flag("s3.allow-http")
+        .derived("true for a loopback s3.endpoint")
+        .doc("Allow plain http to s3.endpoint.");
 }
 
-impl S3Key {
-    /// The key's name.
-    pub fn name(self) -> &'static str {
-        match self {
-            S3Key::Endpoint => "s3.endpoint",
-            S3Key::AccessKey => "s3.access-key",
-            S3Key::SecretKey => "s3.secret-key",
-            S3Key::SessionToken => "s3.session-token",
-            S3Key::PathStyleAccess => "s3.path.style.access",
-            S3Key::Region => "s3.region",
-            S3Key::AllowHttp => "s3.allow-http",
-        }
+fn not_blank(value: &str) -> Result<&str, ValueError> {
+    match value.trim() {
+        "" => Err(ValueError::Invalid("must not be empty".to_string())),
+        text => Ok(text),
     }
+}
 
-    /// Whether the value is a credential that must never be shown.
-    pub fn is_secret(self) -> bool {
-        matches!(self, S3Key::SecretKey | S3Key::SessionToken)
+fn text(value: &str) -> Result<String, ValueError> {
+    not_blank(value).map(str::to_string)
+}
+
+fn endpoint(value: &str) -> Result<String, ValueError> {
+    let text = not_blank(value)?;
+    check_endpoint(text).map_err(ValueError::Invalid)?;
+    Ok(text.trim_end_matches('/').to_string())
+}
+
+fn region(value: &str) -> Result<String, ValueError> {
+    let text = not_blank(value)?;
+    if !text.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+        return Err(ValueError::Invalid(
+            "expected a region name such as us-east-1".to_string(),
+        ));
     }
+    Ok(text.to_string())
+}
+
+/// A secret, taken verbatim (no trim: a space may be part of it).
+const fn secret(name: &'static str) -> ConfigOption<Secret> {
+    ConfigOption::new(name, ValueKind::Secret, parse_secret, print_secret)
+}
+
+fn parse_secret(value: &str) -> Result<Secret, ValueError> {
+    not_blank(value)?;
+    Ok(Secret::new(value))
+}
+
+fn print_secret(_: &Secret) -> String {
+    "***".to_string()
+}
+
+/// `true` or `false`, exactly (after trimming).
+const fn flag(name: &'static str) -> ConfigOption<bool> {
+    ConfigOption::new(name, ValueKind::Bool, parse_flag, print_flag)
+}
+
+fn parse_flag(value: &str) -> Result<bool, ValueError> {
+    match not_blank(value)? {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(ValueError::Invalid("expected true or false".to_string())),
+    }
+}
+
+fn print_flag(b: &bool) -> String {
+    b.to_string()
 }
 
 /// A bad `s3.*` value. The value itself is not part of the message (it may
@@ -123,41 +188,28 @@ const OWN_ENV: &[&str] = &[
 ];
 
 impl S3Settings {
-    /// Sets `key` from its text value, validated.
-    pub fn set(&mut self, key: S3Key, value: &str) -> Result<(), S3SettingError> {
-        let fail = |reason: &str| S3SettingError {
-            key: key.name(),
-            reason: reason.to_string(),
-        };
-        let text = value.trim();
-        if text.is_empty() {
-            return Err(fail("must not be empty"));
+    /// The `s3.*` keys given in `keys`, each validated (the environment is
+    /// added later, [`S3Settings::with_process_env`]).
+    pub fn from_config(keys: &Config) -> Result<Self, S3SettingError> {
+        fn read<T>(keys: &Config, key: &ConfigOption<T>) -> Result<Option<T>, S3SettingError> {
+            keys.raw(key)
+                .map(|value| key.parse(value))
+                .transpose()
+                .map_err(|e| S3SettingError {
+                    key: key.name(),
+                    reason: e.to_string(),
+                })
         }
-        let boolean = || match text {
-            "true" => Ok(true),
-            "false" => Ok(false),
-            _ => Err(fail("expected true or false")),
-        };
-        match key {
-            S3Key::Endpoint => {
-                check_endpoint(text).map_err(|reason| fail(&reason))?;
-                self.endpoint = Some(text.trim_end_matches('/').to_string());
-            }
-            S3Key::AccessKey => self.access_key = Some(text.to_string()),
-            // Secrets are taken verbatim (no trim: a space may be part of it).
-            S3Key::SecretKey => self.secret_key = Some(Secret::new(value)),
-            S3Key::SessionToken => self.session_token = Some(Secret::new(value)),
-            S3Key::PathStyleAccess => self.path_style_access = Some(boolean()?),
-            S3Key::AllowHttp => self.allow_http = Some(boolean()?),
-            S3Key::Region => {
-                let valid = text.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
-                if !valid {
-                    return Err(fail("expected a region name such as us-east-1"));
-                }
-                self.region = Some(text.to_string());
-            }
-        }
-        Ok(())
+        Ok(S3Settings {
+            endpoint: read(keys, &S3_ENDPOINT)?,
+            access_key: read(keys, &S3_ACCESS_KEY)?,
+            secret_key: read(keys, &S3_SECRET_KEY)?,
+            session_token: read(keys, &S3_SESSION_TOKEN)?,
+            path_style_access: read(keys, &S3_PATH_STYLE_ACCESS)?,
+            region: read(keys, &S3_REGION)?,
+            allow_http: read(keys, &S3_ALLOW_HTTP)?,
+            env: Vec::new(),
+        })
     }
 
     /// These settings with the process environment's `AWS_*` variables.
@@ -245,7 +297,7 @@ impl S3Settings {
         };
         if matches!(&credentials, Some((_, secret)) if secret.expose().is_empty()) {
             return Err(S3SettingError {
-                key: S3Key::SecretKey.name(),
+                key: S3_SECRET_KEY.name(),
                 reason: "s3.access-key is set but the secret key is not".to_string(),
             });
         }
@@ -264,7 +316,7 @@ impl S3Settings {
             if e.starts_with("http://") && !allow_http {
                 return Err(S3SettingError {
                     key: if self.endpoint.is_some() {
-                        S3Key::Endpoint.name()
+                        S3_ENDPOINT.name()
                     } else {
                         "AWS_ENDPOINT_URL"
                     },
@@ -330,13 +382,14 @@ fn is_loopback_url(text: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ferry_engine::config::AnyOption;
 
-    fn settings(pairs: &[(S3Key, &str)]) -> S3Settings {
-        let mut s = S3Settings::default();
+    fn settings(pairs: &[(&dyn AnyOption, &str)]) -> S3Settings {
+        let mut c = Config::new();
         for (k, v) in pairs {
-            s.set(*k, v).expect("valid");
+            c.set(*k, *v);
         }
-        s
+        S3Settings::from_config(&c).expect("valid")
     }
 
     fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
@@ -349,9 +402,9 @@ mod tests {
     #[test]
     fn keys_win_over_the_environment_and_credentials_come_as_a_set() {
         let s = settings(&[
-            (S3Key::Endpoint, "http://127.0.0.1:9000/"),
-            (S3Key::AccessKey, "ferry"),
-            (S3Key::SecretKey, "from-key"),
+            (&S3_ENDPOINT, "http://127.0.0.1:9000/"),
+            (&S3_ACCESS_KEY, "ferry"),
+            (&S3_SECRET_KEY, "from-key"),
         ])
         .with_env(env(&[
             ("AWS_ACCESS_KEY_ID", "envid"),
@@ -401,44 +454,53 @@ mod tests {
 
     #[test]
     fn bad_values_are_refused_without_echoing_them() {
-        let mut s = S3Settings::default();
         for (key, value, why) in [
-            (S3Key::Endpoint, "ftp://x", "http:// or https://"),
             (
-                S3Key::Endpoint,
+                &S3_ENDPOINT as &dyn AnyOption,
+                "ftp://x",
+                "http:// or https://",
+            ),
+            (
+                &S3_ENDPOINT,
                 "http://user:pw@host",
                 "credentials do not belong",
             ),
-            (S3Key::Endpoint, "not a url", "not a URL"),
-            (S3Key::PathStyleAccess, "yes", "true or false"),
-            (S3Key::Region, "us east", "region name"),
-            (S3Key::SecretKey, "  ", "empty"),
+            (&S3_ENDPOINT, "not a url", "not a URL"),
+            (&S3_PATH_STYLE_ACCESS, "yes", "true or false"),
+            (&S3_REGION, "us east", "region name"),
+            (&S3_SECRET_KEY, "  ", "empty"),
         ] {
-            let err = s.set(key, value).unwrap_err();
-            assert!(err.to_string().contains(why), "{key:?} {value}: {err}");
+            let mut c = Config::new();
+            c.set(key, value);
+            let err = S3Settings::from_config(&c).unwrap_err();
+            assert!(
+                err.to_string().contains(why),
+                "{} {value}: {err}",
+                key.name()
+            );
             assert!(err.to_string().starts_with(key.name()), "{err}");
             assert!(!err.to_string().contains("pw@"), "{err}");
         }
-        let err = settings(&[(S3Key::Endpoint, "http://s3.example.com")])
+        let err = settings(&[(&S3_ENDPOINT, "http://s3.example.com")])
             .resolve()
             .unwrap_err();
         assert!(err.to_string().contains("s3.allow-http"), "{err}");
         settings(&[
-            (S3Key::Endpoint, "http://s3.example.com"),
-            (S3Key::AllowHttp, "true"),
+            (&S3_ENDPOINT, "http://s3.example.com"),
+            (&S3_ALLOW_HTTP, "true"),
         ])
         .resolve()
         .expect("explicitly allowed");
-        let err = settings(&[(S3Key::AccessKey, "id")]).resolve().unwrap_err();
+        let err = settings(&[(&S3_ACCESS_KEY, "id")]).resolve().unwrap_err();
         assert!(err.to_string().contains("secret key is not"), "{err}");
     }
 
     #[test]
     fn secrets_are_collected_and_never_debug_printed() {
         let s = settings(&[
-            (S3Key::AccessKey, "id"),
-            (S3Key::SecretKey, "sekrit-1"),
-            (S3Key::SessionToken, "sekrit-2"),
+            (&S3_ACCESS_KEY, "id"),
+            (&S3_SECRET_KEY, "sekrit-1"),
+            (&S3_SESSION_TOKEN, "sekrit-2"),
         ])
         .with_env(env(&[("AWS_SECRET_ACCESS_KEY", "sekrit-3")]));
         let shown = format!("{s:?} {:?}", s.resolve().expect("resolves"));

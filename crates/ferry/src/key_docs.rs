@@ -1,6 +1,6 @@
-//! `--help` text and the docs' key table, generated from the key catalogs
-//! (the job's and the process's [`KeySpec`] rows), so neither can drift
-//! from what the parsers accept.
+//! `--help` text and the docs' key table, generated from the keys of every
+//! section ([`crate::settings::KEYS`]: each key's [`KeySpec`]), so neither
+//! can drift from what the parsers accept.
 
 use ferry_engine::config::{KeyOrigin, KeySpec, ValueKind};
 
@@ -90,7 +90,7 @@ fn aliases_text(spec: &KeySpec, prefix: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ferry_engine::config::ConfigKey;
+    use ferry_engine::config::ENGINE_KEYS;
 
     fn all_specs() -> Vec<&'static KeySpec> {
         crate::settings::all_specs().collect()
@@ -122,7 +122,7 @@ mod tests {
         assert_eq!(md.lines().count(), all_specs().len() + 2);
         assert!(md.contains("| `job.name` | ferry-replication-<job.tableName> |"));
         assert!(md.contains("| `rest.port` | 8081 |"));
-        assert!(ConfigKey::all().len() < all_specs().len());
+        assert!(ENGINE_KEYS.specs().count() < all_specs().len());
     }
 
     /// docs/configuration.md carries the generated table; regenerate it with

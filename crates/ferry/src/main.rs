@@ -528,7 +528,8 @@ fn verb<F: std::future::Future<Output = anyhow::Result<()>>>(f: F) -> ExitCode {
 /// only the server's own keys: from a config file shared with `ferry run`
 /// the others are left to the jobs, on the command line they are refused.
 fn server_options(args: &[String]) -> Result<Option<process_opts::ProcessOptions>, String> {
-    use settings::{Key, Settings, SettingsError};
+    use ferry_engine::config::Scope;
+    use settings::{Settings, SettingsError};
     let mut cli = Settings::default();
     let mut file = Settings::default();
     let mut i = 0;
@@ -566,8 +567,7 @@ fn server_options(args: &[String]) -> Result<Option<process_opts::ProcessOptions
         };
         step.map_err(|e| e.to_string())?;
     }
-    let server_key = |k: Key| matches!(k, Key::Process(p) if p.is_server_key());
-    if let Some(key) = cli.keys().find(|k| !server_key(*k)) {
+    if let Some((_, key)) = cli.keys().find(|(s, _)| s.scope != Scope::Process) {
         return Err(SettingsError::NotHere {
             key: key.name(),
             command: "ferry server",
@@ -575,18 +575,18 @@ fn server_options(args: &[String]) -> Result<Option<process_opts::ProcessOptions
         }
         .to_string());
     }
-    file.retain(server_key);
+    file.retain(|s| s.scope == Scope::Process);
     let settings = file.overridden_by(cli);
-    process_opts::ProcessOptions::from_pairs(settings.process())
+    process_opts::ProcessOptions::from_config(settings.config())
         .map(Some)
         .map_err(|e| e.to_string())
 }
 
 fn server_help() -> String {
-    let keys = process_opts::ProcessKey::all()
-        .iter()
-        .filter(|k| k.is_server_key())
-        .map(|k| k.spec())
+    let keys = settings::KEYS
+        .keys()
+        .filter(|(s, _)| s.scope == ferry_engine::config::Scope::Process)
+        .map(|(_, k)| k.spec())
         .collect::<Vec<_>>();
     format!(
         "Start a session-mode ferry process: it serves the REST API, the web page and the\n\

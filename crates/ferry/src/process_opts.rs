@@ -13,17 +13,20 @@
 //! `security.ssl.rest.*` keys (Flink's names, PEM files instead of Java
 //! keystores) and ferry's `security.rest.token-file` secure the REST API
 //! and web page (`crate::rest::security`); the CLI verbs read the same keys
-//! for their side. The keys are a catalog
-//! of [`KeySpec`] rows like the job's; `crate::settings` reads them from
-//! `--key value`, `--key=value`, `-Dkey=value`, `-D key=value` and the
-//! `--config` TOML file, and [`ProcessOptions::from_pairs`] validates them.
+//! for their side. Each key is one constant of a section declared here
+//! (the `s3.*` section is `ferry_objstore`'s), like the job's keys;
+//! `crate::settings` reads them from `--key value`, `--key=value`,
+//! `-Dkey=value`, `-D key=value` and the `--config` TOML file, and
+//! [`ProcessOptions::from_config`] validates them.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::rest::security::RestSecurity;
-use ferry_engine::config::{KeyDefault, KeyOrigin, KeySpec, ValueKind};
-use ferry_objstore::{S3Key, S3Settings};
+use ferry_engine::config::{
+    AnyOption, Config, ConfigOption, KeyOrigin::Flink, Section, ValueError, ValueKind,
+};
+use ferry_objstore::{S3Settings, S3_ENDPOINT};
 
 /// Default REST port (Flink's `rest.port`).
 pub const DEFAULT_REST_PORT: u16 = 8081;
@@ -111,356 +114,213 @@ impl Default for KuduMetricsOptions {
     }
 }
 
-/// One process option. Its name, aliases, default and doc are a
-/// [`KeySpec`] row of [`ProcessKey::spec`], the same shape as the job's
-/// keys.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum ProcessKey {
-    RestAddress,
-    RestPort,
-    MetricsAddress,
-    MetricsPort,
-    SourceMasterHttp,
-    SinkMasterHttp,
-    KuduPollInterval,
-    S3Endpoint,
-    S3AccessKey,
-    S3SecretKey,
-    S3SessionToken,
-    S3PathStyleAccess,
-    S3Region,
-    S3AllowHttp,
-    SslRestEnabled,
-    SslRestKeystore,
-    SslRestPrivateKey,
-    SslRestTruststore,
-    SslRestAuthentication,
-    RestTokenFile,
-    SslRestKeystorePassword,
-    SslRestKeyPassword,
-    SslRestTruststorePassword,
+ferry_engine::config_section! {
+    /// Where the process listens: the REST API, web page and Prometheus.
+    pub static SERVER_KEYS = Section::process("rest and metrics");
+    /// `rest.address`.
+    pub const REST_ADDRESS: ConfigOption<String> = host("rest.address")
+        .origin(Flink)
+        .default_value(DEFAULT_ADDRESS)
+        .aliases(&["rest.bind-address"])
+        .doc("Address the REST API and web page listen on.");
+    /// `rest.port`.
+    pub const REST_PORT: ConfigOption<u16> = port("rest.port")
+        .origin(Flink)
+        .default_value("8081")
+        .aliases(&["rest.bind-port"])
+        .doc("REST API and web page port; 0 picks a free port.");
+    /// `metrics.address`.
+    pub const METRICS_ADDRESS: ConfigOption<String> = host("metrics.address")
+        .derived("<rest.address>")
+        .aliases(&["metrics.reporter.prom.host"])
+        .doc("Address of the Prometheus endpoint.");
+    /// `metrics.port`.
+    pub const METRICS_PORT: ConfigOption<u16> = port("metrics.port")
+        .default_value("9250")
+        .aliases(&["metrics.reporter.prom.port"])
+        .doc("Prometheus endpoint port, path /metrics.");
 }
 
-// Row i describes ALL[i]; a unit test checks the two line up.
-const CATALOG: &[(ProcessKey, KeySpec)] = &[
-    (
-        ProcessKey::RestAddress,
-        KeySpec::new(
-            "rest.address",
-            KeyDefault::Value(DEFAULT_ADDRESS),
-            ValueKind::Host,
-            KeyOrigin::Flink,
-            "Address the REST API and web page listen on.",
-        )
-        .with_aliases(&["rest.bind-address"]),
-    ),
-    (
-        ProcessKey::RestPort,
-        KeySpec::new(
-            "rest.port",
-            KeyDefault::Value("8081"),
-            ValueKind::Port,
-            KeyOrigin::Flink,
-            "REST API and web page port; 0 picks a free port.",
-        )
-        .with_aliases(&["rest.bind-port"]),
-    ),
-    (
-        ProcessKey::MetricsAddress,
-        KeySpec::new(
-            "metrics.address",
-            KeyDefault::Derived("<rest.address>"),
-            ValueKind::Host,
-            KeyOrigin::Ferry,
-            "Address of the Prometheus endpoint.",
-        )
-        .with_aliases(&["metrics.reporter.prom.host"]),
-    ),
-    (
-        ProcessKey::MetricsPort,
-        KeySpec::new(
-            "metrics.port",
-            KeyDefault::Value("9250"),
-            ValueKind::Port,
-            KeyOrigin::Ferry,
-            "Prometheus endpoint port, path /metrics.",
-        )
-        .with_aliases(&["metrics.reporter.prom.port"]),
-    ),
-    (
-        ProcessKey::SourceMasterHttp,
-        KeySpec::new(
-            "metrics.kudu.sourceMasterHttpAddresses",
-            KeyDefault::Derived("<master host>:8051"),
-            ValueKind::HttpAddresses,
-            KeyOrigin::Ferry,
-            "Source masters' web UIs, used to find the tablet servers whose /metrics are polled.",
-        ),
-    ),
-    (
-        ProcessKey::SinkMasterHttp,
-        KeySpec::new(
-            "metrics.kudu.sinkMasterHttpAddresses",
-            KeyDefault::Derived("<master host>:8051"),
-            ValueKind::HttpAddresses,
-            KeyOrigin::Ferry,
-            "Sink masters' web UIs.",
-        ),
-    ),
-    (
-        ProcessKey::KuduPollInterval,
-        KeySpec::new(
-            "metrics.kudu.pollIntervalMillis",
-            KeyDefault::Value("2000"),
-            ValueKind::MillisOrZero,
-            KeyOrigin::Ferry,
-            "How often tablet server metrics are polled; 0 disables.",
-        ),
-    ),
-    (
-        ProcessKey::S3Endpoint,
-        KeySpec::new(
-            "s3.endpoint",
-            KeyDefault::Derived("AWS_ENDPOINT_URL, else AWS"),
-            ValueKind::Text,
-            KeyOrigin::Flink,
-            "URL of an S3-compatible server for s3:// state (http only on loopback unless s3.allow-http).",
-        ),
-    ),
-    (
-        ProcessKey::S3AccessKey,
-        KeySpec::new(
-            "s3.access-key",
-            KeyDefault::Derived("AWS_ACCESS_KEY_ID"),
-            ValueKind::Text,
-            KeyOrigin::Flink,
-            "S3 access key; when set, the AWS_* credentials are ignored.",
-        )
-        .with_aliases(&["s3.access.key"]),
-    ),
-    (
-        ProcessKey::S3SecretKey,
-        KeySpec::new(
-            "s3.secret-key",
-            KeyDefault::Derived("AWS_SECRET_ACCESS_KEY"),
-            ValueKind::Secret,
-            KeyOrigin::Flink,
-            "S3 secret key; never shown in logs, REST or errors.",
-        )
-        .with_aliases(&["s3.secret.key"]),
-    ),
-    (
-        ProcessKey::S3SessionToken,
-        KeySpec::new(
-            "s3.session-token",
-            KeyDefault::Derived("AWS_SESSION_TOKEN"),
-            ValueKind::Secret,
-            KeyOrigin::Ferry,
-            "Session token of temporary S3 credentials; never shown.",
-        )
-        .with_aliases(&["s3.session.token"]),
-    ),
-    (
-        ProcessKey::S3PathStyleAccess,
-        KeySpec::new(
-            "s3.path.style.access",
-            KeyDefault::Derived("true with s3.endpoint, else false"),
-            ValueKind::Bool,
-            KeyOrigin::Flink,
-            "Path-style S3 requests (endpoint/bucket/key) instead of virtual-hosted ones.",
-        ),
-    ),
-    (
-        ProcessKey::S3Region,
-        KeySpec::new(
-            "s3.region",
-            KeyDefault::Derived("AWS_REGION, else us-east-1"),
-            ValueKind::Text,
-            KeyOrigin::Ferry,
-            "S3 region.",
-        )
-        .with_aliases(&["s3.endpoint.region"]),
-    ),
-    (
-        ProcessKey::S3AllowHttp,
-        KeySpec::new(
-            "s3.allow-http",
-            KeyDefault::Derived("true for a loopback s3.endpoint"),
-            ValueKind::Bool,
-            KeyOrigin::Ferry,
-            "Allow plain http to s3.endpoint.",
-        ),
-    ),
-    (
-        ProcessKey::SslRestEnabled,
-        KeySpec::new(
-            "security.ssl.rest.enabled",
-            KeyDefault::Value("false"),
-            ValueKind::Bool,
-            KeyOrigin::Flink,
-            "Serve the REST API and web page over TLS (https) with security.ssl.rest.keystore.",
-        ),
-    ),
-    (
-        ProcessKey::SslRestKeystore,
-        KeySpec::new(
-            "security.ssl.rest.keystore",
-            KeyDefault::Derived("none"),
-            ValueKind::Text,
-            KeyOrigin::Flink,
-            "PEM file with the certificate chain (leaf first) and, unless security.ssl.rest.private-key, the private key; the server's, or the CLI's client certificate. Not JKS/PKCS12.",
-        ),
-    ),
-    (
-        ProcessKey::SslRestPrivateKey,
-        KeySpec::new(
-            "security.ssl.rest.private-key",
-            KeyDefault::Derived("in the keystore file"),
-            ValueKind::Text,
-            KeyOrigin::Ferry,
-            "PEM file with the keystore certificate's unencrypted private key, when it is not in the keystore file.",
-        ),
-    ),
-    (
-        ProcessKey::SslRestTruststore,
-        KeySpec::new(
-            "security.ssl.rest.truststore",
-            KeyDefault::Derived("none (CLI: the system CAs)"),
-            ValueKind::Text,
-            KeyOrigin::Flink,
-            "PEM file with CA certificates: the server accepts client certificates they signed (authentication-enabled); the CLI trusts the server certificate they signed.",
-        ),
-    ),
-    (
-        ProcessKey::SslRestAuthentication,
-        KeySpec::new(
-            "security.ssl.rest.authentication-enabled",
-            KeyDefault::Value("false"),
-            ValueKind::Bool,
-            KeyOrigin::Flink,
-            "Mutual TLS: refuse REST clients without a certificate signed by a truststore CA.",
-        ),
-    ),
-    (
-        ProcessKey::RestTokenFile,
-        KeySpec::new(
-            "security.rest.token-file",
-            KeyDefault::Derived("none"),
-            ValueKind::Text,
-            KeyOrigin::Ferry,
-            "File holding a bearer token (one line, 16+ characters) every REST request must send as 'Authorization: Bearer'; needs TLS unless rest.address is loopback.",
-        ),
-    ),
-    (
-        ProcessKey::SslRestKeystorePassword,
-        KeySpec::new(
-            "security.ssl.rest.keystore-password",
-            KeyDefault::Derived("none"),
-            ValueKind::Secret,
-            KeyOrigin::Flink,
-            "Not used: ferry reads PEM files, which have no store password; giving it is an error.",
-        ),
-    ),
-    (
-        ProcessKey::SslRestKeyPassword,
-        KeySpec::new(
-            "security.ssl.rest.key-password",
-            KeyDefault::Derived("none"),
-            ValueKind::Secret,
-            KeyOrigin::Flink,
-            "Not used: ferry reads unencrypted PEM keys, protected by file permissions; giving it is an error.",
-        ),
-    ),
-    (
-        ProcessKey::SslRestTruststorePassword,
-        KeySpec::new(
-            "security.ssl.rest.truststore-password",
-            KeyDefault::Derived("none"),
-            ValueKind::Secret,
-            KeyOrigin::Flink,
-            "Not used: PEM CA files have no password; giving it is an error.",
-        ),
-    ),
-];
+ferry_engine::config_section! {
+    /// How a job polls its tablet servers' metrics: per job (`ferry run`
+    /// and its `--jobmanager` submissions carry them), also given as `-D`.
+    pub static KUDU_METRICS_KEYS = Section::job("metrics.kudu").dynamic();
+    /// `metrics.kudu.sourceMasterHttpAddresses`.
+    pub const SOURCE_MASTER_HTTP: ConfigOption<Vec<String>> = addresses("metrics.kudu.sourceMasterHttpAddresses")
+        .derived("<master host>:8051")
+        .doc("Source masters' web UIs, used to find the tablet servers whose /metrics are polled.");
+    /// `metrics.kudu.sinkMasterHttpAddresses`.
+    pub const SINK_MASTER_HTTP: ConfigOption<Vec<String>> = addresses("metrics.kudu.sinkMasterHttpAddresses")
+        .derived("<master host>:8051")
+        .doc("Sink masters' web UIs.");
+    /// `metrics.kudu.pollIntervalMillis`; zero disables polling.
+    pub const KUDU_POLL_INTERVAL: ConfigOption<Duration> = ConfigOption::new("metrics.kudu.pollIntervalMillis", ValueKind::MillisOrZero, poll_interval, print_millis)
+        .default_value("2000")
+        .doc("How often tablet server metrics are polled; 0 disables.");
+}
 
-const ALL: &[ProcessKey] = &[
-    ProcessKey::RestAddress,
-    ProcessKey::RestPort,
-    ProcessKey::MetricsAddress,
-    ProcessKey::MetricsPort,
-    ProcessKey::SourceMasterHttp,
-    ProcessKey::SinkMasterHttp,
-    ProcessKey::KuduPollInterval,
-    ProcessKey::S3Endpoint,
-    ProcessKey::S3AccessKey,
-    ProcessKey::S3SecretKey,
-    ProcessKey::S3SessionToken,
-    ProcessKey::S3PathStyleAccess,
-    ProcessKey::S3Region,
-    ProcessKey::S3AllowHttp,
-    ProcessKey::SslRestEnabled,
-    ProcessKey::SslRestKeystore,
-    ProcessKey::SslRestPrivateKey,
-    ProcessKey::SslRestTruststore,
-    ProcessKey::SslRestAuthentication,
-    ProcessKey::RestTokenFile,
-    ProcessKey::SslRestKeystorePassword,
-    ProcessKey::SslRestKeyPassword,
-    ProcessKey::SslRestTruststorePassword,
-];
+ferry_engine::config_section! {
+    /// TLS, client certificates and the bearer token of the REST API (the
+    /// CLI verbs read them for their side too).
+    pub static REST_SECURITY_KEYS = Section::process("REST security");
+    /// `security.ssl.rest.enabled`.
+    pub const SSL_REST_ENABLED: ConfigOption<bool> = flag("security.ssl.rest.enabled")
+        .origin(Flink)
+        .default_value("false")
+        .doc("Serve the REST API and web page over TLS (https) with security.ssl.rest.keystore.");
+    /// `security.ssl.rest.keystore`.
+    pub const SSL_REST_KEYSTORE: ConfigOption<PathBuf> = file("security.ssl.rest.keystore")
+        .origin(Flink)
+        .derived("none")
+        .doc("PEM file with the certificate chain (leaf first) and, unless security.ssl.rest.private-key, the private key; the server's, or the CLI's client certificate. Not JKS/PKCS12.");
+    /// `security.ssl.rest.private-key`.
+    pub const SSL_REST_PRIVATE_KEY: ConfigOption<PathBuf> = file("security.ssl.rest.private-key")
+        .derived("in the keystore file")
+        .doc("PEM file with the keystore certificate's unencrypted private key, when it is not in the keystore file.");
+    /// `security.ssl.rest.truststore`.
+    pub const SSL_REST_TRUSTSTORE: ConfigOption<PathBuf> = file("security.ssl.rest.truststore")
+        .origin(Flink)
+        .derived("none (CLI: the system CAs)")
+        .doc("PEM file with CA certificates: the server accepts client certificates they signed (authentication-enabled); the CLI trusts the server certificate they signed.");
+    /// `security.ssl.rest.authentication-enabled`.
+    pub const SSL_REST_AUTHENTICATION: ConfigOption<bool> = flag("security.ssl.rest.authentication-enabled")
+        .origin(Flink)
+        .default_value("false")
+        .doc("Mutual TLS: refuse REST clients without a certificate signed by a truststore CA.");
+    /// `security.rest.token-file`.
+    pub const REST_TOKEN_FILE: ConfigOption<PathBuf> = file("security.rest.token-file")
+        .derived("none")
+        .doc("File holding a bearer token (one line, 16+ characters) every REST request must send as 'Authorization: Bearer'; needs TLS unless rest.address is loopback.");
+    /// `security.ssl.rest.keystore-password`: refused.
+    pub const SSL_REST_KEYSTORE_PASSWORD: ConfigOption<()> = password("security.ssl.rest.keystore-password")
+        .doc("Not used: ferry reads PEM files, which have no store password; giving it is an error.");
+    /// `security.ssl.rest.key-password`: refused.
+    pub const SSL_REST_KEY_PASSWORD: ConfigOption<()> = password("security.ssl.rest.key-password")
+        .doc("Not used: ferry reads unencrypted PEM keys, protected by file permissions; giving it is an error.");
+    /// `security.ssl.rest.truststore-password`: refused.
+    pub const SSL_REST_TRUSTSTORE_PASSWORD: ConfigOption<()> = password("security.ssl.rest.truststore-password")
+        .doc("Not used: PEM CA files have no password; giving it is an error.");
+}
 
-impl ProcessKey {
-    /// Every process key, in catalog order.
-    pub fn all() -> &'static [ProcessKey] {
-        ALL
-    }
+const fn host(name: &'static str) -> ConfigOption<String> {
+    ConfigOption::new(name, ValueKind::Host, parse_host, String::clone)
+}
 
-    /// The catalog row of this key.
-    pub fn spec(self) -> &'static KeySpec {
-        // No explicit discriminants: `self as usize` is the row (unit test).
-        &CATALOG[self as usize].1
-    }
-
-    /// The key's name (not an alias).
-    pub fn name(self) -> &'static str {
-        self.spec().name
-    }
-
-    /// The key named `name` or one of its aliases.
-    pub fn lookup(name: &str) -> Option<ProcessKey> {
-        ALL.iter().copied().find(|k| k.spec().answers_to(name))
-    }
-
-    /// The `s3.*` setting this key is, if it is one.
-    pub fn s3_key(self) -> Option<S3Key> {
-        Some(match self {
-            ProcessKey::S3Endpoint => S3Key::Endpoint,
-            ProcessKey::S3AccessKey => S3Key::AccessKey,
-            ProcessKey::S3SecretKey => S3Key::SecretKey,
-            ProcessKey::S3SessionToken => S3Key::SessionToken,
-            ProcessKey::S3PathStyleAccess => S3Key::PathStyleAccess,
-            ProcessKey::S3Region => S3Key::Region,
-            ProcessKey::S3AllowHttp => S3Key::AllowHttp,
-            _ => return None,
-        })
-    }
-
-    /// Whether `ferry server` uses this key (the `metrics.kudu.*` keys are
-    /// per job: `ferry run` and its `--jobmanager` submissions carry them).
-    pub fn is_server_key(self) -> bool {
-        !matches!(
-            self,
-            ProcessKey::SourceMasterHttp
-                | ProcessKey::SinkMasterHttp
-                | ProcessKey::KuduPollInterval
-        )
+fn parse_host(value: &str) -> Result<String, ValueError> {
+    match value.trim() {
+        "" => Err(ValueError::Invalid("must not be empty".to_string())),
+        h => Ok(h.to_string()),
     }
 }
 
-impl std::fmt::Display for ProcessKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
+const fn port(name: &'static str) -> ConfigOption<u16> {
+    ConfigOption::new(name, ValueKind::Port, parse_port, print_port)
+}
+
+fn parse_port(value: &str) -> Result<u16, ValueError> {
+    value
+        .trim()
+        .parse::<u16>()
+        .map_err(|_| ValueError::Invalid("expected a port number from 0 to 65535".to_string()))
+}
+
+fn print_port(port: &u16) -> String {
+    port.to_string()
+}
+
+const fn addresses(name: &'static str) -> ConfigOption<Vec<String>> {
+    ConfigOption::new(
+        name,
+        ValueKind::HttpAddresses,
+        parse_addresses,
+        print_addresses,
+    )
+}
+
+fn parse_addresses(value: &str) -> Result<Vec<String>, ValueError> {
+    let list: Vec<String> = value
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(String::from)
+        .collect();
+    if list.is_empty() {
+        return Err(ValueError::Invalid(
+            "expected comma-separated host:port addresses".to_string(),
+        ));
     }
+    Ok(list)
+}
+
+#[allow(clippy::ptr_arg)] // the printer of a `Vec` key
+fn print_addresses(list: &Vec<String>) -> String {
+    list.join(",")
+}
+
+fn poll_interval(value: &str) -> Result<Duration, ValueError> {
+    value
+        .trim()
+        .parse::<u64>()
+        .map(Duration::from_millis)
+        .map_err(|_| ValueError::Invalid("expected milliseconds (0 disables)".to_string()))
+}
+
+fn print_millis(d: &Duration) -> String {
+    d.as_millis().to_string()
+}
+
+const fn flag(name: &'static str) -> ConfigOption<bool> {
+    ConfigOption::new(name, ValueKind::Bool, parse_flag, print_flag)
+}
+
+fn parse_flag(value: &str) -> Result<bool, ValueError> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(ValueError::Invalid("expected true or false".to_string())),
+    }
+}
+
+fn print_flag(b: &bool) -> String {
+    b.to_string()
+}
+
+const fn file(name: &'static str) -> ConfigOption<PathBuf> {
+    ConfigOption::new(name, ValueKind::Text, parse_file, print_file)
+}
+
+fn parse_file(value: &str) -> Result<PathBuf, ValueError> {
+    match value.trim() {
+        "" => Err(ValueError::Invalid(
+            "expected the path of a file".to_string(),
+        )),
+        p => Ok(PathBuf::from(p)),
+    }
+}
+
+#[allow(clippy::ptr_arg)] // the printer of a `PathBuf` key
+fn print_file(p: &PathBuf) -> String {
+    p.display().to_string()
+}
+
+/// A Java store password key of Flink's: ferry reads PEM files, so any
+/// value is refused (and never shown).
+const fn password(name: &'static str) -> ConfigOption<()> {
+    ConfigOption::new(name, ValueKind::Secret, no_password, print_nothing)
+        .origin(Flink)
+        .derived("none")
+}
+
+fn no_password(_: &str) -> Result<(), ValueError> {
+    Err(ValueError::Invalid(
+        "ferry reads PEM files: certificates have no store password and the private key must \
+         be unencrypted (protect it with file permissions, e.g. 0600); remove this key"
+            .to_string(),
+    ))
+}
+
+fn print_nothing(_: &()) -> String {
+    String::new()
 }
 
 /// A bad process option value (an empty `value`: a key missing, or one
@@ -507,15 +367,79 @@ pub struct ProcessOptions {
     pub s3: S3Settings,
 }
 
+/// The value of `key` in `keys` if given, parsed; an error names the key
+/// and the value (`***` for a secret).
+fn given<T>(keys: &Config, key: &ConfigOption<T>) -> Result<Option<T>, OptionError> {
+    let Some(value) = keys.raw(key) else {
+        return Ok(None);
+    };
+    key.parse(value).map(Some).map_err(|e| OptionError {
+        key: key.name().to_string(),
+        value: shown(key, value),
+        reason: e.to_string(),
+    })
+}
+
+/// A value as errors show it: a secret, or an endpoint with credentials in
+/// it, is not echoed.
+fn shown(key: &dyn AnyOption, value: &str) -> String {
+    if key.spec().kind == ValueKind::Secret || value.contains('@') {
+        "***".to_string()
+    } else {
+        value.to_string()
+    }
+}
+
 impl ProcessOptions {
-    /// Validates the given process keys (each at most once; the caller
-    /// merged the command line over the file) on top of the defaults.
-    pub fn from_pairs<'a>(
-        pairs: impl IntoIterator<Item = (ProcessKey, &'a str)>,
-    ) -> Result<Self, OptionError> {
+    /// Validates the process keys given in `keys` (each at most once; the
+    /// caller merged the command line over the file) on top of the
+    /// defaults; other keys are left alone.
+    pub fn from_config(keys: &Config) -> Result<Self, OptionError> {
         let mut opts = ProcessOptions::default();
-        for (key, value) in pairs {
-            opts.set(key, value)?;
+        let chosen = |port| PortChoice {
+            port,
+            explicit: true,
+        };
+        let server = &mut opts.server;
+        if let Some(a) = given(keys, &REST_ADDRESS)? {
+            server.rest_address = a;
+        }
+        if let Some(p) = given(keys, &REST_PORT)? {
+            server.rest_port = chosen(p);
+        }
+        if let Some(a) = given(keys, &METRICS_ADDRESS)? {
+            server.metrics_address = Some(a);
+        }
+        if let Some(p) = given(keys, &METRICS_PORT)? {
+            server.metrics_port = chosen(p);
+        }
+        opts.kudu.source_master_http = given(keys, &SOURCE_MASTER_HTTP)?;
+        opts.kudu.sink_master_http = given(keys, &SINK_MASTER_HTTP)?;
+        if let Some(d) = given(keys, &KUDU_POLL_INTERVAL)? {
+            opts.kudu.poll_interval = d;
+        }
+        opts.s3 = S3Settings::from_config(keys).map_err(|e| OptionError {
+            key: e.key.to_string(),
+            value: crate::settings::KEYS
+                .lookup(e.key)
+                .and_then(|(_, k)| keys.raw(k).map(|v| shown(k, v)))
+                .unwrap_or_default(),
+            reason: e.reason,
+        })?;
+        let security = &mut opts.server.security;
+        security.ssl_enabled = given(keys, &SSL_REST_ENABLED)?.unwrap_or(security.ssl_enabled);
+        security.keystore = given(keys, &SSL_REST_KEYSTORE)?;
+        security.private_key = given(keys, &SSL_REST_PRIVATE_KEY)?;
+        security.truststore = given(keys, &SSL_REST_TRUSTSTORE)?;
+        security.authentication_enabled =
+            given(keys, &SSL_REST_AUTHENTICATION)?.unwrap_or(security.authentication_enabled);
+        security.token_file = given(keys, &REST_TOKEN_FILE)?;
+        for refused in [
+            &SSL_REST_KEYSTORE_PASSWORD,
+            &SSL_REST_KEY_PASSWORD,
+            &SSL_REST_TRUSTSTORE_PASSWORD,
+        ] {
+            given(keys, refused)?;
         }
         // Keys that only fail together (http endpoint without
         // s3.allow-http, an access key without its secret) are usage errors
@@ -526,7 +450,7 @@ impl ProcessOptions {
             opts.s3.resolve().map_err(|e| OptionError {
                 key: e.key.to_string(),
                 value: match e.key {
-                    "s3.endpoint" => opts.s3.endpoint.clone().unwrap_or_default(),
+                    k if k == S3_ENDPOINT.name() => opts.s3.endpoint.clone().unwrap_or_default(),
                     _ => String::new(),
                 },
                 reason: e.reason,
@@ -540,143 +464,59 @@ impl ProcessOptions {
             .map_err(OptionError::from)?;
         Ok(opts)
     }
-
-    fn set(&mut self, key: ProcessKey, value: &str) -> Result<(), OptionError> {
-        if let Some(s3_key) = key.s3_key() {
-            return self.s3.set(s3_key, value).map_err(|e| OptionError {
-                key: key.name().to_string(),
-                // A secret, or an endpoint with credentials in it, is not echoed.
-                value: if s3_key.is_secret() || value.contains('@') {
-                    "***".to_string()
-                } else {
-                    value.to_string()
-                },
-                reason: e.reason,
-            });
-        }
-        let fail = |reason: &str| OptionError {
-            key: key.name().to_string(),
-            value: value.to_string(),
-            reason: reason.to_string(),
-        };
-        let port = || -> Result<PortChoice, OptionError> {
-            let port = value
-                .trim()
-                .parse::<u16>()
-                .map_err(|_| fail("expected a port number from 0 to 65535"))?;
-            Ok(PortChoice {
-                port,
-                explicit: true,
-            })
-        };
-        let host = || -> Result<String, OptionError> {
-            match value.trim() {
-                "" => Err(fail("must not be empty")),
-                h => Ok(h.to_string()),
-            }
-        };
-        let file = || -> Result<Option<PathBuf>, OptionError> {
-            match value.trim() {
-                "" => Err(fail("expected the path of a file")),
-                p => Ok(Some(PathBuf::from(p))),
-            }
-        };
-        let boolean = || -> Result<bool, OptionError> {
-            match value.trim().to_ascii_lowercase().as_str() {
-                "true" => Ok(true),
-                "false" => Ok(false),
-                _ => Err(fail("expected true or false")),
-            }
-        };
-        let addresses = || -> Result<Vec<String>, OptionError> {
-            let list: Vec<String> = value
-                .split(',')
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .map(String::from)
-                .collect();
-            if list.is_empty() {
-                return Err(fail("expected comma-separated host:port addresses"));
-            }
-            Ok(list)
-        };
-        match key {
-            ProcessKey::RestAddress => self.server.rest_address = host()?,
-            ProcessKey::RestPort => self.server.rest_port = port()?,
-            ProcessKey::MetricsAddress => self.server.metrics_address = Some(host()?),
-            ProcessKey::MetricsPort => self.server.metrics_port = port()?,
-            ProcessKey::SourceMasterHttp => self.kudu.source_master_http = Some(addresses()?),
-            ProcessKey::SinkMasterHttp => self.kudu.sink_master_http = Some(addresses()?),
-            ProcessKey::S3Endpoint
-            | ProcessKey::S3AccessKey
-            | ProcessKey::S3SecretKey
-            | ProcessKey::S3SessionToken
-            | ProcessKey::S3PathStyleAccess
-            | ProcessKey::S3Region
-            | ProcessKey::S3AllowHttp => {} // handled above
-            ProcessKey::SslRestEnabled => self.server.security.ssl_enabled = boolean()?,
-            ProcessKey::SslRestKeystore => self.server.security.keystore = file()?,
-            ProcessKey::SslRestPrivateKey => self.server.security.private_key = file()?,
-            ProcessKey::SslRestTruststore => self.server.security.truststore = file()?,
-            ProcessKey::SslRestAuthentication => {
-                self.server.security.authentication_enabled = boolean()?
-            }
-            ProcessKey::RestTokenFile => self.server.security.token_file = file()?,
-            ProcessKey::SslRestKeystorePassword
-            | ProcessKey::SslRestKeyPassword
-            | ProcessKey::SslRestTruststorePassword => {
-                return Err(OptionError {
-                    key: key.name().to_string(),
-                    value: "***".to_string(),
-                    reason: "ferry reads PEM files: certificates have no store password and the \
-                             private key must be unencrypted (protect it with file permissions, \
-                             e.g. 0600); remove this key"
-                        .to_string(),
-                })
-            }
-            ProcessKey::KuduPollInterval => {
-                let ms = value
-                    .trim()
-                    .parse::<u64>()
-                    .map_err(|_| fail("expected milliseconds (0 disables)"))?;
-                self.kudu.poll_interval = Duration::from_millis(ms);
-            }
-        }
-        Ok(())
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::settings::KEYS;
+    use ferry_engine::config::Scope;
+    use ferry_objstore::{S3_ACCESS_KEY, S3_PATH_STYLE_ACCESS, S3_SECRET_KEY};
+
+    /// The process options from `pairs`.
+    fn from_pairs(pairs: &[(&dyn AnyOption, &str)]) -> Result<ProcessOptions, OptionError> {
+        let mut keys = Config::new();
+        for (key, value) in pairs {
+            keys.set(*key, *value);
+        }
+        ProcessOptions::from_config(&keys)
+    }
+
+    fn lookup(name: &str) -> Option<&'static str> {
+        KEYS.lookup(name).map(|(_, k)| k.name())
+    }
+
+    fn is_server_key(key: &dyn AnyOption) -> bool {
+        KEYS.lookup(key.name())
+            .is_some_and(|(section, _)| section.scope == Scope::Process)
+    }
 
     #[test]
-    fn catalog_rows_line_up_with_the_enum() {
-        assert_eq!(CATALOG.len(), ALL.len());
-        for (i, key) in ALL.iter().enumerate() {
-            assert_eq!(CATALOG[i].0, *key, "catalog row {i}");
-            assert_eq!(*key as usize, i, "{key:?} position");
-            assert!(["rest", "metrics", "s3", "security"].contains(&key.spec().section()));
-            assert_eq!(ProcessKey::lookup(key.name()), Some(*key));
+    fn process_sections() {
+        for section in [&SERVER_KEYS, &KUDU_METRICS_KEYS, &REST_SECURITY_KEYS] {
+            for key in section.keys {
+                assert!(["rest", "metrics", "s3", "security"].contains(&key.spec().section()));
+                assert_eq!(lookup(key.name()), Some(key.name()));
+                assert!(!key.spec().doc.is_empty());
+            }
         }
+        assert!(!is_server_key(&KUDU_POLL_INTERVAL));
+        assert!(is_server_key(&REST_PORT));
     }
 
     #[test]
     fn flink_aliases() {
+        assert_eq!(lookup("rest.bind-port"), Some(REST_PORT.name()));
         assert_eq!(
-            ProcessKey::lookup("rest.bind-port"),
-            Some(ProcessKey::RestPort)
+            lookup("metrics.reporter.prom.port"),
+            Some(METRICS_PORT.name())
         );
         assert_eq!(
-            ProcessKey::lookup("metrics.reporter.prom.port"),
-            Some(ProcessKey::MetricsPort)
+            KEYS.lookup("job.tableName").map(|(s, _)| s.scope),
+            Some(Scope::Job),
+            "not a process key"
         );
-        assert_eq!(ProcessKey::lookup("job.tableName"), None);
-        let o = ProcessOptions::from_pairs([
-            (ProcessKey::RestPort, "8082"),
-            (ProcessKey::MetricsPort, "9999"),
-        ])
-        .unwrap();
+        let o = from_pairs(&[(&REST_PORT, "8082"), (&METRICS_PORT, "9999")]).unwrap();
         assert_eq!(
             o.server.rest_port,
             PortChoice {
@@ -685,72 +525,60 @@ mod tests {
             }
         );
         assert_eq!(o.server.metrics_port.port, 9999);
-        let defaults = ProcessOptions::from_pairs([]).unwrap();
+        let defaults = from_pairs(&[]).unwrap();
         assert!(!defaults.server.rest_port.explicit);
         assert_eq!(defaults.server.rest_port.port, DEFAULT_REST_PORT);
         // The catalog's documented defaults are the ones applied.
-        let documented = |k: ProcessKey| k.spec().default_value().map(str::to_string);
+        let documented = |k: &dyn AnyOption| k.spec().default_value().map(str::to_string);
+        assert_eq!(documented(&REST_PORT), Some(DEFAULT_REST_PORT.to_string()));
         assert_eq!(
-            documented(ProcessKey::RestPort),
-            Some(DEFAULT_REST_PORT.to_string())
-        );
-        assert_eq!(
-            documented(ProcessKey::MetricsPort),
+            documented(&METRICS_PORT),
             Some(DEFAULT_METRICS_PORT.to_string())
         );
+        assert_eq!(documented(&REST_ADDRESS).as_deref(), Some(DEFAULT_ADDRESS));
         assert_eq!(
-            documented(ProcessKey::RestAddress).as_deref(),
-            Some(DEFAULT_ADDRESS)
-        );
-        assert_eq!(
-            documented(ProcessKey::KuduPollInterval),
+            documented(&KUDU_POLL_INTERVAL),
             Some(defaults.kudu.poll_interval.as_millis().to_string())
         );
     }
 
     #[test]
     fn bad_values_name_the_key() {
-        let err = ProcessOptions::from_pairs([(ProcessKey::RestPort, "http")]).unwrap_err();
+        let err = from_pairs(&[(&REST_PORT, "http")]).unwrap_err();
         assert!(err.to_string().contains("'http' for rest.port"), "{err}");
-        let err = ProcessOptions::from_pairs([(ProcessKey::KuduPollInterval, "-1")]).unwrap_err();
+        let err = from_pairs(&[(&KUDU_POLL_INTERVAL, "-1")]).unwrap_err();
         assert!(err.to_string().contains("metrics.kudu.pollIntervalMillis"));
-        assert!(ProcessOptions::from_pairs([(ProcessKey::MetricsAddress, " ")]).is_err());
-        let o = ProcessOptions::from_pairs([(ProcessKey::KuduPollInterval, "0")]).unwrap();
+        assert!(from_pairs(&[(&METRICS_ADDRESS, " ")]).is_err());
+        let o = from_pairs(&[(&KUDU_POLL_INTERVAL, "0")]).unwrap();
         assert_eq!(o.kudu.poll_interval, Duration::ZERO);
     }
 
     #[test]
     fn s3_keys_are_validated_and_secrets_never_echoed() {
-        let o = ProcessOptions::from_pairs([
-            (ProcessKey::S3Endpoint, "http://127.0.0.1:9000"),
-            (ProcessKey::S3AccessKey, "ferry"),
-            (ProcessKey::S3SecretKey, "very-secret-value"),
-            (ProcessKey::S3PathStyleAccess, "true"),
+        let o = from_pairs(&[
+            (&S3_ENDPOINT, "http://127.0.0.1:9000"),
+            (&S3_ACCESS_KEY, "ferry"),
+            (&S3_SECRET_KEY, "very-secret-value"),
+            (&S3_PATH_STYLE_ACCESS, "true"),
         ])
         .unwrap();
         assert_eq!(o.s3.endpoint.as_deref(), Some("http://127.0.0.1:9000"));
         assert_eq!(o.s3.path_style_access, Some(true));
         assert!(!format!("{o:?}").contains("very-secret-value"));
-        assert_eq!(
-            ProcessKey::lookup("s3.secret.key"),
-            Some(ProcessKey::S3SecretKey)
-        );
-        let err = ProcessOptions::from_pairs([(ProcessKey::S3SecretKey, " ")]).unwrap_err();
+        assert_eq!(lookup("s3.secret.key"), Some(S3_SECRET_KEY.name()));
+        let err = from_pairs(&[(&S3_SECRET_KEY, " ")]).unwrap_err();
         assert!(err.to_string().contains("s3.secret-key"), "{err}");
-        let err =
-            ProcessOptions::from_pairs([(ProcessKey::S3Endpoint, "http://k:pw@host")]).unwrap_err();
+        let err = from_pairs(&[(&S3_ENDPOINT, "http://k:pw@host")]).unwrap_err();
         assert!(!err.to_string().contains("pw@"), "{err}");
-        let err =
-            ProcessOptions::from_pairs([(ProcessKey::S3PathStyleAccess, "maybe")]).unwrap_err();
+        let err = from_pairs(&[(&S3_PATH_STYLE_ACCESS, "maybe")]).unwrap_err();
         assert!(
             err.to_string().contains("'maybe' for s3.path.style.access"),
             "{err}"
         );
-        assert!(ProcessKey::S3SecretKey.is_server_key());
-        let err = ProcessOptions::from_pairs([(ProcessKey::S3Endpoint, "http://s3.example.com")])
-            .unwrap_err();
+        assert!(is_server_key(&S3_SECRET_KEY));
+        let err = from_pairs(&[(&S3_ENDPOINT, "http://s3.example.com")]).unwrap_err();
         assert!(err.to_string().contains("s3.allow-http"), "{err}");
-        let err = ProcessOptions::from_pairs([(ProcessKey::S3AccessKey, "id")]).unwrap_err();
+        let err = from_pairs(&[(&S3_ACCESS_KEY, "id")]).unwrap_err();
         assert!(err.to_string().starts_with("s3.secret-key: "), "{err}");
     }
 
@@ -758,9 +586,9 @@ mod tests {
     fn rest_security_keys() {
         let dir = tempfile::tempdir().unwrap();
         let missing = dir.path().join("server.pem");
-        let err = ProcessOptions::from_pairs([
-            (ProcessKey::SslRestEnabled, "true"),
-            (ProcessKey::SslRestKeystore, missing.to_str().unwrap()),
+        let err = from_pairs(&[
+            (&SSL_REST_ENABLED, "true"),
+            (&SSL_REST_KEYSTORE, missing.to_str().unwrap()),
         ])
         .unwrap_err();
         let text = err.to_string();
@@ -771,45 +599,42 @@ mod tests {
         );
         let jks = dir.path().join("truststore.jks");
         std::fs::write(&jks, [0xFE, 0xED, 0xFE, 0xED, 0, 0, 0, 2]).unwrap();
-        let text =
-            ProcessOptions::from_pairs([(ProcessKey::SslRestTruststore, jks.to_str().unwrap())])
-                .unwrap_err()
-                .to_string();
+        let text = from_pairs(&[(&SSL_REST_TRUSTSTORE, jks.to_str().unwrap())])
+            .unwrap_err()
+            .to_string();
         assert!(
             text.contains("security.ssl.rest.truststore") && text.contains("PEM"),
             "{text}"
         );
-        let text = ProcessOptions::from_pairs([(ProcessKey::SslRestEnabled, "true")])
+        let text = from_pairs(&[(&SSL_REST_ENABLED, "true")])
             .unwrap_err()
             .to_string();
         assert!(
             text.starts_with("security.ssl.rest.keystore: must be set"),
             "{text}"
         );
-        let err =
-            ProcessOptions::from_pairs([(ProcessKey::SslRestKeyPassword, "hunter2")]).unwrap_err();
+        let err = from_pairs(&[(&SSL_REST_KEY_PASSWORD, "hunter2")]).unwrap_err();
         assert!(!err.to_string().contains("hunter2"), "{err}");
         assert!(err.to_string().contains("PEM"), "{err}");
-        assert!(ProcessOptions::from_pairs([(ProcessKey::SslRestEnabled, "maybe")]).is_err());
+        assert!(from_pairs(&[(&SSL_REST_ENABLED, "maybe")]).is_err());
         let token = dir.path().join("token");
         std::fs::write(&token, "0123456789abcdef0123456789abcdef\n").unwrap();
-        let err = ProcessOptions::from_pairs([
-            (ProcessKey::RestAddress, "0.0.0.0"),
-            (ProcessKey::RestTokenFile, token.to_str().unwrap()),
+        let err = from_pairs(&[
+            (&REST_ADDRESS, "0.0.0.0"),
+            (&REST_TOKEN_FILE, token.to_str().unwrap()),
         ])
         .unwrap_err();
         assert!(err.to_string().contains("clear text"), "{err}");
         assert!(!err.to_string().contains("0123456789abcdef"), "{err}");
-        let o = ProcessOptions::from_pairs([(ProcessKey::RestTokenFile, token.to_str().unwrap())])
-            .unwrap();
+        let o = from_pairs(&[(&REST_TOKEN_FILE, token.to_str().unwrap())]).unwrap();
         assert_eq!(
             o.server.security.token_file.as_deref(),
             Some(token.as_path())
         );
-        assert!(ProcessKey::SslRestKeystore.is_server_key());
+        assert!(is_server_key(&SSL_REST_KEYSTORE));
         assert_eq!(
-            ProcessKey::lookup("security.ssl.rest.authentication-enabled"),
-            Some(ProcessKey::SslRestAuthentication)
+            lookup("security.ssl.rest.authentication-enabled"),
+            Some(SSL_REST_AUTHENTICATION.name())
         );
     }
 }

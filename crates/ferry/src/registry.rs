@@ -112,6 +112,9 @@ pub struct JobEntry {
     pub activity: Arc<KuduActivity>,
     /// The Kafka connectors' counters (jobs with a Kafka side).
     pub kafka: Option<Arc<ferry_kafka::KafkaMetrics>>,
+    /// Every job key with its effective value (given or literal default),
+    /// as `GET /jobs/:id/config` shows them.
+    pub keys: ferry_engine::config::Config,
     operations: Mutex<HashMap<String, Operation>>,
     /// Verifications: progress by request id, the last one's outcome.
     verify: Mutex<VerifyRuns>,
@@ -147,6 +150,7 @@ impl JobEntry {
             source_rows_estimate,
             activity,
             kafka: None,
+            keys: ferry_engine::config::Config::new(),
             operations: Mutex::new(HashMap::new()),
             verify: Mutex::new(VerifyRuns::default()),
             tasks: CancellationToken::new(),
@@ -156,6 +160,12 @@ impl JobEntry {
     /// With the counters of the job's Kafka connectors.
     pub fn with_kafka(mut self, kafka: Option<Arc<ferry_kafka::KafkaMetrics>>) -> Self {
         self.kafka = kafka;
+        self
+    }
+
+    /// With the job's keys in effective form (see [`JobEntry::keys`]).
+    pub fn with_keys(mut self, keys: ferry_engine::config::Config) -> Self {
+        self.keys = keys;
         self
     }
 

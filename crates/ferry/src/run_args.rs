@@ -4,16 +4,19 @@
 //!
 //! clap cannot take an open set of dotted keys, so `run` collects its
 //! arguments raw and [`parse`] walks them once: flags here, every key into
-//! one [`Settings`] map (names checked against both catalogs). The
+//! one [`Settings`] map (names checked against every section). The
 //! `--config` file is read once into another; the command line's map wins,
-//! and the merged map is validated once into `JobConfig` and
-//! `ProcessOptions`.
+//! and the merged map is validated once ([`build`]) into `JobConfig`, the
+//! Kafka settings and `ProcessOptions`. A session-mode server builds the
+//! job it is sent with the same [`build`] ([`from_submission`]).
 
 pub mod from_cutover;
 
-use crate::process_opts::{OptionError, ProcessKey, ProcessOptions};
+use crate::api::live::SubmitRequestBody;
+use crate::process_opts::{OptionError, ProcessOptions};
 use crate::settings::{all_specs, Settings, SettingsError};
 use ferry_engine::config::{ConfigError, JobConfig};
+use ferry_kafka::config::{KafkaSinkConfig, KafkaSourceConfig};
 use std::path::PathBuf;
 
 /// Parsed `ferry run` arguments.
@@ -21,6 +24,10 @@ use std::path::PathBuf;
 pub struct RunArgs {
     /// The validated job configuration.
     pub config: JobConfig,
+    /// The Kafka sink's settings, with `job.sinkType=kafka`.
+    pub kafka_sink: Option<KafkaSinkConfig>,
+    /// The Kafka source's settings, with `job.sourceType=kafka`.
+    pub kafka_source: Option<KafkaSourceConfig>,
     /// `-s/--fromSavepoint`: a savepoint or retained checkpoint to resume from.
     pub from_savepoint: Option<String>,
     /// `--fromCutover FILE`: start the reverse job of a verified cutover
@@ -38,58 +45,50 @@ pub struct RunArgs {
     pub detached: bool,
     /// REST / metrics / tablet-server polling options (`rest.*`, `metrics.*`).
     pub process: ProcessOptions,
+    /// Every key as given (command line over `--config`), for a
+    /// session-mode submission.
+    pub settings: Settings,
 }
 
 impl RunArgs {
-    /// The arguments that reproduce this job on another process (session
-    /// mode): every key with its effective value and paths made absolute,
-    /// so the server neither reads the client's files nor resolves paths
-    /// against its own working directory.
-    pub fn to_submission_args(&self) -> Result<Vec<String>, UsageError> {
-        let mut out = Vec::new();
-        for (key, value) in self.config.effective_values() {
-            out.push(format!("--{}={value}", key.name()));
-        }
-        out.push(format!("--parallelism={}", self.parallelism));
-        let absolute = |flag: &str, path: &str| -> Result<String, UsageError> {
-            ferry_engine::checkpoint::StorageLocation::parse(path)
-                .map(|l| l.to_uri())
-                .map_err(|e| UsageError::InvalidValue {
-                    flag: flag.to_string(),
-                    value: e.input,
-                    reason: e.reason,
+    /// What a session-mode server needs to run this job: the job's keys as
+    /// given (locations made absolute), `-p`, and `-s` / `--savepointPath`
+    /// as absolute URIs, so the server neither reads the client's files nor
+    /// resolves paths against its own working directory. Process keys stay
+    /// here: the server has its own.
+    pub fn submission(&self) -> Result<SubmitRequestBody, UsageError> {
+        let absolute = |flag: &str, path: &Option<String>| -> Result<Option<String>, UsageError> {
+            path.as_deref()
+                .map(|p| {
+                    ferry_engine::checkpoint::StorageLocation::parse(p)
+                        .map(|l| l.to_uri())
+                        .map_err(|e| UsageError::InvalidValue {
+                            flag: flag.to_string(),
+                            value: e.input,
+                            reason: e.reason,
+                        })
                 })
+                .transpose()
         };
-        if let Some(p) = &self.from_savepoint {
-            out.push(format!(
-                "--fromSavepoint={}",
-                absolute("--fromSavepoint", p)?
-            ));
-        }
-        if let Some(p) = &self.savepoint_dir {
-            out.push(format!(
-                "--savepointPath={}",
-                absolute("--savepointPath", p)?
-            ));
-        }
-        let k = &self.process.kudu;
-        if let Some(a) = &k.source_master_http {
-            out.push(format!(
-                "--{}={}",
-                ProcessKey::SourceMasterHttp,
-                a.join(",")
-            ));
-        }
-        if let Some(a) = &k.sink_master_http {
-            out.push(format!("--{}={}", ProcessKey::SinkMasterHttp, a.join(",")));
-        }
-        out.push(format!(
-            "--{}={}",
-            ProcessKey::KuduPollInterval,
-            k.poll_interval.as_millis()
-        ));
-        Ok(out)
+        Ok(SubmitRequestBody {
+            config: self.settings.submission()?,
+            parallelism: self.parallelism,
+            from_savepoint: absolute("--fromSavepoint", &self.from_savepoint)?,
+            savepoint_path: absolute("--savepointPath", &self.savepoint_dir)?,
+        })
     }
+}
+
+/// The job a session-mode submission describes, validated as `ferry run`
+/// validates its command line.
+pub fn from_submission(body: &SubmitRequestBody) -> Result<RunArgs, UsageError> {
+    let flags = RunFlags {
+        from_savepoint: body.from_savepoint.clone(),
+        parallelism: Some(body.parallelism.to_string()),
+        savepoint_dir: body.savepoint_path.clone(),
+        ..RunFlags::default()
+    };
+    build(flags, Settings::from_submission(&body.config)?)
 }
 
 /// What the command line asked for.
@@ -162,9 +161,23 @@ impl RunFlags {
 
 /// Splits and validates `ferry run` arguments (everything after `run`).
 pub fn parse(args: &[String]) -> Result<RunCommand, UsageError> {
+    match parse_args(args)? {
+        Some((flags, cli)) => {
+            let file = match &flags.config_file {
+                Some(path) => Settings::from_toml_file(path)?,
+                None => Settings::default(),
+            };
+            build(flags, file.overridden_by(cli)).map(|run| RunCommand::Run(Box::new(run)))
+        }
+        None => Ok(RunCommand::Help),
+    }
+}
+
+/// `run`'s flags and the keys of its command line; `None` for `--help`.
+fn parse_args(args: &[String]) -> Result<Option<(RunFlags, Settings)>, UsageError> {
     // Help wins over any mistake elsewhere on the line.
     if args.iter().any(|a| a == "-h" || a == "--help") {
-        return Ok(RunCommand::Help);
+        return Ok(None);
     }
     let mut flags = RunFlags::default();
     let mut cli = Settings::default();
@@ -216,13 +229,17 @@ pub fn parse(args: &[String]) -> Result<RunCommand, UsageError> {
             }
         }
     }
-    let file = match &flags.config_file {
-        Some(path) => Settings::from_toml_file(path)?,
-        None => Settings::default(),
-    };
-    let settings = file.overridden_by(cli);
-    let process = ProcessOptions::from_pairs(settings.process())?;
-    let config = JobConfig::from_raw(&settings.job())?;
+    Ok(Some((flags, cli)))
+}
+
+/// Validates `settings` (every key given, merged) and `run`'s own flags
+/// into a job: process keys, the job's keys, the Kafka sides.
+fn build(flags: RunFlags, settings: Settings) -> Result<RunArgs, UsageError> {
+    let keys = settings.config();
+    let process = ProcessOptions::from_config(keys)?;
+    let config = JobConfig::from_config(keys)?;
+    let kafka_sink = KafkaSinkConfig::from_config(keys, &config)?;
+    let kafka_source = KafkaSourceConfig::from_config(keys, &config)?;
     let from_cutover = match flags.from_cutover {
         None => None,
         Some(path) => {
@@ -241,8 +258,10 @@ pub fn parse(args: &[String]) -> Result<RunCommand, UsageError> {
             Some(from_cutover::load(path.clone(), &config).map_err(refuse)?)
         }
     };
-    Ok(RunCommand::Run(Box::new(RunArgs {
+    Ok(RunArgs {
         config,
+        kafka_sink,
+        kafka_source,
         from_savepoint: flags.from_savepoint,
         from_cutover,
         parallelism: match flags.parallelism {
@@ -253,7 +272,8 @@ pub fn parse(args: &[String]) -> Result<RunCommand, UsageError> {
         jobmanager: flags.jobmanager,
         detached: flags.detached,
         process,
-    })))
+        settings,
+    })
 }
 
 fn parse_parallelism(value: &str) -> Result<usize, UsageError> {

@@ -1,13 +1,16 @@
 //! Reading configuration, once per source.
 //!
-//! Every key ferry takes is a row of one of two catalogs of the same shape
-//! ([`KeySpec`]): the job's keys (`job.*`, `reader.*`, `writer.*`, defined
-//! by the engine's [`ConfigKey`]) and the process keys (`rest.*`,
-//! `metrics.*`, [`ProcessKey`]). The command line (with `-D`) and the
-//! `--config` TOML file are each read once into a [`Settings`] map from
-//! [`Key`] to the value as given; the command line's map is laid over the
-//! file's ([`Settings::overridden_by`]); the result is validated once into
-//! `JobConfig` and `ProcessOptions`.
+//! Every key ferry takes is one constant of a section of the crate that
+//! owns it: the engine's job keys (`job.*`, `reader.*`, `writer.*`,
+//! `restart-strategy.*`, `high-availability.*`, Kerberos), `ferry-kafka`'s
+//! Kafka sink and source keys, `ferry-objstore`'s `s3.*` keys and this
+//! binary's process keys (`rest.*`, `metrics.*`, `security.ssl.rest.*`).
+//! [`KEYS`] composes them into one registry. The command line (with `-D`),
+//! the `--config` TOML file and a session-mode submission are each read
+//! once into a [`Settings`] map of key → value as given; the command line's
+//! map is laid over the file's ([`Settings::overridden_by`]); the result is
+//! validated once into `JobConfig`, the Kafka settings and
+//! `ProcessOptions`.
 //!
 //! A TOML file uses the same key names, flat and quoted
 //! (`"job.tableName" = "t"`), dotted (`job.tableName = "t"`) or as tables
@@ -16,69 +19,54 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use ferry_engine::config::{closest_name, ConfigKey, KeySpec, RawConfig, ValueKind};
+use ferry_engine::config::{
+    self as engine, AnyOption, Config, Registry, Scope, Section, ValueKind,
+};
+use ferry_kafka::config::{KAFKA_SINK_KEYS, KAFKA_SOURCE_KEYS};
 
-use crate::process_opts::ProcessKey;
+use crate::process_opts::{KUDU_METRICS_KEYS, REST_SECURITY_KEYS, SERVER_KEYS};
 
-/// A key of either catalog.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Key {
-    /// `job.*`, `reader.*`, `writer.*`.
-    Job(ConfigKey),
-    /// `rest.*`, `metrics.*`, `s3.*`.
-    Process(ProcessKey),
+/// Every key `ferry` takes, section by section, in the order `--help` and
+/// docs/configuration.md list them.
+pub static KEYS: Registry = Registry::new(&[
+    &engine::JOB_KEYS,
+    &engine::TABLE_KEYS,
+    &engine::SINK_KIND_KEYS,
+    &KAFKA_SINK_KEYS,
+    &engine::SOURCE_KIND_KEYS,
+    &KAFKA_SOURCE_KEYS,
+    &engine::READER_KEYS,
+    &engine::WRITER_KEYS,
+    &engine::RESTART_KEYS,
+    &engine::HA_KEYS,
+    &engine::KERBEROS_LOGIN_KEYS,
+    &engine::KERBEROS_CLUSTER_KEYS,
+    &SERVER_KEYS,
+    &KUDU_METRICS_KEYS,
+    &ferry_objstore::S3_KEYS,
+    &REST_SECURITY_KEYS,
+]);
+
+/// A known key (by name or alias) and its section.
+type Known = (&'static Section, &'static dyn AnyOption);
+
+fn lookup(name: &str) -> Result<Known, SettingsError> {
+    KEYS.lookup(name).ok_or_else(|| SettingsError::UnknownKey {
+        key: name.to_string(),
+        suggestion: KEYS.suggest(name),
+    })
 }
 
-impl Key {
-    /// The key with this name or alias (exact, case-sensitive).
-    pub fn lookup(name: &str) -> Option<Key> {
-        if let Ok(key) = name.parse::<ConfigKey>() {
-            return Some(Key::Job(key));
-        }
-        ProcessKey::lookup(name).map(Key::Process)
-    }
-
-    /// The key's catalog row.
-    pub fn spec(self) -> &'static KeySpec {
-        match self {
-            Key::Job(k) => k.spec(),
-            Key::Process(k) => k.spec(),
-        }
-    }
-
-    /// The key's name (never an alias).
-    pub fn name(self) -> &'static str {
-        self.spec().name
-    }
-
-    /// The known name or alias closest to `name`, for "did you mean".
-    fn suggest(name: &str) -> Option<&'static str> {
-        closest_name(name, all_specs().flat_map(names_of))
-    }
-
-    /// `UnknownKey` for `name`, with a suggestion.
-    fn unknown(name: &str) -> SettingsError {
-        SettingsError::UnknownKey {
-            key: name.to_string(),
-            suggestion: Key::suggest(name),
-        }
-    }
-}
-
-fn names_of(spec: &'static KeySpec) -> impl Iterator<Item = &'static str> {
-    std::iter::once(spec.name).chain(spec.aliases.iter().copied())
-}
-
-/// Every key's catalog row: the job's, then the process's.
-pub fn all_specs() -> impl Iterator<Item = &'static KeySpec> {
-    ConfigKey::specs().chain(ProcessKey::all().iter().map(|k| k.spec()))
+/// Every key's spec: the job's, then the process's.
+pub fn all_specs() -> impl Iterator<Item = &'static engine::KeySpec> {
+    KEYS.specs()
 }
 
 /// Why the command line or a config file could not be read.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SettingsError {
-    /// A key that is in neither catalog.
+    /// A key that is in no section.
     #[error("unknown configuration key '{key}'{}", suggestion_text(.suggestion))]
     UnknownKey {
         key: String,
@@ -150,27 +138,11 @@ fn display_file(path: &Option<PathBuf>) -> String {
     }
 }
 
-/// Keys of both catalogs with their values as given, from one source (or
-/// several, merged).
-#[derive(Clone, Default, PartialEq, Eq)]
+/// Keys with their values as given, from one source (or several, merged).
+/// Values of secret keys (`s3.secret-key`, …) print as `***`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Settings {
-    values: BTreeMap<Key, String>,
-}
-
-impl std::fmt::Debug for Settings {
-    /// Values of secret keys (`s3.secret-key`, …) print as `***`.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_map()
-            .entries(self.values.iter().map(|(k, v)| {
-                let shown = if k.spec().kind == ValueKind::Secret {
-                    "***"
-                } else {
-                    v.as_str()
-                };
-                (k.name(), shown)
-            }))
-            .finish()
-    }
+    values: Config,
 }
 
 impl Settings {
@@ -179,17 +151,17 @@ impl Settings {
     /// a refusal to start.
     pub fn insert_once(
         &mut self,
-        key: Key,
+        key: &'static dyn AnyOption,
         value: impl Into<String>,
         place: &str,
     ) -> Result<(), SettingsError> {
-        if self.values.contains_key(&key) {
+        if self.values.contains(key) {
             return Err(SettingsError::DuplicateKey {
                 key: key.name(),
                 place: place.to_string(),
             });
         }
-        self.values.insert(key, value.into());
+        self.values.set(key, value);
         Ok(())
     }
 
@@ -203,7 +175,7 @@ impl Settings {
         inline: Option<&str>,
         next: Option<&str>,
     ) -> Result<bool, SettingsError> {
-        let key = Key::lookup(name).ok_or_else(|| Key::unknown(name))?;
+        let (_, key) = lookup(name)?;
         let (value, took_next) = match (inline, next) {
             (Some(v), _) => (v, false),
             (None, Some(v)) if !v.starts_with("--") => (v, true),
@@ -219,8 +191,9 @@ impl Settings {
         Ok(took_next)
     }
 
-    /// Adds `-D key=value` (the text after `-D`): process keys and the
-    /// `security.kerberos.login.*` keys, as in Flink, where `-D` sets the
+    /// Adds `-D key=value` (the text after `-D`): the keys of the sections
+    /// that take `-D` (the process keys, `metrics.kudu.*` and the
+    /// `security.kerberos.login.*` keys), as in Flink, where `-D` sets the
     /// process's configuration.
     pub fn insert_dynamic(&mut self, pair: &str) -> Result<(), SettingsError> {
         // The value is not repeated in errors: it may be a secret.
@@ -234,24 +207,41 @@ impl Settings {
         let Some((name, value)) = pair.split_once('=') else {
             return Err(invalid("expected -Dkey=value".into()));
         };
-        match Key::lookup(name.trim()) {
-            Some(key @ Key::Process(_)) => self.insert_once(key, value, "the command line"),
-            // Flink sets its Kerberos login with -D too.
-            Some(key @ Key::Job(k)) if k.section() == "security" => {
+        match KEYS.lookup(name.trim()) {
+            Some((section, key)) if section.dynamic => {
                 self.insert_once(key, value, "the command line")
             }
-            Some(Key::Job(key)) => Err(invalid(format!(
-                "not a process option; give job keys as --{key} <value>"
+            Some((_, key)) => Err(invalid(format!(
+                "not a process option; give job keys as --{} <value>",
+                key.name()
             ))),
             None => Err(invalid(format!(
                 "not a process option; known: {}",
-                ProcessKey::all()
-                    .iter()
-                    .map(|k| k.name())
+                KEYS.keys()
+                    .filter(|(section, _)| section.dynamic)
+                    .map(|(_, k)| k.name())
                     .collect::<Vec<_>>()
                     .join(", ")
             ))),
         }
+    }
+
+    /// A session-mode submission's keys: job keys only (a process key is
+    /// the server's own and never travels with a job).
+    pub fn from_submission(map: &BTreeMap<String, String>) -> Result<Self, SettingsError> {
+        let mut settings = Settings::default();
+        for (name, value) in map {
+            let (section, key) = lookup(name)?;
+            if section.scope == Scope::Process {
+                return Err(SettingsError::NotHere {
+                    key: key.name(),
+                    command: "a job submission",
+                    reason: "it is a process key; the server uses its own",
+                });
+            }
+            settings.insert_once(key, value.clone(), "the submission")?;
+        }
+        Ok(settings)
     }
 
     /// Reads and parses a TOML config file.
@@ -281,7 +271,7 @@ impl Settings {
         let place = display_file(&path);
         let mut settings = Settings::default();
         for (name, value) in leaves {
-            let key = Key::lookup(&name).ok_or_else(|| Key::unknown(&name))?;
+            let (_, key) = lookup(&name)?;
             settings.insert_once(key, value, &place)?;
         }
         Ok(settings)
@@ -290,45 +280,74 @@ impl Settings {
     /// Layers `overrides` on top of `self`: a key given in both takes the
     /// value from `overrides`. Use as `file.overridden_by(cli)` so the
     /// command line wins over the file.
-    pub fn overridden_by(mut self, overrides: Settings) -> Settings {
-        self.values.extend(overrides.values);
-        self
+    pub fn overridden_by(self, overrides: Settings) -> Settings {
+        Settings {
+            values: self.values.overridden_by(overrides.values),
+        }
     }
 
     /// The value of a key, if given.
     #[cfg(test)]
-    pub fn get(&self, key: Key) -> Option<&str> {
-        self.values.get(&key).map(String::as_str)
+    pub fn get(&self, key: &dyn AnyOption) -> Option<&str> {
+        self.values.raw(key)
     }
 
-    /// The job's keys, for `JobConfig::from_raw`.
-    pub fn job(&self) -> RawConfig {
-        let mut raw = RawConfig::new();
-        for (key, value) in &self.values {
-            if let Key::Job(k) = key {
-                raw.set(*k, value.clone());
-            }
-        }
-        raw
+    /// Every key given, for the sections' `from_config`.
+    pub fn config(&self) -> &Config {
+        &self.values
     }
 
-    /// The process keys, for `ProcessOptions::from_pairs`.
-    pub fn process(&self) -> impl Iterator<Item = (ProcessKey, &str)> {
-        self.values.iter().filter_map(|(key, value)| match key {
-            Key::Process(k) => Some((*k, value.as_str())),
-            Key::Job(_) => None,
-        })
+    /// The job's keys (every key that is not a process key).
+    pub fn job(&self) -> Config {
+        let mut job = self.values.clone();
+        job.retain(|name| {
+            KEYS.lookup(name)
+                .is_some_and(|(s, _)| s.scope == Scope::Job)
+        });
+        job
     }
 
-    /// Drops the keys `keep` refuses (used by `ferry server`, which takes
-    /// only its own keys from a config file shared with `ferry run`).
-    pub fn retain(&mut self, mut keep: impl FnMut(Key) -> bool) {
-        self.values.retain(|k, _| keep(*k));
+    /// Drops the keys whose section `keep` refuses (used by `ferry server`,
+    /// which takes only its own keys from a config file shared with `ferry
+    /// run`).
+    pub fn retain(&mut self, mut keep: impl FnMut(&Section) -> bool) {
+        self.values
+            .retain(|name| KEYS.lookup(name).is_some_and(|(s, _)| keep(s)));
     }
 
-    /// Every key given, in catalog order.
-    pub fn keys(&self) -> impl Iterator<Item = Key> + '_ {
-        self.values.keys().copied()
+    /// Every key given, by name.
+    pub fn keys(&self) -> impl Iterator<Item = Known> + '_ {
+        self.values.iter().filter_map(|(name, _)| KEYS.lookup(name))
+    }
+
+    /// Every job key with its effective value (given or literal default)
+    /// in canonical form; derived defaults nobody gave are left out.
+    pub fn effective_job_keys(&self) -> Result<Config, engine::ConfigError> {
+        self.values.effective(
+            KEYS.keys()
+                .filter(|(s, _)| s.scope == Scope::Job)
+                .map(|(_, k)| k),
+        )
+    }
+
+    /// The job's keys as a session-mode submission carries them: by name,
+    /// values as given, except that locations (`job.checkpointsDirectory`,
+    /// …) are made absolute so the server neither resolves paths against
+    /// its own working directory nor reads the client's.
+    pub fn submission(&self) -> Result<BTreeMap<String, String>, engine::ConfigError> {
+        self.job()
+            .iter()
+            .filter_map(|(name, value)| KEYS.lookup(name).map(|(_, key)| (key, value)))
+            .map(|(key, value)| {
+                let value = match key.spec().kind {
+                    ValueKind::Location | ValueKind::Locations if !value.trim().is_empty() => key
+                        .normalize(value)
+                        .map_err(|e| engine::ConfigError::invalid(key.spec(), value, e))?,
+                    _ => value.to_string(),
+                };
+                Ok((key.name().to_string(), value))
+            })
+            .collect()
     }
 }
 

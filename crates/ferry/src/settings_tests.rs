@@ -3,12 +3,17 @@
 
 use std::time::Duration;
 
-use ferry_engine::config::{ConfigError, ConfigKey, FlushMode, JobConfig, ReplicaSelection};
+use ferry_engine::config::{
+    ConfigError, FlushMode, JobConfig, ReplicaSelection, CREATE_TABLE, DISCOVERY_INTERVAL_SECONDS,
+    FLUSH_MODE, JOB_NAME, PREFETCHING, SOURCE_MASTER_ADDRESSES, SPLIT_SIZE_BYTES, TABLE_NAME,
+    TABLE_SUFFIX,
+};
 
 use super::*;
-use crate::run_args::{parse, RunArgs, RunCommand, UsageError};
+use crate::process_opts::METRICS_PORT;
+use crate::run_args::{from_submission, parse, RunArgs, RunCommand, UsageError};
 
-const JOB: Key = Key::Job(ConfigKey::TableName);
+const JOB: &dyn AnyOption = &TABLE_NAME;
 
 /// Parses command-line style `--key value` / `--key=value` arguments
 /// (no `run` flags) into a map.
@@ -33,10 +38,6 @@ fn from_args(args: &[&str]) -> Result<Settings, SettingsError> {
         }
     }
     Ok(cli)
-}
-
-fn job(key: ConfigKey) -> Key {
-    Key::Job(key)
 }
 
 fn run(args: &[&str]) -> Result<RunArgs, UsageError> {
@@ -77,24 +78,21 @@ fn cli_space_and_equals_forms() {
     ])
     .expect("valid args");
     assert_eq!(raw.get(JOB), Some("t1"));
-    assert_eq!(
-        raw.get(job(ConfigKey::SourceMasterAddresses)),
-        Some("a:7051,b:7051")
-    );
+    assert_eq!(raw.get(&SOURCE_MASTER_ADDRESSES), Some("a:7051,b:7051"));
     // A negative number is a value, not a key.
-    assert_eq!(raw.get(job(ConfigKey::SplitSizeBytes)), Some("-1"));
-    assert_eq!(raw.get(job(ConfigKey::TableSuffix)), Some(""));
-    assert_eq!(raw.get(job(ConfigKey::FlushMode)), Some("MANUAL_FLUSH"));
+    assert_eq!(raw.get(&SPLIT_SIZE_BYTES), Some("-1"));
+    assert_eq!(raw.get(&TABLE_SUFFIX), Some(""));
+    assert_eq!(raw.get(&FLUSH_MODE), Some("MANUAL_FLUSH"));
     // `=` inside the value is kept.
     let raw = from_args(&["--job.name=a=b"]).expect("valid");
-    assert_eq!(raw.get(job(ConfigKey::JobName)), Some("a=b"));
+    assert_eq!(raw.get(&JOB_NAME), Some("a=b"));
 }
 
 #[test]
 fn bare_boolean_flag_means_true() {
     let raw = from_args(&["--job.createTable", "--reader.prefetching"]).expect("valid args");
-    assert_eq!(raw.get(job(ConfigKey::CreateTable)), Some("true"));
-    assert_eq!(raw.get(job(ConfigKey::Prefetching)), Some("true"));
+    assert_eq!(raw.get(&CREATE_TABLE), Some("true"));
+    assert_eq!(raw.get(&PREFETCHING), Some("true"));
 }
 
 #[test]
@@ -213,15 +211,9 @@ fn toml_flat_and_nested_shapes_agree() {
     .expect("dotted TOML");
     assert_eq!(flat, nested);
     assert_eq!(flat, dotted);
-    assert_eq!(
-        flat.get(job(ConfigKey::DiscoveryIntervalSeconds)),
-        Some("30")
-    );
-    assert_eq!(flat.get(job(ConfigKey::CreateTable)), Some("true"));
-    assert_eq!(
-        flat.get(Key::Process(ProcessKey::MetricsPort)),
-        Some("9300")
-    );
+    assert_eq!(flat.get(&DISCOVERY_INTERVAL_SECONDS), Some("30"));
+    assert_eq!(flat.get(&CREATE_TABLE), Some("true"));
+    assert_eq!(flat.get(&METRICS_PORT), Some("9300"));
 }
 
 #[test]
@@ -230,10 +222,10 @@ fn toml_process_keys_and_aliases() {
         "\"metrics.port\" = 9300\n[rest]\nbind-port = 8090\n[job]\ntableName = \"t\"\n",
     )
     .expect("toml");
-    let opts = crate::process_opts::ProcessOptions::from_pairs(s.process()).expect("valid");
+    let opts = crate::process_opts::ProcessOptions::from_config(s.config()).expect("valid");
     assert_eq!(opts.server.rest_port.port, 8090);
     assert_eq!(opts.server.metrics_port.port, 9300);
-    assert_eq!(s.job().get(ConfigKey::TableName), Some("t"));
+    assert_eq!(s.job().raw(&TABLE_NAME), Some("t"));
     assert_eq!(s.job().iter().count(), 1);
 }
 
@@ -288,7 +280,7 @@ fn command_line_overrides_file() {
     let cli = from_args(&["--job.tableName", "from_cli"]).expect("args");
     let merged = file.overridden_by(cli);
     assert_eq!(merged.get(JOB), Some("from_cli"));
-    assert_eq!(merged.get(job(ConfigKey::TableSuffix)), Some("_f"));
+    assert_eq!(merged.get(&TABLE_SUFFIX), Some("_f"));
 }
 
 #[test]
@@ -368,7 +360,7 @@ fn both_toml_shapes_give_the_same_config() {
     "#;
     let parse = |text: &str| {
         let settings = Settings::from_toml_str(text).expect("toml");
-        JobConfig::from_raw(&settings.job()).expect("valid")
+        JobConfig::from_config(&settings.job()).expect("valid")
     };
     let (a, b) = (parse(flat), parse(nested));
     assert_eq!(a, b);
@@ -453,9 +445,141 @@ fn submission_args_reproduce_the_job() {
         "2",
     ])
     .expect("valid");
-    let args = r.to_submission_args().expect("args");
-    let again = run(&args.iter().map(String::as_str).collect::<Vec<_>>()).expect("valid");
+    let body = r.submission().expect("body");
+    let again = from_submission(&body).expect("valid");
     assert_eq!(again.config, r.config);
     assert_eq!(again.parallelism, 2);
     assert_eq!(again.process.kudu, r.process.kudu);
+}
+
+#[test]
+fn a_submission_is_the_key_map_as_given_with_locations_made_absolute() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cwd = std::env::current_dir().expect("cwd");
+    let r = run(&[
+        "--job.sourceMasterAddresses",
+        "s:7051",
+        "--job.sinkMasterAddresses",
+        "k:7051",
+        "--job.tableName",
+        "t",
+        "--job.checkpointsDirectory",
+        "relative/chk",
+        "--writer.flushMode=manual_flush",
+        "--rest.port=8099",
+        "-Ds3.secret-key=very-secret",
+        "-Ds3.access-key=id",
+        "-p",
+        "3",
+        "--savepointPath",
+        dir.path().to_str().expect("utf-8"),
+    ])
+    .expect("valid");
+    let body = r.submission().expect("body");
+    let json = serde_json::to_value(&body).expect("json");
+    // Values as given; the relative location made absolute.
+    assert_eq!(json["config"]["writer.flushMode"], "manual_flush");
+    assert_eq!(
+        json["config"]["job.checkpointsDirectory"],
+        cwd.join("relative/chk").to_str().expect("utf-8")
+    );
+    // Process keys (and their secrets) stay with the client.
+    assert!(json["config"].get("rest.port").is_none(), "{json}");
+    assert!(!json.to_string().contains("very-secret"), "{json}");
+    assert_eq!(json["parallelism"], 3);
+    assert!(json["savepoint_path"]
+        .as_str()
+        .is_some_and(|p| p.starts_with("file:///")));
+    // The server refuses a process key, and validates like `ferry run`.
+    let mut bad = body.clone();
+    bad.config.insert("s3.secret-key".into(), "x".into());
+    let err = from_submission(&bad).unwrap_err().to_string();
+    assert!(
+        err.contains("s3.secret-key") && err.contains("process key"),
+        "{err}"
+    );
+    let mut bad = body.clone();
+    bad.config
+        .insert("job.discoveryIntervalSeconds".into(), "0".into());
+    let err = from_submission(&bad).unwrap_err().to_string();
+    assert!(
+        err.contains("job.discoveryIntervalSeconds") && err.contains("'0'"),
+        "{err}"
+    );
+    let mut bad = body;
+    bad.config.insert("job.tableNmae".into(), "x".into());
+    let err = from_submission(&bad).unwrap_err().to_string();
+    assert!(err.contains("did you mean 'job.tableName'?"), "{err}");
+}
+
+/// The acceptance point of issue 30's keys: `writer.requestSizeBytes` is
+/// one constant in ferry-engine/src/config/writer.rs (its consumer one line
+/// in kudu_sink.rs), and nothing else names it, yet it is in `--help`,
+/// docs/configuration.md, `--config` TOML and session mode, checked with
+/// the key and the value named.
+#[test]
+fn a_key_added_as_one_constant_is_everywhere() {
+    let key = &ferry_engine::config::REQUEST_SIZE_BYTES;
+    let help = crate::run_args::help();
+    let line = help
+        .lines()
+        .find(|l| l.contains("--writer.requestSizeBytes <bytes>"))
+        .expect("in --help");
+    assert!(
+        line.contains("[1572864]") && line.contains("(ferry)"),
+        "{line}"
+    );
+    // key_docs::docs_table_is_generated keeps the table equal to the keys.
+    let doc = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/configuration.md"
+    ))
+    .expect("docs/configuration.md");
+    assert!(
+        doc.contains("| `writer.requestSizeBytes` | 1572864 | `<bytes>` | ferry only |"),
+        "not in docs/configuration.md"
+    );
+    assert_eq!(
+        run_with(&[])
+            .expect("valid")
+            .config
+            .writer
+            .keys
+            .get(key)
+            .ok(),
+        Some(1_572_864)
+    );
+    for (value, why) in [
+        ("0", "must be greater than 0"),
+        ("7340033", "must be at most 7340032"),
+        ("lots", "expected a whole number"),
+    ] {
+        let err = run_with(&["--writer.requestSizeBytes", value])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("'writer.requestSizeBytes'") && err.contains(&format!("'{value}'")),
+            "{err}"
+        );
+        assert!(err.contains(why), "{err}");
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("job.toml");
+    std::fs::write(
+        &path,
+        "[job]\nsourceMasterAddresses = \"s:7051\"\nsinkMasterAddresses = \"k:7051\"\n\
+         tableName = \"t\"\ncheckpointsDirectory = \"/tmp/c\"\n[writer]\nrequestSizeBytes = 65536\n",
+    )
+    .expect("write");
+    let r = run(&["--config", path.to_str().expect("utf-8")]).expect("valid");
+    assert_eq!(r.config.writer.keys.get(key).ok(), Some(65_536));
+    let body = r.submission().expect("body");
+    assert_eq!(
+        body.config
+            .get("writer.requestSizeBytes")
+            .map(String::as_str),
+        Some("65536")
+    );
+    let again = from_submission(&body).expect("valid");
+    assert_eq!(again.config.writer.keys.get(key).ok(), Some(65_536));
 }

@@ -16,7 +16,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use ferry_engine::checkpoint::{
     CheckpointStore, JobId, LoadedState, SnapshotKind, StorageLocation,
 };
-use ferry_engine::config::{ClusterKerberos, HaKind, JobConfig};
+use ferry_engine::config::{ClusterKerberos, HaKind, JobConfig, SinkKind, SourceKind};
 use ferry_engine::kudu_tables::KuduTables;
 use ferry_engine::lease::Fence;
 use ferry_engine::{Job, JobOptions, RestorePoint};
@@ -62,13 +62,13 @@ pub struct StartExtras {
 /// Connects to both clusters as a job does (clients are lazy: the first
 /// call connects). A job whose sink is Kafka has no sink cluster: an error.
 pub fn clients(cfg: &JobConfig) -> Result<(KuduClient, KuduClient)> {
-    if cfg.sink.kafka().is_some() {
+    if cfg.sink == SinkKind::Kafka {
         bail!(
             "this job's sink is Kafka (job.sinkType=kafka): it has no sink Kudu cluster \
              (standby, failover, verify and cutover need one)"
         );
     }
-    if cfg.source.kafka().is_some() {
+    if cfg.source == SourceKind::Kafka {
         bail!(
             "this job's source is Kafka (job.sourceType=kafka): it has no source Kudu cluster \
              (standby, failover, verify and cutover need one)"
@@ -134,12 +134,11 @@ pub async fn start_job_with(
     )
     .await?;
     // A Kafka sink has no sink cluster, a Kafka source no source cluster.
-    let (source_client, sink_client) = match (extras.clients, cfg.sink.kafka(), cfg.source.kafka())
-    {
+    let (source_client, sink_client) = match (extras.clients, cfg.sink, cfg.source) {
         (Some((source, sink)), _, _) => (Some(source), Some(sink)),
-        (None, Some(_), _) => (Some(source_client(cfg)?), None),
-        (None, None, Some(_)) => (None, Some(sink_client(cfg)?)),
-        (None, None, None) => {
+        (None, SinkKind::Kafka, _) => (Some(source_client(cfg)?), None),
+        (None, SinkKind::Kudu, SourceKind::Kafka) => (None, Some(sink_client(cfg)?)),
+        (None, SinkKind::Kudu, SourceKind::Kudu) => {
             let (source, sink) = clients(cfg)?;
             (Some(source), Some(sink))
         }
@@ -255,7 +254,7 @@ pub async fn start_job_with(
             Box::new(move || rows_sent.load(std::sync::atomic::Ordering::Relaxed))
         }),
     );
-    let kafka_metrics = (cfg.sink.kafka().is_some() || cfg.source.kafka().is_some())
+    let kafka_metrics = (args.kafka_sink.is_some() || args.kafka_source.is_some())
         .then(|| Arc::new(ferry_kafka::KafkaMetrics::default()));
     let handle = match (source_client, sink_client) {
         (Some(source_client), Some(sink_client)) => {
@@ -264,14 +263,20 @@ pub async fn start_job_with(
             Job::start_tables(cfg, restore, tables, store, options).await?
         }
         (Some(source_client), None) => {
-            let tables = KafkaTables::new(source_client, cfg.clone())
-                .ok_or_else(|| anyhow!("job.sinkType is not kafka"))?
+            let kafka = args
+                .kafka_sink
+                .clone()
+                .ok_or_else(|| anyhow!("job.sinkType is not kafka"))?;
+            let tables = KafkaTables::new(source_client, cfg.clone(), kafka)
                 .with_metrics(kafka_metrics.clone().unwrap_or_default());
             Job::start_tables(cfg, restore, tables, store, options).await?
         }
         (None, Some(sink_client)) => {
-            let tables = ChangelogTables::new(sink_client, cfg.clone())
-                .ok_or_else(|| anyhow!("job.sourceType is not kafka"))?
+            let kafka = args
+                .kafka_source
+                .clone()
+                .ok_or_else(|| anyhow!("job.sourceType is not kafka"))?;
+            let tables = ChangelogTables::new(sink_client, cfg.clone(), kafka)
                 .with_metrics(kafka_metrics.clone().unwrap_or_default());
             Job::start_tables(cfg, restore, tables, store, options).await?
         }
@@ -279,7 +284,7 @@ pub async fn start_job_with(
     };
     let start_time_ms = now_ms();
     let job_id = handle.job_id();
-    match (cfg.sink.kafka(), cfg.source.kafka()) {
+    match (&args.kafka_sink, &args.kafka_source) {
         (Some(kafka), _) => {
             tracing::info!(%job_id, table = %cfg.table_name, topic = %kafka.topic_for(&cfg.table_name), "replication to Kafka started")
         }
@@ -300,7 +305,8 @@ pub async fn start_job_with(
         activity,
         start_time_ms,
     )
-    .with_kafka(kafka_metrics);
+    .with_kafka(kafka_metrics)
+    .with_keys(args.settings.effective_job_keys()?);
     Ok(registry.add(entry))
 }
 

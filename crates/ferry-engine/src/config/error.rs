@@ -3,7 +3,13 @@
 //! All of them are the user's to fix, so every message names the offending
 //! key and value and says what would be accepted.
 
-use super::key::ConfigKey;
+use super::option::ValueError;
+use super::spec::{KeySpec, ValueKind};
+
+const TABLE_NAME: &str = "job.tableName";
+const TABLE_PATTERN: &str = "job.tablePattern";
+const CHECKPOINTING_INTERVAL: &str = "job.checkpointingIntervalMillis";
+const DISCOVERY_INTERVAL: &str = "job.discoveryIntervalSeconds";
 
 /// Why a job configuration was rejected.
 #[derive(Debug, thiserror::Error)]
@@ -15,7 +21,7 @@ pub enum ConfigError {
     #[error("No data for required key '{key}' (it has no default)")]
     MissingRequired {
         /// The missing key.
-        key: ConfigKey,
+        key: &'static str,
     },
 
     /// Neither `job.tableName` nor `job.tablePattern` was given, so the job
@@ -24,27 +30,27 @@ pub enum ConfigError {
     #[error(
         "No data for required key '{}' and no '{}': name the table(s) to replicate in {} \
          (comma-separated) or give a regular expression matching whole table names in {}",
-        ConfigKey::TableName,
-        ConfigKey::TablePattern,
-        ConfigKey::TableName,
-        ConfigKey::TablePattern
+        TABLE_NAME,
+        TABLE_PATTERN,
+        TABLE_NAME,
+        TABLE_PATTERN
     )]
     NoTables,
 
-    /// A key that is not in the catalog.
+    /// A key that is in none of the sections.
     #[error("unknown configuration key '{key}'{}", suggestion_text(.suggestion))]
     UnknownKey {
         /// The key as given.
         key: String,
         /// The nearest known key, when one is close enough.
-        suggestion: Option<ConfigKey>,
+        suggestion: Option<&'static str>,
     },
 
     /// Not a whole number.
     #[error("invalid value '{value}' for key '{key}': expected a whole number")]
     InvalidNumber {
         /// The key.
-        key: ConfigKey,
+        key: &'static str,
         /// The value as given.
         value: String,
     },
@@ -53,7 +59,7 @@ pub enum ConfigError {
     #[error("invalid value '{value}' for key '{key}': {expected}")]
     OutOfRange {
         /// The key.
-        key: ConfigKey,
+        key: &'static str,
         /// The value as given.
         value: String,
         /// What the key accepts, e.g. "must be greater than 0".
@@ -64,7 +70,7 @@ pub enum ConfigError {
     #[error("invalid value '{value}' for key '{key}': expected true or false")]
     InvalidBool {
         /// The key.
-        key: ConfigKey,
+        key: &'static str,
         /// The value as given.
         value: String,
     },
@@ -73,7 +79,7 @@ pub enum ConfigError {
     #[error("invalid value '{value}' for key '{key}': expected one of {}", .valid.join(", "))]
     InvalidEnum {
         /// The key.
-        key: ConfigKey,
+        key: &'static str,
         /// The value as given.
         value: String,
         /// The accepted names.
@@ -84,7 +90,7 @@ pub enum ConfigError {
     #[error("invalid value '{value}' for key '{key}': {reason}")]
     InvalidValue {
         /// The key.
-        key: ConfigKey,
+        key: &'static str,
         /// The value as given.
         value: String,
         /// What is wrong with it.
@@ -98,8 +104,8 @@ pub enum ConfigError {
         "Checkpointing interval ({checkpointing_ms} ms) must be < discovery interval ({discovery_ms} ms). \
          Lower '{}' (now {checkpointing_ms}) or raise '{}' (now {}): a new window opens only after a \
          checkpoint has completed",
-        ConfigKey::CheckpointingIntervalMillis,
-        ConfigKey::DiscoveryIntervalSeconds,
+        CHECKPOINTING_INTERVAL,
+        DISCOVERY_INTERVAL,
         .discovery_ms / 1000
     )]
     CheckpointIntervalTooLong {
@@ -114,17 +120,17 @@ pub enum ConfigError {
     #[error("key '{key}' is given more than once in {place}")]
     DuplicateKey {
         /// The repeated key.
-        key: ConfigKey,
+        key: &'static str,
         /// Where: "the command line", a file's path, …
         place: String,
     },
 
-    /// A key the catalog knows whose given value ferry refuses on purpose
+    /// A known key whose given value ferry refuses on purpose
     /// (the reason says why, and what to do instead).
     #[error("'{key}={value}' is not supported: {reason}")]
     Unsupported {
         /// The key.
-        key: ConfigKey,
+        key: &'static str,
         /// The value as given.
         value: String,
         /// Why, and what to give instead.
@@ -143,17 +149,37 @@ impl ConfigError {
             | ConfigError::InvalidEnum { key, .. }
             | ConfigError::InvalidValue { key, .. }
             | ConfigError::DuplicateKey { key, .. }
-            | ConfigError::Unsupported { key, .. } => Some(key.name()),
-            ConfigError::CheckpointIntervalTooLong { .. } => {
-                Some(ConfigKey::CheckpointingIntervalMillis.name())
-            }
+            | ConfigError::Unsupported { key, .. } => Some(key),
+            ConfigError::CheckpointIntervalTooLong { .. } => Some(CHECKPOINTING_INTERVAL),
             ConfigError::UnknownKey { key, .. } => Some(key),
-            ConfigError::NoTables => Some(ConfigKey::TableName.name()),
+            ConfigError::NoTables => Some(TABLE_NAME),
+        }
+    }
+
+    /// `value` of the key `spec` describes is refused for `why`; the value
+    /// of a secret key is not repeated.
+    pub fn invalid(spec: &KeySpec, value: &str, why: ValueError) -> Self {
+        let key = spec.name;
+        let value = if spec.kind == ValueKind::Secret {
+            "***".to_string()
+        } else {
+            value.to_string()
+        };
+        match why {
+            ValueError::NotANumber => ConfigError::InvalidNumber { key, value },
+            ValueError::NotABool => ConfigError::InvalidBool { key, value },
+            ValueError::NotOneOf(valid) => ConfigError::InvalidEnum { key, value, valid },
+            ValueError::OutOfRange(expected) => ConfigError::OutOfRange {
+                key,
+                value,
+                expected,
+            },
+            ValueError::Invalid(reason) => ConfigError::InvalidValue { key, value, reason },
         }
     }
 }
 
-fn suggestion_text(suggestion: &Option<ConfigKey>) -> String {
+fn suggestion_text(suggestion: &Option<&'static str>) -> String {
     match suggestion {
         Some(key) => format!(" (did you mean '{key}'?)"),
         None => " (job keys start with job., reader. or writer.)".to_string(),

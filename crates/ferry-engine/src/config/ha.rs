@@ -6,10 +6,62 @@
 use std::time::Duration;
 
 use super::error::ConfigError;
-use super::job::Values;
-use super::key::{ConfigKey, HA_TYPE_NAMES};
-use super::restart::{format_duration, parse_duration};
+use super::map::Config;
+use super::option::{ConfigOption, ValueError};
+use super::parse::{self, format_duration};
+use super::section::Section;
+use super::spec::{KeyOrigin::Flink, ValueKind};
 use crate::checkpoint::{JobId, StorageLocation};
+
+/// The valid names for `high-availability.type`.
+const HA_TYPE_NAMES: &[&str] = &["none", "lease"];
+
+crate::config_section! {
+    /// The high-availability keys.
+    pub static HA_KEYS = Section::job("high-availability");
+    /// `high-availability.type`.
+    pub const HA_TYPE: ConfigOption<HaKind> = ConfigOption::new("high-availability.type", ValueKind::Enum(HA_TYPE_NAMES), ha_kind, print_ha_kind)
+        .origin(Flink)
+        .default_value("none")
+        .aliases(&["high-availability"])
+        .doc("none: one instance, no fencing. lease: the active instance renews a lease object in high-availability.storageDir; `ferry standby` takes over when it lapses, and an instance that lost it stops before its next checkpoint or row (docs/dr.md).");
+    /// `high-availability.storageDir`.
+    pub const HA_STORAGE_DIR: ConfigOption<StorageLocation> = ConfigOption::new("high-availability.storageDir", ValueKind::Location, parse::location, parse::print_location)
+        .origin(Flink)
+        .derived("job.checkpointsDirectory")
+        .blank_means_default()
+        .doc("Where the lease lives (<dir>/<job-id>/_lease/); every instance of the job must see the same store.");
+    /// `high-availability.cluster-id`.
+    pub const HA_CLUSTER_ID: ConfigOption<String> = ConfigOption::any_text("high-availability.cluster-id")
+        .origin(Flink)
+        .derived("job.name")
+        .blank_means_default()
+        .doc("With high-availability.type lease: the job id is derived from it (as Flink's application mode does), so the active and its standbys agree on it.");
+    /// `high-availability.lease-duration`.
+    pub const HA_LEASE_DURATION: ConfigOption<Duration> = ConfigOption::duration("high-availability.lease-duration")
+        .default_value("5 s")
+        .doc("A standby takes over after the lease went this long without a renewal; the active stops writing a fifth of it earlier.");
+    /// `high-availability.renew-interval`.
+    pub const HA_RENEW_INTERVAL: ConfigOption<Duration> = ConfigOption::duration("high-availability.renew-interval")
+        .default_value("1 s")
+        .doc("How often the active renews its lease (at most a third of the lease duration).");
+}
+
+fn ha_kind(value: &str) -> Result<HaKind, ValueError> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "none" | "null" => Ok(HaKind::None),
+        "lease" => Ok(HaKind::Lease),
+        _ => Err(ValueError::NotOneOf(HA_TYPE_NAMES)),
+    }
+}
+
+fn print_ha_kind(kind: &HaKind) -> String {
+    match kind {
+        HaKind::None => "none",
+        HaKind::Lease => "lease",
+    }
+    .to_string()
+}
 
 /// `high-availability.type`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -39,47 +91,25 @@ pub struct HaConfig {
 }
 
 impl HaConfig {
-    pub(super) fn from_values(v: &Values<'_>) -> Result<Self, ConfigError> {
-        let kind_value = v.required_value(ConfigKey::HaType)?;
-        let kind = match kind_value.trim().to_ascii_lowercase().as_str() {
-            "none" | "null" => HaKind::None,
-            "lease" => HaKind::Lease,
-            _ => {
-                return Err(ConfigError::InvalidEnum {
-                    key: ConfigKey::HaType,
-                    value: kind_value.to_string(),
-                    valid: HA_TYPE_NAMES,
-                })
-            }
-        };
-        let storage_dir = match v.optional(ConfigKey::HaStorageDir) {
-            Some(value) => {
-                Some(
-                    StorageLocation::parse(value).map_err(|e| ConfigError::InvalidValue {
-                        key: ConfigKey::HaStorageDir,
-                        value: value.to_string(),
-                        reason: e.reason,
-                    })?,
-                )
-            }
-            None => None,
-        };
-        let cluster_id = v.optional(ConfigKey::HaClusterId).map(str::to_string);
-        let duration = |key| parse_duration(key, v.required_value(key)?);
-        let lease_duration = duration(ConfigKey::HaLeaseDuration)?;
-        let renew_interval = duration(ConfigKey::HaRenewInterval)?;
+    pub(super) fn from_config(keys: &Config) -> Result<Self, ConfigError> {
+        let kind = keys.get(&HA_TYPE)?;
+        let storage_dir = keys.get_optional(&HA_STORAGE_DIR)?;
+        let cluster_id = keys.get_optional(&HA_CLUSTER_ID)?;
+        let lease_duration = keys.get(&HA_LEASE_DURATION)?;
+        let renew_interval = keys.get(&HA_RENEW_INTERVAL)?;
+        let text = |key| keys.text(key).unwrap_or_default().to_string();
         if lease_duration < Duration::from_millis(500) {
             return Err(ConfigError::OutOfRange {
-                key: ConfigKey::HaLeaseDuration,
-                value: v.required_value(ConfigKey::HaLeaseDuration)?.to_string(),
+                key: HA_LEASE_DURATION.name(),
+                value: text(&HA_LEASE_DURATION),
                 expected: "must be at least 500 ms".to_string(),
             });
         }
         // Three renewals per lease: one slow store call does not fence.
         if renew_interval.is_zero() || renew_interval * 3 > lease_duration {
             return Err(ConfigError::OutOfRange {
-                key: ConfigKey::HaRenewInterval,
-                value: v.required_value(ConfigKey::HaRenewInterval)?.to_string(),
+                key: HA_RENEW_INTERVAL.name(),
+                value: text(&HA_RENEW_INTERVAL),
                 expected: format!(
                     "must be greater than 0 and at most a third of high-availability.lease-duration ({})",
                     format_duration(lease_duration)
@@ -92,22 +122,6 @@ impl HaConfig {
             cluster_id,
             lease_duration,
             renew_interval,
-        })
-    }
-
-    /// The value of one HA key as it would be written in a config file
-    /// (`None` for other keys and for derived defaults left unset).
-    pub(super) fn value_of(&self, key: ConfigKey) -> Option<String> {
-        Some(match key {
-            ConfigKey::HaType => match self.kind {
-                HaKind::None => "none".to_string(),
-                HaKind::Lease => "lease".to_string(),
-            },
-            ConfigKey::HaStorageDir => self.storage_dir.as_ref()?.to_string(),
-            ConfigKey::HaClusterId => self.cluster_id.clone()?,
-            ConfigKey::HaLeaseDuration => format_duration(self.lease_duration),
-            ConfigKey::HaRenewInterval => format_duration(self.renew_interval),
-            _ => return None,
         })
     }
 
@@ -176,12 +190,9 @@ mod tests {
         assert_eq!(c.ha_job_id(), ha_job_id("orders-dr"));
         assert_ne!(ha_job_id("orders-dr"), ha_job_id("orders-dr2"));
         assert_eq!(c.ha.safety_margin(), Duration::from_millis(600));
-        let again = JobConfig::from_named_pairs(
-            c.effective_values()
-                .iter()
-                .map(|(k, v)| (k.name(), v.as_str())),
-        )
-        .expect("round trip");
+        let again =
+            JobConfig::from_named_pairs(c.effective_values().iter().map(|(k, v)| (*k, v.as_str())))
+                .expect("round trip");
         assert_eq!(again, c);
 
         let err = config(&[("high-availability.type", "zookeeper")]).expect_err("enum");

@@ -1,173 +1,195 @@
-//! Step two of configuration: the validated, typed [`JobConfig`].
+//! The job's own keys (`job.*`) and the validated, typed [`JobConfig`]
+//! (step two of configuration).
 //!
-//! Every value is parsed according to its catalog entry, defaults are filled
-//! in, and the cross-key rules live here, once. Unlike the reference job,
-//! intervals, timeouts, sizes and counts must be positive (its parser accepts
-//! `0` or negative values and fails later, or never).
+//! Every value is parsed by its key's parser, defaults are filled in, and
+//! the cross-key rules of each section live in that section's file.
+//! Unlike the reference job, intervals, timeouts, sizes and counts must be
+//! positive (its parser accepts `0` or negative values and fails later, or
+//! never).
 
-use std::fmt;
-use std::num::{NonZeroU64, NonZeroUsize};
-use std::str::FromStr;
+use std::num::NonZeroUsize;
 use std::time::Duration;
 
+use super::connectors::{Connectors, SinkKind, SourceKind};
 use super::error::ConfigError;
 use super::ha::{ha_job_id, HaConfig};
-use super::key::{ConfigKey, FLUSH_MODE_NAMES, REPLICA_SELECTION_NAMES};
-use super::raw::RawConfig;
+use super::map::Config;
+use super::option::{ConfigOption, ValueError};
+use super::parse;
+use super::reader::ReaderConfig;
 use super::restart::RestartConfig;
+use super::section::Section;
 use super::security::KerberosConfig;
-use super::sink::SinkConfig;
-use super::source::SourceConfig;
+use super::spec::{KeyOrigin::Reference, ValueKind};
+use super::tables::{
+    TableSelection, RENAME_SINK_TABLE, SCHEMA_EVOLUTION, TABLE_DISCOVERY_INTERVAL, TABLE_PATTERN,
+};
+use super::writer::WriterConfig;
+use super::{ENGINE_KEYS, ENGINE_SECTIONS};
 use crate::checkpoint::{JobId, StorageLocation};
 
-/// Which replica of a tablet the reader scans (`reader.replicaSelection`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum ReplicaSelection {
-    /// `CLOSEST_REPLICA`: a replica on the local host if any, else any one.
-    #[default]
-    ClosestReplica,
-    /// `LEADER_ONLY`: always the leader.
-    LeaderOnly,
+crate::config_section! {
+    /// The job's own keys, most of them the reference job's.
+    pub static JOB_KEYS = Section::job("job");
+    /// `job.sourceMasterAddresses`.
+    pub const SOURCE_MASTER_ADDRESSES: ConfigOption<Vec<String>> = masters("job.sourceMasterAddresses")
+        .derived("none; required with job.sourceType=kudu")
+        .doc("Masters of the source Kudu cluster, comma-separated host:port.");
+    /// `job.sinkMasterAddresses`.
+    pub const SINK_MASTER_ADDRESSES: ConfigOption<Vec<String>> = masters("job.sinkMasterAddresses")
+        .derived("none; required with job.sinkType=kudu (the default)")
+        .doc("Masters of the sink Kudu cluster, comma-separated host:port.");
+    /// `job.tableName`.
+    pub const TABLE_NAME: ConfigOption<Vec<String>> = ConfigOption::new("job.tableName", ValueKind::Text, super::tables::table_names, parse::print_list)
+        .origin(Reference)
+        .derived("none; job.tableName or job.tablePattern is needed")
+        .blank_means_default()
+        .doc("Source table to replicate, or a comma-separated list of tables (a list is a ferry extension). At least one of job.tableName and job.tablePattern.");
+    /// `job.checkpointsDirectory`.
+    pub const CHECKPOINTS_DIRECTORY: ConfigOption<StorageLocation> = ConfigOption::new("job.checkpointsDirectory", ValueKind::Location, parse::location, parse::print_location)
+        .origin(Reference)
+        .doc("Where checkpoints are kept (<dir>/<job-id>/chk-<N>/_metadata): a path, file:// URI, or s3://bucket/prefix (gs://, az:// where built in; see the s3.* keys).");
+    /// `job.discoveryIntervalSeconds`.
+    pub const DISCOVERY_INTERVAL_SECONDS: ConfigOption<Duration> = ConfigOption::seconds("job.discoveryIntervalSeconds")
+        .origin(Reference)
+        .default_value("600")
+        .doc("How often a new diff-scan window is opened.");
+    /// `job.checkpointingIntervalMillis`.
+    pub const CHECKPOINTING_INTERVAL_MILLIS: ConfigOption<Duration> = ConfigOption::millis("job.checkpointingIntervalMillis")
+        .origin(Reference)
+        .default_value("60000")
+        .doc("How often a checkpoint is taken; must be below the discovery interval.");
+    /// `job.createTable`.
+    pub const CREATE_TABLE: ConfigOption<bool> = ConfigOption::flag("job.createTable")
+        .origin(Reference)
+        .default_value("false")
+        .doc("Create the sink table (schema and partitioning of the source) if it is absent.");
+    /// `job.tableSuffix`.
+    pub const TABLE_SUFFIX: ConfigOption<String> = ConfigOption::any_text("job.tableSuffix")
+        .origin(Reference)
+        .default_value("")
+        .doc("Appended to the table name to name the sink table.");
+    /// `job.sinkTableName`.
+    pub const SINK_TABLE_NAME: ConfigOption<String> = ConfigOption::trimmed("job.sinkTableName")
+        .derived("<job.tableName><job.tableSuffix>")
+        .blank_means_default()
+        .doc("The sink table's whole name, when it is not the source table's name plus a suffix (e.g. a reverse job after a cutover copies <name>_copy back to <name>). Not together with a non-empty job.tableSuffix.");
+    /// `job.restoreOwner`.
+    pub const RESTORE_OWNER: ConfigOption<bool> = ConfigOption::flag("job.restoreOwner")
+        .origin(Reference)
+        .default_value("false")
+        .doc("With job.createTable, give the sink table the source table's owner.");
+    /// `job.checkpointsRetained`.
+    pub const CHECKPOINTS_RETAINED: ConfigOption<NonZeroUsize> = ConfigOption::count("job.checkpointsRetained")
+        .default_value("3")
+        .doc("How many completed checkpoints to keep; older ones are deleted.");
+    /// `job.name`.
+    pub const JOB_NAME: ConfigOption<String> = ConfigOption::text("job.name")
+        .derived("ferry-replication-<job.tableName>")
+        .doc("Job name shown in the REST API and metrics.");
+    /// `job.periodicSavepointInterval`; `None` when 0 (off).
+    pub const PERIODIC_SAVEPOINT_INTERVAL: ConfigOption<Option<Duration>> = ConfigOption::new("job.periodicSavepointInterval", ValueKind::Duration, optional_duration, print_optional_duration)
+        .default_value("0")
+        .aliases(&["kubernetes.operator.periodic.savepoint.interval"])
+        .doc("Take a savepoint this often (Flink duration, e.g. '10 min'), into the savepoint directory (--savepointPath), else <job.checkpointsDirectory>/savepoints; 0 = off. A failed one is logged and counted, never fails the job.");
+    /// `job.periodicSavepointsRetained`.
+    pub const PERIODIC_SAVEPOINTS_RETAINED: ConfigOption<NonZeroUsize> = ConfigOption::count("job.periodicSavepointsRetained")
+        .default_value("10")
+        .aliases(&["kubernetes.operator.savepoint.history.max.count"])
+        .doc("How many periodic savepoints of this replication to keep (older ones are deleted; user savepoints never are).");
+    /// `job.stateReplicas`.
+    pub const STATE_REPLICAS: ConfigOption<Vec<StorageLocation>> = ConfigOption::new("job.stateReplicas", ValueKind::Locations, replicas, print_replicas)
+        .default_value("")
+        .doc("Replica locations (comma-separated) every completed checkpoint and savepoint is copied to, as <replica>/<job-id>/chk-<N> and <replica>/savepoints/savepoint-*; empty = none.");
+    /// `job.positionTable`; `None` (set empty) turns the sink position off.
+    pub const POSITION_TABLE: ConfigOption<Option<String>> = ConfigOption::new("job.positionTable", ValueKind::Text, position_table, print_position_table)
+        .default_value("ferry_positions")
+        .doc("Table on the sink cluster where ferry records how far each sink table is (created if missing), so a restore from an older checkpoint or savepoint resumes where the sink is. Empty turns it off: UNSAFE, such a restore may then bring back rows the source deleted.");
 }
 
-impl ReplicaSelection {
-    /// The name used in configuration (`CLOSEST_REPLICA`, `LEADER_ONLY`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ReplicaSelection::ClosestReplica => REPLICA_SELECTION_NAMES[0],
-            ReplicaSelection::LeaderOnly => REPLICA_SELECTION_NAMES[1],
+/// A comma-separated list of Kudu masters (reference job key).
+const fn masters(name: &'static str) -> ConfigOption<Vec<String>> {
+    ConfigOption::new(
+        name,
+        ValueKind::MasterAddresses,
+        parse_masters,
+        parse::print_list,
+    )
+    .origin(Reference)
+}
+
+fn parse_masters(value: &str) -> Result<Vec<String>, ValueError> {
+    if value.trim().is_empty() {
+        return Err(ValueError::Invalid(
+            "must list at least one master (host:port)".to_string(),
+        ));
+    }
+    let masters = parse::list(value)?;
+    if let Some(bad) = masters.iter().find(|m| m.contains(char::is_whitespace)) {
+        return Err(ValueError::Invalid(format!(
+            "master '{bad}' contains whitespace"
+        )));
+    }
+    Ok(masters)
+}
+
+/// A Flink duration; `0` means off (`None`).
+fn optional_duration(value: &str) -> Result<Option<Duration>, ValueError> {
+    let d = parse::parse_duration(value)?;
+    Ok((!d.is_zero()).then_some(d))
+}
+
+fn print_optional_duration(d: &Option<Duration>) -> String {
+    d.map_or_else(|| "0".to_string(), parse::format_duration)
+}
+
+/// Comma-separated locations, each parsed, none twice (empty: none).
+fn replicas(value: &str) -> Result<Vec<StorageLocation>, ValueError> {
+    if value.trim().is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut replicas: Vec<StorageLocation> = Vec::new();
+    for entry in parse::list(value)? {
+        let location = StorageLocation::parse(&entry)
+            .map_err(|e| ValueError::Invalid(format!("replica '{entry}': {}", e.reason)))?;
+        if replicas.contains(&location) {
+            return Err(ValueError::Invalid(format!(
+                "replica '{entry}' is listed twice"
+            )));
         }
+        replicas.push(location);
     }
+    Ok(replicas)
 }
 
-impl fmt::Display for ReplicaSelection {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
+#[allow(clippy::ptr_arg)] // the printer of a `Vec` key
+fn print_replicas(replicas: &Vec<StorageLocation>) -> String {
+    let uris: Vec<String> = replicas.iter().map(StorageLocation::to_uri).collect();
+    uris.join(",")
 }
 
-impl FromStr for ReplicaSelection {
-    type Err = ConfigError;
-
-    /// Accepts the configuration names, ignoring ASCII case.
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        [
-            ReplicaSelection::ClosestReplica,
-            ReplicaSelection::LeaderOnly,
-        ]
-        .into_iter()
-        .find(|v| v.as_str().eq_ignore_ascii_case(s.trim()))
-        .ok_or_else(|| ConfigError::InvalidEnum {
-            key: ConfigKey::ReplicaSelection,
-            value: s.to_string(),
-            valid: REPLICA_SELECTION_NAMES,
-        })
-    }
+fn position_table(value: &str) -> Result<Option<String>, ValueError> {
+    Ok(Some(value.trim())
+        .filter(|t| !t.is_empty())
+        .map(str::to_owned))
 }
 
-/// Flush mode of the sink write session (`writer.flushMode`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum FlushMode {
-    /// `AUTO_FLUSH_BACKGROUND`: buffer and flush in the background.
-    #[default]
-    AutoFlushBackground,
-    /// `AUTO_FLUSH_SYNC`: every operation is sent and awaited on its own.
-    AutoFlushSync,
-    /// `MANUAL_FLUSH`: buffer until the sink flushes explicitly (every
-    /// `writer.maxBufferSize` rows and at the end of each scan batch).
-    ManualFlush,
-}
-
-impl FlushMode {
-    /// The name used in configuration (`AUTO_FLUSH_BACKGROUND`, …).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FlushMode::AutoFlushBackground => FLUSH_MODE_NAMES[0],
-            FlushMode::AutoFlushSync => FLUSH_MODE_NAMES[1],
-            FlushMode::ManualFlush => FLUSH_MODE_NAMES[2],
-        }
-    }
-}
-
-impl fmt::Display for FlushMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for FlushMode {
-    type Err = ConfigError;
-
-    /// Accepts the configuration names, ignoring ASCII case.
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        [
-            FlushMode::AutoFlushBackground,
-            FlushMode::AutoFlushSync,
-            FlushMode::ManualFlush,
-        ]
-        .into_iter()
-        .find(|v| v.as_str().eq_ignore_ascii_case(s.trim()))
-        .ok_or_else(|| ConfigError::InvalidEnum {
-            key: ConfigKey::FlushMode,
-            value: s.to_string(),
-            valid: FLUSH_MODE_NAMES,
-        })
-    }
-}
-
-/// How the source table is scanned (`reader.*`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct ReaderConfig {
-    /// `reader.batchSizeBytes`: bytes per scan batch (Kudu's wire field is
-    /// 32-bit, hence `u32`).
-    pub batch_size_bytes: u32,
-    /// `reader.splitSizeBytes`: target split size; `None` (configured as
-    /// `-1`) means one split per tablet.
-    pub split_size_bytes: Option<NonZeroU64>,
-    /// `reader.scanRequestTimeout`.
-    pub scan_request_timeout: Duration,
-    /// `reader.prefetching`: keep the next scan request in flight while a
-    /// batch is handed on.
-    pub prefetching: bool,
-    /// `reader.keepAlivePeriodMs`.
-    pub keep_alive_period: Duration,
-    /// `reader.replicaSelection`.
-    pub replica_selection: ReplicaSelection,
-    /// `reader.quietTabletMaxSkips`: diff windows in a row a tablet proven
-    /// unchanged may go without a scan (0: never skip).
-    pub quiet_tablet_max_skips: u32,
-}
-
-/// How rows are written to the sink (`writer.*`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct WriterConfig {
-    /// `writer.flushMode`.
-    pub flush_mode: FlushMode,
-    /// `writer.operationTimeout`.
-    pub operation_timeout: Duration,
-    /// `writer.maxBufferSize`: operations buffered before a flush.
-    pub max_buffer_size: NonZeroUsize,
-    /// `writer.flushInterval`.
-    pub flush_interval: Duration,
-    /// `writer.ignoreNotFound`: always `false` (`true` is refused, see
-    /// docs/semantics.md); kept for the reference job's command lines.
-    pub ignore_not_found: bool,
-    /// `writer.ignoreDuplicate`: always `false`, like `ignore_not_found`.
-    pub ignore_duplicate: bool,
+fn print_position_table(table: &Option<String>) -> String {
+    table.clone().unwrap_or_default()
 }
 
 /// A validated replication job configuration.
 ///
-/// Only [`JobConfig::from_raw`] builds one (the struct is
+/// Only [`JobConfig::from_config`] builds one (the struct is
 /// `#[non_exhaustive]`), so holding a `JobConfig` means every rule held.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct JobConfig {
-    /// `job.sourceMasterAddresses`, split on commas and trimmed.
+    /// `job.sourceMasterAddresses`, split on commas and trimmed (empty for
+    /// a Kafka source).
     pub source_master_addresses: Vec<String>,
-    /// `job.sinkMasterAddresses`, split on commas and trimmed.
+    /// `job.sinkMasterAddresses`, split on commas and trimmed (empty for a
+    /// Kafka sink).
     pub sink_master_addresses: Vec<String>,
     /// `job.tableName`: the source table.
     pub table_name: String,
@@ -222,130 +244,41 @@ pub struct JobConfig {
     /// `job.renameSinkTable` (ferry only): rename the sink table when the
     /// source table is renamed (keeping `job.tableSuffix`).
     pub rename_sink_table: bool,
-    /// `job.sinkType` and the Kafka sink keys (ferry only).
-    pub sink: SinkConfig,
-    /// `job.sourceType` and the Kafka source keys (ferry only).
-    pub source: SourceConfig,
+    /// `job.sinkType` (ferry only): the binary picks the sink connector by
+    /// it; a Kafka sink's own settings are `ferry-kafka`'s.
+    pub sink: SinkKind,
+    /// `job.sourceType` (ferry only), like `sink`.
+    pub source: SourceKind,
     /// `security.kerberos.login.*` and the per-cluster Kerberos keys.
     pub kerberos: KerberosConfig,
-}
-
-/// The source tables a job replicates.
-#[derive(Clone, Debug, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub struct TableSelection {
-    /// Tables named in `job.tableName` (in order, no duplicates).
-    pub names: Vec<String>,
-    /// `job.tablePattern`: a regular expression a whole source table name
-    /// must match.
-    pub pattern: Option<String>,
-}
-
-impl TableSelection {
-    /// `job.tableName` (one name or a comma-separated list, trimmed, no
-    /// duplicates) and `job.tablePattern` (a valid regex); at least one.
-    fn from_values(v: &Values<'_>) -> Result<Self, ConfigError> {
-        let mut names: Vec<String> = Vec::new();
-        if let Some(value) = v.optional(ConfigKey::TableName) {
-            for name in value.split(',').map(str::trim) {
-                if name.is_empty() {
-                    return Err(invalid(
-                        ConfigKey::TableName,
-                        value,
-                        "has an empty entry in the comma-separated list",
-                    ));
-                }
-                if names.iter().any(|n| n == name) {
-                    return Err(invalid(
-                        ConfigKey::TableName,
-                        value,
-                        &format!("table '{name}' is listed twice; list each table once"),
-                    ));
-                }
-                names.push(name.to_owned());
-            }
-        }
-        let pattern = match v.optional(ConfigKey::TablePattern) {
-            Some(value) => {
-                let pattern = value.trim().to_owned();
-                if let Err(e) = anchored_regex(&pattern) {
-                    return Err(invalid(
-                        ConfigKey::TablePattern,
-                        value,
-                        &format!("not a valid regular expression: {e}"),
-                    ));
-                }
-                Some(pattern)
-            }
-            None => None,
-        };
-        if names.is_empty() && pattern.is_none() {
-            return Err(ConfigError::NoTables);
-        }
-        Ok(TableSelection { names, pattern })
-    }
-
-    /// `job.tablePattern` compiled to match whole table names, if given.
-    /// The pattern was checked by [`JobConfig::from_raw`]; an error here
-    /// means the selection was built some other way.
-    pub fn pattern_regex(&self) -> Result<Option<regex::Regex>, regex::Error> {
-        self.pattern.as_deref().map(anchored_regex).transpose()
-    }
-
-    /// Whether `name` is selected: named in `job.tableName` or matching
-    /// `job.tablePattern` (whole name).
-    pub fn selects(&self, name: &str, pattern: Option<&regex::Regex>) -> bool {
-        self.names.iter().any(|n| n == name) || pattern.is_some_and(|p| p.is_match(name))
-    }
-
-    /// Whether the job replicates exactly one named table (and no pattern).
-    pub fn is_single(&self) -> bool {
-        self.names.len() == 1 && self.pattern.is_none()
-    }
+    /// Every engine key with its effective value in canonical form (see
+    /// [`Config::effective`]); read a key the fields above do not carry
+    /// with `keys.get(&KEY)`.
+    pub keys: Config,
 }
 
 impl JobConfig {
-    /// Validates a raw configuration: parses every value, fills defaults,
-    /// checks ranges and the cross-key rules. Reports the first problem, in
-    /// catalog order (required keys first).
-    pub fn from_raw(raw: &RawConfig) -> Result<Self, ConfigError> {
-        let v = Values { raw };
-        let source = SourceConfig::from_values(&v)?;
-        let source_master_addresses = match source {
-            SourceConfig::Kudu => v.masters(ConfigKey::SourceMasterAddresses)?,
-            SourceConfig::Kafka(_) => Vec::new(),
-        };
-        let sink = SinkConfig::from_values(&v)?;
-        if let (SourceConfig::Kafka(_), SinkConfig::Kafka(_)) = (&source, &sink) {
-            return Err(invalid(
-                ConfigKey::SinkType,
-                "kafka",
-                "a Kafka source writes a Kudu table (job.tableName on job.sinkMasterAddresses); Kafka to Kafka is not a ferry job",
-            ));
-        }
-        let sink_master_addresses = match sink {
-            SinkConfig::Kudu => v.masters(ConfigKey::SinkMasterAddresses)?,
-            SinkConfig::Kafka(_) => Vec::new(),
-        };
-        let tables = TableSelection::from_values(&v)?;
+    /// Validates a configuration: parses every engine key, fills defaults,
+    /// checks ranges and the cross-key rules. Reports the first problem,
+    /// required keys first. Keys of other crates' sections (Kafka, process
+    /// keys) are left to them.
+    pub fn from_config(keys: &Config) -> Result<Self, ConfigError> {
+        let connectors = Connectors::from_config(keys)?;
+        let tables = TableSelection::from_config(keys)?;
         let table_name = tables.names.join(",");
-        let checkpoints_directory = v.location(ConfigKey::CheckpointsDirectory)?;
+        let checkpoints_directory = keys.get(&CHECKPOINTS_DIRECTORY)?;
         let config = JobConfig {
-            source_master_addresses,
-            sink_master_addresses,
-            discovery_interval: Duration::from_secs(
-                v.positive(ConfigKey::DiscoveryIntervalSeconds)?,
-            ),
-            checkpointing_interval: v.millis(ConfigKey::CheckpointingIntervalMillis)?,
-            create_table: v.boolean(ConfigKey::CreateTable)?,
-            table_suffix: v.required_value(ConfigKey::TableSuffix)?.to_string(),
-            sink_table: v
-                .optional(ConfigKey::SinkTableName)
-                .map(|t| t.trim().to_owned()),
-            restore_owner: v.boolean(ConfigKey::RestoreOwner)?,
-            checkpoints_retained: v.count(ConfigKey::CheckpointsRetained)?,
-            job_name: match v.value(ConfigKey::JobName)? {
-                Some(_) => v.text(ConfigKey::JobName)?,
+            source_master_addresses: connectors.source_master_addresses,
+            sink_master_addresses: connectors.sink_master_addresses,
+            discovery_interval: keys.get(&DISCOVERY_INTERVAL_SECONDS)?,
+            checkpointing_interval: keys.get(&CHECKPOINTING_INTERVAL_MILLIS)?,
+            create_table: keys.get(&CREATE_TABLE)?,
+            table_suffix: keys.get(&TABLE_SUFFIX)?,
+            sink_table: keys.get_optional(&SINK_TABLE_NAME)?,
+            restore_owner: keys.get(&RESTORE_OWNER)?,
+            checkpoints_retained: keys.get(&CHECKPOINTS_RETAINED)?,
+            job_name: match keys.get_optional(&JOB_NAME)? {
+                Some(name) => name,
                 None => format!(
                     "ferry-replication-{}",
                     match (&tables.names[..], &tables.pattern) {
@@ -354,93 +287,81 @@ impl JobConfig {
                     }
                 ),
             },
-            periodic_savepoint_interval: v
-                .optional_duration(ConfigKey::PeriodicSavepointInterval)?,
-            periodic_savepoints_retained: v.count(ConfigKey::PeriodicSavepointsRetained)?,
-            state_replicas: v.replicas(&checkpoints_directory)?,
-            position_table: Some(v.required_value(ConfigKey::PositionTable)?.trim())
-                .filter(|t| !t.is_empty())
-                .map(str::to_owned),
+            periodic_savepoint_interval: keys.get(&PERIODIC_SAVEPOINT_INTERVAL)?,
+            periodic_savepoints_retained: keys.get(&PERIODIC_SAVEPOINTS_RETAINED)?,
+            state_replicas: state_replicas(keys, &checkpoints_directory)?,
+            position_table: keys.get(&POSITION_TABLE)?,
             table_name,
-            reader: ReaderConfig {
-                batch_size_bytes: v.batch_size()?,
-                split_size_bytes: v.split_size()?,
-                scan_request_timeout: v.millis(ConfigKey::ScanRequestTimeout)?,
-                prefetching: v.boolean(ConfigKey::Prefetching)?,
-                keep_alive_period: v.millis(ConfigKey::KeepAlivePeriodMs)?,
-                replica_selection: v.required_value(ConfigKey::ReplicaSelection)?.parse()?,
-                quiet_tablet_max_skips: v.count_or_zero_u32(ConfigKey::QuietTabletMaxSkips)?,
-            },
-            writer: WriterConfig {
-                flush_mode: v.required_value(ConfigKey::FlushMode)?.parse()?,
-                operation_timeout: v.millis(ConfigKey::OperationTimeout)?,
-                max_buffer_size: v.count(ConfigKey::MaxBufferSize)?,
-                flush_interval: v.millis(ConfigKey::FlushInterval)?,
-                ignore_not_found: v.boolean(ConfigKey::IgnoreNotFound)?,
-                ignore_duplicate: v.boolean(ConfigKey::IgnoreDuplicate)?,
-            },
-            restart: RestartConfig::from_values(&v)?,
+            reader: ReaderConfig::from_config(keys)?,
+            writer: WriterConfig::from_config(keys)?,
+            restart: RestartConfig::from_config(keys)?,
             checkpoints_directory,
-            ha: HaConfig::from_values(&v)?,
-            kerberos: KerberosConfig::from_values(&v)?,
+            ha: HaConfig::from_config(keys)?,
+            kerberos: KerberosConfig::from_config(keys)?,
             tables,
-            schema_evolution: v.boolean(ConfigKey::SchemaEvolution)?,
-            table_discovery_interval: Duration::from_secs(
-                v.positive(ConfigKey::TableDiscoveryIntervalSeconds)?,
-            ),
-            rename_sink_table: v.boolean(ConfigKey::RenameSinkTable)?,
-            sink,
-            source,
+            schema_evolution: keys.get(&SCHEMA_EVOLUTION)?,
+            table_discovery_interval: keys.get(&TABLE_DISCOVERY_INTERVAL)?,
+            rename_sink_table: keys.get(&RENAME_SINK_TABLE)?,
+            sink: connectors.sink,
+            source: connectors.source,
+            keys: keys.effective(ENGINE_KEYS.keys().map(|(_, k)| k))?,
         };
-        // Cross-key rule, as in the reference job: the next window opens only
-        // after a checkpoint completes once the current window's splits are
-        // done, so a checkpoint interval at or above the discovery interval
-        // would stretch every window. Equal is rejected too.
-        if config.checkpointing_interval >= config.discovery_interval {
-            return Err(ConfigError::CheckpointIntervalTooLong {
-                checkpointing_ms: config.checkpointing_interval.as_millis(),
-                discovery_ms: config.discovery_interval.as_millis(),
-            });
+        config.check_intervals()?;
+        config.check_sink_table()?;
+        // Keys no field reads (read where they are used) are checked too.
+        for section in ENGINE_SECTIONS {
+            section.check(keys)?;
         }
-        if let Some(sink) = &config.sink_table {
-            if !config.tables.is_single() {
-                return Err(invalid(
-                    ConfigKey::SinkTableName,
-                    sink,
-                    &format!(
-                        "needs exactly one table in {} and no {}: with several tables each sink table is named <source name>{}; remove {}",
-                        ConfigKey::TableName,
-                        ConfigKey::TablePattern,
-                        ConfigKey::TableSuffix,
-                        ConfigKey::SinkTableName
-                    ),
-                ));
-            }
-            if !config.table_suffix.is_empty() {
-                return Err(invalid(
-                    ConfigKey::SinkTableName,
-                    sink,
-                    &format!(
-                        "cannot be combined with {}='{}': give the sink table's whole name in {} and leave {} empty",
-                        ConfigKey::TableSuffix,
-                        config.table_suffix,
-                        ConfigKey::SinkTableName,
-                        ConfigKey::TableSuffix
-                    ),
-                ));
-            }
-        }
-        refuse_ignore_keys(&config.writer)?;
         Ok(config)
     }
 
-    /// Convenience: [`RawConfig::from_named_pairs`] then
-    /// [`JobConfig::from_raw`], e.g.
+    /// Convenience: the engine's keys from `(name, value)` pairs (see
+    /// [`super::Registry::config_from_pairs`]) then
+    /// [`JobConfig::from_config`], e.g.
     /// `JobConfig::from_named_pairs([("job.tableName", "orders"), …])`.
     pub fn from_named_pairs<'a>(
         pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
     ) -> Result<Self, ConfigError> {
-        Self::from_raw(&RawConfig::from_named_pairs(pairs)?)
+        Self::from_config(&ENGINE_KEYS.config_from_pairs(pairs)?)
+    }
+
+    /// Cross-key rule, as in the reference job: the next window opens only
+    /// after a checkpoint completes once the current window's splits are
+    /// done, so a checkpoint interval at or above the discovery interval
+    /// would stretch every window. Equal is rejected too.
+    fn check_intervals(&self) -> Result<(), ConfigError> {
+        if self.checkpointing_interval >= self.discovery_interval {
+            return Err(ConfigError::CheckpointIntervalTooLong {
+                checkpointing_ms: self.checkpointing_interval.as_millis(),
+                discovery_ms: self.discovery_interval.as_millis(),
+            });
+        }
+        Ok(())
+    }
+
+    /// `job.sinkTableName` names one sink table: one source table, no
+    /// suffix.
+    fn check_sink_table(&self) -> Result<(), ConfigError> {
+        let Some(sink) = &self.sink_table else {
+            return Ok(());
+        };
+        let reason = if !self.tables.is_single() {
+            format!(
+                "needs exactly one table in {TABLE_NAME} and no {TABLE_PATTERN}: with several tables each sink table is named <source name>{TABLE_SUFFIX}; remove {SINK_TABLE_NAME}"
+            )
+        } else if !self.table_suffix.is_empty() {
+            format!(
+                "cannot be combined with {TABLE_SUFFIX}='{}': give the sink table's whole name in {SINK_TABLE_NAME} and leave {TABLE_SUFFIX} empty",
+                self.table_suffix
+            )
+        } else {
+            return Ok(());
+        };
+        Err(ConfigError::invalid(
+            SINK_TABLE_NAME.spec(),
+            sink,
+            ValueError::Invalid(reason),
+        ))
     }
 
     /// The sink table: `job.sinkTableName`, else `job.tableName` +
@@ -467,344 +388,36 @@ impl JobConfig {
         ha_job_id(self.ha.cluster_id.as_deref().unwrap_or(&self.job_name))
     }
 
-    /// Every key with its effective value (given or default), in catalog
-    /// order, as it would be written in a config file. Useful to log the
-    /// configuration a job actually runs with; feeding it back to
-    /// [`JobConfig::from_raw`] yields an equal config.
-    pub fn effective_values(&self) -> Vec<(ConfigKey, String)> {
-        let ms = |d: Duration| d.as_millis().to_string();
-        ConfigKey::all()
+    /// Every engine key with its effective value (given or literal default)
+    /// in canonical form, by name; keys with a derived default are left
+    /// out unless given. Useful to log the configuration a job actually
+    /// runs with; feeding it back to [`JobConfig::from_config`] yields an
+    /// equal config.
+    pub fn effective_values(&self) -> Vec<(&'static str, String)> {
+        self.keys
             .iter()
-            .map(|&key| {
-                let value = match key {
-                    ConfigKey::SourceMasterAddresses => self.source_master_addresses.join(","),
-                    ConfigKey::SinkMasterAddresses => self.sink_master_addresses.join(","),
-                    ConfigKey::TableName => self.table_name.clone(),
-                    ConfigKey::CheckpointsDirectory => self.checkpoints_directory.to_string(),
-                    ConfigKey::DiscoveryIntervalSeconds => {
-                        self.discovery_interval.as_secs().to_string()
-                    }
-                    ConfigKey::CheckpointingIntervalMillis => ms(self.checkpointing_interval),
-                    ConfigKey::CreateTable => self.create_table.to_string(),
-                    ConfigKey::TableSuffix => self.table_suffix.clone(),
-                    ConfigKey::SinkTableName => self.sink_table.clone().unwrap_or_default(),
-                    ConfigKey::RestoreOwner => self.restore_owner.to_string(),
-                    ConfigKey::CheckpointsRetained => self.checkpoints_retained.to_string(),
-                    ConfigKey::JobName => self.job_name.clone(),
-                    ConfigKey::PeriodicSavepointInterval => self
-                        .periodic_savepoint_interval
-                        .map_or_else(|| "0".to_string(), super::restart::format_duration),
-                    ConfigKey::PeriodicSavepointsRetained => {
-                        self.periodic_savepoints_retained.to_string()
-                    }
-                    ConfigKey::StateReplicas => self
-                        .state_replicas
-                        .iter()
-                        .map(StorageLocation::to_uri)
-                        .collect::<Vec<_>>()
-                        .join(","),
-                    ConfigKey::PositionTable => self.position_table.clone().unwrap_or_default(),
-                    ConfigKey::TablePattern => self.tables.pattern.clone().unwrap_or_default(),
-                    ConfigKey::TableDiscoveryIntervalSeconds => {
-                        self.table_discovery_interval.as_secs().to_string()
-                    }
-                    ConfigKey::SchemaEvolution => self.schema_evolution.to_string(),
-                    ConfigKey::RenameSinkTable => self.rename_sink_table.to_string(),
-                    ConfigKey::BatchSizeBytes => self.reader.batch_size_bytes.to_string(),
-                    ConfigKey::SplitSizeBytes => match self.reader.split_size_bytes {
-                        Some(n) => n.to_string(),
-                        None => "-1".to_string(),
-                    },
-                    ConfigKey::ScanRequestTimeout => ms(self.reader.scan_request_timeout),
-                    ConfigKey::Prefetching => self.reader.prefetching.to_string(),
-                    ConfigKey::KeepAlivePeriodMs => ms(self.reader.keep_alive_period),
-                    ConfigKey::ReplicaSelection => self.reader.replica_selection.to_string(),
-                    ConfigKey::QuietTabletMaxSkips => {
-                        self.reader.quiet_tablet_max_skips.to_string()
-                    }
-                    ConfigKey::FlushMode => self.writer.flush_mode.to_string(),
-                    ConfigKey::OperationTimeout => ms(self.writer.operation_timeout),
-                    ConfigKey::MaxBufferSize => self.writer.max_buffer_size.to_string(),
-                    ConfigKey::FlushInterval => ms(self.writer.flush_interval),
-                    ConfigKey::IgnoreNotFound => self.writer.ignore_not_found.to_string(),
-                    ConfigKey::IgnoreDuplicate => self.writer.ignore_duplicate.to_string(),
-                    other => self
-                        .restart
-                        .value_of(other)
-                        .or_else(|| self.ha.value_of(other))
-                        .or_else(|| self.sink.value_of(other))
-                        .or_else(|| self.source.value_of(other))
-                        .or_else(|| self.kerberos.value_of(other))
-                        .unwrap_or_default(),
-                };
-                (key, value)
-            })
+            .map(|(name, value)| (name, value.to_string()))
             .collect()
     }
 }
 
-/// The reference job's session flags `writer.ignoreNotFound` and
-/// `writer.ignoreDuplicate` would make a write session drop "row not found"
-/// and "row already present" errors. ferry's operations cannot raise either
-/// (deletes are DELETE_IGNORE, writes UPSERT_IGNORE, so that replaying a
-/// batch after a restart is harmless), and turning the ignore ops off would
-/// break those replays. `true` would promise a choice that does not exist,
-/// so only the default is accepted.
-fn refuse_ignore_keys(writer: &WriterConfig) -> Result<(), ConfigError> {
-    let refusals = [
-        (
-            ConfigKey::IgnoreNotFound,
-            writer.ignore_not_found,
-            "ferry writes every delete as DELETE_IGNORE, which never reports a missing row \
-             (replayed deletes must not fail the job); remove the key or set it to false",
-        ),
-        (
-            ConfigKey::IgnoreDuplicate,
-            writer.ignore_duplicate,
-            "ferry writes every row as UPSERT_IGNORE, which never reports a present row \
-             (replayed writes must not fail the job); remove the key or set it to false",
-        ),
-    ];
-    match refusals.into_iter().find(|(_, on, _)| *on) {
-        Some((key, _, reason)) => Err(ConfigError::Unsupported {
-            key,
-            value: "true".to_string(),
-            reason,
-        }),
-        None => Ok(()),
+/// `job.stateReplicas`, none of them the checkpoints directory (a replica
+/// there would be the primary itself).
+fn state_replicas(
+    keys: &Config,
+    primary: &StorageLocation,
+) -> Result<Vec<StorageLocation>, ConfigError> {
+    let replicas = keys.get(&STATE_REPLICAS)?;
+    let value = keys.raw(&STATE_REPLICAS).unwrap_or_default();
+    let entries = value.split(',').map(str::trim);
+    if let Some((entry, _)) = entries.zip(&replicas).find(|(_, r)| *r == primary) {
+        return Err(ConfigError::invalid(
+            STATE_REPLICAS.spec(),
+            value,
+            ValueError::Invalid(format!(
+                "replica '{entry}' is job.checkpointsDirectory itself"
+            )),
+        ));
     }
-}
-
-/// Typed access to raw values with defaults applied.
-pub(super) struct Values<'a> {
-    raw: &'a RawConfig,
-}
-
-impl Values<'_> {
-    /// The given value, else the literal default, else `None`; a missing
-    /// required key is an error.
-    fn value(&self, key: ConfigKey) -> Result<Option<&str>, ConfigError> {
-        match self.raw.get(key).or(key.default_value()) {
-            Some(v) => Ok(Some(v)),
-            None if key.is_required() => Err(ConfigError::MissingRequired { key }),
-            None => Ok(None),
-        }
-    }
-
-    /// The given value of a key whose default is derived; empty counts as
-    /// not given (how [`JobConfig::effective_values`] writes such a default).
-    pub(super) fn optional(&self, key: ConfigKey) -> Option<&str> {
-        self.raw.get(key).filter(|v| !v.trim().is_empty())
-    }
-
-    /// Whether the key was given a non-empty value.
-    pub(super) fn given(&self, key: ConfigKey) -> bool {
-        self.optional(key).is_some()
-    }
-
-    pub(super) fn required_value(&self, key: ConfigKey) -> Result<&str, ConfigError> {
-        self.value(key)?.ok_or(ConfigError::MissingRequired { key })
-    }
-
-    pub(super) fn text(&self, key: ConfigKey) -> Result<String, ConfigError> {
-        let value = self.required_value(key)?;
-        if value.trim().is_empty() {
-            return Err(invalid(key, value, "must not be empty"));
-        }
-        Ok(value.to_string())
-    }
-
-    fn masters(&self, key: ConfigKey) -> Result<Vec<String>, ConfigError> {
-        let value = self.required_value(key)?;
-        let masters: Vec<String> = value.split(',').map(|m| m.trim().to_string()).collect();
-        if value.trim().is_empty() {
-            return Err(invalid(
-                key,
-                value,
-                "must list at least one master (host:port)",
-            ));
-        }
-        if masters.iter().any(|m| m.is_empty()) {
-            return Err(invalid(
-                key,
-                value,
-                "has an empty entry in the comma-separated list",
-            ));
-        }
-        if let Some(bad) = masters.iter().find(|m| m.contains(char::is_whitespace)) {
-            return Err(invalid(
-                key,
-                value,
-                &format!("master '{bad}' contains whitespace"),
-            ));
-        }
-        Ok(masters)
-    }
-
-    fn location(&self, key: ConfigKey) -> Result<StorageLocation, ConfigError> {
-        let value = self.required_value(key)?;
-        StorageLocation::parse(value).map_err(|e| invalid(key, value, &e.reason))
-    }
-
-    /// A Flink duration; `0` means off (`None`).
-    fn optional_duration(&self, key: ConfigKey) -> Result<Option<Duration>, ConfigError> {
-        let d = super::restart::parse_duration(key, self.required_value(key)?)?;
-        Ok((!d.is_zero()).then_some(d))
-    }
-
-    /// `job.stateReplicas`: comma-separated locations, each parsed, no
-    /// duplicates, none equal to the checkpoints directory (a replica there
-    /// would be the primary itself).
-    fn replicas(&self, primary: &StorageLocation) -> Result<Vec<StorageLocation>, ConfigError> {
-        let key = ConfigKey::StateReplicas;
-        let value = self.required_value(key)?;
-        if value.trim().is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut replicas: Vec<StorageLocation> = Vec::new();
-        for entry in value.split(',').map(str::trim) {
-            if entry.is_empty() {
-                return Err(invalid(
-                    key,
-                    value,
-                    "has an empty entry in the comma-separated list",
-                ));
-            }
-            let location = StorageLocation::parse(entry)
-                .map_err(|e| invalid(key, value, &format!("replica '{entry}': {}", e.reason)))?;
-            if location == *primary {
-                return Err(invalid(
-                    key,
-                    value,
-                    &format!("replica '{entry}' is job.checkpointsDirectory itself"),
-                ));
-            }
-            if replicas.contains(&location) {
-                return Err(invalid(
-                    key,
-                    value,
-                    &format!("replica '{entry}' is listed twice"),
-                ));
-            }
-            replicas.push(location);
-        }
-        Ok(replicas)
-    }
-
-    pub(super) fn flag(&self, key: ConfigKey) -> Result<bool, ConfigError> {
-        self.boolean(key)
-    }
-
-    fn boolean(&self, key: ConfigKey) -> Result<bool, ConfigError> {
-        let value = self.required_value(key)?;
-        match value.trim() {
-            v if v.eq_ignore_ascii_case("true") => Ok(true),
-            v if v.eq_ignore_ascii_case("false") => Ok(false),
-            _ => Err(ConfigError::InvalidBool {
-                key,
-                value: value.to_string(),
-            }),
-        }
-    }
-
-    pub(super) fn integer(&self, key: ConfigKey) -> Result<(i128, &str), ConfigError> {
-        let value = self.required_value(key)?;
-        // i128 so every u64 and i64 parses and range checks stay exact.
-        value
-            .trim()
-            .parse::<i128>()
-            .map(|n| (n, value))
-            .map_err(|_| ConfigError::InvalidNumber {
-                key,
-                value: value.to_string(),
-            })
-    }
-
-    /// A whole number greater than zero.
-    fn positive(&self, key: ConfigKey) -> Result<u64, ConfigError> {
-        let (n, value) = self.integer(key)?;
-        if n < 1 {
-            return Err(out_of_range(
-                key,
-                value,
-                "must be greater than 0".to_string(),
-            ));
-        }
-        u64::try_from(n)
-            .map_err(|_| out_of_range(key, value, format!("must be at most {}", u64::MAX)))
-    }
-
-    pub(super) fn millis(&self, key: ConfigKey) -> Result<Duration, ConfigError> {
-        self.positive(key).map(Duration::from_millis)
-    }
-
-    fn count(&self, key: ConfigKey) -> Result<NonZeroUsize, ConfigError> {
-        let n = self.positive(key)?;
-        usize::try_from(n)
-            .ok()
-            .and_then(NonZeroUsize::new)
-            .ok_or_else(|| {
-                out_of_range(
-                    key,
-                    &n.to_string(),
-                    format!("must be at most {}", usize::MAX),
-                )
-            })
-    }
-
-    /// A whole number from 0 to `u32::MAX`.
-    fn count_or_zero_u32(&self, key: ConfigKey) -> Result<u32, ConfigError> {
-        let (n, value) = self.integer(key)?;
-        u32::try_from(n)
-            .map_err(|_| out_of_range(key, value, format!("must be from 0 to {}", u32::MAX)))
-    }
-
-    /// Kudu's scan request carries the batch size as a 32-bit field.
-    fn batch_size(&self) -> Result<u32, ConfigError> {
-        let key = ConfigKey::BatchSizeBytes;
-        let n = self.positive(key)?;
-        u32::try_from(n)
-            .map_err(|_| out_of_range(key, &n.to_string(), format!("must be at most {}", u32::MAX)))
-    }
-
-    fn split_size(&self) -> Result<Option<NonZeroU64>, ConfigError> {
-        let key = ConfigKey::SplitSizeBytes;
-        let (n, value) = self.integer(key)?;
-        if n == -1 {
-            return Ok(None);
-        }
-        u64::try_from(n)
-            .ok()
-            .and_then(NonZeroU64::new)
-            .map(Some)
-            .ok_or_else(|| {
-                out_of_range(
-                    key,
-                    value,
-                    "must be greater than 0, or -1 for one split per tablet".to_string(),
-                )
-            })
-    }
-}
-
-/// The regex anchored so it must match the whole table name (a pattern
-/// `orders_.*` must not select `old_orders_1`).
-fn anchored_regex(pattern: &str) -> Result<regex::Regex, regex::Error> {
-    regex::Regex::new(&format!("^(?:{pattern})$"))
-}
-
-fn out_of_range(key: ConfigKey, value: &str, expected: String) -> ConfigError {
-    ConfigError::OutOfRange {
-        key,
-        value: value.to_string(),
-        expected,
-    }
-}
-
-pub(super) fn invalid(key: ConfigKey, value: &str, reason: &str) -> ConfigError {
-    ConfigError::InvalidValue {
-        key,
-        value: value.to_string(),
-        reason: reason.to_string(),
-    }
+    Ok(replicas)
 }

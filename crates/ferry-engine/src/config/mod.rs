@@ -1,47 +1,85 @@
-//! Job configuration: the key catalog and validation into [`JobConfig`].
+//! Job configuration: typed keys and validation into [`JobConfig`].
+//!
+//! Each key is one constant, a [`ConfigOption<T>`]: its name, aliases,
+//! origin, value kind, default, doc, and its typed parser and printer.
+//! Keys are declared in sections ([`config_section!`](crate::config_section)),
+//! each in the file of the concern it configures, so adding a key is one
+//! edit in one file; the crates that own other keys (`ferry-kafka`'s Kafka
+//! keys, `ferry-objstore`'s `s3.*`, the binary's process keys) declare
+//! their sections the same way, and the binary composes them all into one
+//! [`Registry`] for the command line, `--config`, `--help` and the docs.
 //!
 //! Configuration is taken in two steps so each rule lives in one place:
 //!
-//! 1. [`RawConfig`]: `key → string` pairs as given. Reading them from the
+//! 1. [`Config`]: `key → string` pairs as given. Reading them from the
 //!    command line, `-D` or a TOML file is the binary's job, not the
-//!    engine's; it reads each source once into one map and passes the job's
-//!    keys on.
-//! 2. [`JobConfig::from_raw`]: typed values (durations, enums, sizes),
-//!    defaults, range checks, the cross-key rule
-//!    `job.checkpointingIntervalMillis < job.discoveryIntervalSeconds × 1000`,
-//!    and the refusal of values ferry cannot honour (each with its reason).
+//!    engine's.
+//! 2. [`JobConfig::from_config`]: typed values (`config.get(&KEY)?`),
+//!    defaults, range checks, the cross-key rules of each section (e.g.
+//!    `job.checkpointingIntervalMillis < job.discoveryIntervalSeconds ×
+//!    1000`), and the refusal of values ferry cannot honour (each with its
+//!    reason).
 //!
-//! Every key's name, default, kind and doc are data: one [`KeySpec`] row per
-//! [`ConfigKey`]. The same [`KeySpec`] shape describes the binary's process
-//! keys, and the binary renders `--help` and docs from both catalogs. Keys
-//! and defaults follow Apache Kudu's Flink replication job so existing
+//! Keys and defaults follow Apache Kudu's Flink replication job so existing
 //! command lines work; ferry's own keys are marked [`KeyOrigin::Ferry`].
 
+mod connectors;
 mod error;
 mod ha;
 mod job;
-mod key;
-mod key_security;
-mod key_sink;
-mod key_source;
-mod key_tables;
-mod raw;
+mod map;
+mod option;
+mod parse;
+mod reader;
 mod restart;
+mod section;
 mod security;
-mod sink;
-mod source;
 mod spec;
+mod tables;
+mod writer;
 
 #[cfg(test)]
 mod tests;
 
+pub use connectors::{
+    SinkKind, SourceKind, SINK_KIND_KEYS, SINK_TYPE, SOURCE_KIND_KEYS, SOURCE_TYPE,
+};
 pub use error::ConfigError;
-pub use ha::{ha_job_id, HaConfig, HaKind};
-pub use job::{FlushMode, JobConfig, ReaderConfig, ReplicaSelection, TableSelection, WriterConfig};
-pub use key::ConfigKey;
-pub use raw::RawConfig;
-pub use restart::{format_duration, parse_duration, Decimal, RestartConfig};
-pub use security::{ClusterKerberos, KerberosConfig};
-pub use sink::{DeliveryGuarantee, KafkaSinkConfig, RecordFormat, SinkConfig};
-pub use source::{BoundedMode, ErrorPolicy, KafkaSourceConfig, SourceConfig, StartupMode};
+pub use ha::{
+    ha_job_id, HaConfig, HaKind, HA_CLUSTER_ID, HA_KEYS, HA_LEASE_DURATION, HA_RENEW_INTERVAL,
+    HA_STORAGE_DIR, HA_TYPE,
+};
+pub use job::*;
+pub use map::Config;
+pub use option::{parse_choice, AnyOption, Choice, ConfigOption, Parser, Printer, ValueError};
+pub use parse::{format_duration, parse_duration};
+pub use reader::*;
+pub use restart::*;
+pub use section::{Registry, Scope, Section};
+pub use security::*;
 pub use spec::{closest_name, KeyDefault, KeyOrigin, KeySpec, ValueKind};
+pub use tables::*;
+pub use writer::*;
+
+/// Value parsers and printers for other crates' keys.
+pub mod values {
+    pub use super::parse::*;
+}
+
+/// The engine's sections, in the order the docs list them.
+pub static ENGINE_SECTIONS: &[&Section] = &[
+    &JOB_KEYS,
+    &TABLE_KEYS,
+    &SINK_KIND_KEYS,
+    &SOURCE_KIND_KEYS,
+    &READER_KEYS,
+    &WRITER_KEYS,
+    &RESTART_KEYS,
+    &HA_KEYS,
+    &KERBEROS_LOGIN_KEYS,
+    &KERBEROS_CLUSTER_KEYS,
+];
+
+/// The engine's keys alone (for [`JobConfig::from_named_pairs`]); the
+/// binary composes its own registry of every crate's sections.
+pub static ENGINE_KEYS: Registry = Registry::new(ENGINE_SECTIONS);

@@ -5,9 +5,152 @@
 use std::time::Duration;
 
 use super::error::ConfigError;
-use super::job::Values;
-use super::key::ConfigKey;
+use super::map::Config;
+use super::option::{ConfigOption, ValueError};
+use super::parse::u32_at_least;
+use super::section::Section;
+use super::spec::{KeyOrigin::Flink, ValueKind};
 use crate::restart::RestartStrategy;
+
+/// The valid names for `restart-strategy.type` (Flink's spellings).
+const RESTART_STRATEGY_NAMES: &[&str] = &[
+    "exponential-delay",
+    "fixed-delay",
+    "failure-rate",
+    "none",
+    "exponentialdelay",
+    "fixeddelay",
+    "failurerate",
+    "off",
+    "disable",
+];
+
+crate::config_section! {
+    /// Flink's restart keys.
+    pub static RESTART_KEYS = Section::job("restart-strategy");
+    /// `restart-strategy.type`, normalised to `exponential-delay`,
+    /// `fixed-delay`, `failure-rate` or `none`.
+    pub const RESTART_STRATEGY_TYPE: ConfigOption<&'static str> = ConfigOption::new("restart-strategy.type", ValueKind::Enum(RESTART_STRATEGY_NAMES), strategy_kind, print_str)
+        .origin(Flink)
+        .default_value("exponential-delay")
+        .aliases(&["restart-strategy"])
+        .doc("What a job does after a transient failure (timeouts, unavailable servers, leader changes, storage errors): restart from its newest complete checkpoint with exponential-delay, fixed-delay or failure-rate backoff, or fail at once (none).");
+    /// `restart-strategy.fixed-delay.attempts`.
+    pub const FIXED_DELAY_ATTEMPTS: ConfigOption<u32> = count::<0>("restart-strategy.fixed-delay.attempts", ValueKind::CountOrZero)
+        .default_value("1")
+        .doc("fixed-delay: restarts allowed in the job's life.");
+    /// `restart-strategy.fixed-delay.delay`.
+    pub const FIXED_DELAY_DELAY: ConfigOption<Duration> = ConfigOption::duration("restart-strategy.fixed-delay.delay")
+        .origin(Flink)
+        .default_value("1 s")
+        .doc("fixed-delay: wait before each restart.");
+    /// `restart-strategy.failure-rate.max-failures-per-interval`.
+    pub const FAILURE_RATE_MAX_FAILURES: ConfigOption<u32> = count::<1>("restart-strategy.failure-rate.max-failures-per-interval", ValueKind::Count)
+        .default_value("1")
+        .doc("failure-rate: failures tolerated within the interval before the job fails.");
+    /// `restart-strategy.failure-rate.failure-rate-interval`.
+    pub const FAILURE_RATE_INTERVAL: ConfigOption<Duration> = ConfigOption::duration("restart-strategy.failure-rate.failure-rate-interval")
+        .origin(Flink)
+        .default_value("1 min")
+        .doc("failure-rate: the sliding interval failures are counted in.");
+    /// `restart-strategy.failure-rate.delay`.
+    pub const FAILURE_RATE_DELAY: ConfigOption<Duration> = ConfigOption::duration("restart-strategy.failure-rate.delay")
+        .origin(Flink)
+        .default_value("1 s")
+        .doc("failure-rate: wait before each restart.");
+    /// `restart-strategy.exponential-delay.initial-backoff`.
+    pub const EXPONENTIAL_INITIAL_BACKOFF: ConfigOption<Duration> = ConfigOption::duration("restart-strategy.exponential-delay.initial-backoff")
+        .origin(Flink)
+        .default_value("1 s")
+        .doc("exponential-delay: the first wait.");
+    /// `restart-strategy.exponential-delay.max-backoff`.
+    pub const EXPONENTIAL_MAX_BACKOFF: ConfigOption<Duration> = ConfigOption::duration("restart-strategy.exponential-delay.max-backoff")
+        .origin(Flink)
+        .default_value("1 min")
+        .doc("exponential-delay: the longest wait.");
+    /// `restart-strategy.exponential-delay.backoff-multiplier`.
+    pub const EXPONENTIAL_MULTIPLIER: ConfigOption<Decimal> = ConfigOption::new("restart-strategy.exponential-delay.backoff-multiplier", ValueKind::Number, multiplier, print_decimal)
+        .origin(Flink)
+        .default_value("1.5")
+        .doc("exponential-delay: growth of the wait per failure (at least 1).");
+    /// `restart-strategy.exponential-delay.reset-backoff-threshold`.
+    pub const EXPONENTIAL_RESET_THRESHOLD: ConfigOption<Duration> = ConfigOption::duration("restart-strategy.exponential-delay.reset-backoff-threshold")
+        .origin(Flink)
+        .default_value("1 h")
+        .doc("exponential-delay: running this long without a failure resets the wait to initial-backoff.");
+    /// `restart-strategy.exponential-delay.jitter-factor`.
+    pub const EXPONENTIAL_JITTER: ConfigOption<Decimal> = ConfigOption::new("restart-strategy.exponential-delay.jitter-factor", ValueKind::Number, jitter, print_decimal)
+        .origin(Flink)
+        .default_value("0.1")
+        .doc("exponential-delay: random share (0 to 1) added to or taken from each wait.");
+    /// `restart-strategy.exponential-delay.attempts-before-reset-backoff`.
+    pub const EXPONENTIAL_ATTEMPTS: ConfigOption<u32> = count::<1>("restart-strategy.exponential-delay.attempts-before-reset-backoff", ValueKind::Count)
+        .default_value("2147483647")
+        .doc("exponential-delay: restarts allowed without a reset before the job fails.");
+    /// `execution.checkpointing.tolerable-failed-checkpoints`.
+    pub const TOLERABLE_FAILED_CHECKPOINTS: ConfigOption<u32> = count::<0>("execution.checkpointing.tolerable-failed-checkpoints", ValueKind::CountOrZero)
+        .default_value("0")
+        .doc("Consecutive failed checkpoints tolerated; one more restarts the job (restart-strategy.*). Replication never goes past the newest complete checkpoint's window either way.");
+}
+
+/// A Flink count of at least `MIN`.
+const fn count<const MIN: u32>(name: &'static str, kind: ValueKind) -> ConfigOption<u32> {
+    ConfigOption::new(name, kind, u32_at_least::<MIN>, print_u32).origin(Flink)
+}
+
+fn print_u32(n: &u32) -> String {
+    n.to_string()
+}
+
+fn print_str(s: &&'static str) -> String {
+    s.to_string()
+}
+
+/// Flink's spellings of the strategy names, normalised.
+fn strategy_kind(value: &str) -> Result<&'static str, ValueError> {
+    Ok(match value.trim().to_ascii_lowercase().as_str() {
+        "exponential-delay" | "exponentialdelay" => "exponential-delay",
+        "fixed-delay" | "fixeddelay" => "fixed-delay",
+        "failure-rate" | "failurerate" => "failure-rate",
+        "none" | "off" | "disable" => "none",
+        _ => {
+            return Err(ValueError::NotOneOf(&[
+                "exponential-delay",
+                "fixed-delay",
+                "failure-rate",
+                "none",
+            ]))
+        }
+    })
+}
+
+/// A finite decimal in `[min, max]`.
+fn decimal(value: &str, min: f64, max: f64) -> Result<Decimal, ValueError> {
+    let x: f64 = value
+        .trim()
+        .parse()
+        .ok()
+        .filter(|x: &f64| x.is_finite())
+        .ok_or_else(|| ValueError::Invalid("expected a decimal number".to_string()))?;
+    if !(min..=max).contains(&x) {
+        return Err(ValueError::OutOfRange(format!(
+            "must be between {min} and {max}"
+        )));
+    }
+    Ok(Decimal(x))
+}
+
+fn multiplier(value: &str) -> Result<Decimal, ValueError> {
+    decimal(value, 1.0, 1000.0)
+}
+
+fn jitter(value: &str) -> Result<Decimal, ValueError> {
+    decimal(value, 0.0, 1.0)
+}
+
+fn print_decimal(x: &Decimal) -> String {
+    x.0.to_string()
+}
 
 /// A decimal setting (`backoff-multiplier`, `jitter-factor`), compared by
 /// its bits so configs stay `Eq`.
@@ -70,67 +213,28 @@ impl RestartConfig {
         }
     }
 
-    pub(super) fn from_values(v: &Values<'_>) -> Result<Self, ConfigError> {
-        let duration = |key| parse_duration(key, v.required_value(key)?);
-        let count = |key, min: u32| {
-            let value = v.required_value(key)?;
-            let n: u32 = value
-                .trim()
-                .parse()
-                .map_err(|_| ConfigError::InvalidNumber {
-                    key,
-                    value: value.to_string(),
-                })?;
-            if n < min {
-                return Err(ConfigError::OutOfRange {
-                    key,
-                    value: value.to_string(),
-                    expected: format!("must be at least {min}"),
-                });
-            }
-            Ok(n)
-        };
-        let decimal = |key, min: f64, max: f64| {
-            let value = v.required_value(key)?;
-            let x: f64 = value
-                .trim()
-                .parse()
-                .ok()
-                .filter(|x: &f64| x.is_finite())
-                .ok_or_else(|| ConfigError::InvalidValue {
-                    key,
-                    value: value.to_string(),
-                    reason: "expected a decimal number".to_string(),
-                })?;
-            if !(min..=max).contains(&x) {
-                return Err(ConfigError::OutOfRange {
-                    key,
-                    value: value.to_string(),
-                    expected: format!("must be between {min} and {max}"),
-                });
-            }
-            Ok(Decimal(x))
-        };
+    pub(super) fn from_config(keys: &Config) -> Result<Self, ConfigError> {
         let config = RestartConfig {
-            kind: strategy_kind(v.required_value(ConfigKey::RestartStrategyType)?)?,
-            fixed_delay_attempts: count(ConfigKey::FixedDelayAttempts, 0)?,
-            fixed_delay: duration(ConfigKey::FixedDelayDelay)?,
-            failure_rate_max_failures: count(ConfigKey::FailureRateMaxFailures, 1)?,
-            failure_rate_interval: duration(ConfigKey::FailureRateInterval)?,
-            failure_rate_delay: duration(ConfigKey::FailureRateDelay)?,
-            initial_backoff: duration(ConfigKey::ExponentialInitialBackoff)?,
-            max_backoff: duration(ConfigKey::ExponentialMaxBackoff)?,
-            backoff_multiplier: decimal(ConfigKey::ExponentialMultiplier, 1.0, 1000.0)?,
-            reset_backoff_threshold: duration(ConfigKey::ExponentialResetThreshold)?,
-            jitter_factor: decimal(ConfigKey::ExponentialJitter, 0.0, 1.0)?,
-            attempts_before_reset_backoff: count(ConfigKey::ExponentialAttempts, 1)?,
-            tolerable_failed_checkpoints: count(ConfigKey::TolerableFailedCheckpoints, 0)?,
+            kind: keys.get(&RESTART_STRATEGY_TYPE)?,
+            fixed_delay_attempts: keys.get(&FIXED_DELAY_ATTEMPTS)?,
+            fixed_delay: keys.get(&FIXED_DELAY_DELAY)?,
+            failure_rate_max_failures: keys.get(&FAILURE_RATE_MAX_FAILURES)?,
+            failure_rate_interval: keys.get(&FAILURE_RATE_INTERVAL)?,
+            failure_rate_delay: keys.get(&FAILURE_RATE_DELAY)?,
+            initial_backoff: keys.get(&EXPONENTIAL_INITIAL_BACKOFF)?,
+            max_backoff: keys.get(&EXPONENTIAL_MAX_BACKOFF)?,
+            backoff_multiplier: keys.get(&EXPONENTIAL_MULTIPLIER)?,
+            reset_backoff_threshold: keys.get(&EXPONENTIAL_RESET_THRESHOLD)?,
+            jitter_factor: keys.get(&EXPONENTIAL_JITTER)?,
+            attempts_before_reset_backoff: keys.get(&EXPONENTIAL_ATTEMPTS)?,
+            tolerable_failed_checkpoints: keys.get(&TOLERABLE_FAILED_CHECKPOINTS)?,
         };
         if config.max_backoff < config.initial_backoff {
             return Err(ConfigError::OutOfRange {
-                key: ConfigKey::ExponentialMaxBackoff,
-                value: v
-                    .required_value(ConfigKey::ExponentialMaxBackoff)?
+                key: EXPONENTIAL_MAX_BACKOFF.name(),
+                value: keys
+                    .text(&EXPONENTIAL_MAX_BACKOFF)
+                    .unwrap_or_default()
                     .to_string(),
                 expected: format!(
                     "must be at least restart-strategy.exponential-delay.initial-backoff ({:?})",
@@ -140,91 +244,6 @@ impl RestartConfig {
         }
         Ok(config)
     }
-
-    /// The value of one restart key, as it would be written in a config
-    /// file (`None` for keys that are not restart keys).
-    pub(super) fn value_of(&self, key: ConfigKey) -> Option<String> {
-        let ms = format_duration;
-        Some(match key {
-            ConfigKey::RestartStrategyType => self.kind.to_string(),
-            ConfigKey::FixedDelayAttempts => self.fixed_delay_attempts.to_string(),
-            ConfigKey::FixedDelayDelay => ms(self.fixed_delay),
-            ConfigKey::FailureRateMaxFailures => self.failure_rate_max_failures.to_string(),
-            ConfigKey::FailureRateInterval => ms(self.failure_rate_interval),
-            ConfigKey::FailureRateDelay => ms(self.failure_rate_delay),
-            ConfigKey::ExponentialInitialBackoff => ms(self.initial_backoff),
-            ConfigKey::ExponentialMaxBackoff => ms(self.max_backoff),
-            ConfigKey::ExponentialMultiplier => self.backoff_multiplier.0.to_string(),
-            ConfigKey::ExponentialResetThreshold => ms(self.reset_backoff_threshold),
-            ConfigKey::ExponentialJitter => self.jitter_factor.0.to_string(),
-            ConfigKey::ExponentialAttempts => self.attempts_before_reset_backoff.to_string(),
-            ConfigKey::TolerableFailedCheckpoints => self.tolerable_failed_checkpoints.to_string(),
-            _ => return None,
-        })
-    }
-}
-
-/// Flink's spellings of the strategy names, normalised.
-fn strategy_kind(value: &str) -> Result<&'static str, ConfigError> {
-    Ok(match value.trim().to_ascii_lowercase().as_str() {
-        "exponential-delay" | "exponentialdelay" => "exponential-delay",
-        "fixed-delay" | "fixeddelay" => "fixed-delay",
-        "failure-rate" | "failurerate" => "failure-rate",
-        "none" | "off" | "disable" => "none",
-        _ => {
-            return Err(ConfigError::InvalidEnum {
-                key: ConfigKey::RestartStrategyType,
-                value: value.to_string(),
-                valid: &["exponential-delay", "fixed-delay", "failure-rate", "none"],
-            })
-        }
-    })
-}
-
-/// A duration in Flink's syntax: a whole number and an optional unit
-/// (`ms`, `s`, `min`, `h`, `d` and their long forms), milliseconds when
-/// the unit is left out.
-pub fn parse_duration(key: ConfigKey, value: &str) -> Result<Duration, ConfigError> {
-    let invalid = |reason: &str| ConfigError::InvalidValue {
-        key,
-        value: value.to_string(),
-        reason: reason.to_string(),
-    };
-    let text = value.trim();
-    let digits = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(digits);
-    let n: u64 = number
-        .parse()
-        .map_err(|_| invalid("expected a duration such as '500 ms', '10 s', '1 min' or '1 h'"))?;
-    let millis_per_unit: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "ms" | "milli" | "millis" | "millisecond" | "milliseconds" => 1,
-        "s" | "sec" | "secs" | "second" | "seconds" => 1_000,
-        "m" | "min" | "minute" | "minutes" => 60_000,
-        "h" | "hour" | "hours" => 3_600_000,
-        "d" | "day" | "days" => 86_400_000,
-        _ => return Err(invalid("unknown unit; use ms, s, min, h or d")),
-    };
-    n.checked_mul(millis_per_unit)
-        .map(Duration::from_millis)
-        .ok_or_else(|| invalid("too long"))
-}
-
-/// A duration in Flink's syntax, in the largest whole unit.
-pub fn format_duration(d: Duration) -> String {
-    let ms = d.as_millis();
-    for (unit, size) in [
-        ("d", 86_400_000),
-        ("h", 3_600_000),
-        ("min", 60_000),
-        ("s", 1_000),
-    ] {
-        if ms > 0 && ms.is_multiple_of(size) {
-            return format!("{} {unit}", ms / size);
-        }
-    }
-    format!("{ms} ms")
 }
 
 #[cfg(test)]
@@ -232,26 +251,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn flink_duration_syntax() {
-        let key = ConfigKey::FixedDelayDelay;
-        let ms = |s| parse_duration(key, s).map(|d| d.as_millis()).ok();
-        assert_eq!(ms("250"), Some(250));
-        assert_eq!(ms("500 ms"), Some(500));
-        assert_eq!(ms("10s"), Some(10_000));
-        assert_eq!(ms(" 1 min "), Some(60_000));
-        assert_eq!(ms("2 minutes"), Some(120_000));
-        assert_eq!(ms("1 h"), Some(3_600_000));
-        assert_eq!(ms("1 d"), Some(86_400_000));
-        let err = parse_duration(key, "5 parsecs").expect_err("unit");
+    fn flink_duration_errors_name_the_key() {
+        let mut keys = Config::new();
+        keys.set(&FIXED_DELAY_DELAY, "5 parsecs");
+        let err = keys.get(&FIXED_DELAY_DELAY).expect_err("unit");
         assert_eq!(
             err.to_string(),
             "invalid value '5 parsecs' for key 'restart-strategy.fixed-delay.delay': unknown unit; use ms, s, min, h or d"
         );
-        assert!(parse_duration(key, "-1 s").is_err());
-        for text in ["0 ms", "250 ms", "90 s", "1 min", "2 h", "3 d"] {
-            let d = parse_duration(key, text).expect("parses");
-            assert_eq!(format_duration(d), text);
-        }
-        assert!(parse_duration(key, "s").is_err());
     }
 }

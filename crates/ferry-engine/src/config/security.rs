@@ -1,14 +1,86 @@
 //! How ferry authenticates to each Kudu cluster: SASL PLAIN (the default)
-//! or Kerberos with a principal and a keytab or ticket cache, validated
-//! from the `security.kerberos.login.*` and per-cluster keys into
+//! or Kerberos with a principal and a keytab or ticket cache: Flink's
+//! `security.kerberos.login.*` keys (one login for both clusters, also
+//! given as `-D`) and ferry's per-cluster overrides (`reader.*` for the
+//! source cluster, `writer.*` for the sink cluster), validated into
 //! [`KerberosConfig`]. The login itself is the Kudu client's business
 //! (`kudu_client::Kerberos`); this only says who and with what.
 
 use std::path::PathBuf;
 
 use super::error::ConfigError;
-use super::job::Values;
-use super::key::ConfigKey;
+use super::map::Config;
+use super::option::{ConfigOption, ValueError};
+use super::section::Section;
+use super::spec::{KeyOrigin::Flink, ValueKind};
+
+crate::config_section! {
+    /// Flink's Kerberos login keys, for both clusters.
+    pub static KERBEROS_LOGIN_KEYS = Section::job("security.kerberos.login").dynamic();
+    /// `security.kerberos.login.principal`.
+    pub const LOGIN_PRINCIPAL: ConfigOption<String> = optional_text("security.kerberos.login.principal")
+        .origin(Flink)
+        .derived("none: SASL PLAIN, no Kerberos")
+        .doc("Kerberos principal ferry logs in as to both clusters (e.g. ferry@EXAMPLE.COM); reader.kerberosPrincipal / writer.kerberosPrincipal override it per cluster. Setting a principal turns Kerberos (SASL GSSAPI) on; docs/security.md.");
+    /// `security.kerberos.login.keytab`.
+    pub const LOGIN_KEYTAB: ConfigOption<PathBuf> = keytab("security.kerberos.login.keytab")
+        .origin(Flink)
+        .derived("none: the ticket cache")
+        .doc("Keytab file of security.kerberos.login.principal; ferry logs in from it and again before tickets expire, for as long as the job runs. Without one, tickets come from the ticket cache (KRB5CCNAME), which something else must renew.");
+    /// `security.kerberos.login.use-ticket-cache`.
+    pub const LOGIN_USE_TICKET_CACHE: ConfigOption<bool> = ConfigOption::flag("security.kerberos.login.use-ticket-cache")
+        .origin(Flink)
+        .default_value("true")
+        .doc("Whether a principal without a keytab may use the ticket cache (KRB5CCNAME or the default cache); false makes a keytab mandatory.");
+}
+
+crate::config_section! {
+    /// ferry's per-cluster Kerberos keys.
+    pub static KERBEROS_CLUSTER_KEYS = Section::job("cluster Kerberos");
+    /// `reader.kerberosPrincipal`.
+    pub const SOURCE_PRINCIPAL: ConfigOption<String> = optional_text("reader.kerberosPrincipal")
+        .derived("security.kerberos.login.principal")
+        .doc("Kerberos principal for the source cluster, when it differs from the sink's (another realm, another service user).");
+    /// `reader.kerberosKeytab`.
+    pub const SOURCE_KEYTAB: ConfigOption<PathBuf> = keytab("reader.kerberosKeytab")
+        .derived("security.kerberos.login.keytab")
+        .doc("Keytab of reader.kerberosPrincipal.");
+    /// `reader.saslProtocolName`.
+    pub const SOURCE_SERVICE_NAME: ConfigOption<String> = ConfigOption::trimmed("reader.saslProtocolName")
+        .default_value("kudu")
+        .doc("Service name of the source cluster's Kerberos principals (<name>/<host>@REALM), as Kudu's clients call it.");
+    /// `writer.kerberosPrincipal`.
+    pub const SINK_PRINCIPAL: ConfigOption<String> = optional_text("writer.kerberosPrincipal")
+        .derived("security.kerberos.login.principal")
+        .doc("Kerberos principal for the sink cluster, when it differs from the source's.");
+    /// `writer.kerberosKeytab`.
+    pub const SINK_KEYTAB: ConfigOption<PathBuf> = keytab("writer.kerberosKeytab")
+        .derived("security.kerberos.login.keytab")
+        .doc("Keytab of writer.kerberosPrincipal.");
+    /// `writer.saslProtocolName`.
+    pub const SINK_SERVICE_NAME: ConfigOption<String> = ConfigOption::trimmed("writer.saslProtocolName")
+        .default_value("kudu")
+        .doc("Service name of the sink cluster's Kerberos principals.");
+}
+
+/// Trimmed text; blank: not given.
+const fn optional_text(name: &'static str) -> ConfigOption<String> {
+    ConfigOption::trimmed(name).blank_means_default()
+}
+
+/// A keytab path (its readability is checked with the login it serves).
+const fn keytab(name: &'static str) -> ConfigOption<PathBuf> {
+    ConfigOption::new(name, ValueKind::Text, path, print_path).blank_means_default()
+}
+
+fn path(value: &str) -> Result<PathBuf, ValueError> {
+    Ok(PathBuf::from(value.trim()))
+}
+
+#[allow(clippy::ptr_arg)] // the printer of a `PathBuf` key
+fn print_path(path: &PathBuf) -> String {
+    path.display().to_string()
+}
 
 /// Kerberos settings of one cluster.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -35,47 +107,15 @@ pub struct KerberosConfig {
 }
 
 impl KerberosConfig {
-    pub(super) fn from_values(v: &Values<'_>) -> Result<Self, ConfigError> {
-        let use_ticket_cache = v.flag(ConfigKey::KerberosUseTicketCache)?;
-        let cluster = |principal_key, keytab_key, service_key| {
-            cluster(v, use_ticket_cache, principal_key, keytab_key, service_key)
+    pub(super) fn from_config(keys: &Config) -> Result<Self, ConfigError> {
+        let use_ticket_cache = keys.get(&LOGIN_USE_TICKET_CACHE)?;
+        let cluster = |principal, keytab, service| {
+            cluster(keys, use_ticket_cache, principal, keytab, service)
         };
         Ok(KerberosConfig {
-            source: cluster(
-                ConfigKey::SourceKerberosPrincipal,
-                ConfigKey::SourceKerberosKeytab,
-                ConfigKey::SourceSaslProtocolName,
-            )?,
-            sink: cluster(
-                ConfigKey::SinkKerberosPrincipal,
-                ConfigKey::SinkKerberosKeytab,
-                ConfigKey::SinkSaslProtocolName,
-            )?,
+            source: cluster(&SOURCE_PRINCIPAL, &SOURCE_KEYTAB, &SOURCE_SERVICE_NAME)?,
+            sink: cluster(&SINK_PRINCIPAL, &SINK_KEYTAB, &SINK_SERVICE_NAME)?,
             use_ticket_cache,
-        })
-    }
-
-    pub(super) fn value_of(&self, key: ConfigKey) -> Option<String> {
-        let path = |k: &Option<ClusterKerberos>| {
-            k.as_ref()?.keytab.as_ref().map(|p| p.display().to_string())
-        };
-        Some(match key {
-            // The login keys' effective values live in the per-cluster ones.
-            ConfigKey::KerberosPrincipal | ConfigKey::KerberosKeytab => return None,
-            ConfigKey::KerberosUseTicketCache => self.use_ticket_cache.to_string(),
-            ConfigKey::SourceKerberosPrincipal => self.source.as_ref()?.principal.clone(),
-            ConfigKey::SourceKerberosKeytab => path(&self.source)?,
-            ConfigKey::SourceSaslProtocolName => self
-                .source
-                .as_ref()
-                .map_or_else(|| "kudu".to_owned(), |k| k.service_name.clone()),
-            ConfigKey::SinkKerberosPrincipal => self.sink.as_ref()?.principal.clone(),
-            ConfigKey::SinkKerberosKeytab => path(&self.sink)?,
-            ConfigKey::SinkSaslProtocolName => self
-                .sink
-                .as_ref()
-                .map_or_else(|| "kudu".to_owned(), |k| k.service_name.clone()),
-            _ => return None,
         })
     }
 }
@@ -83,32 +123,29 @@ impl KerberosConfig {
 /// One cluster's login: its own keys, else the `security.kerberos.login.*`
 /// ones. A keytab must be readable now, not at 3 a.m. when a ticket ends.
 fn cluster(
-    v: &Values<'_>,
+    keys: &Config,
     use_ticket_cache: bool,
-    principal_key: ConfigKey,
-    keytab_key: ConfigKey,
-    service_key: ConfigKey,
+    principal_key: &ConfigOption<String>,
+    keytab_key: &ConfigOption<PathBuf>,
+    service_key: &ConfigOption<String>,
 ) -> Result<Option<ClusterKerberos>, ConfigError> {
-    let principal = v
-        .optional(principal_key)
-        .map(|p| (principal_key, p))
-        .or_else(|| {
-            v.optional(ConfigKey::KerberosPrincipal)
-                .map(|p| (ConfigKey::KerberosPrincipal, p))
-        });
-    let keytab = v.optional(keytab_key).map(|k| (keytab_key, k)).or_else(|| {
-        v.optional(ConfigKey::KerberosKeytab)
-            .map(|k| (ConfigKey::KerberosKeytab, k))
-    });
-    let Some((_, principal)) = principal else {
-        if let Some((key, value)) = keytab {
+    let principal = match keys.get_optional(principal_key)? {
+        Some(p) => Some(p),
+        None => keys.get_optional(&LOGIN_PRINCIPAL)?,
+    };
+    let keytab = match keys.get_optional(keytab_key)? {
+        Some(k) => Some((keytab_key, k)),
+        None => keys
+            .get_optional(&LOGIN_KEYTAB)?
+            .map(|k| (&LOGIN_KEYTAB, k)),
+    };
+    let Some(principal) = principal else {
+        if let Some((key, _)) = keytab {
             return Err(ConfigError::InvalidValue {
-                key,
-                value: value.to_owned(),
+                key: key.name(),
+                value: keys.raw(key).unwrap_or_default().to_owned(),
                 reason: format!(
-                    "a keytab needs a principal: set {} (or {})",
-                    principal_key.name(),
-                    ConfigKey::KerberosPrincipal.name()
+                    "a keytab needs a principal: set {principal_key} (or {LOGIN_PRINCIPAL})"
                 ),
             });
         }
@@ -116,10 +153,9 @@ fn cluster(
     };
     let keytab = match keytab {
         Some((key, path)) => {
-            let path = PathBuf::from(path.trim());
             if let Err(e) = std::fs::File::open(&path) {
                 return Err(ConfigError::InvalidValue {
-                    key,
+                    key: key.name(),
                     value: path.display().to_string(),
                     reason: format!("cannot read the keytab: {e}"),
                 });
@@ -129,22 +165,18 @@ fn cluster(
         None if use_ticket_cache => None,
         None => {
             return Err(ConfigError::InvalidValue {
-                key: ConfigKey::KerberosUseTicketCache,
+                key: LOGIN_USE_TICKET_CACHE.name(),
                 value: "false".to_owned(),
                 reason: format!(
-                    "principal {} has no keytab: set {} (or {}), or allow the ticket cache",
-                    principal.trim(),
-                    keytab_key.name(),
-                    ConfigKey::KerberosKeytab.name()
+                    "principal {principal} has no keytab: set {keytab_key} (or {LOGIN_KEYTAB}), or allow the ticket cache"
                 ),
             })
         }
     };
-    let service_name = v.required_value(service_key)?.trim().to_owned();
     Ok(Some(ClusterKerberos {
-        principal: principal.trim().to_owned(),
+        principal,
         keytab,
-        service_name,
+        service_name: keys.get(service_key)?,
     }))
 }
 

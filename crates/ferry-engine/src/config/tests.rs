@@ -10,46 +10,43 @@ use std::time::Duration;
 use super::*;
 use crate::checkpoint::StorageLocation;
 
-const REQUIRED: [(ConfigKey, &str); 4] = [
-    (ConfigKey::SourceMasterAddresses, "src-1:7051,src-2:7051"),
-    (ConfigKey::SinkMasterAddresses, "sink-1:7051"),
-    (ConfigKey::TableName, "orders"),
-    (
-        ConfigKey::CheckpointsDirectory,
-        "/var/lib/ferry/checkpoints",
-    ),
+const REQUIRED: [(&dyn AnyOption, &str); 4] = [
+    (&SOURCE_MASTER_ADDRESSES, "src-1:7051,src-2:7051"),
+    (&SINK_MASTER_ADDRESSES, "sink-1:7051"),
+    (&TABLE_NAME, "orders"),
+    (&CHECKPOINTS_DIRECTORY, "/var/lib/ferry/checkpoints"),
 ];
 
-fn minimal() -> RawConfig {
-    let mut raw = RawConfig::new();
+fn minimal() -> Config {
+    let mut raw = Config::new();
     for (key, value) in REQUIRED {
         raw.set(key, value);
     }
     raw
 }
 
-fn with(key: ConfigKey, value: &str) -> RawConfig {
+fn with(key: &dyn AnyOption, value: &str) -> Config {
     let mut raw = minimal();
     raw.set(key, value);
     raw
 }
 
-fn parse(raw: &RawConfig) -> JobConfig {
-    match JobConfig::from_raw(raw) {
+fn parse(raw: &Config) -> JobConfig {
+    match JobConfig::from_config(raw) {
         Ok(config) => config,
         Err(e) => panic!("expected a valid config, got: {e}"),
     }
 }
 
-fn reject(raw: &RawConfig) -> ConfigError {
-    match JobConfig::from_raw(raw) {
+fn reject(raw: &Config) -> ConfigError {
+    match JobConfig::from_config(raw) {
         Ok(config) => panic!("expected an error, got {config:?}"),
         Err(e) => e,
     }
 }
 
 /// The error names the key and the value, and says `hint`.
-fn assert_names(err: &ConfigError, key: ConfigKey, value: &str, hint: &str) {
+fn assert_names(err: &ConfigError, key: &dyn AnyOption, value: &str, hint: &str) {
     let msg = err.to_string();
     assert_eq!(err.key(), Some(key.name()), "{msg}");
     assert!(msg.contains(&format!("'{}'", key.name())), "{msg}");
@@ -101,13 +98,13 @@ fn each_required_key_missing() {
         let mut raw = minimal();
         raw.remove(missing);
         let err = reject(&raw);
-        if missing == ConfigKey::TableName {
+        if missing.name() == TABLE_NAME.name() {
             // job.tablePattern could stand in: both keys are named.
             assert!(matches!(err, ConfigError::NoTables), "{err:?}");
             assert!(err.to_string().contains("'job.tablePattern'"), "{err}");
         } else {
             assert!(
-                matches!(err, ConfigError::MissingRequired { key } if key == missing),
+                matches!(err, ConfigError::MissingRequired { key } if key == missing.name()),
                 "{err:?}"
             );
         }
@@ -118,7 +115,7 @@ fn each_required_key_missing() {
         );
     }
     // With nothing given, the first required key in catalog order is named.
-    let err = reject(&RawConfig::new());
+    let err = reject(&Config::new());
     assert_eq!(err.key(), Some("job.sourceMasterAddresses"));
 }
 
@@ -159,6 +156,7 @@ fn every_key_set_explicitly() {
         ("writer.flushInterval", "250"),
         ("writer.ignoreNotFound", "false"),
         ("writer.ignoreDuplicate", "false"),
+        ("writer.requestSizeBytes", "65536"),
         ("restart-strategy", "fixeddelay"),
         ("restart-strategy.fixed-delay.attempts", "3"),
         ("restart-strategy.fixed-delay.delay", "10 s"),
@@ -193,42 +191,23 @@ fn every_key_set_explicitly() {
         ("high-availability.lease-duration", "6 s"),
         ("high-availability.renew-interval", "2 s"),
     ];
-    // The Kafka sink's and source's keys are set in config::sink's and
-    // config::source's tests: a Kudu sink or source refuses them (the
-    // kinds and the defaults aside).
-    let kafka_only = [
-        ConfigKey::SinkType,
-        ConfigKey::SinkBootstrapServers,
-        ConfigKey::SinkTopic,
-        ConfigKey::SinkFormat,
-        ConfigKey::SinkDeliveryGuarantee,
-        ConfigKey::SinkTransactionalIdPrefix,
-        ConfigKey::SinkProgressTopic,
-        ConfigKey::SinkTopicPartitions,
-        ConfigKey::SinkTopicReplicationFactor,
-        ConfigKey::SourceType,
-        ConfigKey::SourceBootstrapServers,
-        ConfigKey::SourceTopic,
-        ConfigKey::SourceFormat,
-        ConfigKey::SourceStartupMode,
-        ConfigKey::SourceStartupTimestampMillis,
-        ConfigKey::SourceBoundedMode,
-        ConfigKey::SourceBoundedTimestampMillis,
-        ConfigKey::SourceGroupId,
-        ConfigKey::SourceErrorPolicy,
-        ConfigKey::SourceDeadLetterTopic,
-        // Kerberos keys name files that must exist: config::security's tests.
-        ConfigKey::KerberosPrincipal,
-        ConfigKey::KerberosKeytab,
-        ConfigKey::KerberosUseTicketCache,
-        ConfigKey::SourceKerberosPrincipal,
-        ConfigKey::SourceKerberosKeytab,
-        ConfigKey::SourceSaslProtocolName,
-        ConfigKey::SinkKerberosPrincipal,
-        ConfigKey::SinkKerberosKeytab,
-        ConfigKey::SinkSaslProtocolName,
+    // The connector kinds' keys are set in the Kafka crate's tests (a Kudu
+    // sink or source refuses Kafka keys); Kerberos keys name files that
+    // must exist: config::security's tests.
+    let elsewhere = [
+        SINK_TYPE.name(),
+        SOURCE_TYPE.name(),
+        LOGIN_PRINCIPAL.name(),
+        LOGIN_KEYTAB.name(),
+        LOGIN_USE_TICKET_CACHE.name(),
+        SOURCE_PRINCIPAL.name(),
+        SOURCE_KEYTAB.name(),
+        SOURCE_SERVICE_NAME.name(),
+        SINK_PRINCIPAL.name(),
+        SINK_KEYTAB.name(),
+        SINK_SERVICE_NAME.name(),
     ];
-    assert_eq!(pairs.len() + kafka_only.len(), ConfigKey::all().len());
+    assert_eq!(pairs.len() + elsewhere.len(), ENGINE_KEYS.keys().count());
     let c = JobConfig::from_named_pairs(pairs).expect("valid");
     assert_eq!(
         c.restart.strategy(),
@@ -269,6 +248,7 @@ fn every_key_set_explicitly() {
     assert_eq!(c.writer.operation_timeout, Duration::from_millis(4321));
     assert_eq!(c.writer.max_buffer_size.get(), 64);
     assert_eq!(c.writer.flush_interval, Duration::from_millis(250));
+    assert_eq!(c.writer.keys.get(&REQUEST_SIZE_BYTES).ok(), Some(65536));
     // The only accepted value of the ignore keys (`true` is refused, below).
     assert!(!c.writer.ignore_not_found && !c.writer.ignore_duplicate);
 }
@@ -276,8 +256,8 @@ fn every_key_set_explicitly() {
 #[test]
 fn ignore_keys_refuse_true_and_say_why() {
     for (key, op) in [
-        (ConfigKey::IgnoreNotFound, "DELETE_IGNORE"),
-        (ConfigKey::IgnoreDuplicate, "UPSERT_IGNORE"),
+        (&IGNORE_NOT_FOUND, "DELETE_IGNORE"),
+        (&IGNORE_DUPLICATE, "UPSERT_IGNORE"),
     ] {
         let err = reject(&with(key, "true"));
         assert!(matches!(err, ConfigError::Unsupported { .. }), "{err:?}");
@@ -293,17 +273,17 @@ fn ignore_keys_refuse_true_and_say_why() {
 #[test]
 fn checkpoint_interval_must_be_below_discovery_interval() {
     let mut raw = minimal();
-    raw.set(ConfigKey::DiscoveryIntervalSeconds, "10");
+    raw.set(&DISCOVERY_INTERVAL_SECONDS, "10");
 
-    raw.set(ConfigKey::CheckpointingIntervalMillis, "9999");
+    raw.set(&CHECKPOINTING_INTERVAL_MILLIS, "9999");
     assert_eq!(
         parse(&raw).checkpointing_interval,
         Duration::from_millis(9999)
     );
 
     for (checkpointing, discovery) in [("10000", "10"), ("20000", "10")] {
-        raw.set(ConfigKey::CheckpointingIntervalMillis, checkpointing);
-        raw.set(ConfigKey::DiscoveryIntervalSeconds, discovery);
+        raw.set(&CHECKPOINTING_INTERVAL_MILLIS, checkpointing);
+        raw.set(&DISCOVERY_INTERVAL_SECONDS, discovery);
         let err = reject(&raw);
         assert!(
             matches!(err, ConfigError::CheckpointIntervalTooLong { .. }),
@@ -324,7 +304,7 @@ fn checkpoint_interval_must_be_below_discovery_interval() {
     }
 
     // The default checkpoint interval (60 s) against a short discovery.
-    let err = reject(&with(ConfigKey::DiscoveryIntervalSeconds, "60"));
+    let err = reject(&with(&DISCOVERY_INTERVAL_SECONDS, "60"));
     assert!(
         err.to_string().starts_with(
             "Checkpointing interval (60000 ms) must be < discovery interval (60000 ms)."
@@ -335,16 +315,16 @@ fn checkpoint_interval_must_be_below_discovery_interval() {
 
 #[test]
 fn non_positive_numbers_are_rejected() {
-    let positive = [
-        ConfigKey::DiscoveryIntervalSeconds,
-        ConfigKey::CheckpointingIntervalMillis,
-        ConfigKey::CheckpointsRetained,
-        ConfigKey::BatchSizeBytes,
-        ConfigKey::ScanRequestTimeout,
-        ConfigKey::KeepAlivePeriodMs,
-        ConfigKey::OperationTimeout,
-        ConfigKey::MaxBufferSize,
-        ConfigKey::FlushInterval,
+    let positive: [&dyn AnyOption; 9] = [
+        &DISCOVERY_INTERVAL_SECONDS,
+        &CHECKPOINTING_INTERVAL_MILLIS,
+        &CHECKPOINTS_RETAINED,
+        &BATCH_SIZE_BYTES,
+        &SCAN_REQUEST_TIMEOUT,
+        &KEEP_ALIVE_PERIOD_MS,
+        &OPERATION_TIMEOUT,
+        &MAX_BUFFER_SIZE,
+        &FLUSH_INTERVAL,
     ];
     for key in positive {
         for value in ["0", "-1", "-5000"] {
@@ -357,17 +337,17 @@ fn non_positive_numbers_are_rejected() {
 
 #[test]
 fn unparsable_numbers_are_rejected() {
-    let numeric = [
-        ConfigKey::DiscoveryIntervalSeconds,
-        ConfigKey::CheckpointingIntervalMillis,
-        ConfigKey::CheckpointsRetained,
-        ConfigKey::BatchSizeBytes,
-        ConfigKey::SplitSizeBytes,
-        ConfigKey::ScanRequestTimeout,
-        ConfigKey::KeepAlivePeriodMs,
-        ConfigKey::OperationTimeout,
-        ConfigKey::MaxBufferSize,
-        ConfigKey::FlushInterval,
+    let numeric: [&dyn AnyOption; 10] = [
+        &DISCOVERY_INTERVAL_SECONDS,
+        &CHECKPOINTING_INTERVAL_MILLIS,
+        &CHECKPOINTS_RETAINED,
+        &BATCH_SIZE_BYTES,
+        &SPLIT_SIZE_BYTES,
+        &SCAN_REQUEST_TIMEOUT,
+        &KEEP_ALIVE_PERIOD_MS,
+        &OPERATION_TIMEOUT,
+        &MAX_BUFFER_SIZE,
+        &FLUSH_INTERVAL,
     ];
     for key in numeric {
         for value in [
@@ -384,32 +364,30 @@ fn unparsable_numbers_are_rejected() {
     }
     // Surrounding whitespace is fine.
     assert_eq!(
-        parse(&with(ConfigKey::FlushInterval, " 250 "))
-            .writer
-            .flush_interval,
+        parse(&with(&FLUSH_INTERVAL, " 250 ")).writer.flush_interval,
         Duration::from_millis(250)
     );
 }
 
 #[test]
 fn too_large_numbers_are_rejected() {
-    let err = reject(&with(ConfigKey::BatchSizeBytes, "4294967296"));
+    let err = reject(&with(&BATCH_SIZE_BYTES, "4294967296"));
     assert_names(
         &err,
-        ConfigKey::BatchSizeBytes,
+        &BATCH_SIZE_BYTES,
         "4294967296",
         "must be at most 4294967295",
     );
     assert_eq!(
-        parse(&with(ConfigKey::BatchSizeBytes, "4294967295"))
+        parse(&with(&BATCH_SIZE_BYTES, "4294967295"))
             .reader
             .batch_size_bytes,
         u32::MAX
     );
-    let err = reject(&with(ConfigKey::OperationTimeout, "18446744073709551616"));
+    let err = reject(&with(&OPERATION_TIMEOUT, "18446744073709551616"));
     assert_names(
         &err,
-        ConfigKey::OperationTimeout,
+        &OPERATION_TIMEOUT,
         "18446744073709551616",
         "must be at most",
     );
@@ -418,22 +396,22 @@ fn too_large_numbers_are_rejected() {
 #[test]
 fn split_size_minus_one_means_one_split_per_tablet() {
     assert_eq!(
-        parse(&with(ConfigKey::SplitSizeBytes, "-1"))
+        parse(&with(&SPLIT_SIZE_BYTES, "-1"))
             .reader
             .split_size_bytes,
         None
     );
     assert_eq!(
-        parse(&with(ConfigKey::SplitSizeBytes, "1048576"))
+        parse(&with(&SPLIT_SIZE_BYTES, "1048576"))
             .reader
             .split_size_bytes,
         NonZeroU64::new(1_048_576)
     );
     for value in ["0", "-2", "-1024"] {
-        let err = reject(&with(ConfigKey::SplitSizeBytes, value));
+        let err = reject(&with(&SPLIT_SIZE_BYTES, value));
         assert_names(
             &err,
-            ConfigKey::SplitSizeBytes,
+            &SPLIT_SIZE_BYTES,
             value,
             "or -1 for one split per tablet",
         );
@@ -442,12 +420,12 @@ fn split_size_minus_one_means_one_split_per_tablet() {
 
 #[test]
 fn booleans() {
-    let bools = [
-        ConfigKey::CreateTable,
-        ConfigKey::RestoreOwner,
-        ConfigKey::Prefetching,
-        ConfigKey::IgnoreNotFound,
-        ConfigKey::IgnoreDuplicate,
+    let bools: [&dyn AnyOption; 5] = [
+        &CREATE_TABLE,
+        &RESTORE_OWNER,
+        &PREFETCHING,
+        &IGNORE_NOT_FOUND,
+        &IGNORE_DUPLICATE,
     ];
     for key in bools {
         for value in ["yes", "1", "", "tru"] {
@@ -456,24 +434,24 @@ fn booleans() {
             assert_names(&err, key, value, "expected true or false");
         }
     }
-    assert!(parse(&with(ConfigKey::CreateTable, "True")).create_table);
-    assert!(!parse(&with(ConfigKey::CreateTable, "FALSE")).create_table);
+    assert!(parse(&with(&CREATE_TABLE, "True")).create_table);
+    assert!(!parse(&with(&CREATE_TABLE, "FALSE")).create_table);
 }
 
 #[test]
 fn bad_or_empty_replica_selection() {
     for value in ["CLOSEST", "", "leader"] {
-        let err = reject(&with(ConfigKey::ReplicaSelection, value));
+        let err = reject(&with(&REPLICA_SELECTION, value));
         assert!(matches!(err, ConfigError::InvalidEnum { .. }), "{err:?}");
         assert_names(
             &err,
-            ConfigKey::ReplicaSelection,
+            &REPLICA_SELECTION,
             value,
             "expected one of CLOSEST_REPLICA, LEADER_ONLY",
         );
     }
     assert_eq!(
-        parse(&with(ConfigKey::ReplicaSelection, "leader_only"))
+        parse(&with(&REPLICA_SELECTION, "leader_only"))
             .reader
             .replica_selection,
         ReplicaSelection::LeaderOnly
@@ -482,7 +460,7 @@ fn bad_or_empty_replica_selection() {
 
 #[test]
 fn quiet_tablet_skips_are_a_count_from_zero() {
-    let key = ConfigKey::QuietTabletMaxSkips;
+    let key = &QUIET_TABLET_MAX_SKIPS;
     assert_eq!(parse(&with(key, "0")).reader.quiet_tablet_max_skips, 0);
     let err = reject(&with(key, "-1"));
     assert!(matches!(err, ConfigError::OutOfRange { .. }), "{err:?}");
@@ -494,11 +472,11 @@ fn quiet_tablet_skips_are_a_count_from_zero() {
 #[test]
 fn bad_or_empty_flush_mode() {
     for value in ["AUTO_FLUSH", "", "sync"] {
-        let err = reject(&with(ConfigKey::FlushMode, value));
+        let err = reject(&with(&FLUSH_MODE, value));
         assert!(matches!(err, ConfigError::InvalidEnum { .. }), "{err:?}");
         assert_names(
             &err,
-            ConfigKey::FlushMode,
+            &FLUSH_MODE,
             value,
             "expected one of AUTO_FLUSH_BACKGROUND, AUTO_FLUSH_SYNC, MANUAL_FLUSH",
         );
@@ -508,20 +486,17 @@ fn bad_or_empty_flush_mode() {
         ("AUTO_FLUSH_SYNC", FlushMode::AutoFlushSync),
         ("manual_flush", FlushMode::ManualFlush),
     ] {
-        assert_eq!(
-            parse(&with(ConfigKey::FlushMode, value)).writer.flush_mode,
-            mode
-        );
+        assert_eq!(parse(&with(&FLUSH_MODE, value)).writer.flush_mode, mode);
         assert_eq!(mode.as_str().parse::<FlushMode>().ok(), Some(mode));
     }
 }
 
 #[test]
 fn text_and_address_values() {
-    let err = reject(&with(ConfigKey::TableName, ""));
+    let err = reject(&with(&TABLE_NAME, ""));
     assert!(matches!(err, ConfigError::NoTables), "{err:?}");
-    let err = reject(&with(ConfigKey::JobName, "  "));
-    assert_names(&err, ConfigKey::JobName, "  ", "must not be empty");
+    let err = reject(&with(&JOB_NAME, "  "));
+    assert_names(&err, &JOB_NAME, "  ", "must not be empty");
 
     for (value, hint) in [
         ("", "at least one master"),
@@ -529,46 +504,43 @@ fn text_and_address_values() {
         ("a:7051,", "empty entry"),
         ("a 7051", "contains whitespace"),
     ] {
-        let err = reject(&with(ConfigKey::SinkMasterAddresses, value));
+        let err = reject(&with(&SINK_MASTER_ADDRESSES, value));
         assert!(matches!(err, ConfigError::InvalidValue { .. }), "{err:?}");
-        assert_names(&err, ConfigKey::SinkMasterAddresses, value, hint);
+        assert_names(&err, &SINK_MASTER_ADDRESSES, value, hint);
     }
     // A suffix may be empty or anything.
     assert_eq!(
-        parse(&with(ConfigKey::TableSuffix, "_dr")).sink_table_name(),
+        parse(&with(&TABLE_SUFFIX, "_dr")).sink_table_name(),
         "orders_dr"
     );
 }
 
 #[test]
 fn the_sink_table_name_is_given_whole_or_derived_never_both() {
-    let c = parse(&with(ConfigKey::SinkTableName, "orders_back"));
+    let c = parse(&with(&SINK_TABLE_NAME, "orders_back"));
     assert_eq!(c.sink_table_name(), "orders_back");
     assert_eq!(c.table_name, "orders");
     // Empty means derived (how effective_values writes the default).
-    let c = parse(&with(ConfigKey::SinkTableName, " "));
+    let c = parse(&with(&SINK_TABLE_NAME, " "));
     assert_eq!(c.sink_table, None);
     assert_eq!(c.sink_table_name(), "orders");
     // With a suffix: which name is meant is unclear, so it is refused.
-    let mut raw = with(ConfigKey::SinkTableName, "orders_back");
-    raw.set(ConfigKey::TableSuffix, "_dr");
+    let mut raw = with(&SINK_TABLE_NAME, "orders_back");
+    raw.set(&TABLE_SUFFIX, "_dr");
     let err = reject(&raw);
     assert_names(
         &err,
-        ConfigKey::SinkTableName,
+        &SINK_TABLE_NAME,
         "orders_back",
         "job.tableSuffix='_dr'",
     );
     // Both forms survive effective_values.
-    for raw in [
-        with(ConfigKey::SinkTableName, "x"),
-        with(ConfigKey::TableSuffix, "_dr"),
-    ] {
+    for raw in [with(&SINK_TABLE_NAME, "x"), with(&TABLE_SUFFIX, "_dr")] {
         let c = parse(&raw);
         let again = JobConfig::from_named_pairs(
             c.effective_values()
                 .iter()
-                .map(|(k, v)| (k.name(), v.as_str()))
+                .map(|(k, v)| (*k, v.as_str()))
                 .collect::<Vec<_>>(),
         )
         .expect("round trip");
@@ -578,62 +550,56 @@ fn the_sink_table_name_is_given_whole_or_derived_never_both() {
 
 #[test]
 fn checkpoints_directory_forms() {
-    let c = parse(&with(
-        ConfigKey::CheckpointsDirectory,
-        "file:///data/ferry/ckpt",
-    ));
+    let c = parse(&with(&CHECKPOINTS_DIRECTORY, "file:///data/ferry/ckpt"));
     assert_eq!(
         c.checkpoints_directory,
         StorageLocation::Local(PathBuf::from("/data/ferry/ckpt"))
     );
-    let c = parse(&with(ConfigKey::CheckpointsDirectory, "s3://bucket/ckpt/"));
+    let c = parse(&with(&CHECKPOINTS_DIRECTORY, "s3://bucket/ckpt/"));
     assert_eq!(c.checkpoints_directory.to_uri(), "s3://bucket/ckpt");
-    let err = reject(&with(ConfigKey::CheckpointsDirectory, "hdfs://nn/ckpt"));
+    let err = reject(&with(&CHECKPOINTS_DIRECTORY, "hdfs://nn/ckpt"));
     assert_names(
         &err,
-        ConfigKey::CheckpointsDirectory,
+        &CHECKPOINTS_DIRECTORY,
         "hdfs://nn/ckpt",
         "not supported",
     );
-    let err = reject(&with(ConfigKey::CheckpointsDirectory, ""));
-    assert_names(&err, ConfigKey::CheckpointsDirectory, "", "empty");
+    let err = reject(&with(&CHECKPOINTS_DIRECTORY, ""));
+    assert_names(&err, &CHECKPOINTS_DIRECTORY, "", "empty");
 }
 
 #[test]
 fn checkpoints_retained_and_job_name() {
     assert_eq!(
-        parse(&with(ConfigKey::CheckpointsRetained, "1"))
+        parse(&with(&CHECKPOINTS_RETAINED, "1"))
             .checkpoints_retained
             .get(),
         1
     );
-    let err = reject(&with(ConfigKey::CheckpointsRetained, "0"));
-    assert_names(
-        &err,
-        ConfigKey::CheckpointsRetained,
-        "0",
-        "must be greater than 0",
-    );
-    assert_eq!(
-        parse(&with(ConfigKey::JobName, "dr-orders")).job_name,
-        "dr-orders"
-    );
+    let err = reject(&with(&CHECKPOINTS_RETAINED, "0"));
+    assert_names(&err, &CHECKPOINTS_RETAINED, "0", "must be greater than 0");
+    assert_eq!(parse(&with(&JOB_NAME, "dr-orders")).job_name, "dr-orders");
 }
 
 #[test]
 fn effective_values_round_trip() {
-    let c = parse(&with(ConfigKey::SplitSizeBytes, "4096"));
-    let mut raw = RawConfig::new();
-    for (key, value) in c.effective_values() {
-        raw.set(key, value);
-    }
+    let c = parse(&with(&SPLIT_SIZE_BYTES, "4096"));
+    let values = c.effective_values();
+    let raw = ENGINE_KEYS
+        .config_from_pairs(values.iter().map(|(k, v)| (*k, v.as_str())))
+        .expect("known keys");
     assert_eq!(parse(&raw), c);
-    let defaults = parse(&minimal());
-    let values = defaults.effective_values();
-    assert_eq!(values.len(), ConfigKey::all().len());
-    for (key, value) in values {
-        if let Some(default) = key.default_value() {
-            assert_eq!(value, default, "{key}");
+    let given = minimal();
+    let values: std::collections::HashMap<_, _> =
+        parse(&given).effective_values().into_iter().collect();
+    // Every key is there: given, or with its literal default; only the
+    // derived defaults nobody gave are left out.
+    for (_, key) in ENGINE_KEYS.keys() {
+        let value = values.get(key.name());
+        match (given.raw(key), key.spec().default_value()) {
+            (Some(v), _) => assert!(value.is_some(), "{} = {v}", key.name()),
+            (None, Some(default)) => assert_eq!(value.map(String::as_str), Some(default)),
+            (None, None) => assert_eq!(value, None, "{}", key.name()),
         }
     }
 }
@@ -662,8 +628,8 @@ fn periodic_savepoints_and_state_replicas() {
     .expect("valid");
     assert_eq!(c.periodic_savepoint_interval, Some(Duration::from_secs(30)));
     let values: std::collections::HashMap<_, _> = c.effective_values().into_iter().collect();
-    assert_eq!(values[&ConfigKey::PeriodicSavepointInterval], "30 s");
-    assert_eq!(values[&ConfigKey::StateReplicas], "file:///tmp/dr");
+    assert_eq!(values["job.periodicSavepointInterval"], "30 s");
+    assert_eq!(values["job.stateReplicas"], "file:///tmp/dr");
     assert_eq!(
         with(&[("job.periodicSavepointInterval", "0")])
             .expect("off")
@@ -719,11 +685,11 @@ fn table_defaults() {
 
 #[test]
 fn table_keys_set() {
-    let mut raw = with(ConfigKey::TableName, " a , b,c ");
-    raw.set(ConfigKey::TablePattern, "sales_.*");
-    raw.set(ConfigKey::TableDiscoveryIntervalSeconds, "5");
-    raw.set(ConfigKey::SchemaEvolution, "false");
-    raw.set(ConfigKey::RenameSinkTable, "true");
+    let mut raw = with(&TABLE_NAME, " a , b,c ");
+    raw.set(&TABLE_PATTERN, "sales_.*");
+    raw.set(&TABLE_DISCOVERY_INTERVAL, "5");
+    raw.set(&SCHEMA_EVOLUTION, "false");
+    raw.set(&RENAME_SINK_TABLE, "true");
     let c = parse(&raw);
     assert_eq!(c.tables.names, ["a", "b", "c"]);
     assert_eq!(c.tables.pattern.as_deref(), Some("sales_.*"));
@@ -735,7 +701,7 @@ fn table_keys_set() {
     let again = JobConfig::from_named_pairs(
         c.effective_values()
             .iter()
-            .map(|(k, v)| (k.name(), v.as_str()))
+            .map(|(k, v)| (*k, v.as_str()))
             .collect::<Vec<_>>(),
     )
     .expect("round trip");
@@ -745,8 +711,8 @@ fn table_keys_set() {
 #[test]
 fn a_pattern_alone_selects_tables() {
     let mut raw = minimal();
-    raw.remove(ConfigKey::TableName);
-    raw.set(ConfigKey::TablePattern, "orders_[0-9]+");
+    raw.remove(&TABLE_NAME);
+    raw.set(&TABLE_PATTERN, "orders_[0-9]+");
     let c = parse(&raw);
     assert!(c.tables.names.is_empty());
     assert_eq!(c.job_name, "ferry-replication-orders_[0-9]+");
@@ -760,7 +726,7 @@ fn a_pattern_alone_selects_tables() {
 
 #[test]
 fn a_listed_table_is_selected_by_exact_name() {
-    let c = parse(&with(ConfigKey::TableName, "a,b"));
+    let c = parse(&with(&TABLE_NAME, "a,b"));
     assert!(c.tables.selects("a", None));
     assert!(c.tables.selects("b", None));
     assert!(!c.tables.selects("ab", None));
@@ -768,23 +734,18 @@ fn a_listed_table_is_selected_by_exact_name() {
 
 #[test]
 fn duplicate_or_empty_table_names_are_refused() {
-    let err = reject(&with(ConfigKey::TableName, "a, b ,a"));
-    assert_names(
-        &err,
-        ConfigKey::TableName,
-        "a, b ,a",
-        "table 'a' is listed twice",
-    );
-    let err = reject(&with(ConfigKey::TableName, "a,,b"));
-    assert_names(&err, ConfigKey::TableName, "a,,b", "empty entry");
+    let err = reject(&with(&TABLE_NAME, "a, b ,a"));
+    assert_names(&err, &TABLE_NAME, "a, b ,a", "table 'a' is listed twice");
+    let err = reject(&with(&TABLE_NAME, "a,,b"));
+    assert_names(&err, &TABLE_NAME, "a,,b", "empty entry");
 }
 
 #[test]
 fn an_invalid_pattern_is_refused_naming_the_key() {
-    let err = reject(&with(ConfigKey::TablePattern, "orders_(["));
+    let err = reject(&with(&TABLE_PATTERN, "orders_(["));
     assert_names(
         &err,
-        ConfigKey::TablePattern,
+        &TABLE_PATTERN,
         "orders_([",
         "not a valid regular expression",
     );
@@ -793,33 +754,224 @@ fn an_invalid_pattern_is_refused_naming_the_key() {
 #[test]
 fn the_table_discovery_interval_is_positive() {
     for value in ["0", "-3"] {
-        let err = reject(&with(ConfigKey::TableDiscoveryIntervalSeconds, value));
-        assert_names(
-            &err,
-            ConfigKey::TableDiscoveryIntervalSeconds,
-            value,
-            "greater than 0",
-        );
+        let err = reject(&with(&TABLE_DISCOVERY_INTERVAL, value));
+        assert_names(&err, &TABLE_DISCOVERY_INTERVAL, value, "greater than 0");
     }
-    let err = reject(&with(ConfigKey::SchemaEvolution, "yes"));
+    let err = reject(&with(&SCHEMA_EVOLUTION, "yes"));
     assert!(matches!(err, ConfigError::InvalidBool { .. }), "{err:?}");
-    let err = reject(&with(ConfigKey::RenameSinkTable, "1"));
+    let err = reject(&with(&RENAME_SINK_TABLE, "1"));
     assert!(matches!(err, ConfigError::InvalidBool { .. }), "{err:?}");
 }
 
 #[test]
 fn the_sink_table_name_needs_exactly_one_table() {
-    let mut raw = with(ConfigKey::TableName, "a,b");
-    raw.set(ConfigKey::SinkTableName, "x");
+    let mut raw = with(&TABLE_NAME, "a,b");
+    raw.set(&SINK_TABLE_NAME, "x");
     let err = reject(&raw);
-    assert_names(&err, ConfigKey::SinkTableName, "x", "exactly one table");
-    let mut raw = with(ConfigKey::TablePattern, "a.*");
-    raw.set(ConfigKey::SinkTableName, "x");
+    assert_names(&err, &SINK_TABLE_NAME, "x", "exactly one table");
+    let mut raw = with(&TABLE_PATTERN, "a.*");
+    raw.set(&SINK_TABLE_NAME, "x");
     let err = reject(&raw);
-    assert_names(&err, ConfigKey::SinkTableName, "x", "job.tablePattern");
+    assert_names(&err, &SINK_TABLE_NAME, "x", "job.tablePattern");
     // One named table: fine.
+    assert_eq!(parse(&with(&SINK_TABLE_NAME, "x")).sink_table_name(), "x");
+}
+
+#[test]
+fn sections_are_well_formed_and_names_unique() {
+    let mut names = Vec::new();
+    for (section, key) in ENGINE_KEYS.keys() {
+        assert!(
+            [
+                "job",
+                "reader",
+                "writer",
+                "restart-strategy",
+                "execution",
+                "high-availability",
+                "security"
+            ]
+            .contains(&key.spec().section()),
+            "{} is in section {}",
+            key.name(),
+            key.spec().section()
+        );
+        assert!(!key.spec().doc.is_empty(), "{}", key.name());
+        assert_eq!(section.scope, Scope::Job, "{}", key.name());
+        // A literal default parses, and prints back as written.
+        if let Some(default) = key.spec().default_value() {
+            assert_eq!(
+                key.normalize(default).as_deref(),
+                Ok(default),
+                "{}",
+                key.name()
+            );
+        }
+        names.push(key.name());
+        names.extend(key.spec().aliases);
+    }
+    for name in &names {
+        let (_, key) = ENGINE_KEYS.lookup(name).expect("found");
+        assert!(key.spec().answers_to(name));
+    }
+    let count = names.len();
+    names.sort_unstable();
+    names.dedup();
+    assert_eq!(names.len(), count);
+}
+
+#[test]
+fn reference_names_and_defaults() {
+    // Straight from the reference job's parser
+    // (docs/reference-job.md#configuration-keys).
+    let expected: &[(&str, Option<&str>)] = &[
+        ("job.sourceMasterAddresses", None),
+        ("job.sinkMasterAddresses", None),
+        ("job.tableName", None),
+        ("job.checkpointsDirectory", None),
+        ("job.discoveryIntervalSeconds", Some("600")),
+        ("job.checkpointingIntervalMillis", Some("60000")),
+        ("job.createTable", Some("false")),
+        ("job.tableSuffix", Some("")),
+        ("job.restoreOwner", Some("false")),
+        ("reader.batchSizeBytes", Some("20971520")),
+        ("reader.splitSizeBytes", Some("-1")),
+        ("reader.scanRequestTimeout", Some("30000")),
+        ("reader.prefetching", Some("false")),
+        ("reader.keepAlivePeriodMs", Some("15000")),
+        ("reader.replicaSelection", Some("CLOSEST_REPLICA")),
+        ("writer.flushMode", Some("AUTO_FLUSH_BACKGROUND")),
+        ("writer.operationTimeout", Some("30000")),
+        ("writer.maxBufferSize", Some("1000")),
+        ("writer.flushInterval", Some("1000")),
+        ("writer.ignoreNotFound", Some("false")),
+        ("writer.ignoreDuplicate", Some("false")),
+    ];
+    for (name, default) in expected {
+        let (_, key) = ENGINE_KEYS.lookup(name).expect("known key");
+        let spec = key.spec();
+        assert_eq!(spec.origin, KeyOrigin::Reference, "{name}");
+        assert_eq!(spec.default_value(), *default, "{name}");
+        // ferry made job.tableName optional (job.tablePattern may replace
+        // it) and the master addresses required with a Kudu sink or
+        // source only.
+        let required = default.is_none()
+            && ![
+                "job.tableName",
+                "job.sinkMasterAddresses",
+                "job.sourceMasterAddresses",
+            ]
+            .contains(name);
+        assert_eq!(spec.is_required(), required, "{name}");
+    }
+    let reference = ENGINE_KEYS
+        .specs()
+        .filter(|s| s.origin == KeyOrigin::Reference)
+        .count();
+    assert_eq!(reference, expected.len());
+}
+
+#[test]
+fn ferry_only_keys_are_marked() {
+    let ferry: Vec<_> = ENGINE_KEYS
+        .specs()
+        .filter(|s| s.origin == KeyOrigin::Ferry)
+        .map(|s| s.name)
+        .collect();
+    // The Kafka connectors' keys are marked in ferry-kafka's tests.
     assert_eq!(
-        parse(&with(ConfigKey::SinkTableName, "x")).sink_table_name(),
-        "x"
+        ferry,
+        [
+            "job.sinkTableName",
+            "job.checkpointsRetained",
+            "job.name",
+            "job.periodicSavepointInterval",
+            "job.periodicSavepointsRetained",
+            "job.stateReplicas",
+            "job.positionTable",
+            "job.tablePattern",
+            "job.tableDiscoveryIntervalSeconds",
+            "job.schemaEvolution",
+            "job.renameSinkTable",
+            "job.sinkType",
+            "job.sourceType",
+            "reader.quietTabletMaxSkips",
+            "writer.requestSizeBytes",
+            "high-availability.lease-duration",
+            "high-availability.renew-interval",
+            "reader.kerberosPrincipal",
+            "reader.kerberosKeytab",
+            "reader.saslProtocolName",
+            "writer.kerberosPrincipal",
+            "writer.kerberosKeytab",
+            "writer.saslProtocolName"
+        ]
+    );
+    assert_eq!(CHECKPOINTS_RETAINED.spec().default_value(), Some("3"));
+    assert_eq!(JOB_NAME.spec().default_value(), None);
+    assert!(!JOB_NAME.spec().is_required());
+    assert_eq!(
+        JOB_NAME.spec().default_doc(),
+        "ferry-replication-<job.tableName>"
+    );
+}
+
+#[test]
+fn suggestions_and_unknown_or_duplicate_pairs() {
+    let suggest = |name| ENGINE_KEYS.suggest(name);
+    assert_eq!(suggest("job.tablename"), Some("job.tableName"));
+    assert_eq!(suggest("job.tableNmae"), Some("job.tableName"));
+    assert_eq!(suggest("tableName"), Some("job.tableName"));
+    assert_eq!(suggest("reader.batchSize"), Some("reader.batchSizeBytes"));
+    assert_eq!(suggest("writer.flushmode"), Some("writer.flushMode"));
+    assert_eq!(suggest("completely.unrelated.thing"), None);
+
+    let raw = ENGINE_KEYS
+        .config_from_pairs([("job.tableName", "t"), ("job.tableSuffix", "")])
+        .expect("valid");
+    assert_eq!(raw.raw(&TABLE_NAME), Some("t"));
+    assert_eq!(raw.raw(&TABLE_SUFFIX), Some(""));
+    let err = ENGINE_KEYS
+        .config_from_pairs([("job.tablename", "t")])
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("did you mean 'job.tableName'?"),
+        "{err}"
+    );
+    let err = ENGINE_KEYS
+        .config_from_pairs([("job.tableName", "a"), ("job.tableName", "b")])
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ConfigError::DuplicateKey {
+                key: "job.tableName",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    // An alias is the same key.
+    let err = ENGINE_KEYS
+        .config_from_pairs([
+            ("restart-strategy", "none"),
+            ("restart-strategy.type", "none"),
+        ])
+        .unwrap_err();
+    assert!(matches!(err, ConfigError::DuplicateKey { .. }), "{err}");
+}
+
+#[test]
+fn a_key_read_where_it_is_used_is_checked_with_the_job() {
+    // Every key of every engine section is checked when the config is
+    // built, so reading one later cannot fail on a bad value.
+    let err = reject(&with(&QUIET_TABLET_MAX_SKIPS, "-2"));
+    assert_names(&err, &QUIET_TABLET_MAX_SKIPS, "-2", "must be from 0");
+    let c = parse(&with(&QUIET_TABLET_MAX_SKIPS, " 4 "));
+    assert_eq!(c.reader.keys.get(&QUIET_TABLET_MAX_SKIPS).ok(), Some(4));
+    assert_eq!(c.reader.keys.raw(&QUIET_TABLET_MAX_SKIPS), Some("4"));
+    assert_eq!(
+        c.writer.keys.get(&FLUSH_MODE).ok(),
+        Some(FlushMode::AutoFlushBackground)
     );
 }

@@ -1,6 +1,6 @@
 use super::*;
+use crate::config::RecordFormat;
 use crate::format::{Cells, Encoder, Record, WindowInfo};
-use ferry_engine::config::RecordFormat;
 use kudu_client::schema::{ColumnSchemaBuilder, ValueRef};
 use serde_json::json;
 

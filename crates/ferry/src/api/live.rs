@@ -7,11 +7,23 @@ use crate::kudu_activity::{ForeignWrites, TableActivity, TableCounters};
 use crate::sampler::Rates;
 use serde::{Deserialize, Serialize};
 
-/// `POST /ferry/jobs`: the `ferry run` arguments.
+/// `POST /ferry/jobs`: a job for a session-mode server, as `ferry run
+/// --jobmanager` sends it. The server validates it with the same code as
+/// `ferry run`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SubmitRequestBody {
-    pub args: Vec<String>,
+    /// The job's keys by name (command line over `--config`), values as
+    /// given, locations made absolute; never a process key.
+    pub config: std::collections::BTreeMap<String, String>,
+    /// `-p/--parallelism`.
+    pub parallelism: usize,
+    /// `-s/--fromSavepoint`, an absolute URI.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_savepoint: Option<String>,
+    /// `--savepointPath`, an absolute URI.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub savepoint_path: Option<String>,
 }
 
 /// The answer to [`SubmitRequestBody`] (like Flink's `/jars/:jarid/run`).

@@ -19,17 +19,21 @@
 use std::path::PathBuf;
 
 use crate::http_client::ClientSecurity;
-use crate::process_opts::ProcessKey;
+use crate::process_opts::{
+    REST_SECURITY_KEYS, REST_TOKEN_FILE, SSL_REST_AUTHENTICATION, SSL_REST_ENABLED,
+    SSL_REST_KEYSTORE, SSL_REST_PRIVATE_KEY, SSL_REST_TRUSTSTORE,
+};
 use crate::rest::security::{self, RestSecurity, Token};
+use ferry_engine::config::{AnyOption, Config, ConfigOption, ValueKind};
 
 /// The keys a verb takes with `-D`.
-const CLIENT_KEYS: &[ProcessKey] = &[
-    ProcessKey::SslRestEnabled,
-    ProcessKey::SslRestTruststore,
-    ProcessKey::SslRestKeystore,
-    ProcessKey::SslRestPrivateKey,
-    ProcessKey::SslRestAuthentication,
-    ProcessKey::RestTokenFile,
+const CLIENT_KEYS: &[&dyn AnyOption] = &[
+    &SSL_REST_ENABLED,
+    &SSL_REST_TRUSTSTORE,
+    &SSL_REST_KEYSTORE,
+    &SSL_REST_PRIVATE_KEY,
+    &SSL_REST_AUTHENTICATION,
+    &REST_TOKEN_FILE,
 ];
 
 /// What a client verb was told about the REST API's security.
@@ -48,7 +52,7 @@ pub struct RestClientOptions {
 
 /// The environment variable that stands for `key` (`FERRY_` + the key in
 /// capitals, `.` and `-` as `_`).
-pub fn env_name(key: ProcessKey) -> String {
+pub fn env_name(key: &dyn AnyOption) -> String {
     format!(
         "FERRY_{}",
         key.name().to_ascii_uppercase().replace(['.', '-'], "_")
@@ -66,27 +70,28 @@ impl RestClientOptions {
         pairs: &[String],
         env: impl Fn(&str) -> Option<String>,
     ) -> Result<Self, String> {
-        let mut given: Vec<(ProcessKey, String)> = Vec::new();
+        let mut given = Config::new();
         for pair in pairs {
             let Some((name, value)) = pair.split_once('=') else {
                 return Err(format!("invalid -D{pair}: expected -Dkey=value"));
             };
-            let key = ProcessKey::lookup(name.trim());
+            let key = REST_SECURITY_KEYS
+                .keys
+                .iter()
+                .find(|k| k.spec().answers_to(name.trim()));
             match key {
-                Some(k) if CLIENT_KEYS.contains(&k) => {
-                    if given.iter().any(|(g, _)| *g == k) {
-                        return Err(format!("key '{k}' is given more than once"));
+                Some(k) if CLIENT_KEYS.iter().any(|c| c.name() == k.name()) => {
+                    if given.contains(*k) {
+                        return Err(format!("key '{}' is given more than once", k.name()));
                     }
-                    given.push((k, value.to_string()));
+                    given.set(*k, value);
                 }
-                Some(
-                    k @ (ProcessKey::SslRestKeystorePassword
-                    | ProcessKey::SslRestKeyPassword
-                    | ProcessKey::SslRestTruststorePassword),
-                ) => {
+                // Flink's store passwords.
+                Some(k) if k.spec().kind == ValueKind::Secret => {
                     return Err(format!(
-                        "{k}: ferry reads PEM files, which have no password (the private key \
-                         must be unencrypted, protected by file permissions); remove this key"
+                        "{}: ferry reads PEM files, which have no password (the private key \
+                         must be unencrypted, protected by file permissions); remove this key",
+                        k.name()
                     ))
                 }
                 _ => {
@@ -102,44 +107,43 @@ impl RestClientOptions {
             }
         }
         for key in CLIENT_KEYS {
-            if given.iter().all(|(g, _)| g != key) {
+            if !given.contains(*key) {
                 if let Some(v) = env(&env_name(*key)).filter(|v| !v.trim().is_empty()) {
-                    given.push((*key, v));
+                    given.set(*key, v);
                 }
             }
         }
-        let mut opts = RestClientOptions::default();
-        for (key, value) in given {
-            let value = value.trim();
-            let path = || -> Result<Option<PathBuf>, String> {
-                if value.is_empty() {
-                    Err(format!("{key}: expected the path of a file"))
-                } else {
-                    Ok(Some(PathBuf::from(value)))
-                }
-            };
-            let boolean = || -> Result<bool, String> {
-                match value.to_ascii_lowercase().as_str() {
-                    "true" => Ok(true),
-                    "false" => Ok(false),
-                    _ => Err(format!(
-                        "invalid value '{value}' for {key}: expected true or false"
-                    )),
-                }
-            };
-            match key {
-                ProcessKey::SslRestEnabled => opts.ssl_enabled = Some(boolean()?),
-                ProcessKey::SslRestTruststore => opts.truststore = path()?,
-                ProcessKey::SslRestKeystore => opts.keystore = path()?,
-                ProcessKey::SslRestPrivateKey => opts.private_key = path()?,
-                ProcessKey::SslRestAuthentication => opts.authentication_enabled = boolean()?,
-                ProcessKey::RestTokenFile => opts.token_file = path()?,
-                _ => unreachable!("only client keys are collected"),
-            }
-        }
-        Ok(opts)
+        Ok(RestClientOptions {
+            ssl_enabled: flag(&given, &SSL_REST_ENABLED)?,
+            truststore: path(&given, &SSL_REST_TRUSTSTORE)?,
+            keystore: path(&given, &SSL_REST_KEYSTORE)?,
+            private_key: path(&given, &SSL_REST_PRIVATE_KEY)?,
+            authentication_enabled: flag(&given, &SSL_REST_AUTHENTICATION)?.unwrap_or(false),
+            token_file: path(&given, &REST_TOKEN_FILE)?,
+        })
     }
+}
 
+/// A file key's value, if given.
+fn path(given: &Config, key: &ConfigOption<PathBuf>) -> Result<Option<PathBuf>, String> {
+    given
+        .raw(key)
+        .map(|v| key.parse(v).map_err(|e| format!("{key}: {e}")))
+        .transpose()
+}
+
+/// A boolean key's value, if given.
+fn flag(given: &Config, key: &ConfigOption<bool>) -> Result<Option<bool>, String> {
+    given
+        .raw(key)
+        .map(|v| {
+            key.parse(v)
+                .map_err(|e| format!("invalid value '{}' for {key}: {e}", v.trim()))
+        })
+        .transpose()
+}
+
+impl RestClientOptions {
     /// The client side of a process's own keys (`ferry run --jobmanager`,
     /// `ferry cutover`): Flink's model, one configuration for both sides.
     pub fn from_process(sec: &RestSecurity) -> Self {
@@ -252,13 +256,10 @@ mod tests {
     #[test]
     fn dynamic_keys_and_environment() {
         assert_eq!(
-            env_name(ProcessKey::SslRestTruststore),
+            env_name(&SSL_REST_TRUSTSTORE),
             "FERRY_SECURITY_SSL_REST_TRUSTSTORE"
         );
-        assert_eq!(
-            env_name(ProcessKey::RestTokenFile),
-            "FERRY_SECURITY_REST_TOKEN_FILE"
-        );
+        assert_eq!(env_name(&REST_TOKEN_FILE), "FERRY_SECURITY_REST_TOKEN_FILE");
         let o = parse(
             &["security.ssl.rest.truststore=/a/ca.pem"],
             &[

@@ -26,7 +26,7 @@ pub(crate) fn kudu_table_pair(
     cfg: &ferry_engine::config::JobConfig,
     verb: &str,
 ) -> Result<(), String> {
-    if cfg.sink.kafka().is_some() {
+    if cfg.sink == ferry_engine::config::SinkKind::Kafka {
         return Err(format!(
             "ferry {verb} compares a Kudu source table with its Kudu sink table, but this job's \
              sink is Kafka (job.sinkType=kafka)"
@@ -343,9 +343,7 @@ pub async fn submit(args: RunArgs) -> Result<std::process::ExitCode> {
     let jm = args.jobmanager.clone().unwrap_or_default();
     let security = RestClientOptions::from_process(&args.process.server.security);
     let rest = Rest::new(&jm, &security).map_err(|e| anyhow!("{e}"))?;
-    let body = SubmitRequestBody {
-        args: args.to_submission_args()?,
-    };
+    let body: SubmitRequestBody = args.submission()?;
     let resp = rest.call(Method::POST, "/ferry/jobs", Some(&body)).await?;
     if resp.status != StatusCode::OK {
         bail!(

@@ -20,9 +20,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ferry_engine::checkpoint::{StateStore, StorageLocation, StoreResolver};
+use ferry_engine::config::Config;
 use ferry_engine::error::display_chain;
 use ferry_engine::replication::{mirror, MirrorReport};
-use ferry_objstore::{redact, ObjectStoreResolver, S3Key, S3Settings};
+use ferry_objstore::{redact, ObjectStoreResolver, S3Settings, S3_KEYS};
 
 /// `ferry state ...`.
 #[derive(clap::Subcommand, Debug)]
@@ -54,39 +55,30 @@ pub struct MirrorArgs {
     pub settings: Vec<String>,
 }
 
-const S3_KEYS: &[S3Key] = &[
-    S3Key::Endpoint,
-    S3Key::AccessKey,
-    S3Key::SecretKey,
-    S3Key::SessionToken,
-    S3Key::PathStyleAccess,
-    S3Key::Region,
-    S3Key::AllowHttp,
-];
-
 /// The `-D` settings (only `s3.*` keys; values of secret keys are never
 /// shown in errors).
 fn s3_settings(pairs: &[String]) -> Result<S3Settings, String> {
-    let mut settings = S3Settings::default();
+    let mut keys = Config::new();
     for pair in pairs {
         let (name, value) = pair
             .split_once('=')
             // The argument is not shown: it may be a misplaced secret.
             .ok_or_else(|| "-D expects KEY=VALUE".to_string())?;
         let key = S3_KEYS
+            .keys
             .iter()
-            .copied()
             .find(|k| k.name() == name.trim())
             .ok_or_else(|| {
-                let known: Vec<_> = S3_KEYS.iter().map(|k| k.name()).collect();
+                let known: Vec<_> = S3_KEYS.keys.iter().map(|k| k.name()).collect();
                 format!(
                     "-D {}: unknown key; known: {}",
                     name.trim(),
                     known.join(", ")
                 )
             })?;
-        settings.set(key, value).map_err(|e| format!("-D {e}"))?;
+        keys.set(*key, value);
     }
+    let settings = S3Settings::from_config(&keys).map_err(|e| format!("-D {e}"))?;
     Ok(settings.with_process_env())
 }
 

@@ -1,8 +1,12 @@
 //! ferry's own endpoints (not in Flink):
 //!
-//! - `POST /ferry/jobs` with `{"args": [...]}` (the `ferry run` arguments):
-//!   submits a job to a session-mode `ferry server`; answers
-//!   `{"jobid": "..."}` like Flink's `/jars/:jarid/run`.
+//! - `POST /ferry/jobs` with `{"config": {"job.tableName": "t", …},
+//!   "parallelism": 2, "savepoint_path": …, "from_savepoint": …}` (the job's
+//!   keys as given to `ferry run`, and its flags): submits a job to a
+//!   session-mode `ferry server`, validated as `ferry run` validates its
+//!   command line; answers `{"jobid": "..."}` like Flink's
+//!   `/jars/:jarid/run`. The argv body of older clients (`{"args": […]}`)
+//!   is refused with a message saying so.
 //! - `GET /ferry/jobs/:jobid/live`: one job's live numbers (lag history,
 //!   split counts, throughput, snapshot progress, tablet-server write
 //!   counters, checkpoints, savepoints); polled by the web page and by
@@ -21,7 +25,6 @@ use crate::api::live::{
     SnapshotProgress, SplitCounts, SubmitRequestBody, SubmitResponse, Totals,
 };
 use crate::registry::{now_ms, Mode};
-use crate::run_args::RunCommand;
 use crate::view::{JobView, VERSION};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
@@ -38,17 +41,17 @@ pub async fn submit_job(
             "this process runs a single job (application mode, started by `ferry run`); start `ferry server` to submit jobs",
         ));
     }
-    let req: SubmitRequestBody = parse_body(&body, "SubmitRequestBody")?;
-    let args = match crate::run_args::parse(&req.args) {
-        Ok(RunCommand::Run(args)) => *args,
-        Ok(RunCommand::Help) => return Err(ApiError::bad_request("--help is not a job")),
-        Err(e) => return Err(ApiError::bad_request(e.to_string())),
-    };
-    if args.jobmanager.is_some() {
+    if serde_json::from_slice::<serde_json::Value>(&body)
+        .is_ok_and(|v| v.get("args").is_some() && v.get("config").is_none())
+    {
         return Err(ApiError::bad_request(
-            "--jobmanager is a client option; do not send it to the server",
+            "this server takes a job as its keys (\"config\": {\"job.tableName\": …}, \"parallelism\": …), \
+             not as command-line arguments (\"args\"): submit it with a ferry of the same version",
         ));
     }
+    let req: SubmitRequestBody = parse_body(&body, "SubmitRequestBody")?;
+    let args =
+        crate::run_args::from_submission(&req).map_err(|e| ApiError::bad_request(e.to_string()))?;
     let entry = crate::submit::start_job(&state.registry, args)
         .await
         .map_err(|e| ApiError::internal(format!("the job could not be started: {e:#}")))?;

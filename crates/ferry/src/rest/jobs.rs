@@ -280,11 +280,11 @@ pub async fn job_config(
 ) -> ApiResult<JobConfigInfo> {
     let job = find_job(&state, &jobid)?;
     let mut user: BTreeMap<String, String> = job
-        .config
-        .effective_values()
-        .into_iter()
-        .map(|(key, value)| (key.name().to_string(), value))
+        .keys
+        .iter()
+        .map(|(key, value)| (key.to_string(), value.to_string()))
         .collect();
+    user.insert("job.name".into(), job.config.job_name.clone());
     if let Some(dir) = &job.savepoint_dir {
         user.insert("execution.checkpointing.savepoint-dir".into(), dir.to_uri());
     }

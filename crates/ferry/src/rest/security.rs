@@ -23,17 +23,17 @@ use rustls::{ClientConfig, RootCertStore, ServerConfig};
 use super::ApiError;
 
 /// `security.ssl.rest.enabled` (Flink).
-pub const KEY_ENABLED: &str = "security.ssl.rest.enabled";
+pub const KEY_ENABLED: &str = crate::process_opts::SSL_REST_ENABLED.name();
 /// `security.ssl.rest.keystore` (Flink; here a PEM file).
-pub const KEY_KEYSTORE: &str = "security.ssl.rest.keystore";
+pub const KEY_KEYSTORE: &str = crate::process_opts::SSL_REST_KEYSTORE.name();
 /// `security.ssl.rest.private-key` (ferry): the key, if not in the keystore file.
-pub const KEY_PRIVATE_KEY: &str = "security.ssl.rest.private-key";
+pub const KEY_PRIVATE_KEY: &str = crate::process_opts::SSL_REST_PRIVATE_KEY.name();
 /// `security.ssl.rest.truststore` (Flink; here PEM CA certificates).
-pub const KEY_TRUSTSTORE: &str = "security.ssl.rest.truststore";
+pub const KEY_TRUSTSTORE: &str = crate::process_opts::SSL_REST_TRUSTSTORE.name();
 /// `security.ssl.rest.authentication-enabled` (Flink): mutual TLS.
-pub const KEY_AUTHENTICATION: &str = "security.ssl.rest.authentication-enabled";
+pub const KEY_AUTHENTICATION: &str = crate::process_opts::SSL_REST_AUTHENTICATION.name();
 /// `security.rest.token-file` (ferry): the bearer token.
-pub const KEY_TOKEN_FILE: &str = "security.rest.token-file";
+pub const KEY_TOKEN_FILE: &str = crate::process_opts::REST_TOKEN_FILE.name();
 
 /// Shortest token accepted: a guessable token is no protection.
 pub const MIN_TOKEN_LEN: usize = 16;

@@ -1,0 +1,136 @@
+//! How the source table is scanned (`reader.*`): the keys and
+//! [`ReaderConfig`].
+
+use std::num::NonZeroU64;
+use std::time::Duration;
+
+use super::error::ConfigError;
+use super::map::Config;
+use super::option::{ConfigOption, ValueError};
+use super::parse;
+use super::section::Section;
+use super::spec::{KeyOrigin::Reference, ValueKind};
+use crate::choice;
+
+choice! {
+    /// Which replica of a tablet the reader scans (`reader.replicaSelection`).
+    #[derive(Default)]
+    pub enum ReplicaSelection {
+        /// `CLOSEST_REPLICA`: a replica on the local host if any, else any one.
+        #[default]
+        ClosestReplica = "CLOSEST_REPLICA",
+        /// `LEADER_ONLY`: always the leader.
+        LeaderOnly = "LEADER_ONLY",
+    }
+}
+
+crate::config_section! {
+    /// The reader's keys (the reference job's, and quiet tablets).
+    pub static READER_KEYS = Section::job("reader");
+    /// `reader.batchSizeBytes` (Kudu's wire field is 32-bit).
+    pub const BATCH_SIZE_BYTES: ConfigOption<u32> = ConfigOption::new("reader.batchSizeBytes", ValueKind::Bytes, batch_size, print_u32)
+        .origin(Reference)
+        .default_value("20971520")
+        .doc("Bytes a tablet server returns per scan batch (20 MiB by default).");
+    /// `reader.splitSizeBytes`; `None` (`-1`): one split per tablet.
+    pub const SPLIT_SIZE_BYTES: ConfigOption<Option<NonZeroU64>> = ConfigOption::new("reader.splitSizeBytes", ValueKind::Bytes, split_size, print_split_size)
+        .origin(Reference)
+        .default_value("-1")
+        .doc("Target bytes per split; -1 means one split per tablet.");
+    /// `reader.scanRequestTimeout`.
+    pub const SCAN_REQUEST_TIMEOUT: ConfigOption<Duration> = ConfigOption::millis("reader.scanRequestTimeout")
+        .origin(Reference)
+        .default_value("30000")
+        .doc("Timeout of one scan request.");
+    /// `reader.prefetching`.
+    pub const PREFETCHING: ConfigOption<bool> = ConfigOption::flag("reader.prefetching")
+        .origin(Reference)
+        .default_value("false")
+        .doc("Request the next scan batch as soon as one is handed on, while the writer works; costs one more scan batch of memory per pipeline.");
+    /// `reader.keepAlivePeriodMs`.
+    pub const KEEP_ALIVE_PERIOD_MS: ConfigOption<Duration> = ConfigOption::millis("reader.keepAlivePeriodMs")
+        .origin(Reference)
+        .default_value("15000")
+        .doc("How often an idle open scanner is kept alive on its tablet server.");
+    /// `reader.replicaSelection`.
+    pub const REPLICA_SELECTION: ConfigOption<ReplicaSelection> = ConfigOption::choice("reader.replicaSelection")
+        .origin(Reference)
+        .default_value("CLOSEST_REPLICA")
+        .doc("Which replica of a tablet to scan.");
+    /// `reader.quietTabletMaxSkips`.
+    pub const QUIET_TABLET_MAX_SKIPS: ConfigOption<u32> = ConfigOption::count_or_zero("reader.quietTabletMaxSkips")
+        .default_value("30")
+        .doc("Diff windows in a row that may skip a tablet whose write counters prove it unchanged (read from the tablet servers' /metrics after a safe-time barrier at the window's end); every tablet is still scanned at least every N+1 windows. 0 scans every tablet every window.");
+}
+
+/// Kudu's scan request carries the batch size as a 32-bit field.
+fn batch_size(value: &str) -> Result<u32, ValueError> {
+    let n = parse::positive(value)?;
+    u32::try_from(n).map_err(|_| ValueError::OutOfRange(format!("must be at most {}", u32::MAX)))
+}
+
+fn print_u32(n: &u32) -> String {
+    n.to_string()
+}
+
+fn split_size(value: &str) -> Result<Option<NonZeroU64>, ValueError> {
+    let n = parse::integer(value)?;
+    if n == -1 {
+        return Ok(None);
+    }
+    u64::try_from(n)
+        .ok()
+        .and_then(NonZeroU64::new)
+        .map(Some)
+        .ok_or_else(|| {
+            ValueError::OutOfRange(
+                "must be greater than 0, or -1 for one split per tablet".to_string(),
+            )
+        })
+}
+
+fn print_split_size(n: &Option<NonZeroU64>) -> String {
+    n.map_or_else(|| "-1".to_string(), |n| n.to_string())
+}
+
+/// How the source table is scanned (`reader.*`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ReaderConfig {
+    /// `reader.batchSizeBytes`: bytes per scan batch (Kudu's wire field is
+    /// 32-bit, hence `u32`).
+    pub batch_size_bytes: u32,
+    /// `reader.splitSizeBytes`: target split size; `None` (configured as
+    /// `-1`) means one split per tablet.
+    pub split_size_bytes: Option<NonZeroU64>,
+    /// `reader.scanRequestTimeout`.
+    pub scan_request_timeout: Duration,
+    /// `reader.prefetching`: keep the next scan request in flight while a
+    /// batch is handed on.
+    pub prefetching: bool,
+    /// `reader.keepAlivePeriodMs`.
+    pub keep_alive_period: Duration,
+    /// `reader.replicaSelection`.
+    pub replica_selection: ReplicaSelection,
+    /// `reader.quietTabletMaxSkips`: diff windows in a row a tablet proven
+    /// unchanged may go without a scan (0: never skip).
+    pub quiet_tablet_max_skips: u32,
+    /// Every `reader.*` key in canonical form: keys the fields above do not
+    /// carry are read where they are used, `keys.get(&KEY)`.
+    pub keys: Config,
+}
+
+impl ReaderConfig {
+    pub(super) fn from_config(keys: &Config) -> Result<Self, ConfigError> {
+        Ok(ReaderConfig {
+            batch_size_bytes: keys.get(&BATCH_SIZE_BYTES)?,
+            split_size_bytes: keys.get(&SPLIT_SIZE_BYTES)?,
+            scan_request_timeout: keys.get(&SCAN_REQUEST_TIMEOUT)?,
+            prefetching: keys.get(&PREFETCHING)?,
+            keep_alive_period: keys.get(&KEEP_ALIVE_PERIOD_MS)?,
+            replica_selection: keys.get(&REPLICA_SELECTION)?,
+            quiet_tablet_max_skips: keys.get(&QUIET_TABLET_MAX_SKIPS)?,
+            keys: READER_KEYS.effective(keys)?,
+        })
+    }
+}
