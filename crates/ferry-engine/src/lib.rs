@@ -26,8 +26,10 @@
 //!   whether and when a job restarts from its newest complete checkpoint
 //!   after a transient failure.
 //! - [`metrics`]: the job's counters and gauges.
-//! - [`status`]: [`status::JobSnapshot`], one serde view of a job (status,
-//!   metrics, checkpoint history).
+//! - [`status`]: what a job shows, at the bottom of the engine (no `job`
+//!   module below it): [`JobStatus`], the checkpoint and exception
+//!   records, and [`status::JobSnapshot`], one serde view of a job
+//!   (status, metrics, checkpoint history, tables).
 //! - [`error`]: [`EngineError`] (transient or fatal), and the typed errors of
 //!   the API: [`StartError`], [`RestoreError`], [`ControlError`].
 //! - [`enumerator`]: the window chain and split queues (unassigned,
@@ -69,6 +71,7 @@ pub mod restart;
 pub mod status;
 
 pub use error::{ControlError, EngineError, RestoreError, StartError};
-pub use job::{Job, JobHandle, JobOptions, JobStatus, RestorePoint, StopMode};
+pub use job::{Job, JobHandle, JobOptions, RestorePoint, StopMode};
+pub use status::JobStatus;
 pub mod sink_position;
 pub mod sink_table;

@@ -36,7 +36,6 @@ pub struct JobMetrics {
     periodic_savepoints: AtomicU64,
     periodic_savepoints_failed: AtomicU64,
     last_periodic_savepoint_ms: AtomicU64,
-    last_periodic_savepoint: std::sync::Mutex<Option<String>>,
 }
 
 impl Default for JobMetrics {
@@ -64,7 +63,6 @@ impl Default for JobMetrics {
             periodic_savepoints: AtomicU64::new(0),
             periodic_savepoints_failed: AtomicU64::new(0),
             last_periodic_savepoint_ms: AtomicU64::new(0),
-            last_periodic_savepoint: std::sync::Mutex::new(None),
         }
     }
 }
@@ -142,21 +140,10 @@ impl JobMetrics {
         }
     }
 
-    /// Where the last periodic savepoint went.
-    pub fn last_periodic_savepoint(&self) -> Option<String> {
-        self.last_periodic_savepoint
-            .lock()
-            .map(|p| p.clone())
-            .unwrap_or_default()
-    }
-
-    pub(crate) fn periodic_savepoint_completed(&self, path: String) {
+    pub(crate) fn periodic_savepoint_completed(&self) {
         self.periodic_savepoints.fetch_add(1, Ordering::Relaxed);
         self.last_periodic_savepoint_ms
             .store(crate::checkpoint::state_now_ms(), Ordering::Relaxed);
-        if let Ok(mut last) = self.last_periodic_savepoint.lock() {
-            *last = Some(path);
-        }
     }
 
     pub(crate) fn periodic_savepoint_failed(&self) {
@@ -246,12 +233,10 @@ impl JobMetrics {
 }
 
 /// One table's counters and gauges (a job of many tables has one each; the
-/// job-wide [`JobMetrics`] hold the sums).
-#[derive(Debug)]
+/// job-wide [`JobMetrics`] hold the sums). The table's identity is shown
+/// by the job beside them.
+#[derive(Debug, Default)]
 pub struct TableMetrics {
-    table_id: String,
-    table_name: std::sync::Mutex<String>,
-    sink_table: std::sync::Mutex<String>,
     last_end_timestamp_ms: AtomicU64,
     window_open: AtomicU64,
     pending: AtomicU64,
@@ -263,78 +248,28 @@ pub struct TableMetrics {
     windows_completed: AtomicU64,
     schema_changes: AtomicU64,
     tablet_scans_skipped: AtomicU64,
-    paused: std::sync::Mutex<Option<String>>,
 }
 
 impl TableMetrics {
-    /// The metrics of the table with this id and name.
-    pub fn new(table_id: impl Into<String>, table_name: impl Into<String>) -> Self {
-        TableMetrics {
-            table_id: table_id.into(),
-            table_name: std::sync::Mutex::new(table_name.into()),
-            sink_table: std::sync::Mutex::new(String::new()),
-            last_end_timestamp_ms: AtomicU64::new(0),
-            window_open: AtomicU64::new(0),
-            pending: AtomicU64::new(0),
-            unassigned: AtomicU64::new(0),
-            pending_removal: AtomicU64::new(0),
-            rows_read: AtomicU64::new(0),
-            rows_upserted: AtomicU64::new(0),
-            rows_deleted: AtomicU64::new(0),
-            windows_completed: AtomicU64::new(0),
-            schema_changes: AtomicU64::new(0),
-            tablet_scans_skipped: AtomicU64::new(0),
-            paused: std::sync::Mutex::new(None),
-        }
+    /// Every counter and gauge at zero.
+    pub fn new() -> Self {
+        Self::default()
     }
 
-    /// A copy of every value.
-    pub fn snapshot(&self) -> crate::status::TableSnapshot {
-        crate::status::TableSnapshot {
-            table_id: self.table_id.clone(),
-            table_name: self
-                .table_name
-                .lock()
-                .map(|n| n.clone())
-                .unwrap_or_default(),
-            sink_table: self
-                .sink_table
-                .lock()
-                .map(|n| n.clone())
-                .unwrap_or_default(),
-            last_end_timestamp_ms: get(&self.last_end_timestamp_ms),
-            window_open: get(&self.window_open) != 0,
-            unassigned_count: get(&self.unassigned),
-            pending_count: get(&self.pending),
-            pending_removal_count: get(&self.pending_removal),
-            rows_read: get(&self.rows_read),
-            rows_upserted: get(&self.rows_upserted),
-            rows_deleted: get(&self.rows_deleted),
-            windows_completed: get(&self.windows_completed),
-            schema_changes: get(&self.schema_changes),
-            tablet_scans_skipped: get(&self.tablet_scans_skipped),
-            paused: self.paused.lock().ok().and_then(|p| p.clone()),
-        }
-    }
-
-    pub(crate) fn set_name(&self, name: &str) {
-        if let Ok(mut n) = self.table_name.lock() {
-            if *n != name {
-                *n = name.to_owned();
-            }
-        }
-    }
-
-    pub(crate) fn set_sink_name(&self, name: String) {
-        if let Ok(mut n) = self.sink_table.lock() {
-            *n = name;
-        }
-    }
-
-    pub(crate) fn set_paused(&self, why: Option<String>) {
-        if let Ok(mut p) = self.paused.lock() {
-            *p = why;
-        }
+    /// Copies every counter and gauge into `table` (its identity is the
+    /// job's to fill).
+    pub fn fill(&self, table: &mut crate::status::TableSnapshot) {
+        table.last_end_timestamp_ms = get(&self.last_end_timestamp_ms);
+        table.window_open = get(&self.window_open) != 0;
+        table.unassigned_count = get(&self.unassigned);
+        table.pending_count = get(&self.pending);
+        table.pending_removal_count = get(&self.pending_removal);
+        table.rows_read = get(&self.rows_read);
+        table.rows_upserted = get(&self.rows_upserted);
+        table.rows_deleted = get(&self.rows_deleted);
+        table.windows_completed = get(&self.windows_completed);
+        table.schema_changes = get(&self.schema_changes);
+        table.tablet_scans_skipped = get(&self.tablet_scans_skipped);
     }
 
     pub(crate) fn set_chain(

@@ -1,11 +1,71 @@
-//! One view of a job for every reader (REST, Prometheus, the CLI, the web
-//! page): [`JobSnapshot`], from [`JobHandle::snapshot`](crate::JobHandle::snapshot).
-//! It serializes with serde, so a client can read back what a server wrote.
+//! What a job shows, at the bottom of the engine (it depends on no `job`
+//! module; the job depends on it): its [`JobStatus`], the
+//! [`CheckpointRecord`]s and [`ExceptionRecord`]s of its history, and one
+//! view of it for every reader (REST, Prometheus, the CLI, the web page):
+//! [`JobSnapshot`], from [`JobHandle::snapshot`](crate::JobHandle::snapshot).
+//! The views serialize with serde, so a client can read back what a server
+//! wrote.
 
 use crate::checkpoint::JobId;
-use crate::job::{CheckpointRecord, JobStatus};
 use crate::metrics::MetricsSnapshot;
 use serde::{Deserialize, Serialize};
+
+/// A job's state, as Flink names them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JobStatus {
+    Running,
+    /// A transient failure stopped the pipelines; the job restarts from its
+    /// newest complete checkpoint once the restart strategy's delay passed.
+    Restarting {
+        /// The failure that caused the restart.
+        cause: String,
+    },
+    /// Stopping with a savepoint (in-flight batches finish first).
+    Stopping,
+    /// Stopped with a savepoint at `savepoint`; or, every source being
+    /// bounded and read to its end, finished with a final checkpoint there.
+    Finished {
+        savepoint: String,
+    },
+    Canceled,
+    Failed {
+        error: String,
+    },
+}
+
+impl JobStatus {
+    /// Flink's name: RUNNING, FINISHED, CANCELED, FAILED (stopping reports
+    /// RUNNING until done, as Flink does during stop-with-savepoint).
+    pub fn flink_name(&self) -> &'static str {
+        match self {
+            JobStatus::Running | JobStatus::Stopping => "RUNNING",
+            JobStatus::Restarting { .. } => "RESTARTING",
+            JobStatus::Finished { .. } => "FINISHED",
+            JobStatus::Canceled => "CANCELED",
+            JobStatus::Failed { .. } => "FAILED",
+        }
+    }
+
+    /// Whether the job has ended.
+    pub fn is_terminal(&self) -> bool {
+        matches!(
+            self,
+            JobStatus::Finished { .. } | JobStatus::Canceled | JobStatus::Failed { .. }
+        )
+    }
+}
+
+/// One completed checkpoint, for history views.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckpointRecord {
+    pub id: u64,
+    pub path: String,
+    pub completed_at_ms: u64,
+    pub duration_ms: u64,
+    pub size_bytes: u64,
+    pub savepoint: bool,
+}
 
 /// A job's state, with Flink's names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

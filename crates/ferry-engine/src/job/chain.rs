@@ -1,12 +1,20 @@
 //! One table's window chain inside a job: the table's connectors, its
-//! [`Enumerator`] (windows and split queues), and what the coordinator
-//! knows of its sink position and schema. A job of many tables has one
-//! chain per table; the pipelines and the checkpoint are shared, so every
-//! checkpoint holds every chain's state ([`TableState`]).
+//! [`Enumerator`] (windows and split queues), its [`Phase`] (how far the
+//! open window is towards its splits going out, and whether the sink may
+//! be written), and what the coordinator knows of its sink and schema. A
+//! job of many tables has one chain per table; the pipelines and the
+//! checkpoint are shared, so every checkpoint holds every chain's state
+//! ([`TableState`]).
+//!
+//! The enumerator's window and the phase's change together, only here
+//! and in `position` / `commit` (restore, restart, recovery), so they
+//! always agree.
 
-use crate::checkpoint::{TableState, WindowState};
-use crate::connector::{SchemaRecord, Source, TableRef};
-use crate::enumerator::{CheckpointCapture, Enumerator};
+use super::phase::{Phase, Resumed};
+use super::publish::ShownTable;
+use crate::checkpoint::{SplitState, TableState, WindowState};
+use crate::connector::{SchemaRecord, Sink, Source, TableRef};
+use crate::enumerator::{AfterCheckpoint, CheckpointCapture, Enumerator, EnumeratorError};
 use crate::metrics::TableMetrics;
 use std::sync::Arc;
 use tokio::time::Instant;
@@ -21,36 +29,16 @@ pub(super) struct Chain<S, K> {
     pub(super) sink: Arc<K>,
     pub(super) enumerator: Enumerator,
     pub(super) metrics: Arc<TableMetrics>,
+    /// Where the chain stands (`phase`): every decision about its window
+    /// and its sink asks it.
+    pub(super) phase: Phase,
     /// When the open window (re)started.
     pub(super) window_opened: Option<Instant>,
     pub(super) next_window_at: Instant,
-    /// Whether the open window's boundaries are in a completed checkpoint.
-    pub(super) window_durable: bool,
-    /// The window this job last recorded as the sink position.
-    pub(super) position_for: Option<WindowState>,
-    /// The window this job opened and has not handed a split of out yet
-    /// (nor restarted since): the sink holds none of its rows, so a sink
-    /// time taken now is valid for its `last_end`.
-    pub(super) fresh_window: Option<WindowState>,
     /// The sink time known for a `last_end`: (last_end, sink time).
     pub(super) sink_time: Option<(u64, u64)>,
-    /// The state the table was restored from, until the sink position was
-    /// compared with it.
-    pub(super) restored: Option<TableState>,
-    /// Whether the sink was prepared (created or checked).
-    pub(super) prepared: bool,
     /// The source schema last applied to the sink.
     pub(super) schema: Option<SchemaRecord>,
-    /// Why the table is paused (no split of it is handed out), if it is.
-    pub(super) paused: Option<String>,
-    /// The source table is gone; the chain is retired once no split of it
-    /// is out.
-    pub(super) dropped: bool,
-    /// A transactional sink waits for [`crate::connector::Sink::recover`]
-    /// before any write: `Some(true)` continues from its last commit if
-    /// that is further (a restore or a restart), `Some(false)` only undoes
-    /// what was not committed (a fresh start).
-    pub(super) recover_sink: Option<bool>,
     /// Whether the transactional sink's last commit continues this chain
     /// (it was restored, or this run committed since): only then may a
     /// restart continue from it.
@@ -62,43 +50,38 @@ pub(super) struct Chain<S, K> {
 
 impl<S: Source, K> Chain<S, K> {
     /// A chain for `table`, continuing `state` if given (else from a
-    /// snapshot).
+    /// snapshot); `restored`: `state` came from a restore point, so the
+    /// sink position is compared with it once the sink is prepared.
     pub(super) fn new(
         key: u64,
         table: TableRef,
         (source, sink): (S, K),
-        state: Option<&TableState>,
+        state: Option<TableState>,
+        restored: bool,
     ) -> Self {
-        let metrics = Arc::new(TableMetrics::new(&table.id, &table.name));
         let mut chain = Chain {
             key,
             table,
             source: Arc::new(source),
             sink: Arc::new(sink),
             enumerator: Enumerator::new(),
-            metrics,
+            metrics: Arc::new(TableMetrics::new()),
+            phase: Phase::preparing(None),
             window_opened: None,
             next_window_at: Instant::now(),
-            window_durable: false,
-            position_for: None,
-            fresh_window: None,
             sink_time: None,
-            restored: None,
-            prepared: false,
             schema: None,
-            paused: None,
-            dropped: false,
-            recover_sink: None,
             own_commit: false,
             cursor: None,
         };
-        chain.reset_to(state);
+        chain.load(state.as_ref());
+        chain.phase = Phase::preparing(state.filter(|_| restored));
         chain
     }
 
-    /// Resets the chain to `state` (a restart from the newest complete
-    /// checkpoint; `None`: the table is not in it, so from a snapshot).
-    pub(super) fn reset_to(&mut self, state: Option<&TableState>) {
+    /// Loads `state` (`None`: from a snapshot) into the enumerator, the
+    /// schema and the source's cursor; the caller sets the phase.
+    pub(super) fn load(&mut self, state: Option<&TableState>) {
         self.enumerator = match state {
             Some(t) => Enumerator::restore_table(t),
             None => Enumerator::new(),
@@ -106,17 +89,66 @@ impl<S: Source, K> Chain<S, K> {
         self.schema = state.and_then(|t| t.schema.clone()).map(SchemaRecord);
         self.cursor = state.and_then(|t| t.source_cursor.clone());
         self.source.resume_from(self.cursor.as_ref());
-        // Dropped pipelines may have rows of any window in flight.
-        self.fresh_window = None;
-        // A restored window is in a completed checkpoint already.
-        self.window_durable = self.enumerator.window().is_some();
         self.window_opened = self.enumerator.window().map(|_| Instant::now());
         self.publish();
     }
 
+    /// A restart: back to `state` (the table's in the newest complete
+    /// checkpoint; `None`: the table is not in it, so from a snapshot).
+    /// A transactional sink undoes what it did not commit first, and may
+    /// be further than the checkpoint (committed, then the checkpoint
+    /// failed).
+    pub(super) fn restart(&mut self, state: Option<&TableState>)
+    where
+        K: Sink<S::Batch>,
+    {
+        self.load(state);
+        let recover = self.sink.transactional().then_some(self.own_commit);
+        let resumed = Resumed::restored(self.enumerator.window());
+        self.advance(|phase| phase.restarted(resumed, recover));
+    }
+
+    /// Moves the chain to the phase `next` makes of its current one.
+    pub(super) fn advance(&mut self, next: impl FnOnce(Phase) -> Phase) {
+        let now = std::mem::replace(&mut self.phase, Phase::preparing(None));
+        self.phase = next(now);
+    }
+
+    /// Opens `window` with `splits` (the chain is between windows).
+    pub(super) fn open(
+        &mut self,
+        window: WindowState,
+        splits: Vec<SplitState>,
+    ) -> Result<(), EnumeratorError> {
+        let Phase::Between(between) = self.phase else {
+            return Ok(());
+        };
+        self.enumerator.open_window(window, splits)?;
+        self.phase = Phase::Opened(between.opened(window));
+        self.window_opened = Some(Instant::now());
+        Ok(())
+    }
+
+    /// The next split to hand out, if the phase allows one.
+    pub(super) fn hand_out(&mut self) -> Option<SplitState> {
+        if !self.phase.may_hand_out() {
+            return None;
+        }
+        self.enumerator.assign()
+    }
+
+    /// A checkpoint taken as `capture` completed: every window open now
+    /// is durable, and the open one may have completed with it.
+    pub(super) fn checkpointed(&mut self, capture: &CheckpointCapture) -> AfterCheckpoint {
+        let after = self.enumerator.checkpoint_completed(capture);
+        let completed = matches!(after, AfterCheckpoint::WindowCompleted { .. });
+        self.advance(|phase| phase.checkpointed(completed));
+        after
+    }
+
     /// Whether splits of this chain may be handed out or windows opened.
     pub(super) fn active(&self) -> bool {
-        self.paused.is_none() && !self.dropped
+        self.phase.active()
     }
 
     /// No window is open and the snapshot is done.
@@ -138,7 +170,7 @@ impl<S: Source, K> Chain<S, K> {
             unassigned: capture.unassigned.clone(),
             pending: capture.pending.clone(),
             schema: self.schema.as_ref().map(|s| s.0.clone()),
-            paused: self.paused.clone(),
+            paused: self.phase.paused().map(str::to_owned),
             source_cursor: self.cursor.clone(),
             ..TableState::new(self.table.id.clone(), self.table.name.clone())
         }
@@ -146,8 +178,7 @@ impl<S: Source, K> Chain<S, K> {
 
     /// Pauses the table: no more of its splits are handed out.
     pub(super) fn pause(&mut self, why: String) {
-        self.metrics.set_paused(Some(why.clone()));
-        self.paused = Some(why);
+        self.advance(|phase| phase.pause(why));
     }
 
     /// Updates the table's gauges.
@@ -157,6 +188,21 @@ impl<S: Source, K> Chain<S, K> {
             self.enumerator.window().is_some(),
             self.enumerator.last_end(),
         );
+    }
+
+    /// The table as the job shows it.
+    pub(super) fn shown(&self) -> ShownTable
+    where
+        K: Sink<S::Batch>,
+    {
+        ShownTable {
+            key: self.key,
+            table_id: self.table.id.clone(),
+            table_name: self.table.name.clone(),
+            sink_table: self.sink.name(),
+            paused: self.phase.paused().map(str::to_owned),
+            metrics: self.metrics.clone(),
+        }
     }
 }
 

@@ -6,11 +6,13 @@
 //! a restore asks each sink to undo what it did not commit
 //! ([`Sink::recover`]) and continues from the state of its last commit
 //! when that is further than the one restored: the sink then holds
-//! exactly the rows that state covers, so no row is written twice.
+//! exactly the rows that state covers, so no row is written twice. Until
+//! it has recovered, the chain's phase ([`super::phase::Recovering`])
+//! allows no write and no commit.
 
 use super::coordinator::{Coordinator, Flow, JobWorkers};
 use crate::checkpoint::TableState;
-use crate::connector::{Sink, Tables};
+use crate::connector::{Sink, Source, Tables};
 use crate::enumerator::CheckpointCapture;
 use crate::error::EngineError;
 use tokio::sync::OwnedRwLockWriteGuard;
@@ -38,12 +40,10 @@ impl<T: Tables> Coordinator<T> {
         while let Ok(event) = workers.events.try_recv() {
             match self.on_event(event, &mut workers.idle) {
                 Flow::Continue => {}
-                flow => {
-                    self.deferred.get_or_insert(flow);
-                }
+                flow => self.recovery.defer(flow),
             }
         }
-        if self.deferred.is_some() {
+        if self.recovery.deferred.is_some() {
             return Err(EngineError::CheckpointSkipped);
         }
         Ok(Some(guard))
@@ -61,9 +61,7 @@ impl<T: Tables> Coordinator<T> {
             .iter()
             .zip(captures)
             .enumerate()
-            .filter(|(_, (chain, _))| {
-                chain.sink.transactional() && chain.paused.is_none() && chain.recover_sink.is_none()
-            })
+            .filter(|(_, (chain, _))| chain.sink.transactional() && chain.phase.sink_writable())
             .map(|(i, (chain, (_, capture)))| (i, chain.state(capture)))
             .collect();
         for (i, state) in commits {
@@ -71,7 +69,7 @@ impl<T: Tables> Coordinator<T> {
             self.options.fence.check()?;
             if let Err(e) = self.chains[i].sink.commit(&state).await {
                 let flow = self.on_error(e);
-                self.deferred.get_or_insert(flow);
+                self.recovery.defer(flow);
                 return Err(EngineError::CheckpointSkipped);
             }
             self.chains[i].own_commit = true;
@@ -80,48 +78,34 @@ impl<T: Tables> Coordinator<T> {
     }
 
     /// Has chain `i`'s transactional sink undo what it did not commit and,
-    /// if asked (`recover_sink == Some(true)`), continues from the state of
-    /// its last commit when that is at least as far as the chain's.
+    /// if its phase says so ([`super::phase::Recovering::may_continue_from_commit`]), continues from
+    /// the state of its last commit when that is at least as far as the
+    /// chain's.
     pub(super) async fn recover_sink(&mut self, i: usize) -> Result<(), EngineError> {
-        let Some(use_committed) = self.chains[i].recover_sink else {
+        let Some(recovering) = self.chains[i].phase.recovering() else {
             return Ok(());
         };
         // A fenced instance touches nothing on the sink (lease module).
         self.options.fence.check()?;
         let chain = &mut self.chains[i];
         let committed = chain.sink.recover().await?;
-        chain.recover_sink = None;
-        // The sink learns the open window again before any write.
-        chain.position_for = None;
-        let Some(committed) = committed.filter(|_| use_committed) else {
+        let further = committed
+            .filter(|_| recovering.may_continue_from_commit())
+            .filter(|c| chain.commit_is_further(c));
+        let Some(committed) = further else {
+            // The sink learns the open window again before any write.
+            chain.phase = recovering.recovered();
             return Ok(());
         };
-        let now = chain.state(&chain.enumerator.capture());
-        if table_end(&committed) < table_end(&now) {
-            tracing::warn!(
-                table = %chain.table.name,
-                committed_end = ?table_end(&committed),
-                state_end = ?table_end(&now),
-                "the sink's last commit is older than the state the job continues from (another job's, or a state restored from elsewhere): records of the windows in between may be written twice"
-            );
-            return Ok(());
-        }
-        if committed.window == now.window
-            && committed.last_end_timestamp == now.last_end_timestamp
-            && committed.unassigned == now.unassigned
-            && committed.pending == now.pending
-        {
-            return Ok(());
-        }
         tracing::info!(
             table = %chain.table.name,
             last_end = ?committed.last_end_timestamp,
             window_end = ?committed.window.map(|w| w.end_timestamp),
             "continuing from the sink's last commit (exactly-once): it is further than the restored state"
         );
-        chain.reset_to(Some(&committed));
+        chain.load(Some(&committed));
         // Written by the next checkpoint before any split is handed out.
-        chain.window_durable = false;
+        chain.phase = recovering.continued_from_commit(chain.enumerator.window());
         self.continue_from(committed);
         Ok(())
     }
@@ -129,7 +113,7 @@ impl<T: Tables> Coordinator<T> {
     /// Makes `resumed` the table's state a restart comes back to (until
     /// the next checkpoint).
     pub(super) fn continue_from(&mut self, resumed: TableState) {
-        let Some(state) = self.last_complete.as_mut() else {
+        let Some(state) = self.checkpoints.last_complete.as_mut() else {
             return;
         };
         let mut tables = state.table_states();
@@ -142,5 +126,26 @@ impl<T: Tables> Coordinator<T> {
             None => tables.push(resumed),
         }
         state.set_tables(tables);
+    }
+}
+
+impl<S: Source, K: Sink<S::Batch>> super::chain::Chain<S, K> {
+    /// Whether the sink's last commit `committed` is further than the
+    /// chain's state (and not the same): then the chain continues from it.
+    fn commit_is_further(&self, committed: &TableState) -> bool {
+        let now = self.state(&self.enumerator.capture());
+        if table_end(committed) < table_end(&now) {
+            tracing::warn!(
+                table = %self.table.name,
+                committed_end = ?table_end(committed),
+                state_end = ?table_end(&now),
+                "the sink's last commit is older than the state the job continues from (another job's, or a state restored from elsewhere): records of the windows in between may be written twice"
+            );
+            return false;
+        }
+        !(committed.window == now.window
+            && committed.last_end_timestamp == now.last_end_timestamp
+            && committed.unassigned == now.unassigned
+            && committed.pending == now.pending)
     }
 }

@@ -1,79 +1,43 @@
 //! The coordinator: one task that owns the tables' window chains and the
 //! pipelines, opens windows, assigns splits, reacts to pipeline events and
-//! serves requests, all from one loop, so each decision sees a consistent
-//! state.
+//! serves requests, all from one loop (`step`, then `wait`), whatever its
+//! mode (running, draining, stopping, restarting), so each decision sees a
+//! consistent state.
 //!
 //! A job replicates one table or many. Each table has its own chain
-//! ([`Chain`]: windows, split queues, sink position, schema); the `-p`
-//! pipelines are shared and handed splits round-robin across the tables
-//! that have some, so a big snapshot cannot starve the others' windows.
-//! One checkpoint holds every chain's state.
+//! ([`Chain`]: windows, split queues, phase, sink position, schema); the
+//! `-p` pipelines are shared and handed splits round-robin across the
+//! tables that have some, so a big snapshot cannot starve the others'
+//! windows. One checkpoint holds every chain's state.
+//!
+//! The coordinator's parts live with the files that own them: the
+//! checkpoints (`checkpointing`), the mode (`stop`), the restart strategy
+//! (`recovery`), table discovery (`discovery`), what the job shows
+//! (`publish`); the commit gate is `commit`'s.
 
 use super::chain::Chain;
-use super::handle::{Control, Exceptions, History, JobStatus, TableList};
+use super::checkpointing::Checkpoints;
+use super::discovery::Discovery;
+use super::handle::Control;
+use super::publish::Publisher;
+use super::recovery::Recovery;
 use super::stop::Mode;
+use super::workers::Workers;
 use super::JobOptions;
-use crate::checkpoint::{CheckpointStore, JobState, TableState};
+use crate::checkpoint::{CheckpointStore, JobState};
 use crate::config::JobConfig;
 use crate::connector::{Sink, Source, Tables};
 use crate::error::{ControlError, EngineError};
-use crate::metrics::JobMetrics;
-use crate::pipeline::{spawn_worker, Assignment, CommitGate, PipelineEvent, Worker};
-use crate::restart::RestartBackoff;
-use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+use crate::pipeline::{Assignment, CommitGate, PipelineEvent};
+use crate::status::JobStatus;
 use std::time::Duration;
-use tokio::sync::{mpsc, watch};
-use tokio::time::{sleep_until, Instant, Interval};
+use tokio::sync::mpsc;
+use tokio::time::{sleep_until, Instant};
 
 /// The source and sink types of a job's tables.
 pub(super) type Src<T> = <T as Tables>::Source;
 pub(super) type Snk<T> = <T as Tables>::Sink;
 pub(super) type TableChain<T> = Chain<Src<T>, Snk<T>>;
-
-/// The pipelines and which of them wait for a split. A restart drops
-/// them all (and with them their events) and spawns new ones, so no event
-/// of a pipeline from before the restart reaches the restored state.
-pub(super) struct Workers<S, K> {
-    list: Vec<Worker<S, K>>,
-    /// Indexes of idle workers (popped from the end).
-    pub(super) idle: Vec<usize>,
-    /// Tells running pipelines to stop after their current batch.
-    stop: watch::Sender<bool>,
-    /// What the pipelines report.
-    pub(super) events: mpsc::UnboundedReceiver<PipelineEvent>,
-}
-
-impl<S, K> Workers<S, K> {
-    /// No pipelines (while a restart waits).
-    fn none() -> Self {
-        let (_, events) = mpsc::unbounded_channel();
-        Workers {
-            list: Vec::new(),
-            idle: Vec::new(),
-            stop: watch::channel(false).0,
-            events,
-        }
-    }
-
-    /// Whether no pipeline is working on a split.
-    pub(super) fn all_idle(&self) -> bool {
-        self.idle.len() == self.list.len()
-    }
-
-    /// Makes every pipeline stop after its current batch.
-    pub(super) fn stop(&self) {
-        let _ = self.stop.send(true);
-    }
-}
-
-impl<S, K> Drop for Workers<S, K> {
-    fn drop(&mut self) {
-        for w in &self.list {
-            w.task.abort();
-        }
-    }
-}
 
 /// The pipelines of a job of tables `T`.
 pub(super) type JobWorkers<T> = Workers<Src<T>, Snk<T>>;
@@ -81,53 +45,36 @@ pub(super) type JobWorkers<T> = Workers<Src<T>, Snk<T>>;
 /// Whether the loop goes on.
 pub(super) enum Flow {
     Continue,
-    /// A transient failure: restart from the newest complete checkpoint
-    /// after this delay.
-    Restart(Duration),
+    /// A transient failure (`cause`): restart from the newest complete
+    /// checkpoint after `delay`.
+    Restart {
+        delay: Duration,
+        cause: String,
+    },
     End(JobStatus),
 }
 
 pub(super) struct Coordinator<T: Tables> {
-    pub(super) tables: Arc<T>,
-    /// One chain per table, in the order they were found.
-    pub(super) chains: Vec<TableChain<T>>,
-    pub(super) next_key: u64,
-    /// Where the round-robin assignment continues.
-    pub(super) next_chain: usize,
-    /// The tables to continue (restore point or start time), until the
-    /// chains are built.
-    pub(super) initial: Option<Vec<TableState>>,
-    /// Whether `initial` came from a restore point (then each table's sink
-    /// position is compared with it).
-    pub(super) from_restore_point: bool,
-    /// Whether the chains were built (first discovery done).
-    pub(super) built: bool,
-    pub(super) next_discovery_at: Instant,
-    pub(super) store: CheckpointStore,
     pub(super) config: JobConfig,
     pub(super) options: JobOptions,
-    pub(super) metrics: Arc<JobMetrics>,
-    pub(super) table_list: TableList,
-    pub(super) history: History,
-    pub(super) exceptions: Exceptions,
-    pub(super) status: watch::Sender<JobStatus>,
-    pub(super) next_checkpoint_id: u64,
-    /// Running, draining or stopping.
+    /// One chain per table, in the order they were found.
+    pub(super) chains: Vec<TableChain<T>>,
+    /// Which tables the job replicates (`discovery`).
+    pub(super) discovery: Discovery<T>,
+    /// Store, numbering, the newest complete state, timers, replicas
+    /// (`checkpointing`).
+    pub(super) checkpoints: Checkpoints,
+    /// Running, draining, stopping or restarting (`stop`).
     pub(super) mode: Mode,
-    /// The state of the newest complete checkpoint (or the restored one):
-    /// what a restart continues from.
-    pub(super) last_complete: Option<JobState>,
-    /// Checkpoints failed in a row (`tolerable-failed-checkpoints`).
-    pub(super) failed_checkpoints: u32,
-    pub(super) backoff: RestartBackoff,
-    /// Copies completed states to `job.stateReplicas`, if any.
-    pub(super) replication: Option<crate::replication::Replication>,
-    /// Held while a checkpoint commits transactional sinks
-    /// ([`crate::pipeline`]).
+    /// The restart strategy and a failure waiting to be acted on
+    /// (`recovery`).
+    pub(super) recovery: Recovery,
+    /// Held while a checkpoint commits transactional sinks (`commit`,
+    /// [`crate::pipeline`]).
     pub(super) gate: CommitGate,
-    /// A pipeline failure taken in while a checkpoint was prepared, to be
-    /// acted on next.
-    pub(super) deferred: Option<Flow>,
+    /// Status, history, tables and live metrics, as the handle reads them
+    /// (`publish`).
+    pub(super) publisher: Publisher,
 }
 
 impl<T: Tables> Coordinator<T> {
@@ -137,7 +84,6 @@ impl<T: Tables> Coordinator<T> {
         config: JobConfig,
         options: JobOptions,
         restore: Option<JobState>,
-        status: watch::Sender<JobStatus>,
     ) -> Self {
         // A start from a hybrid time is a chain whose last window ended
         // there: the same as a state between windows, except that the sink
@@ -159,44 +105,20 @@ impl<T: Tables> Coordinator<T> {
             state
         });
         let from_restore_point = restore.is_some();
-        let initial = restore
-            .as_ref()
-            .or(started_at.as_ref())
-            .map(JobState::table_states);
-        let metrics = Arc::new(JobMetrics::default());
-        if let Some(end) = restore
-            .as_ref()
-            .or(started_at.as_ref())
-            .and_then(|s| s.last_end_timestamp)
-        {
-            metrics.set_last_end(end);
+        let initial = restore.or(started_at);
+        let publisher = Publisher::new();
+        if let Some(end) = initial.as_ref().and_then(|s| s.last_end_timestamp) {
+            publisher.metrics.set_last_end(end);
         }
-        let backoff = RestartBackoff::new(config.restart.strategy());
-        let replication = super::replicas::start_replication(&config, &store);
         Coordinator {
-            tables: Arc::new(tables),
+            discovery: Discovery::new(tables, initial.as_ref(), from_restore_point, &config),
+            checkpoints: Checkpoints::new(store, initial, &config),
+            recovery: Recovery::new(&config),
             chains: Vec::new(),
-            next_key: 0,
-            next_chain: 0,
-            initial,
-            from_restore_point,
-            built: false,
-            next_discovery_at: Instant::now(),
-            store,
-            options,
-            metrics,
-            table_list: Arc::new(Mutex::new(Vec::new())),
-            history: Arc::new(Mutex::new(Vec::new())),
-            exceptions: Arc::new(Mutex::new(VecDeque::new())),
-            status,
-            next_checkpoint_id: 1,
             mode: Mode::Running,
-            last_complete: restore.or(started_at),
-            failed_checkpoints: 0,
-            backoff,
-            replication,
             gate: CommitGate::default(),
-            deferred: None,
+            publisher,
+            options,
             config,
         }
     }
@@ -208,122 +130,41 @@ impl<T: Tables> Coordinator<T> {
         !self.config.tables.is_single()
     }
 
-    pub(super) fn spawn_workers(&self) -> JobWorkers<T> {
-        let (events_tx, events) = mpsc::unbounded_channel();
-        let (stop, stop_rx) = watch::channel(false);
-        let list: Vec<Worker<Src<T>, Snk<T>>> = (0..self.options.parallelism.max(1))
-            .map(|i| {
-                spawn_worker(
-                    i,
-                    events_tx.clone(),
-                    stop_rx.clone(),
-                    self.metrics.clone(),
-                    self.options.fence.clone(),
-                    self.gate.clone(),
-                )
-            })
-            .collect();
-        let idle = (0..list.len()).rev().collect();
-        Workers {
-            list,
-            idle,
-            stop,
-            events,
-        }
-    }
-
     /// Runs the job until it ends, publishes and returns how it ended.
     pub(super) async fn run(mut self, mut control: mpsc::Receiver<Control>) -> JobStatus {
-        self.number_checkpoints_above_existing().await;
-        let status = match self.prepare_tables(&mut control).await {
-            Some(status) => status,
-            None => self.replicate(&mut control).await,
-        };
-        self.mode.job_ended(&status);
-        self.metrics.ended();
-        match &status {
-            JobStatus::Failed { error } => tracing::error!(%error, "job failed"),
-            other => tracing::info!(status = ?other, "job ended"),
-        }
-        if let Some(replication) = self.replication.take() {
-            replication
-                .finish(super::replicas::REPLICA_FINISH_TIMEOUT)
-                .await;
-        }
-        let _ = self.status.send(status.clone());
-        status
-    }
-
-    /// A job that keeps its id across a takeover (or a restore) numbers its
-    /// checkpoints above every `chk-<N>` already there and above the
-    /// restored one, so "highest number" stays "newest".
-    async fn number_checkpoints_above_existing(&mut self) {
-        let restored = self.last_complete.as_ref().map_or(0, |s| s.checkpoint_id);
-        let existing = match self.store.next_checkpoint_id(&self.options.job_id).await {
-            Ok(n) => n,
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot list earlier checkpoints of this job id");
-                1
-            }
-        };
-        self.next_checkpoint_id = existing.max(restored.saturating_add(1));
-    }
-
-    /// The window chains, until the job ends.
-    async fn replicate(&mut self, control: &mut mpsc::Receiver<Control>) -> JobStatus {
-        let mut workers = self.spawn_workers();
-        let mut checkpoint_tick = tokio::time::interval(self.config.checkpointing_interval);
-        checkpoint_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        checkpoint_tick.tick().await;
-        let mut savepoint_tick = super::replicas::periodic_timer(&self.config);
-        self.next_discovery_at = Instant::now() + self.config.table_discovery_interval;
+        self.checkpoints
+            .number_above_existing(&self.options.job_id)
+            .await;
+        let mut workers = Workers::none();
         let status = loop {
             let mut flow = self.step(&mut workers).await;
             if let Flow::Continue = flow {
                 self.publish_metrics();
-                self.publish_status();
-                flow = self
-                    .wait(
-                        &mut workers,
-                        control,
-                        &mut checkpoint_tick,
-                        &mut savepoint_tick,
-                    )
-                    .await;
+                self.publisher.status(self.mode.status());
+                flow = self.wait(&mut workers, &mut control).await;
             }
             match flow {
                 Flow::Continue => {}
                 Flow::End(status) => break status,
-                Flow::Restart(delay) => {
+                Flow::Restart { delay, cause } => {
                     // Dropping the pipelines aborts them mid-batch; what
                     // they wrote is replayed (idempotently) from the
                     // restored state.
                     workers = Workers::none();
-                    if let Some(status) = self.restart(delay, control).await {
-                        break status;
-                    }
-                    workers = self.spawn_workers();
-                    checkpoint_tick.reset();
+                    self.restart(delay, cause);
                 }
             }
         };
         drop(workers);
+        self.mode.job_ended(&status);
+        self.publisher.metrics.ended();
+        match &status {
+            JobStatus::Failed { error } => tracing::error!(%error, "job failed"),
+            other => tracing::info!(status = ?other, "job ended"),
+        }
+        self.checkpoints.finish_replication().await;
+        self.publisher.status(status.clone());
         status
-    }
-
-    /// Publishes RUNNING or STOPPING as the mode says (a restart publishes
-    /// RESTARTING itself).
-    fn publish_status(&self) {
-        let now = if self.mode.is_stopping() || self.mode.is_draining() {
-            JobStatus::Stopping
-        } else {
-            JobStatus::Running
-        };
-        self.status.send_if_modified(|s| {
-            let changed = *s != now;
-            *s = now;
-            changed
-        });
     }
 
     /// The job-wide gauges (sums over tables; `lastEndTimestamp` the
@@ -337,21 +178,47 @@ impl<T: Tables> Coordinator<T> {
             sum.pending_removal += c.pending_removal;
             chain.publish();
         }
-        self.metrics.set_split_counts(sum);
+        let metrics = &self.publisher.metrics;
+        metrics.set_split_counts(sum);
         let ends: Option<Vec<u64>> = self
             .chains
             .iter()
             .map(|c| c.enumerator.last_end())
             .collect();
         if let Some(end) = ends.and_then(|e| e.into_iter().min()) {
-            self.metrics.set_last_end(end);
+            metrics.set_last_end(end);
         }
     }
 
-    /// What the coordinator does before it waits: stop at a window
-    /// boundary if a stop is due, else open the windows that are due, make
-    /// them durable, record them as sink positions, hand out splits.
+    /// Shows chain `i`'s table as it is now (name, sink, pause).
+    pub(super) fn show_table(&self, i: usize) {
+        self.publisher.table(self.chains[i].shown());
+    }
+
+    /// What the coordinator does before it waits: nothing while it
+    /// restarts; else prepare the tables and start the pipelines if that
+    /// is still to do, stop at a window boundary if a stop is due, else
+    /// move each chain on (`advance_chains`) and hand out splits.
     async fn step(&mut self, workers: &mut JobWorkers<T>) -> Flow {
+        if self.mode.is_restarting() {
+            return Flow::Continue;
+        }
+        if !self.tables_ready() {
+            if let Err(e) = self.prepare_tables().await {
+                return self.on_error(e);
+            }
+            self.discovery.schedule(&self.config);
+            self.checkpoints.tables_ready();
+        }
+        if !workers.started() {
+            *workers = Workers::start(
+                self.options.parallelism,
+                &self.publisher.metrics,
+                &self.options.fence,
+                &self.gate,
+            );
+            self.checkpoints.pipelines_started();
+        }
         if self.mode.is_draining() && self.between_windows() {
             self.mode.drained(workers);
         }
@@ -366,99 +233,99 @@ impl<T: Tables> Coordinator<T> {
         if self.sources_exhausted() {
             return self.finish_bounded(workers).await;
         }
+        if let Some(flow) = self.advance_chains(workers).await {
+            return flow;
+        }
+        self.assign(workers).await;
+        Flow::Continue
+    }
+
+    /// Moves every chain as far towards handing out splits as it may go:
+    /// transactional sinks recover, due windows open, open windows are made
+    /// durable by a checkpoint, durable ones are recorded as sink
+    /// positions. `Some` when the loop must act on a failure instead.
+    async fn advance_chains(&mut self, workers: &mut JobWorkers<T>) -> Option<Flow> {
         for i in 0..self.chains.len() {
-            let chain = &self.chains[i];
-            if chain.active() && chain.prepared && chain.recover_sink.is_some() {
+            if self.chains[i].phase.recovering().is_some() {
                 if let Err(e) = self.recover_sink(i).await {
                     if let Some(flow) = self.on_table_error(i, e) {
-                        return flow;
+                        return Some(flow);
                     }
                 }
             }
         }
         for i in 0..self.chains.len() {
             let chain = &self.chains[i];
-            if !chain.active()
-                || chain.recover_sink.is_some()
-                || !self.mode.may_open_window(chain.enumerator.last_end())
-            {
+            if !chain.phase.may_open() || !self.mode.may_open_window(chain.enumerator.last_end()) {
                 continue;
             }
             if let Err(e) = self.maybe_open_window(i).await {
                 if let Some(flow) = self.on_table_error(i, e) {
-                    return flow;
+                    return Some(flow);
                 }
             }
         }
-        if self
-            .chains
-            .iter()
-            .any(|c| c.enumerator.window().is_some() && !c.window_durable)
-        {
+        if self.chains.iter().any(|c| c.phase.needs_checkpoint()) {
             // Splits are handed out only once this succeeded, so a failed
             // attempt is simply tried again on the next step.
             if let Err(e) = self.checkpoint(workers).await {
-                return self.on_checkpoint_failed(e);
+                return Some(self.on_checkpoint_failed(e));
             }
         }
         for i in 0..self.chains.len() {
-            let chain = &self.chains[i];
-            if chain.active()
-                && chain.recover_sink.is_none()
-                && chain.window_durable
-                && !chain.position_recorded()
-            {
+            if self.chains[i].phase.needs_position().is_some() {
                 // The sink must say it may hold this window's rows before
                 // it holds any; like the checkpoint above, retried on the
                 // next step until it succeeds.
                 let fence = self.options.fence.clone();
                 let job_id = self.options.job_id.to_string();
                 if let Err(e) = self.chains[i].record_position(&job_id, &fence).await {
-                    return self.on_checkpoint_failed(e);
+                    return Some(self.on_checkpoint_failed(e));
                 }
             }
         }
-        self.assign(workers).await;
-        Flow::Continue
+        None
     }
 
-    /// Waits for the next thing to do and does it.
+    /// Waits for the next thing to do and does it. While the job restarts
+    /// only its delay and requests are waited for.
     async fn wait(
         &mut self,
         workers: &mut JobWorkers<T>,
         control: &mut mpsc::Receiver<Control>,
-        checkpoint_tick: &mut Interval,
-        savepoint_tick: &mut Option<Interval>,
     ) -> Flow {
-        if let Some(flow) = self.deferred.take() {
+        if let Some(flow) = self.recovery.deferred.take() {
             return flow;
         }
+        let ticking = self.mode.takes_checkpoints();
         // A drained window completes with a checkpoint right away.
-        let drained = self.chains.iter().any(|c| c.active() && c.window_drained());
+        let drained = ticking && self.chains.iter().any(|c| c.active() && c.window_drained());
         let next_window = self
             .chains
             .iter()
             .filter(|c| {
-                c.active()
-                    && c.enumerator.window().is_none()
+                c.phase.may_open()
                     && !c.source.exhausted()
                     && self.mode.may_open_window(c.enumerator.last_end())
             })
             .map(|c| c.next_window_at)
             .min();
         let drain_deadline = self.mode.drain_deadline();
-        let discover = !self.mode.is_stopping();
+        let resume_at = self.mode.resume_at();
+        let discover = self.mode.discovers_tables();
         tokio::select! {
             event = workers.events.recv() => match event {
                 Some(event) => return self.on_event(event, &mut workers.idle),
                 None => return Flow::End(JobStatus::Failed { error: "pipelines vanished".into() }),
             },
-            _ = checkpoint_tick.tick() => {
+            _ = self.checkpoints.tick.tick(), if ticking => {
                 if let Err(e) = self.checkpoint(workers).await {
                     return self.on_checkpoint_failed(e);
                 }
             }
-            _ = super::replicas::periodic_tick(savepoint_tick) => self.periodic_savepoint(workers).await,
+            _ = super::replicas::periodic_tick(&mut self.checkpoints.periodic), if ticking => {
+                self.periodic_savepoint(workers).await;
+            }
             _ = std::future::ready(()), if drained => {
                 if let Err(e) = self.checkpoint(workers).await {
                     let flow = self.on_checkpoint_failed(e);
@@ -470,22 +337,37 @@ impl<T: Tables> Coordinator<T> {
                 }
             }
             _ = sleep_until(next_window.unwrap_or_else(Instant::now)), if next_window.is_some() => {}
-            _ = sleep_until(self.next_discovery_at), if discover => {
+            _ = sleep_until(self.discovery.next_at), if discover => {
                 self.rediscover().await;
             }
             _ = sleep_until(drain_deadline.unwrap_or_else(Instant::now)), if drain_deadline.is_some() => {
-                self.mode.drain_timed_out(&self.status);
+                self.mode.drain_timed_out(&self.publisher);
+            }
+            _ = sleep_until(resume_at.unwrap_or_else(Instant::now)), if resume_at.is_some() => {
+                self.resume();
             }
             ctl = control.recv() => return self.on_control(ctl, workers).await,
         }
         Flow::Continue
     }
 
-    /// Serves one request (`None`: every handle is gone, so cancel).
+    /// Serves one request as the mode allows (`None`: every handle is
+    /// gone, so cancel; cancel works in every mode).
     async fn on_control(&mut self, ctl: Option<Control>, workers: &mut JobWorkers<T>) -> Flow {
+        match (ctl, self.mode.refusal()) {
+            (None | Some(Control::Cancel), _) => return Flow::End(JobStatus::Canceled),
+            (Some(ctl), Some(why)) => ctl.refuse(why),
+            (Some(ctl), None) => self.serve(ctl, workers).await,
+        }
+        Flow::Continue
+    }
+
+    /// Serves a checkpoint, savepoint or stop request.
+    async fn serve(&mut self, ctl: Control, workers: &mut JobWorkers<T>) {
         match ctl {
-            None | Some(Control::Cancel) => return Flow::End(JobStatus::Canceled),
-            Some(Control::Checkpoint { reply }) => {
+            // Answered by the loop (`on_control`).
+            Control::Cancel => {}
+            Control::Checkpoint { reply } => {
                 let r = self
                     .checkpoint(workers)
                     .await
@@ -493,16 +375,15 @@ impl<T: Tables> Coordinator<T> {
                     .map_err(ControlError::from);
                 let _ = reply.send(r);
             }
-            Some(Control::Savepoint { dir, reply }) => {
+            Control::Savepoint { dir, reply } => {
                 let _ = reply.send(self.savepoint(dir, workers).await);
             }
-            Some(Control::Stop { mode, reply }) => {
+            Control::Stop { mode, reply } => {
                 let has_dir =
                     mode.savepoint_dir.is_some() || self.options.default_savepoint_dir.is_some();
                 self.mode.request_stop(mode, reply, has_dir, workers);
             }
         }
-        Flow::Continue
     }
 
     /// Every running table is between windows (no window open, snapshot
@@ -523,7 +404,7 @@ impl<T: Tables> Coordinator<T> {
         let discovery = self.config.discovery_interval;
         let fence = self.options.fence.clone();
         let chain = &mut self.chains[i];
-        if chain.enumerator.window().is_some()
+        if !chain.phase.may_open()
             || Instant::now() < chain.next_window_at
             || chain.source.exhausted()
         {
@@ -554,10 +435,11 @@ impl<T: Tables> Coordinator<T> {
                     }
                     chain.schema = Some(schema);
                     // A followed rename may have renamed the sink table.
-                    chain.metrics.set_sink_name(chain.sink.name());
+                    self.show_table(i);
                 }
             }
         }
+        let chain = &mut self.chains[i];
         let splits = chain.source.plan(window).await?;
         let skipped = chain.source.skipped_in_last_plan();
         chain.metrics.add_skipped(skipped);
@@ -570,11 +452,8 @@ impl<T: Tables> Coordinator<T> {
             unchanged_skipped = skipped,
             "window opened"
         );
-        chain.enumerator.open_window(window, splits)?;
+        chain.open(window, splits)?;
         chain.cursor = chain.source.cursor();
-        chain.fresh_window = Some(window);
-        chain.window_durable = false;
-        chain.window_opened = Some(Instant::now());
         chain.next_window_at = Instant::now() + discovery;
         Ok(())
     }
@@ -588,20 +467,14 @@ impl<T: Tables> Coordinator<T> {
             if n == 0 || dry >= n {
                 break;
             }
-            let i = self.next_chain % n;
-            self.next_chain = (i + 1) % n;
+            let i = workers.next_table % n;
+            workers.next_table = (i + 1) % n;
             let chain = &mut self.chains[i];
-            let ready = chain.active()
-                && chain.recover_sink.is_none()
-                && chain.window_durable
-                && chain.position_recorded()
-                && chain.enumerator.window().is_some();
-            let Some(split) = ready.then(|| chain.enumerator.assign()).flatten() else {
+            let Some(split) = chain.hand_out() else {
                 dry += 1;
                 continue;
             };
             dry = 0;
-            chain.fresh_window = None;
             let id = split.split_id.clone();
             let assignment = Assignment {
                 table: chain.key,
@@ -674,7 +547,7 @@ impl<T: Tables> Coordinator<T> {
                 };
                 // The split keeps its resume key for whoever reads it next.
                 let _ = self.chains[i].enumerator.give_back(&split_id);
-                if self.chains[i].paused.is_some() {
+                if self.chains[i].phase.paused().is_some() {
                     return Flow::Continue;
                 }
                 if let Some(flow) = self.on_table_error(i, error) {
@@ -683,37 +556,5 @@ impl<T: Tables> Coordinator<T> {
             }
         }
         Flow::Continue
-    }
-
-    /// A failure of table `i`: in a job of several tables, one of the
-    /// table's own ([`EngineError::is_table_fault`]) pauses it and the
-    /// others go on (`None`); anything else is the job's failure.
-    pub(super) fn on_table_error(&mut self, i: usize, error: EngineError) -> Option<Flow> {
-        match self.pause_on_table_fault(i, error) {
-            Ok(()) => None,
-            Err(error) => Some(self.on_error(error)),
-        }
-    }
-
-    /// Pauses table `i` if `error` is its own fault in a job of several
-    /// tables; else gives the error back.
-    pub(super) fn pause_on_table_fault(
-        &mut self,
-        i: usize,
-        error: EngineError,
-    ) -> Result<(), EngineError> {
-        if !(self.many_tables() && error.is_table_fault()) {
-            return Err(error);
-        }
-        let text = crate::error::display_chain(&error);
-        let message = match error.advice() {
-            Some(advice) => format!("{text}. What to do: {advice}"),
-            None => text,
-        };
-        let chain = &mut self.chains[i];
-        tracing::error!(table = %chain.table.name, error = %message, "table paused; the job goes on with the other tables");
-        chain.pause(message);
-        self.record_table_exception(&error);
-        Ok(())
     }
 }

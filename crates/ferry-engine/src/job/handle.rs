@@ -1,67 +1,22 @@
 //! [`JobHandle`]: the requests a running job serves (checkpoint,
 //! savepoint, stop, cancel) and what it shows (status, metrics, checkpoint
-//! history, one [`JobSnapshot`] of all three).
+//! history, one [`JobSnapshot`] of all three), read from the board the
+//! coordinator publishes (`publish`).
 
 use super::coordinator::Coordinator;
+use super::publish::Board;
 use crate::checkpoint::{CheckpointStore, JobId, JobState, StorageLocation};
 use crate::config::JobConfig;
 use crate::connector::Tables;
 use crate::error::ControlError;
-use crate::metrics::{JobMetrics, TableMetrics};
-use crate::status::{ExceptionRecord, JobSnapshot};
-use serde::{Deserialize, Serialize};
-use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+use crate::metrics::JobMetrics;
+use crate::status::{CheckpointRecord, ExceptionRecord, JobSnapshot, JobStatus};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
 
 /// How long a stop with drain waits for the open window by default.
 pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(600);
-
-/// A job's state, as Flink names them.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum JobStatus {
-    Running,
-    /// A transient failure stopped the pipelines; the job restarts from its
-    /// newest complete checkpoint once the restart strategy's delay passed.
-    Restarting {
-        /// The failure that caused the restart.
-        cause: String,
-    },
-    /// Stopping with a savepoint (in-flight batches finish first).
-    Stopping,
-    /// Stopped with a savepoint at `savepoint`; or, every source being
-    /// bounded and read to its end, finished with a final checkpoint there.
-    Finished {
-        savepoint: String,
-    },
-    Canceled,
-    Failed {
-        error: String,
-    },
-}
-
-impl JobStatus {
-    /// Flink's name: RUNNING, FINISHED, CANCELED, FAILED (stopping reports
-    /// RUNNING until done, as Flink does during stop-with-savepoint).
-    pub fn flink_name(&self) -> &'static str {
-        match self {
-            JobStatus::Running | JobStatus::Stopping => "RUNNING",
-            JobStatus::Restarting { .. } => "RESTARTING",
-            JobStatus::Finished { .. } => "FINISHED",
-            JobStatus::Canceled => "CANCELED",
-            JobStatus::Failed { .. } => "FAILED",
-        }
-    }
-
-    /// Whether the job has ended.
-    pub fn is_terminal(&self) -> bool {
-        matches!(
-            self,
-            JobStatus::Finished { .. } | JobStatus::Canceled | JobStatus::Failed { .. }
-        )
-    }
-}
 
 /// How to stop a job.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -114,48 +69,39 @@ pub(super) enum Control {
     Cancel,
 }
 
-/// One completed checkpoint, for history views.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct CheckpointRecord {
-    pub id: u64,
-    pub path: String,
-    pub completed_at_ms: u64,
-    pub duration_ms: u64,
-    pub size_bytes: u64,
-    pub savepoint: bool,
+impl Control {
+    /// Answers the request with `why` it is refused.
+    pub(super) fn refuse(self, why: ControlError) {
+        match self {
+            Control::Checkpoint { reply } => {
+                let _ = reply.send(Err(why));
+            }
+            Control::Savepoint { reply, .. } | Control::Stop { reply, .. } => {
+                let _ = reply.send(Err(why));
+            }
+            // Nobody waits for an answer.
+            Control::Cancel => {}
+        }
+    }
 }
-
-/// Completed checkpoints and savepoints, oldest first.
-pub(super) type History = Arc<Mutex<Vec<CheckpointRecord>>>;
-
-/// The metrics of each table of the job, in the order they were found.
-pub(super) type TableList = Arc<Mutex<Vec<Arc<TableMetrics>>>>;
-
-/// Failures, newest first (at most [`MAX_EXCEPTIONS`]).
-pub(super) type Exceptions = Arc<Mutex<VecDeque<ExceptionRecord>>>;
-
-/// How many failures a job remembers.
-pub const MAX_EXCEPTIONS: usize = 100;
 
 /// Controls and observes a running job. Cheap to clone.
 #[derive(Clone)]
 pub struct JobHandle {
     job_id: JobId,
     control: mpsc::Sender<Control>,
-    status: watch::Receiver<JobStatus>,
+    /// What the coordinator publishes (status, history, tables).
+    board: watch::Receiver<Board>,
+    /// The live counters (the pipelines update them too).
     metrics: Arc<JobMetrics>,
-    history: History,
-    exceptions: Exceptions,
     replicas: Vec<Arc<crate::replication::ReplicaMetrics>>,
-    tables: TableList,
 }
 
 impl std::fmt::Debug for JobHandle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("JobHandle")
             .field("job_id", &self.job_id)
-            .field("status", &*self.status.borrow())
+            .field("status", &self.board.borrow().status)
             .finish_non_exhaustive()
     }
 }
@@ -168,7 +114,7 @@ impl JobHandle {
 
     /// The current status.
     pub fn status(&self) -> JobStatus {
-        self.status.borrow().clone()
+        self.board.borrow().status.clone()
     }
 
     /// Live metrics.
@@ -178,41 +124,34 @@ impl JobHandle {
 
     /// Completed checkpoints and savepoints, oldest first (last 100).
     pub fn checkpoint_history(&self) -> Vec<CheckpointRecord> {
-        self.history.lock().map(|h| h.clone()).unwrap_or_default()
+        self.board.borrow().checkpoints.clone()
     }
 
     /// The job's failures (restarted or final), newest first.
     pub fn exceptions(&self) -> Vec<ExceptionRecord> {
-        self.exceptions
-            .lock()
-            .map(|e| e.iter().cloned().collect())
-            .unwrap_or_default()
+        self.board.borrow().exceptions.iter().cloned().collect()
     }
 
-    /// Status, metrics, checkpoint history and failures, read together.
+    /// Status, metrics, checkpoint history and failures, read together:
+    /// one borrow of the published board, plus the live counters.
     pub fn snapshot(&self) -> JobSnapshot {
+        let board = self.board.borrow();
         let mut snapshot = JobSnapshot::new(
             self.job_id,
-            &self.status(),
+            &board.status,
             self.metrics.snapshot(),
-            self.checkpoint_history(),
+            board.checkpoints.clone(),
         );
-        snapshot.exceptions = self.exceptions();
+        snapshot.exceptions = board.exceptions.iter().cloned().collect();
         snapshot.replicas = self.replicas();
-        snapshot.last_periodic_savepoint = self.metrics.last_periodic_savepoint();
-        snapshot.tables = self.tables();
+        snapshot.last_periodic_savepoint = board.last_periodic_savepoint.clone();
+        snapshot.tables = board.tables();
         snapshot
     }
 
     /// Each table's identity, chain and counters, by current name.
     pub fn tables(&self) -> Vec<crate::status::TableSnapshot> {
-        let mut tables: Vec<_> = self
-            .tables
-            .lock()
-            .map(|l| l.iter().map(|m| m.snapshot()).collect())
-            .unwrap_or_default();
-        tables.sort_by(|a, b| a.table_name.cmp(&b.table_name));
-        tables
+        self.board.borrow().tables()
     }
 
     /// Each state replica's metrics (`job.stateReplicas`), in order.
@@ -262,14 +201,14 @@ impl JobHandle {
 
     /// Waits until the job has ended and returns its final status.
     pub async fn wait(&self) -> JobStatus {
-        let mut rx = self.status.clone();
+        let mut rx = self.board.clone();
         loop {
-            let s = rx.borrow().clone();
+            let s = rx.borrow_and_update().status.clone();
             if s.is_terminal() {
                 return s;
             }
             if rx.changed().await.is_err() {
-                return rx.borrow().clone();
+                return rx.borrow().status.clone();
             }
         }
     }
@@ -284,22 +223,14 @@ pub(super) fn spawn<T: Tables>(
     restore: Option<JobState>,
 ) -> JobHandle {
     let (control_tx, control_rx) = mpsc::channel(16);
-    let (status_tx, status_rx) = watch::channel(JobStatus::Running);
     let job_id = options.job_id;
-    let coordinator = Coordinator::new(tables, store, config, options, restore, status_tx);
+    let coordinator = Coordinator::new(tables, store, config, options, restore);
     let handle = JobHandle {
         job_id,
         control: control_tx,
-        status: status_rx,
-        metrics: coordinator.metrics.clone(),
-        history: coordinator.history.clone(),
-        exceptions: coordinator.exceptions.clone(),
-        replicas: coordinator
-            .replication
-            .as_ref()
-            .map(|r| r.metrics().to_vec())
-            .unwrap_or_default(),
-        tables: coordinator.table_list.clone(),
+        board: coordinator.publisher.subscribe(),
+        metrics: coordinator.publisher.metrics.clone(),
+        replicas: coordinator.checkpoints.replica_metrics(),
     };
     tokio::spawn(coordinator.run(control_rx));
     handle

@@ -32,21 +32,35 @@
 //! sink cluster before its splits are handed out, and a job started from
 //! a restore point continues from the later of the two.
 //!
-//! Stopping is a mode of the coordinator (`stop`): a plain stop makes the
-//! pipelines stop after their current batch and then writes the savepoint;
-//! a stop with drain first lets the open window complete and opens no new
-//! one, so its savepoint holds no split in progress. Both are decided in
-//! the coordinator's loop, between events, so no window can open between
+//! Each table's chain is in one phase (`phase`): preparing, recovering (a
+//! transactional sink), between windows, opened, durable, handing out,
+//! paused or retiring; only the handing-out phase hands out splits, and
+//! only a completed checkpoint and then a recorded position lead there.
+//!
+//! Stopping and restarting are modes of the coordinator (`stop`): a plain
+//! stop makes the pipelines stop after their current batch and then
+//! writes the savepoint; a stop with drain first lets the open window
+//! complete and opens no new one, so its savepoint holds no split in
+//! progress; a restart drops the pipelines and waits out the restart
+//! strategy's delay, refusing requests but cancel. All are decided in the
+//! coordinator's one loop, between events, so no window can open between
 //! "the window is done" and "stop".
 //!
 //! # Layout
 //!
 //! - this file: [`Job::start`], [`JobOptions`], [`RestorePoint`];
-//! - `handle`: [`JobHandle`], [`JobStatus`], [`StopMode`], the requests;
+//! - `handle`: [`JobHandle`], [`StopMode`], the requests;
+//! - `publish`: what the job shows, one board in a `watch` channel the
+//!   handle reads ([`JobStatus`] and the other status types are
+//!   [`crate::status`]'s);
 //! - `coordinator`: the coordinator's loop, windows and pipeline events;
-//! - `stop`: the stop / drain modes;
+//!   `workers`: its pipelines;
+//! - `chain`: one table's chain; `phase`: its phase and transitions;
+//! - `stop`: the modes (running, draining, stopping, restarting);
+//! - `discovery`: which tables, preparing their sinks;
 //! - `position`: the sink position: recorded before a window's splits
 //!   are handed out, compared with a restored state at start;
+//! - `commit`: exactly-once through transactional sinks;
 //! - `recovery`: failures, the restart strategy, restarts from the newest
 //!   complete checkpoint;
 //! - `checkpointing`: checkpoints, savepoints and their history;
@@ -61,9 +75,11 @@ mod commit_tests;
 mod coordinator;
 mod discovery;
 mod handle;
+mod phase;
 mod position;
 #[cfg(test)]
 mod position_tests;
+mod publish;
 mod recovery;
 mod replicas;
 #[cfg(test)]
@@ -75,10 +91,11 @@ mod stop;
 mod tables_tests;
 #[cfg(test)]
 mod tests;
+mod workers;
 
-pub use handle::{
-    CheckpointRecord, JobHandle, JobStatus, StopMode, DEFAULT_DRAIN_TIMEOUT, MAX_EXCEPTIONS,
-};
+pub use crate::status::{CheckpointRecord, JobStatus};
+pub use handle::{JobHandle, StopMode, DEFAULT_DRAIN_TIMEOUT};
+pub use publish::MAX_EXCEPTIONS;
 
 use crate::checkpoint::{CheckpointStore, JobId, JobState, LoadedState, StorageLocation};
 use crate::config::JobConfig;

@@ -1,11 +1,13 @@
 //! The sink position of each table: recorded before a window's splits are
-//! handed out, and on a start from a restore point the table continues
-//! from the later of the restored state and the position
+//! handed out (the chain's phase goes from [`Durable`] to handing out only
+//! here), and on a start from a restore point the table continues from
+//! the later of the restored state and the position
 //! ([`crate::sink_position`], docs/semantics.md "Restoring an older
 //! state").
 
 use super::chain::Chain;
-use crate::checkpoint::{JobState, SnapshotKind, WindowState};
+use super::phase::{Durable, Phase};
+use crate::checkpoint::{JobState, SnapshotKind, TableState};
 use crate::connector::{Sink, Source};
 use crate::enumerator::Enumerator;
 use crate::error::EngineError;
@@ -13,24 +15,18 @@ use crate::lease::Fence;
 use crate::sink_position::{choose, state_end, Resume, SinkPosition};
 
 impl<S: Source, K: Sink<S::Batch>> Chain<S, K> {
-    /// Whether the sink position covers the open window (or none is open),
-    /// so its splits may be handed out.
-    pub(super) fn position_recorded(&self) -> bool {
-        let window = self.enumerator.window();
-        window.is_none() || self.position_for == window
-    }
-
-    /// Records the open window as the sink position. Called once its
-    /// boundaries are in a completed checkpoint and before any of its
-    /// splits is handed out; a failure counts as a failed checkpoint.
+    /// Records the durable open window as the sink position, before any
+    /// of its splits is handed out; then they may go. Nothing to do in
+    /// another phase. A failure counts as a failed checkpoint.
     pub(super) async fn record_position(
         &mut self,
         job_id: &str,
         fence: &Fence,
     ) -> Result<(), EngineError> {
-        let Some(window) = self.enumerator.window() else {
+        let Some(durable) = self.phase.needs_position() else {
             return Ok(());
         };
+        let window = durable.window();
         // A fenced instance writes nothing to the sink (lease module).
         fence.check()?;
         let last_end = self.enumerator.last_end();
@@ -40,27 +36,28 @@ impl<S: Source, K: Sink<S::Batch>> Chain<S, K> {
             generation: fence.generation(),
             last_end,
             window,
-            last_end_sink_time: self.sink_time_for(window, last_end).await?,
+            last_end_sink_time: self.sink_time_for(durable, last_end).await?,
         };
         self.sink.record_position(&position).await?;
         tracing::debug!(table = %self.table.name, start = ?window.start_timestamp, end = window.end_timestamp, "sink position recorded");
-        self.position_for = Some(window);
+        self.phase = Phase::HandingOut(durable.position_recorded());
         Ok(())
     }
 
-    /// The sink time of `last_end` for the position of `window`: taken now
-    /// if this job opened the window and the sink holds none of its rows
-    /// yet, else the one known for that `last_end` (from the opening, or
-    /// from the position record a restored job read), else unknown.
+    /// The sink time of `last_end` for the position of the `durable`
+    /// window: taken now if this job opened the window and the sink holds
+    /// none of its rows yet (it is fresh), else the one known for that
+    /// `last_end` (from the opening, or from the position record a
+    /// restored job read), else unknown.
     async fn sink_time_for(
         &mut self,
-        window: WindowState,
+        durable: Durable,
         last_end: Option<u64>,
     ) -> Result<Option<u64>, EngineError> {
         let Some(last_end) = last_end else {
             return Ok(None);
         };
-        if self.fresh_window == Some(window) {
+        if durable.fresh() {
             let time = self.sink.sink_time().await?;
             self.sink_time = time.map(|t| (last_end, t));
             return Ok(time);
@@ -71,16 +68,18 @@ impl<S: Source, K: Sink<S::Batch>> Chain<S, K> {
             .map(|(_, t)| t))
     }
 
-    /// On a start from a restore point (only then): reads the sink
-    /// position and, if the sink is further than the restored state,
-    /// continues from the position instead — its `last_end`, then exactly
-    /// its window with freshly planned splits. Done once, after the sink
-    /// was prepared. Returns the table state to continue from when it
+    /// On a start from a restore point (only then: `restored`, the state
+    /// the preparing phase holds): reads the sink position and, if the
+    /// sink is further than the restored state, continues from the
+    /// position instead — its `last_end`, then exactly its window with
+    /// freshly planned splits (in no checkpoint yet). Done once, after the
+    /// sink was prepared. Returns the table state to continue from when it
     /// changed (a restart before the next checkpoint comes back to it).
     pub(super) async fn merge_position(
         &mut self,
-    ) -> Result<Option<crate::checkpoint::TableState>, EngineError> {
-        let Some(table_state) = self.restored.clone() else {
+        restored: Option<&TableState>,
+    ) -> Result<Option<TableState>, EngineError> {
+        let Some(table_state) = restored.cloned() else {
             return Ok(None);
         };
         // `choose` compares a stored state; this table's, alone.
@@ -132,11 +131,9 @@ impl<S: Source, K: Sink<S::Batch>> Chain<S, K> {
                 resumed.unassigned = splits;
                 resumed.pending = Vec::new();
                 self.enumerator = Enumerator::restore_table(&resumed);
-                self.window_durable = false;
                 Some(resumed)
             }
         };
-        self.restored = None;
         Ok(resumed)
     }
 }

@@ -71,12 +71,14 @@ enum Event {
 }
 
 /// Keeps the position in memory and logs every position and row write;
-/// the first `fail_records` position writes fail with a timeout.
+/// the first `fail_records` position writes and `fail_reads` position
+/// reads fail with a timeout.
 #[derive(Clone, Default)]
 struct PositionSink {
     position: Arc<Mutex<Option<SinkPosition>>>,
     log: Arc<Mutex<Vec<Event>>>,
     fail_records: Arc<AtomicU32>,
+    fail_reads: Arc<AtomicU32>,
     /// Rows written before their window's position.
     early: Arc<AtomicU32>,
     /// Sink times handed out so far (the sink's clock reads 1000 + n).
@@ -142,6 +144,21 @@ impl Sink<Numbers> for PositionSink {
     }
 
     async fn read_position(&self) -> Result<Option<SinkPosition>, EngineError> {
+        let failing = self
+            .fail_reads
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+        if failing {
+            return Err(EngineError::Sink {
+                table: "positions".into(),
+                source: kudu_client::Error::TimedOut {
+                    operation: "Scan".into(),
+                    attempts: 3,
+                    elapsed: Duration::from_secs(1),
+                    last: "no answer".into(),
+                },
+            });
+        }
         Ok(self.position.lock().expect("lock").clone())
     }
 
@@ -315,6 +332,25 @@ async fn an_older_restore_point_continues_at_the_sink_position() {
             Event::Position(window(Some(60), 110)),
             Event::Rows(110),
             Event::Rows(110),
+        ],
+        "{log:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_position_that_could_not_be_read_at_start_is_read_again_before_any_row() {
+    // The first read times out: the job restarts and compares again.
+    let sink = PositionSink::with(position(Some(50), 60));
+    sink.fail_reads.store(1, Ordering::SeqCst);
+    run(&sink, Some(restore_point(Some(0), Some((0, 10)))), 2).await;
+    assert_eq!(sink.fail_reads.load(Ordering::SeqCst), 0);
+    let log = sink.log();
+    assert_eq!(
+        log[..3],
+        [
+            Event::Position(window(Some(50), 60)),
+            Event::Rows(60),
+            Event::Rows(60),
         ],
         "{log:?}"
     );

@@ -1,9 +1,12 @@
-//! Failures and restarts. A fatal error ends the job at once, with advice.
-//! A transient one — the classification is [`EngineError::is_transient`],
+//! Failures and restarts. In a job of several tables, a table's own fault
+//! pauses that table. A fatal error ends the job at once, with advice. A
+//! transient one — the classification is [`EngineError::is_transient`],
 //! which defers to the Kudu client's — asks the restart strategy: the job
-//! either fails ("restart strategy exhausted") or goes RESTARTING: its
-//! pipelines are dropped, the enumerator is reset to the newest complete
-//! checkpoint, and after the strategy's delay new pipelines start from
+//! either fails ("restart strategy exhausted") or goes RESTARTING, a mode
+//! of the coordinator (`stop`): its pipelines are dropped, every chain is
+//! reset to the newest complete checkpoint (a transactional sink to
+//! recover first), the coordinator's loop waits out the strategy's delay
+//! (refusing every request but cancel), then new pipelines start from
 //! there. A checkpoint failure counts against
 //! `execution.checkpointing.tolerable-failed-checkpoints` first.
 //!
@@ -13,14 +16,37 @@
 //! window recorded there, and replaying part of that window is idempotent.
 
 use super::coordinator::{Coordinator, Flow};
-use super::handle::{Control, JobStatus, MAX_EXCEPTIONS};
-use crate::connector::{Sink, Tables};
-use crate::error::{ControlError, EngineError};
-use crate::restart::RestartDecision;
-use crate::status::ExceptionRecord;
+use crate::config::JobConfig;
+use crate::connector::Tables;
+use crate::error::EngineError;
+use crate::restart::{RestartBackoff, RestartDecision};
+use crate::status::{ExceptionRecord, JobStatus};
 use std::time::Duration;
-use tokio::sync::mpsc;
 use tokio::time::Instant;
+
+/// The coordinator's part for failures: the restart strategy's state, and
+/// a failure taken in while a checkpoint was prepared.
+pub(super) struct Recovery {
+    backoff: RestartBackoff,
+    /// A pipeline failure taken in while a checkpoint was prepared
+    /// (`commit`), to be acted on next.
+    pub(super) deferred: Option<Flow>,
+}
+
+impl Recovery {
+    /// The restart strategy of `config`, no failure yet.
+    pub(super) fn new(config: &JobConfig) -> Self {
+        Recovery {
+            backoff: RestartBackoff::new(config.restart.strategy()),
+            deferred: None,
+        }
+    }
+
+    /// Keeps `flow` (a failure) for the loop, unless one is kept already.
+    pub(super) fn defer(&mut self, flow: Flow) {
+        self.deferred.get_or_insert(flow);
+    }
+}
 
 impl<T: Tables> Coordinator<T> {
     /// A job failure: end the job, or restart it after a delay.
@@ -36,29 +62,66 @@ impl<T: Tables> Coordinator<T> {
             };
             return Flow::End(JobStatus::Failed { error });
         }
-        match self.backoff.on_failure(Instant::now().into_std()) {
+        let metrics = self.publisher.metrics.clone();
+        match self.recovery.backoff.on_failure(Instant::now().into_std()) {
             RestartDecision::GiveUp(why) => {
                 self.record_exception(&error, false);
                 Flow::End(JobStatus::Failed {
                     error: format!(
                         "restart strategy exhausted after {} restart(s) ({why}); last failure: {message}",
-                        self.metrics.snapshot().restarts
+                        metrics.snapshot().restarts
                     ),
                 })
             }
             RestartDecision::RestartAfter(delay) => {
                 self.record_exception(&error, true);
                 tracing::warn!(
-                    restart = self.metrics.snapshot().restarts + 1,
+                    restart = metrics.snapshot().restarts + 1,
                     delay_ms = delay.as_millis() as u64,
                     cause = %message,
                     "job restarting"
                 );
-                self.metrics.went_down();
-                let _ = self.status.send(JobStatus::Restarting { cause: message });
-                Flow::Restart(delay)
+                metrics.went_down();
+                Flow::Restart {
+                    delay,
+                    cause: message,
+                }
             }
         }
+    }
+
+    /// A failure of table `i`: in a job of several tables, one of the
+    /// table's own ([`EngineError::is_table_fault`]) pauses it and the
+    /// others go on (`None`); anything else is the job's failure.
+    pub(super) fn on_table_error(&mut self, i: usize, error: EngineError) -> Option<Flow> {
+        match self.pause_on_table_fault(i, error) {
+            Ok(()) => None,
+            Err(error) => Some(self.on_error(error)),
+        }
+    }
+
+    /// Pauses table `i` if `error` is its own fault in a job of several
+    /// tables; else gives the error back.
+    pub(super) fn pause_on_table_fault(
+        &mut self,
+        i: usize,
+        error: EngineError,
+    ) -> Result<(), EngineError> {
+        if !(self.many_tables() && error.is_table_fault()) {
+            return Err(error);
+        }
+        let text = crate::error::display_chain(&error);
+        let message = match error.advice() {
+            Some(advice) => format!("{text}. What to do: {advice}"),
+            None => text,
+        };
+        let chain = &mut self.chains[i];
+        tracing::error!(table = %chain.table.name, error = %message, "table paused; the job goes on with the other tables");
+        chain.pause(message);
+        self.show_table(i);
+        // The job goes on: not a restart.
+        self.record_exception(&error, false);
+        Ok(())
     }
 
     /// A failed checkpoint: tolerated up to the configured count in a row,
@@ -74,90 +137,64 @@ impl<T: Tables> Coordinator<T> {
             tracing::debug!("checkpoint skipped: a pipeline failed meanwhile");
             return Flow::Continue;
         }
-        self.metrics.checkpoint_failed();
-        self.failed_checkpoints = self.failed_checkpoints.saturating_add(1);
+        self.publisher.metrics.checkpoint_failed();
+        let failed = self.checkpoints.failed();
         let tolerable = self.config.restart.tolerable_failed_checkpoints;
-        if self.failed_checkpoints <= tolerable {
+        if failed <= tolerable {
             tracing::warn!(
                 error = %error,
-                failed_in_a_row = self.failed_checkpoints,
+                failed_in_a_row = failed,
                 tolerable,
                 "checkpoint failed"
             );
             return Flow::Continue;
         }
-        self.failed_checkpoints = 0;
+        self.checkpoints.forgive_failures();
         self.on_error(error)
     }
 
-    /// Records a table's failure that paused it (the job goes on).
-    pub(super) fn record_table_exception(&self, error: &EngineError) {
-        self.record_exception(error, false);
-    }
-
     fn record_exception(&self, error: &EngineError, restarted: bool) {
-        let record = ExceptionRecord {
+        self.publisher.exception(ExceptionRecord {
             timestamp_ms: crate::checkpoint::state_now_ms(),
             exception_name: error.kind_name().to_string(),
             message: crate::error::display_chain(error),
             restarted,
-        };
-        if let Ok(mut list) = self.exceptions.lock() {
-            list.push_front(record);
-            list.truncate(MAX_EXCEPTIONS);
-        }
+        });
     }
 
-    /// Resets to the newest complete checkpoint, waits `delay` (answering
-    /// requests meanwhile), and says RUNNING again; `Some` if the job ended
-    /// instead (cancelled).
-    pub(super) async fn restart(
-        &mut self,
-        delay: Duration,
-        control: &mut mpsc::Receiver<Control>,
-    ) -> Option<JobStatus> {
+    /// Goes RESTARTING (the pipelines are gone already): a stop under way
+    /// is answered, every chain is reset to the newest complete
+    /// checkpoint (a transactional sink to recover first), and the loop
+    /// waits `delay` (answering requests meanwhile) before it resumes.
+    pub(super) fn restart(&mut self, delay: Duration, cause: String) {
         // A stop under way cannot write the savepoint it promised.
-        self.mode.interrupted();
+        self.mode.restart(Instant::now() + delay, cause);
         let states = self
+            .checkpoints
             .last_complete
             .as_ref()
             .map(|s| s.table_states())
             .unwrap_or_default();
         // Failures seen while a checkpoint was prepared belong to the run
         // that ends here.
-        self.deferred = None;
+        self.recovery.deferred = None;
         for chain in &mut self.chains {
-            chain.reset_to(super::chain::find_table(&states, &chain.table));
-            // A transactional sink undoes what it did not commit, and may
-            // be further than the checkpoint (committed, then the
-            // checkpoint failed).
-            if chain.sink.transactional() {
-                chain.recover_sink = Some(chain.own_commit);
-            }
+            chain.restart(super::chain::find_table(&states, &chain.table));
         }
         self.publish_metrics();
-        let resume_at = Instant::now() + delay;
-        loop {
-            tokio::select! {
-                _ = tokio::time::sleep_until(resume_at) => break,
-                ctl = control.recv() => match ctl {
-                    None | Some(Control::Cancel) => return Some(JobStatus::Canceled),
-                    Some(Control::Checkpoint { reply }) => {
-                        let _ = reply.send(Err(ControlError::Restarting));
-                    }
-                    Some(Control::Savepoint { reply, .. }) | Some(Control::Stop { reply, .. }) => {
-                        let _ = reply.send(Err(ControlError::Restarting));
-                    }
-                },
-            }
-        }
-        self.metrics.came_up();
-        let _ = self.status.send(JobStatus::Running);
+        self.publisher.status(self.mode.status());
+    }
+
+    /// The restart's delay is over: RUNNING again; new pipelines start on
+    /// the next step.
+    pub(super) fn resume(&mut self) {
+        self.mode.resumed();
+        self.publisher.metrics.came_up();
+        self.publisher.status(self.mode.status());
         tracing::info!(
-            restarts = self.metrics.snapshot().restarts,
+            restarts = self.publisher.metrics.snapshot().restarts,
             tables = self.chains.len(),
             "job running again from the newest complete checkpoint"
         );
-        None
     }
 }

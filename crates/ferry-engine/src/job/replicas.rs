@@ -95,16 +95,16 @@ impl<T: Tables> Coordinator<T> {
         let dir = match self.periodic_savepoint_dir() {
             Ok(dir) => dir,
             Err(error) => {
-                self.metrics.periodic_savepoint_failed();
+                self.publisher.metrics.periodic_savepoint_failed();
                 tracing::warn!(%error, "periodic savepoint skipped");
                 return;
             }
         };
         match self.savepoint_as(Some(dir.clone()), true, workers).await {
             Ok((path, state)) => {
-                self.metrics.periodic_savepoint_completed(path);
+                self.publisher.periodic_savepoint(path);
                 let keep = self.config.periodic_savepoints_retained.get();
-                let store = match self.store.store_for(&dir) {
+                let store = match self.checkpoints.store.store_for(&dir) {
                     Ok(store) => store,
                     Err(e) => {
                         let error = crate::replication::chain(&e);
@@ -130,7 +130,7 @@ impl<T: Tables> Coordinator<T> {
                 });
             }
             Err(error) => {
-                self.metrics.periodic_savepoint_failed();
+                self.publisher.metrics.periodic_savepoint_failed();
                 tracing::warn!(error = %crate::replication::chain(&error), "periodic savepoint failed; the job goes on");
             }
         }
@@ -144,7 +144,7 @@ impl<T: Tables> Coordinator<T> {
         metadata: Bytes,
         completed_at_ms: u64,
     ) {
-        let Some(replication) = &self.replication else {
+        let Some(replication) = &self.checkpoints.replication else {
             return;
         };
         let dir = match state.kind {

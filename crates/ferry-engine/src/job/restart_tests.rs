@@ -394,3 +394,70 @@ async fn an_unreachable_sink_at_start_is_retried_with_the_job_visible() {
         other => panic!("{other:?}"),
     }
 }
+
+#[tokio::test]
+async fn a_drain_under_way_learns_of_a_restart_and_every_request_but_cancel_is_refused() {
+    let config = config_with(&[
+        (
+            "restart-strategy.exponential-delay.initial-backoff",
+            "1 min",
+        ),
+        ("restart-strategy.exponential-delay.max-backoff", "1 min"),
+    ]);
+    let store = CheckpointStore::new(
+        Arc::new(MemoryStateStore::new()),
+        &config.checkpoints_directory,
+        NonZeroUsize::MIN,
+    );
+    let (gate, gate_rx) = watch::channel(false);
+    let source = GatedSource {
+        clock: AtomicU64::new(100),
+        gate: gate_rx,
+    };
+    let sink = FlakySink {
+        failures_left: Arc::new(AtomicU64::new(1)),
+        written: Arc::new(AtomicU64::new(0)),
+        prepare_failures: 0,
+    };
+    let job = Job::start(&config, None, source, sink, store, JobOptions::new(2))
+        .await
+        .expect("starts");
+    until(&job, "both splits out", |s| s.metrics.pending_count == 2).await;
+    let dir = || Some(StorageLocation::parse("/mem/sp").expect("dir"));
+    let drain = {
+        let job = job.clone();
+        tokio::spawn(async move {
+            job.stop(StopMode::drain(dir(), Duration::from_secs(60)))
+                .await
+        })
+    };
+    until(&job, "draining", |_| job.status() == JobStatus::Stopping).await;
+    // The first write fails: the job restarts before the window completes.
+    gate.send_replace(true);
+    let drained = drain.await.expect("join");
+    assert!(
+        matches!(drained, Err(ControlError::Restarting)),
+        "{drained:?}"
+    );
+    until(&job, "restarting", |s| {
+        s.state == crate::status::FlinkState::Restarting
+    })
+    .await;
+    let checkpoint = job.checkpoint().await;
+    assert!(
+        matches!(checkpoint, Err(ControlError::Restarting)),
+        "{checkpoint:?}"
+    );
+    // Refused as restarting, before the missing directory is looked at.
+    for mode in [
+        StopMode::savepoint(None),
+        StopMode::savepoint(dir()),
+        StopMode::drain(dir(), Duration::from_secs(1)),
+    ] {
+        let stop = job.stop(mode).await;
+        assert!(matches!(stop, Err(ControlError::Restarting)), "{stop:?}");
+    }
+    assert!(matches!(job.status(), JobStatus::Restarting { .. }));
+    job.cancel().await;
+    assert_eq!(job.wait().await, JobStatus::Canceled);
+}

@@ -1,16 +1,22 @@
-//! Stopping as a mode of the coordinator. A plain stop tells the pipelines
-//! to stop after their current batch and writes the savepoint once all are
-//! idle. A stop with drain first keeps the job running without opening new
-//! windows; when the open window has completed (its splits flushed and the
-//! checkpoint that completes it written), it becomes a plain stop with no
-//! split in progress. Every transition happens in the coordinator's loop,
-//! so no window opens between "the window is done" and "stop".
+//! The coordinator's mode: running, stopping (with or without drain) or
+//! restarting. A plain stop tells the pipelines to stop after their
+//! current batch and writes the savepoint once all are idle. A stop with
+//! drain first keeps the job running without opening new windows; when the
+//! open window has completed (its splits flushed and the checkpoint that
+//! completes it written), it becomes a plain stop with no split in
+//! progress. A restart drops the pipelines and waits out the restart
+//! strategy's delay, refusing every request but cancel. Every transition
+//! happens in the coordinator's loop, so no window opens between "the
+//! window is done" and "stop".
 
-use super::coordinator::{Coordinator, Workers};
-use super::handle::{JobStatus, Reply, StopMode};
+use super::coordinator::Coordinator;
+use super::handle::{Reply, StopMode};
+use super::publish::Publisher;
+use super::workers::Workers;
 use crate::checkpoint::StorageLocation;
 use crate::connector::{Source, Tables};
 use crate::error::ControlError;
+use crate::status::JobStatus;
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -36,6 +42,10 @@ pub(super) enum Mode {
     },
     /// Pipelines stop after their current batch; then the savepoint.
     Stopping { request: StopRequest },
+    /// A transient failure (`cause`) dropped the pipelines and reset the
+    /// chains to the newest complete checkpoint; new pipelines start at
+    /// `resume_at`. Requests but cancel are refused meanwhile.
+    Restarting { resume_at: Instant, cause: String },
 }
 
 impl Mode {
@@ -47,6 +57,27 @@ impl Mode {
         matches!(self, Mode::Stopping { .. })
     }
 
+    pub(super) fn is_restarting(&self) -> bool {
+        matches!(self, Mode::Restarting { .. })
+    }
+
+    /// The status this mode shows.
+    pub(super) fn status(&self) -> JobStatus {
+        match self {
+            Mode::Running => JobStatus::Running,
+            Mode::Draining { .. } | Mode::Stopping { .. } => JobStatus::Stopping,
+            Mode::Restarting { cause, .. } => JobStatus::Restarting {
+                cause: cause.clone(),
+            },
+        }
+    }
+
+    /// Why a checkpoint, savepoint or stop request is refused in this
+    /// mode, if it is (cancel never is).
+    pub(super) fn refusal(&self) -> Option<ControlError> {
+        self.is_restarting().then_some(ControlError::Restarting)
+    }
+
     /// Whether a window may open, given the last completed window's end.
     pub(super) fn may_open_window(&self, last_end: Option<u64>) -> bool {
         match self {
@@ -54,7 +85,26 @@ impl Mode {
             // Drain means "stop between windows", and there is no
             // between before the snapshot has completed.
             Mode::Draining { .. } => last_end.is_none(),
-            Mode::Stopping { .. } => false,
+            Mode::Stopping { .. } | Mode::Restarting { .. } => false,
+        }
+    }
+
+    /// Whether checkpoints and periodic savepoints are taken on their
+    /// timers (not while the pipelines are gone).
+    pub(super) fn takes_checkpoints(&self) -> bool {
+        !self.is_restarting()
+    }
+
+    /// Whether the source is asked for new, renamed and dropped tables.
+    pub(super) fn discovers_tables(&self) -> bool {
+        matches!(self, Mode::Running | Mode::Draining { .. })
+    }
+
+    /// When a restart's delay is over.
+    pub(super) fn resume_at(&self) -> Option<Instant> {
+        match self {
+            Mode::Restarting { resume_at, .. } => Some(*resume_at),
+            _ => None,
         }
     }
 
@@ -80,6 +130,11 @@ impl Mode {
         }
         match std::mem::take(self) {
             Mode::Running => {}
+            restarting @ Mode::Restarting { .. } => {
+                *self = restarting;
+                let _ = reply.send(Err(ControlError::Restarting));
+                return;
+            }
             // A plain stop overrides a drain (that waits too long for
             // the operator); the drain's requester learns why it ended.
             Mode::Draining { request, .. } if !mode.drain => {
@@ -119,7 +174,7 @@ impl Mode {
     }
 
     /// The drain took too long: the request fails, the job runs on.
-    pub(super) fn drain_timed_out(&mut self, status: &tokio::sync::watch::Sender<JobStatus>) {
+    pub(super) fn drain_timed_out(&mut self, publisher: &Publisher) {
         if let Mode::Draining {
             request, timeout, ..
         } = std::mem::take(self)
@@ -127,16 +182,25 @@ impl Mode {
             tracing::warn!(?timeout, "drain gave up; the job keeps running");
             // RUNNING again before the requester hears of it, so it never
             // sees the STOPPING of a drain that is over.
-            status.send_replace(JobStatus::Running);
+            publisher.status(self.status());
             let _ = request.reply.send(Err(ControlError::DrainTimeout(timeout)));
         }
     }
 
-    /// A failure made the job restart before a requested stop completed:
-    /// the requester learns it and may ask again once the job runs.
-    pub(super) fn interrupted(&mut self) {
+    /// A transient failure: the job restarts at `resume_at`. A requested
+    /// stop cannot complete: the requester learns it and may ask again
+    /// once the job runs.
+    pub(super) fn restart(&mut self, resume_at: Instant, cause: String) {
         if let Mode::Draining { request, .. } | Mode::Stopping { request } = std::mem::take(self) {
             let _ = request.reply.send(Err(ControlError::Restarting));
+        }
+        *self = Mode::Restarting { resume_at, cause };
+    }
+
+    /// The restart's delay is over: running again.
+    pub(super) fn resumed(&mut self) {
+        if self.is_restarting() {
+            *self = Mode::Running;
         }
     }
 
@@ -180,7 +244,7 @@ impl<T: Tables> Coordinator<T> {
     /// its last window completed; paused tables do not count, but at least
     /// one table runs.
     pub(super) fn sources_exhausted(&self) -> bool {
-        self.built
+        self.discovery.built()
             && self.chains.iter().any(|c| c.active())
             && self
                 .chains
@@ -203,5 +267,72 @@ impl<T: Tables> Coordinator<T> {
             // Tolerated failures try again on the next step.
             Err(e) => self.on_checkpoint_failed(e),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::sync::oneshot;
+
+    fn stop(mode: &mut Mode, drain: bool) -> oneshot::Receiver<Result<String, ControlError>> {
+        let (reply, answer) = oneshot::channel();
+        let dir = Some(StorageLocation::parse("/mem/sp").expect("dir"));
+        let request = match drain {
+            true => StopMode::drain(dir, Duration::from_secs(60)),
+            false => StopMode::savepoint(dir),
+        };
+        mode.request_stop(request, reply, true, &Workers::<(), ()>::none());
+        answer
+    }
+
+    #[tokio::test]
+    async fn a_restart_answers_the_stop_under_way_and_refuses_requests_until_it_resumes() {
+        for drain in [true, false] {
+            let mut mode = Mode::Running;
+            assert!(mode.refusal().is_none());
+            let mut answer = stop(&mut mode, drain);
+            assert_eq!(mode.status(), JobStatus::Stopping);
+            let resume_at = Instant::now() + Duration::from_secs(5);
+            mode.restart(resume_at, "timed out".into());
+            assert!(
+                matches!(answer.try_recv(), Ok(Err(ControlError::Restarting))),
+                "the stop's requester learns of the restart (drain: {drain})"
+            );
+            assert_eq!(
+                mode.status(),
+                JobStatus::Restarting {
+                    cause: "timed out".into()
+                }
+            );
+            assert!(matches!(mode.refusal(), Some(ControlError::Restarting)));
+            assert_eq!(mode.resume_at(), Some(resume_at));
+            assert!(!mode.may_open_window(None) && !mode.may_open_window(Some(10)));
+            assert!(!mode.takes_checkpoints() && !mode.discovers_tables());
+            // A stop asked meanwhile is refused and leaves the restart be.
+            let mut again = stop(&mut mode, drain);
+            assert!(matches!(
+                again.try_recv(),
+                Ok(Err(ControlError::Restarting))
+            ));
+            assert!(mode.is_restarting());
+            mode.resumed();
+            assert_eq!(mode.status(), JobStatus::Running);
+            assert!(mode.resume_at().is_none() && mode.refusal().is_none());
+            assert!(mode.may_open_window(Some(10)) && mode.takes_checkpoints());
+        }
+    }
+
+    #[tokio::test]
+    async fn a_drain_opens_no_window_after_the_snapshot_and_stops_between_windows() {
+        let mut mode = Mode::Running;
+        let mut answer = stop(&mut mode, true);
+        assert!(mode.is_draining() && mode.discovers_tables());
+        assert!(mode.may_open_window(None), "the snapshot first");
+        assert!(!mode.may_open_window(Some(10)));
+        mode.drained(&Workers::<(), ()>::none());
+        assert!(mode.is_stopping() && !mode.discovers_tables());
+        assert!(!mode.may_open_window(None));
+        assert!(answer.try_recv().is_err(), "answered by the savepoint");
     }
 }
