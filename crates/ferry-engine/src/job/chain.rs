@@ -7,14 +7,16 @@
 use crate::checkpoint::{TableState, WindowState};
 use crate::connector::{SchemaRecord, Source, TableRef};
 use crate::enumerator::{CheckpointCapture, Enumerator};
+use crate::identity::TableKey;
 use crate::metrics::TableMetrics;
+use crate::time::{SinkTime, SourceTime};
 use std::sync::Arc;
 use tokio::time::Instant;
 
 /// One table's chain.
 pub(super) struct Chain<S, K> {
     /// Key of the chain within the job (pipeline events carry it).
-    pub(super) key: u64,
+    pub(super) key: TableKey,
     /// The source table, by id, with its current name.
     pub(super) table: TableRef,
     pub(super) source: Arc<S>,
@@ -33,7 +35,7 @@ pub(super) struct Chain<S, K> {
     /// time taken now is valid for its `last_end`.
     pub(super) fresh_window: Option<WindowState>,
     /// The sink time known for a `last_end`: (last_end, sink time).
-    pub(super) sink_time: Option<(u64, u64)>,
+    pub(super) sink_time: Option<(SourceTime, SinkTime)>,
     /// The state the table was restored from, until the sink position was
     /// compared with it.
     pub(super) restored: Option<TableState>,
@@ -64,12 +66,12 @@ impl<S: Source, K> Chain<S, K> {
     /// A chain for `table`, continuing `state` if given (else from a
     /// snapshot).
     pub(super) fn new(
-        key: u64,
+        key: TableKey,
         table: TableRef,
         (source, sink): (S, K),
         state: Option<&TableState>,
     ) -> Self {
-        let metrics = Arc::new(TableMetrics::new(&table.id, &table.name));
+        let metrics = Arc::new(TableMetrics::new(table.id.clone(), &table.name));
         let mut chain = Chain {
             key,
             table,
@@ -155,6 +157,7 @@ impl<S: Source, K> Chain<S, K> {
         self.metrics.set_chain(
             self.enumerator.counts(),
             self.enumerator.window().is_some(),
+            S::CLOCK,
             self.enumerator.last_end(),
         );
     }
@@ -165,10 +168,10 @@ impl<S: Source, K> Chain<S, K> {
 pub(super) fn find_table<'a>(states: &'a [TableState], table: &TableRef) -> Option<&'a TableState> {
     states
         .iter()
-        .find(|t| !t.table_id.is_empty() && t.table_id == table.id)
+        .find(|t| !t.table_id.is_unknown() && t.table_id == table.id)
         .or_else(|| {
             states
                 .iter()
-                .find(|t| t.table_id.is_empty() && t.table_name == table.name)
+                .find(|t| t.table_id.is_unknown() && t.table_name == table.name)
         })
 }

@@ -8,6 +8,7 @@ use crate::checkpoint::{JobState, SnapshotKind, StorageLocation};
 use crate::connector::{Source, Tables};
 use crate::enumerator::{AfterCheckpoint, CheckpointCapture};
 use crate::error::{ControlError, EngineError};
+use crate::identity::TableKey;
 use tokio::time::Instant;
 
 /// How many checkpoints the history keeps.
@@ -15,7 +16,7 @@ const HISTORY_LEN: usize = 100;
 
 impl<T: Tables> Coordinator<T> {
     /// Every chain's capture, by chain key.
-    pub(super) fn capture(&self) -> Vec<(u64, CheckpointCapture)> {
+    pub(super) fn capture(&self) -> Vec<(TableKey, CheckpointCapture)> {
         self.chains
             .iter()
             .map(|c| (c.key, c.enumerator.capture()))
@@ -24,7 +25,7 @@ impl<T: Tables> Coordinator<T> {
 
     fn state(
         &self,
-        captures: &[(u64, CheckpointCapture)],
+        captures: &[(TableKey, CheckpointCapture)],
         kind: SnapshotKind,
         id: u64,
     ) -> JobState {
@@ -107,7 +108,7 @@ impl<T: Tables> Coordinator<T> {
                 chain.source.window_committed(chain.cursor.as_ref());
                 tracing::info!(
                     table = %chain.table.name,
-                    end,
+                    %end,
                     snapshot = was_snapshot,
                     took_ms = took,
                     checkpoint = id,
@@ -175,7 +176,7 @@ impl<T: Tables> Coordinator<T> {
         size_bytes: u64,
         savepoint: bool,
     ) -> u64 {
-        let completed_at_ms = crate::checkpoint::state_now_ms();
+        let completed_at_ms = crate::time::now_ms();
         if let Ok(mut h) = self.history.lock() {
             h.push(CheckpointRecord {
                 id,

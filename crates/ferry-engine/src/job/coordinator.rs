@@ -91,7 +91,7 @@ pub(super) struct Coordinator<T: Tables> {
     pub(super) tables: Arc<T>,
     /// One chain per table, in the order they were found.
     pub(super) chains: Vec<TableChain<T>>,
-    pub(super) next_key: u64,
+    pub(super) next_key: crate::identity::TableKey,
     /// Where the round-robin assignment continues.
     pub(super) next_chain: usize,
     /// The tables to continue (restore point or start time), until the
@@ -153,8 +153,8 @@ impl<T: Tables> Coordinator<T> {
             );
             state.last_end_timestamp = Some(t);
             tracing::info!(
-                last_end = t,
-                "starting with a diff window from the given hybrid time (no snapshot)"
+                last_end = %t,
+                "starting with a diff window from the given source time (no snapshot)"
             );
             state
         });
@@ -169,14 +169,14 @@ impl<T: Tables> Coordinator<T> {
             .or(started_at.as_ref())
             .and_then(|s| s.last_end_timestamp)
         {
-            metrics.set_last_end(end);
+            metrics.set_last_end(Src::<T>::CLOCK, end);
         }
         let backoff = RestartBackoff::new(config.restart.strategy());
         let replication = super::replicas::start_replication(&config, &store);
         Coordinator {
             tables: Arc::new(tables),
             chains: Vec::new(),
-            next_key: 0,
+            next_key: crate::identity::TableKey::FIRST,
             next_chain: 0,
             initial,
             from_restore_point,
@@ -338,13 +338,13 @@ impl<T: Tables> Coordinator<T> {
             chain.publish();
         }
         self.metrics.set_split_counts(sum);
-        let ends: Option<Vec<u64>> = self
+        let ends: Option<Vec<_>> = self
             .chains
             .iter()
             .map(|c| c.enumerator.last_end())
             .collect();
         if let Some(end) = ends.and_then(|e| e.into_iter().min()) {
-            self.metrics.set_last_end(end);
+            self.metrics.set_last_end(Src::<T>::CLOCK, end);
         }
     }
 
@@ -565,7 +565,7 @@ impl<T: Tables> Coordinator<T> {
             table = %chain.table.name,
             snapshot = window.is_snapshot(),
             start = ?window.start_timestamp,
-            end = window.end_timestamp,
+            end = %window.end_timestamp,
             splits = splits.len(),
             unchanged_skipped = skipped,
             "window opened"
@@ -620,7 +620,7 @@ impl<T: Tables> Coordinator<T> {
     }
 
     /// The chain with key `key`, if it is still there.
-    fn chain_index(&self, key: u64) -> Option<usize> {
+    fn chain_index(&self, key: crate::identity::TableKey) -> Option<usize> {
         self.chains.iter().position(|c| c.key == key)
     }
 
@@ -658,7 +658,7 @@ impl<T: Tables> Coordinator<T> {
                 table,
                 split_id,
             } => {
-                tracing::debug!(%split_id, table, "split stopped for a savepoint");
+                tracing::debug!(%split_id, %table, "split stopped for a savepoint");
                 idle.push(worker);
             }
             PipelineEvent::Failed {

@@ -59,7 +59,7 @@ impl<T: Tables> Coordinator<T> {
         let initial = self.initial.clone().unwrap_or_default();
         let known: Vec<TableRef> = initial
             .iter()
-            .filter(|t| !t.table_id.is_empty())
+            .filter(|t| !t.table_id.is_unknown())
             .map(|t| TableRef {
                 id: t.table_id.clone(),
                 name: t.table_name.clone(),
@@ -104,9 +104,9 @@ impl<T: Tables> Coordinator<T> {
         Ok(())
     }
 
-    fn next_key_value(&mut self) -> u64 {
+    fn next_key_value(&mut self) -> crate::identity::TableKey {
         let key = self.next_key;
-        self.next_key += 1;
+        self.next_key = key.next();
         key
     }
 

@@ -48,7 +48,7 @@ impl Mode {
     }
 
     /// Whether a window may open, given the last completed window's end.
-    pub(super) fn may_open_window(&self, last_end: Option<u64>) -> bool {
+    pub(super) fn may_open_window(&self, last_end: Option<crate::time::SourceTime>) -> bool {
         match self {
             Mode::Running => true,
             // Drain means "stop between windows", and there is no
