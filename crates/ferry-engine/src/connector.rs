@@ -16,7 +16,9 @@
 
 use crate::checkpoint::{SplitState, TableState, WindowState};
 use crate::error::EngineError;
+use crate::identity::TableId;
 use crate::sink_position::SinkPosition;
+use crate::time::{SinkTime, SourceClock, SourceTime};
 use serde::{Deserialize, Serialize};
 use std::future::Future;
 
@@ -55,7 +57,7 @@ pub struct WriteStats {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct TableRef {
     /// The source table's id (for Kudu, the master's 32-hex-digit id).
-    pub id: String,
+    pub id: TableId,
     /// The source table's current name.
     pub name: String,
 }
@@ -74,9 +76,19 @@ pub trait Source: Send + Sync + 'static {
     /// Reader of one split.
     type Reader: SplitReader<Batch = Self::Batch>;
 
+    /// The source's name as an operator of the job (Flink's source class:
+    /// `KuduSource`, `KafkaSource`): metrics and the REST API show the job's
+    /// source operator as `Source: <NAME>`.
+    const NAME: &'static str;
+
+    /// How this source's times ([`Source::now`], window ends) read as
+    /// wall-clock time: `lastEndTimestamp`, the lag and every other
+    /// wall-clock view of a source time go through it.
+    const CLOCK: SourceClock;
+
     /// The source's clock now (for Kudu, hybrid time): window ends come
     /// from here, never from the local clock.
-    fn now(&self) -> impl Future<Output = Result<u64, EngineError>> + Send;
+    fn now(&self) -> impl Future<Output = Result<SourceTime, EngineError>> + Send;
 
     /// The splits covering `window` (snapshot or diff).
     fn plan(
@@ -192,7 +204,7 @@ pub trait Sink<B: Batch>: Send + Sync + 'static {
     /// sink time"). Asked when a window opens, before the position write
     /// and any row of the window, and recorded as the position's
     /// `last_end_sink_time`. Sinks without such a clock keep the default.
-    fn sink_time(&self) -> impl Future<Output = Result<Option<u64>, EngineError>> + Send {
+    fn sink_time(&self) -> impl Future<Output = Result<Option<SinkTime>, EngineError>> + Send {
         async { Ok(None) }
     }
 

@@ -16,6 +16,8 @@
 //! its final flush, a finished split can be left out of later checkpoints.
 
 use crate::checkpoint::{JobState, SplitState, TableState, WindowState};
+use crate::identity::SplitId;
+use crate::time::SourceTime;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// Split counts, as the reference job's metrics report them.
@@ -31,11 +33,11 @@ pub struct SplitCounts {
 #[derive(Debug, Clone)]
 pub struct CheckpointCapture {
     /// `last_end_timestamp`, `window`, `unassigned` and `pending` to store.
-    pub last_end_timestamp: Option<u64>,
+    pub last_end_timestamp: Option<SourceTime>,
     pub window: Option<WindowState>,
     pub unassigned: Vec<SplitState>,
     pub pending: Vec<SplitState>,
-    covered: BTreeSet<String>,
+    covered: BTreeSet<SplitId>,
 }
 
 /// The result of a completed checkpoint.
@@ -44,7 +46,7 @@ pub enum AfterCheckpoint {
     /// The window is still running.
     Running,
     /// The window completed; its end is the new `last_end`.
-    WindowCompleted { end: u64, was_snapshot: bool },
+    WindowCompleted { end: SourceTime, was_snapshot: bool },
     /// No window was open.
     Idle,
 }
@@ -56,22 +58,22 @@ pub enum EnumeratorError {
     WindowOpen(WindowState),
     #[error("window [{start:?}, {end}) does not start at the last completed end {last_end:?}")]
     NotChained {
-        start: Option<u64>,
-        end: u64,
-        last_end: Option<u64>,
+        start: Option<SourceTime>,
+        end: SourceTime,
+        last_end: Option<SourceTime>,
     },
     #[error("split '{0}' is not pending")]
-    NotPending(String),
+    NotPending(SplitId),
 }
 
 /// Window chain and split queues.
 #[derive(Debug, Default)]
 pub struct Enumerator {
-    last_end: Option<u64>,
+    last_end: Option<SourceTime>,
     window: Option<WindowState>,
     unassigned: VecDeque<SplitState>,
-    pending: BTreeMap<String, SplitState>,
-    pending_removal: BTreeSet<String>,
+    pending: BTreeMap<SplitId, SplitState>,
+    pending_removal: BTreeSet<SplitId>,
 }
 
 impl Enumerator {
@@ -104,7 +106,7 @@ impl Enumerator {
     }
 
     fn resume(
-        last_end: Option<u64>,
+        last_end: Option<SourceTime>,
         window: Option<WindowState>,
         pending: &[SplitState],
         unassigned: &[SplitState],
@@ -121,7 +123,7 @@ impl Enumerator {
     }
 
     /// End of the last completed window (`None` until the snapshot is done).
-    pub fn last_end(&self) -> Option<u64> {
+    pub fn last_end(&self) -> Option<SourceTime> {
         self.last_end
     }
 
@@ -141,7 +143,7 @@ impl Enumerator {
 
     /// The window that must come next: the snapshot at `now` if none was
     /// completed, else the diff window [last_end, now).
-    pub fn next_window(&self, now: u64) -> WindowState {
+    pub fn next_window(&self, now: SourceTime) -> WindowState {
         WindowState {
             start_timestamp: self.last_end,
             end_timestamp: now,
@@ -184,31 +186,35 @@ impl Enumerator {
     }
 
     /// Records that every row of `split_id` up to `resume_key` is flushed.
-    pub fn progress(&mut self, split_id: &str, resume_key: Vec<u8>) -> Result<(), EnumeratorError> {
+    pub fn progress(
+        &mut self,
+        split_id: &SplitId,
+        resume_key: Vec<u8>,
+    ) -> Result<(), EnumeratorError> {
         let split = self
             .pending
             .get_mut(split_id)
-            .ok_or_else(|| EnumeratorError::NotPending(split_id.to_owned()))?;
+            .ok_or_else(|| EnumeratorError::NotPending(split_id.clone()))?;
         split.resume_key = Some(resume_key);
         Ok(())
     }
 
     /// Records that every row of `split_id` is flushed.
-    pub fn finished(&mut self, split_id: &str) -> Result<(), EnumeratorError> {
+    pub fn finished(&mut self, split_id: &SplitId) -> Result<(), EnumeratorError> {
         self.pending
             .remove(split_id)
-            .ok_or_else(|| EnumeratorError::NotPending(split_id.to_owned()))?;
-        self.pending_removal.insert(split_id.to_owned());
+            .ok_or_else(|| EnumeratorError::NotPending(split_id.clone()))?;
+        self.pending_removal.insert(split_id.clone());
         Ok(())
     }
 
     /// Puts a pending split back (its pipeline failed); it keeps its resume
     /// key and goes first.
-    pub fn give_back(&mut self, split_id: &str) -> Result<(), EnumeratorError> {
+    pub fn give_back(&mut self, split_id: &SplitId) -> Result<(), EnumeratorError> {
         let split = self
             .pending
             .remove(split_id)
-            .ok_or_else(|| EnumeratorError::NotPending(split_id.to_owned()))?;
+            .ok_or_else(|| EnumeratorError::NotPending(split_id.clone()))?;
         self.unassigned.push_front(split);
         Ok(())
     }
@@ -269,8 +275,16 @@ mod tests {
     fn snapshot(end: u64) -> WindowState {
         WindowState {
             start_timestamp: None,
-            end_timestamp: end,
+            end_timestamp: t(end),
         }
+    }
+
+    fn t(raw: u64) -> SourceTime {
+        SourceTime::from_raw(raw)
+    }
+
+    fn id(s: &str) -> SplitId {
+        SplitId::new(s)
     }
 
     #[test]
@@ -304,17 +318,17 @@ mod tests {
         assert_eq!(
             e.checkpoint_completed(&cap),
             AfterCheckpoint::WindowCompleted {
-                end: 100,
+                end: t(100),
                 was_snapshot: true
             }
         );
-        assert_eq!(e.last_end(), Some(100));
+        assert_eq!(e.last_end(), Some(t(100)));
         assert_eq!(e.counts(), SplitCounts::default());
         assert_eq!(
-            e.next_window(150),
+            e.next_window(t(150)),
             WindowState {
-                start_timestamp: Some(100),
-                end_timestamp: 150
+                start_timestamp: Some(t(100)),
+                end_timestamp: t(150)
             }
         );
     }
@@ -325,7 +339,7 @@ mod tests {
         e.open_window(snapshot(10), vec![split("a")]).expect("open");
         e.assign().expect("a");
         let early = e.capture();
-        e.finished("a").expect("done");
+        e.finished(&id("a")).expect("done");
         assert_eq!(e.checkpoint_completed(&early), AfterCheckpoint::Running);
         let cap = e.capture();
         assert!(matches!(
@@ -340,8 +354,8 @@ mod tests {
         let err = e
             .open_window(
                 WindowState {
-                    start_timestamp: Some(5),
-                    end_timestamp: 10,
+                    start_timestamp: Some(t(5)),
+                    end_timestamp: t(10),
                 },
                 vec![],
             )
@@ -357,16 +371,16 @@ mod tests {
         assert!(e
             .open_window(
                 WindowState {
-                    start_timestamp: Some(9),
-                    end_timestamp: 20
+                    start_timestamp: Some(t(9)),
+                    end_timestamp: t(20)
                 },
                 vec![]
             )
             .is_err());
         e.open_window(
             WindowState {
-                start_timestamp: Some(10),
-                end_timestamp: 20,
+                start_timestamp: Some(t(10)),
+                end_timestamp: t(20),
             },
             vec![],
         )
@@ -379,7 +393,7 @@ mod tests {
         e.open_window(snapshot(10), vec![split("a"), split("b"), split("c")])
             .expect("open");
         e.assign().expect("a");
-        e.progress("a", vec![7]).expect("progress");
+        e.progress(&id("a"), vec![7]).expect("progress");
         let cap = e.capture();
         let mut state = JobState::new(
             JobId::random(),
@@ -403,7 +417,7 @@ mod tests {
             }
         );
         let first = r.assign().expect("a first");
-        assert_eq!(first.split_id, "a");
+        assert_eq!(first.split_id, id("a"));
         assert_eq!(first.resume_key, Some(vec![7]));
     }
 
@@ -413,11 +427,11 @@ mod tests {
         e.open_window(snapshot(10), vec![split("a"), split("b")])
             .expect("open");
         e.assign().expect("a");
-        e.progress("a", vec![1, 2]).expect("progress");
-        e.give_back("a").expect("back");
+        e.progress(&id("a"), vec![1, 2]).expect("progress");
+        e.give_back(&id("a")).expect("back");
         let again = e.assign().expect("a again");
-        assert_eq!(again.split_id, "a");
+        assert_eq!(again.split_id, id("a"));
         assert_eq!(again.resume_key, Some(vec![1, 2]));
-        assert!(e.finished("zzz").is_err());
+        assert!(e.finished(&id("zzz")).is_err());
     }
 }

@@ -12,6 +12,7 @@ use crate::connector::{SchemaRecord, Sink, SinkWriter, TableRef, WriteStats};
 use crate::error::EngineError;
 use crate::sink_position::{PositionTable, SinkPosition};
 use crate::sink_table::{prepare_sink_table, SinkTableAction, SinkTableError, SinkTableOptions};
+use crate::time::SinkTime;
 use kudu_client::scan::RowBatch;
 use kudu_client::write::{FlushMode as ClientFlushMode, OpType, RowCopy, Session, SessionOptions};
 use kudu_client::{KuduClient, KuduTable, Schema};
@@ -244,7 +245,7 @@ impl Sink<RowBatch> for KuduSink {
         }
     }
 
-    async fn sink_time(&self) -> Result<Option<u64>, EngineError> {
+    async fn sink_time(&self) -> Result<Option<SinkTime>, EngineError> {
         // Why this separates the windows, on a snapshot scan of the sink
         // (which sees the writes with a timestamp below the snapshot's; the
         // gap below makes it hold with "at or below" too):
@@ -269,7 +270,7 @@ impl Sink<RowBatch> for KuduSink {
             .client
             .last_propagated_timestamp()
             .map_or(0, |t| t.raw());
-        Ok(Some(seen.saturating_add(1)))
+        Ok(Some(SinkTime::from_raw(seen.saturating_add(1))))
     }
 
     fn name(&self) -> String {

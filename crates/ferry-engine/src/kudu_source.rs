@@ -8,8 +8,10 @@ use crate::checkpoint::{SplitState, WindowState};
 use crate::config::{ReaderConfig, ReplicaSelection};
 use crate::connector::{Batch, ReadBatch, SchemaRecord, Source, SplitReader, TableRef};
 use crate::error::EngineError;
+use crate::identity::SplitId;
 use crate::prefetch::ScanBatches;
 use crate::quiet_tablets::QuietTablets;
+use crate::time::{SourceClock, SourceTime};
 use kudu_client::scan::RowBatch;
 use kudu_client::scan::Split;
 use kudu_client::scan::{ReplicaSelection as ClientReplicaSelection, ScanSpec};
@@ -55,7 +57,7 @@ impl KuduSource {
         KuduSource {
             client,
             table_name: table.name.clone(),
-            table_id: (!table.id.is_empty()).then(|| table.id.clone()),
+            table_id: (!table.id.is_unknown()).then(|| table.id.as_str().to_owned()),
             quiet: Arc::new(QuietTablets::new(reader.quiet_tablet_max_skips)),
             reader,
             names: Default::default(),
@@ -121,12 +123,10 @@ impl KuduSource {
                 ReplicaSelection::ClosestReplica => ClientReplicaSelection::ClosestReplica,
                 ReplicaSelection::LeaderOnly => ClientReplicaSelection::LeaderOnly,
             });
+        let end = hybrid_time(window.end_timestamp);
         spec = match window.start_timestamp {
-            None => spec.snapshot(HybridTime::from_raw(window.end_timestamp)),
-            Some(start) => spec.diff(
-                HybridTime::from_raw(start),
-                HybridTime::from_raw(window.end_timestamp),
-            ),
+            None => spec.snapshot(end),
+            Some(start) => spec.diff(hybrid_time(start), end),
         };
         if let Some(size) = self.reader.split_size_bytes {
             spec = spec.split_size_bytes(size.get());
@@ -147,17 +147,23 @@ impl Batch for RowBatch {
     }
 }
 
+/// A Kudu source's time is a raw hybrid time of the source cluster.
+fn hybrid_time(t: SourceTime) -> HybridTime {
+    HybridTime::from_raw(t.raw())
+}
+
 impl Source for KuduSource {
     type Batch = RowBatch;
     type Reader = KuduSplitReader;
 
-    async fn now(&self) -> Result<u64, EngineError> {
-        Ok(self
-            .client
-            .server_clock()
-            .await
-            .map_err(|e| self.err(e))?
-            .raw())
+    const NAME: &'static str = "KuduSource";
+
+    /// Hybrid times: their physical part is the wall clock.
+    const CLOCK: SourceClock = SourceClock::new("hybrid time", |t| hybrid_time(t).epoch_millis());
+
+    async fn now(&self) -> Result<SourceTime, EngineError> {
+        let now = self.client.server_clock().await.map_err(|e| self.err(e))?;
+        Ok(SourceTime::from_raw(now.raw()))
     }
 
     async fn plan(&self, window: WindowState) -> Result<Vec<SplitState>, EngineError> {
@@ -180,7 +186,7 @@ impl Source for KuduSource {
             .iter()
             .enumerate()
             .map(|(i, split)| SplitState {
-                split_id: format!("{}-{i:05}", split.tablet_id()),
+                split_id: SplitId::new(format!("{}-{i:05}", split.tablet_id())),
                 descriptor: split.to_bytes(),
                 resume_key: None,
             })

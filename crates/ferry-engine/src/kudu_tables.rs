@@ -16,6 +16,7 @@ use kudu_client::{KuduClient, TableSummary};
 use crate::config::JobConfig;
 use crate::connector::{TableRef, Tables};
 use crate::error::EngineError;
+use crate::identity::TableId;
 use crate::kudu_sink::KuduSink;
 use crate::kudu_source::KuduSource;
 
@@ -82,7 +83,7 @@ pub fn select_tables(
     };
     let mut chosen: Vec<TableRef> = Vec::new();
     for table in listed {
-        let known_id = known.iter().any(|k| !k.id.is_empty() && k.id == table.id);
+        let known_id = known.iter().any(|k| !k.id.is_unknown() && k.id == table.id);
         let wanted = known_id || (selected_name(&table.name) && !excluded(&table.name));
         if wanted && !chosen.iter().any(|c| c.id == table.id) {
             chosen.push(table.clone());
@@ -120,7 +121,7 @@ pub async fn discover_tables(
     let listed: Vec<TableRef> = listed
         .into_iter()
         .map(|t| TableRef {
-            id: t.id,
+            id: TableId::new(t.id),
             name: t.name,
         })
         .collect();
@@ -173,7 +174,7 @@ mod tests {
 
     fn t(id: &str, name: &str) -> TableRef {
         TableRef {
-            id: id.to_owned(),
+            id: id.into(),
             name: name.to_owned(),
         }
     }

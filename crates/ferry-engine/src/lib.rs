@@ -13,6 +13,10 @@
 //!   argv and files is the binary's job).
 //! - [`connector`]: the small `Source` / `SplitReader` / `Sink` /
 //!   `SinkWriter` traits connectors implement.
+//! - [`time`]: [`SourceTime`] and [`SinkTime`] (points on the source's and
+//!   the sink's own clocks), the source's [`SourceClock`] (how its times
+//!   read as wall-clock time) and the one wall-clock [`time::now_ms`].
+//! - [`identity`]: [`SplitId`], [`TableId`], [`TableKey`].
 //! - [`kudu_source`], [`kudu_sink`]: the Kudu connectors (ORDERED snapshot
 //!   and diff scans in; UPSERT_IGNORE / key-only DELETE_IGNORE out);
 //!   `prefetch`: `reader.prefetching`; [`quiet_tablets`]: the tablets a
@@ -57,6 +61,7 @@ pub mod connector;
 pub mod enumerator;
 pub mod error;
 pub mod failpoint;
+pub mod identity;
 pub mod job;
 pub mod kudu_sink;
 pub mod kudu_source;
@@ -69,9 +74,12 @@ pub mod quiet_tablets;
 pub mod replication;
 pub mod restart;
 pub mod status;
+pub mod time;
 
 pub use error::{ControlError, EngineError, RestoreError, StartError};
+pub use identity::{SplitId, TableId, TableKey};
 pub use job::{Job, JobHandle, JobOptions, RestorePoint, StopMode};
 pub use status::JobStatus;
+pub use time::{SinkTime, SourceClock, SourceTime};
 pub mod sink_position;
 pub mod sink_table;

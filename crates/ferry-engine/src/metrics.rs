@@ -3,6 +3,7 @@
 //! reference job where one exists (`lastEndTimestamp`, `pendingCount`,
 //! `unassignedCount`, `pendingRemovalCount`).
 
+use crate::time::{SourceClock, SourceTime};
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
@@ -143,7 +144,7 @@ impl JobMetrics {
     pub(crate) fn periodic_savepoint_completed(&self) {
         self.periodic_savepoints.fetch_add(1, Ordering::Relaxed);
         self.last_periodic_savepoint_ms
-            .store(crate::checkpoint::state_now_ms(), Ordering::Relaxed);
+            .store(crate::time::now_ms(), Ordering::Relaxed);
     }
 
     pub(crate) fn periodic_savepoint_failed(&self) {
@@ -159,9 +160,11 @@ impl JobMetrics {
             .store(c.pending_removal as u64, Ordering::Relaxed);
     }
 
-    pub(crate) fn set_last_end(&self, hybrid_time: u64) {
-        let ms = kudu_client::HybridTime::from_raw(hybrid_time).epoch_millis();
-        self.last_end_timestamp_ms.store(ms, Ordering::Relaxed);
+    /// The job's last window end `end`, stored as wall-clock ms read on
+    /// the source's `clock`.
+    pub(crate) fn set_last_end(&self, clock: SourceClock, end: SourceTime) {
+        self.last_end_timestamp_ms
+            .store(clock.epoch_millis(end), Ordering::Relaxed);
     }
 
     pub(crate) fn add_read(&self, rows: u64, bytes: u64) {
@@ -195,14 +198,15 @@ impl JobMetrics {
         self.checkpoints_failed.fetch_add(1, Ordering::Relaxed);
     }
 
-    fn now_ms(&self) -> u64 {
+    /// Ms since these metrics were made (monotonic; marks are kept in it).
+    fn elapsed_ms(&self) -> u64 {
         self.started.elapsed().as_millis() as u64
     }
 
     fn since(&self, mark: &AtomicU64) -> u64 {
         match get(mark) {
             NOT_SET => 0,
-            at => self.now_ms().saturating_sub(at),
+            at => self.elapsed_ms().saturating_sub(at),
         }
     }
 
@@ -211,7 +215,7 @@ impl JobMetrics {
         self.running_since_ms.store(NOT_SET, Ordering::Relaxed);
         let _ = self.down_since_ms.compare_exchange(
             NOT_SET,
-            self.now_ms(),
+            self.elapsed_ms(),
             Ordering::Relaxed,
             Ordering::Relaxed,
         );
@@ -222,7 +226,7 @@ impl JobMetrics {
         self.restarts.fetch_add(1, Ordering::Relaxed);
         self.down_since_ms.store(NOT_SET, Ordering::Relaxed);
         self.running_since_ms
-            .store(self.now_ms(), Ordering::Relaxed);
+            .store(self.elapsed_ms(), Ordering::Relaxed);
     }
 
     /// The job ended: neither up nor down any more.
@@ -272,11 +276,14 @@ impl TableMetrics {
         table.tablet_scans_skipped = get(&self.tablet_scans_skipped);
     }
 
+    /// The table's chain now: split queues, whether a window is open, and
+    /// its last end, stored as wall-clock ms read on the source's `clock`.
     pub(crate) fn set_chain(
         &self,
         counts: crate::enumerator::SplitCounts,
         window_open: bool,
-        last_end: Option<u64>,
+        clock: SourceClock,
+        last_end: Option<SourceTime>,
     ) {
         self.pending.store(counts.pending as u64, Ordering::Relaxed);
         self.unassigned
@@ -285,9 +292,9 @@ impl TableMetrics {
             .store(counts.pending_removal as u64, Ordering::Relaxed);
         self.window_open
             .store(u64::from(window_open), Ordering::Relaxed);
-        if let Some(t) = last_end {
-            let ms = kudu_client::HybridTime::from_raw(t).epoch_millis();
-            self.last_end_timestamp_ms.store(ms, Ordering::Relaxed);
+        if let Some(end) = last_end {
+            self.last_end_timestamp_ms
+                .store(clock.epoch_millis(end), Ordering::Relaxed);
         }
     }
 

@@ -14,6 +14,7 @@
 use crate::checkpoint::SplitState;
 use crate::connector::{Batch, ReadBatch, Sink, SinkWriter, Source, SplitReader};
 use crate::error::EngineError;
+use crate::identity::{SplitId, TableKey};
 use crate::lease::Fence;
 use crate::metrics::{JobMetrics, TableMetrics};
 use std::sync::Arc;
@@ -38,27 +39,27 @@ const READ_AHEAD: usize = 1;
 pub(crate) enum PipelineEvent {
     /// Every row of the split up to `resume_key` is written.
     Progress {
-        table: u64,
-        split_id: String,
+        table: TableKey,
+        split_id: SplitId,
         resume_key: Vec<u8>,
     },
     /// Every row of the split is written.
     Finished {
         worker: usize,
-        table: u64,
-        split_id: String,
+        table: TableKey,
+        split_id: SplitId,
     },
     /// Stopped on request after a whole batch; the split stays pending.
     Stopped {
         worker: usize,
-        table: u64,
-        split_id: String,
+        table: TableKey,
+        split_id: SplitId,
     },
     /// The split failed; the pipeline is idle again.
     Failed {
         worker: usize,
-        table: u64,
-        split_id: String,
+        table: TableKey,
+        split_id: SplitId,
         error: EngineError,
     },
 }
@@ -66,7 +67,7 @@ pub(crate) enum PipelineEvent {
 /// A split handed to a pipeline, with its table's connectors.
 pub(crate) struct Assignment<S, K> {
     /// The table's key in the coordinator.
-    pub table: u64,
+    pub table: TableKey,
     pub split: SplitState,
     pub source: Arc<S>,
     pub sink: Arc<K>,
@@ -92,7 +93,7 @@ pub(crate) fn spawn_worker<S: Source, K: Sink<S::Batch>>(
 ) -> Worker<S, K> {
     let (tx, mut rx) = mpsc::channel::<Assignment<S, K>>(1);
     let task = tokio::spawn(async move {
-        let mut writer: Option<(u64, K::Writer)> = None;
+        let mut writer: Option<(TableKey, K::Writer)> = None;
         while let Some(Assignment {
             table,
             split,
@@ -166,7 +167,7 @@ pub(crate) fn spawn_worker<S: Source, K: Sink<S::Batch>>(
 /// What a split's run reports to and checks: its table, the coordinator's
 /// events, the job's and the table's counters, the lease fence.
 struct SplitRun<'a> {
-    table: u64,
+    table: TableKey,
     events: &'a mpsc::UnboundedSender<PipelineEvent>,
     job_metrics: &'a JobMetrics,
     table_metrics: &'a TableMetrics,

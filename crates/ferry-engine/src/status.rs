@@ -142,7 +142,7 @@ pub struct JobSnapshot {
 #[serde(rename_all = "camelCase")]
 pub struct TableSnapshot {
     /// The source table's id.
-    pub table_id: String,
+    pub table_id: crate::identity::TableId,
     /// The source table's current name (it follows renames).
     pub table_name: String,
     /// The sink table's name.

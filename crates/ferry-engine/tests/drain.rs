@@ -113,7 +113,7 @@ async fn stop_with_drain_around_a_window_opening_ends_between_windows() {
             state.pending.len()
         );
         let end = state.last_end_timestamp.expect("a completed window");
-        let expected = read_at(&source, TABLE, Some(HybridTime::from_raw(end))).await;
+        let expected = read_at(&source, TABLE, Some(HybridTime::from_raw(end.raw()))).await;
         let copied = read_all(&sink, TABLE).await;
         assert!(
             expected == copied,

@@ -11,6 +11,7 @@ mod common;
 use common::*;
 use ferry_engine::checkpoint::WindowState;
 use ferry_engine::sink_position::{PositionError, PositionTable, SinkPosition};
+use ferry_engine::{SinkTime, SourceTime};
 use ferry_fixtures::workload::{Workload, WorkloadOptions};
 use ferry_fixtures::{read_at, small_schema};
 use ferry_testkit::MiniCluster;
@@ -27,6 +28,7 @@ async fn sink_table(client: &KuduClient, name: &str) -> KuduTable {
 }
 
 fn position(last_end: Option<u64>, end: u64) -> SinkPosition {
+    let last_end = last_end.map(SourceTime::from_raw);
     SinkPosition {
         source_table: "orders".into(),
         job_id: "0123456789abcdef0123456789abcdef".into(),
@@ -34,7 +36,7 @@ fn position(last_end: Option<u64>, end: u64) -> SinkPosition {
         last_end,
         window: WindowState {
             start_timestamp: last_end,
-            end_timestamp: end,
+            end_timestamp: SourceTime::from_raw(end),
         },
         last_end_sink_time: None,
     }
@@ -71,7 +73,7 @@ async fn positions_are_created_written_read_and_tied_to_their_table() {
     assert_eq!(again.read(&a).await.expect("read"), Some(later));
     assert_eq!(
         again.read(&b).await.expect("read").map(|p| p.end()),
-        Some(2)
+        Some(SourceTime::from_raw(2))
     );
 
     // A recreated sink table of the same name is another table: the old
@@ -183,7 +185,7 @@ async fn an_older_table_gets_the_sink_time_column_and_readers_never_create() {
         positions.read(&a).await.expect("read"),
         Some(legacy.clone())
     );
-    legacy.last_end_sink_time = Some(123_456);
+    legacy.last_end_sink_time = Some(SinkTime::from_raw(123_456));
     positions.write(&a, &legacy).await.expect("write");
     let found = PositionTable::lookup(&client, "old_positions", "a_copy").await;
     assert_eq!(found.expect("lookup"), Some(legacy));
@@ -239,8 +241,8 @@ async fn the_sink_at_its_sink_time_is_the_source_at_last_end_while_a_writer_runs
             continue;
         }
         // Both reads happen while the job writes later windows.
-        let at_source = read_at(&source, TABLE, Some(HybridTime::from_raw(last_end))).await;
-        let at_sink = read_at(&reader, TABLE, Some(HybridTime::from_raw(sink_time))).await;
+        let at_source = read_at(&source, TABLE, Some(HybridTime::from_raw(last_end.raw()))).await;
+        let at_sink = read_at(&reader, TABLE, Some(HybridTime::from_raw(sink_time.raw()))).await;
         let differing = at_source
             .iter()
             .filter(|(k, v)| at_sink.get(k) != Some(v))
@@ -268,7 +270,7 @@ async fn the_sink_at_its_sink_time_is_the_source_at_last_end_while_a_writer_runs
     // taken too late or too early would have shown).
     let now = read_all(&sink, TABLE).await;
     let last = checked.last().map(|c| c.0).expect("checked");
-    let at_last = read_at(&source, TABLE, Some(HybridTime::from_raw(last))).await;
+    let at_last = read_at(&source, TABLE, Some(HybridTime::from_raw(last.raw()))).await;
     assert_ne!(
         now, at_last,
         "the writer changed nothing after the last check"

@@ -24,6 +24,9 @@
 
 use crate::config::RecordFormat;
 use ferry_engine::checkpoint::WindowState;
+use ferry_engine::connector::Source;
+use ferry_engine::kudu_source::KuduSource;
+use ferry_engine::SourceTime;
 use kudu_client::scan::RowView;
 use kudu_client::schema::ValueRef;
 use kudu_client::Schema;
@@ -32,10 +35,12 @@ use std::io::Write;
 /// What the records say of the window their changes come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WindowInfo {
-    /// Hybrid time the window starts after (`None`: the snapshot).
-    pub start: Option<u64>,
-    /// Hybrid time the window ends at (the snapshot's time).
-    pub end: u64,
+    /// The Kudu source's (hybrid) time the window starts after (`None`:
+    /// the snapshot).
+    pub start: Option<SourceTime>,
+    /// The Kudu source's (hybrid) time the window ends at (the snapshot's
+    /// time).
+    pub end: SourceTime,
 }
 
 impl From<WindowState> for WindowInfo {
@@ -48,10 +53,10 @@ impl From<WindowState> for WindowInfo {
 }
 
 impl WindowInfo {
-    /// The window end as milliseconds since the epoch (a hybrid time's
-    /// physical part is microseconds, above 12 logical bits).
+    /// The window end as milliseconds since the epoch, as the Kudu
+    /// source's clock reads it.
     pub fn end_ms(&self) -> u64 {
-        (self.end >> 12) / 1000
+        KuduSource::CLOCK.epoch_millis(self.end)
     }
 }
 

@@ -80,10 +80,10 @@ impl KafkaSink {
             let id = format!(
                 "{}-{}",
                 config.transactional_id_prefix_for(job_name),
-                if table.id.is_empty() {
+                if table.id.is_unknown() {
                     &table.name
                 } else {
-                    &table.id
+                    table.id.as_str()
                 }
             );
             let mut producer = client.clone();
@@ -146,10 +146,10 @@ impl KafkaSink {
 
     /// Reads the source table's key columns.
     async fn read_keys(&self) -> Result<(), EngineError> {
-        let opened = if self.table.id.is_empty() {
+        let opened = if self.table.id.is_unknown() {
             self.source.open_table(&self.table.name).await
         } else {
-            self.source.open_table_by_id(&self.table.id).await
+            self.source.open_table_by_id(self.table.id.as_str()).await
         };
         let table = opened.map_err(|source| EngineError::Source {
             table: self.table.name.clone(),

@@ -2,12 +2,14 @@
 //! every partition, the records from where the last window stopped up to
 //! the partition's end when the window opened (a split per partition with
 //! records, read in parallel); the window's end "time" is the local clock
-//! in epoch milliseconds, which only orders windows. Where each partition
-//! continues (and where a bounded job stops) is the source's *cursor*,
-//! which the engine keeps in checkpoints with the window; within a split
-//! the resume key is the offset of the last record written. So a restore
-//! reads every record again from exactly where the sink's state ends, and
-//! the idempotent writes make the replay of a partial batch harmless.
+//! in epoch milliseconds ([`SourceClock::EPOCH_MILLIS`]), which orders
+//! windows and is read as is for `lastEndTimestamp` and the lag. Where
+//! each partition continues (and where a bounded job stops) is the
+//! source's *cursor*, which the engine keeps in checkpoints with the
+//! window; within a split the resume key is the offset of the last record
+//! written. So a restore reads every record again from exactly where the
+//! sink's state ends, and the idempotent writes make the replay of a
+//! partial batch harmless.
 //!
 //! Records are not decoded here: the sink decodes them against its table
 //! (and applies `job.sourceErrorPolicy`), so a bad record never stops the
@@ -18,7 +20,8 @@ use crate::error::{kafka_error, KafkaSinkError};
 use crate::metrics::KafkaMetrics;
 use ferry_engine::checkpoint::{SplitState, WindowState};
 use ferry_engine::connector::{Batch, ReadBatch, Source, SplitReader};
-use ferry_engine::EngineError;
+use ferry_engine::time::now_ms;
+use ferry_engine::{EngineError, SourceClock, SourceTime, SplitId};
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, StreamConsumer};
 use rdkafka::error::KafkaError;
 use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
@@ -312,16 +315,20 @@ impl Source for KafkaSource {
     type Batch = RecordBatch;
     type Reader = KafkaSplitReader;
 
-    async fn now(&self) -> Result<u64, EngineError> {
-        let wall = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64);
+    const NAME: &'static str = "KafkaSource";
+
+    const CLOCK: SourceClock = SourceClock::EPOCH_MILLIS;
+
+    async fn now(&self) -> Result<SourceTime, EngineError> {
+        let wall = now_ms();
         // Strictly increasing, whatever the wall clock does.
         let prev = self.clock.fetch_max(wall, Ordering::SeqCst);
         if prev >= wall {
-            return Ok(self.clock.fetch_add(1, Ordering::SeqCst) + 1);
+            return Ok(SourceTime::from_raw(
+                self.clock.fetch_add(1, Ordering::SeqCst) + 1,
+            ));
         }
-        Ok(wall)
+        Ok(SourceTime::from_raw(wall))
     }
 
     async fn plan(&self, _window: WindowState) -> Result<Vec<SplitState>, EngineError> {
@@ -347,7 +354,7 @@ impl Source for KafkaSource {
                     })
                 })?;
                 Ok(SplitState {
-                    split_id: format!("{}-{}-{}", r.topic, r.partition, r.start),
+                    split_id: SplitId::new(format!("{}-{}-{}", r.topic, r.partition, r.start)),
                     descriptor,
                     resume_key: None,
                 })

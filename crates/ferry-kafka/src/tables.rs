@@ -13,7 +13,7 @@ use ferry_engine::config::JobConfig;
 use ferry_engine::connector::{TableRef, Tables};
 use ferry_engine::kudu_source::KuduSource;
 use ferry_engine::kudu_tables::discover_tables;
-use ferry_engine::EngineError;
+use ferry_engine::{EngineError, TableId};
 use kudu_client::KuduClient;
 use std::sync::Arc;
 
@@ -101,7 +101,7 @@ impl Tables for ChangelogTables {
 
     async fn discover(&self, _known: &[TableRef]) -> Result<Vec<TableRef>, EngineError> {
         Ok(vec![TableRef {
-            id: format!("kafka:{}", self.kafka.topic),
+            id: TableId::new(format!("kafka:{}", self.kafka.topic)),
             name: self.kafka.topic.clone(),
         }])
     }

@@ -20,6 +20,7 @@
 
 use crate::error::{kafka_error, KafkaSinkError};
 use ferry_engine::checkpoint::TableState;
+use ferry_engine::time::now_ms;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
@@ -207,10 +208,4 @@ async fn blocking(
     tokio::task::spawn_blocking(f)
         .await
         .unwrap_or(Err(KafkaError::Canceled))
-}
-
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
 }

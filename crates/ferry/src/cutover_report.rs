@@ -4,6 +4,7 @@
 //! source) with a diff window from `sink.cutover_time` instead of a full
 //! snapshot.
 
+use ferry_engine::{SinkTime, SourceTime};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -39,11 +40,11 @@ pub struct CutoverReport {
     pub sink: CutoverSide,
     /// The forward job's final window end: a hybrid time of the old source
     /// cluster (raw value).
-    pub final_end: u64,
-    /// A hybrid time of the new primary at which it equals the old source
-    /// at `final_end` (raw value): the reverse job's first diff window
-    /// starts here.
-    pub cutover_time: u64,
+    pub final_end: SourceTime,
+    /// A hybrid time of the new primary (the forward job's sink) at which
+    /// it equals the old source at `final_end` (raw value): the reverse
+    /// job's first diff window starts here.
+    pub cutover_time: SinkTime,
     /// Whether the savepoint had no split in flight (the open window
     /// finished before the stop).
     pub drained: bool,
@@ -164,8 +165,8 @@ mod tests {
                 table: "t_copy".into(),
                 table_id: None,
             },
-            final_end: 7_000_000,
-            cutover_time: 8_000_000,
+            final_end: SourceTime::from_raw(7_000_000),
+            cutover_time: SinkTime::from_raw(8_000_000),
             drained: true,
             equal: true,
             rpo_ms: 0,

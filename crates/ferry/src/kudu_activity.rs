@@ -22,7 +22,7 @@ use write_guard::WriteGuard;
 
 use crate::http_client::{base_url, HttpClient};
 use crate::process_opts::{KuduMetricsOptions, KUDU_MASTER_WEB_PORT};
-use crate::registry::now_ms;
+use ferry_engine::time::now_ms;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -23,7 +23,7 @@
 
 use crate::registry::Registry;
 use crate::sampler::METER_SPAN_MS;
-use crate::view::{JobView, SINK_NAME, SOURCE_NAME};
+use crate::view::{JobView, SINK_NAME};
 use ferry_kafka::metrics::KafkaSnapshot;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
@@ -106,7 +106,7 @@ fn with(mut labels: Labels, extra: &[(&str, &str)]) -> Labels {
 }
 
 /// Flink's label value for an operator name: `Source: KuduSource` →
-/// `Source:_KuduSource`.
+/// `Source:_KuduSource`, `Source: KafkaSource` → `Source:_KafkaSource`.
 pub fn flink_label(name: &str) -> String {
     name.chars()
         .map(|c| {
@@ -126,12 +126,12 @@ fn push_job_scope(out: &mut Families, v: &JobView, labels: &Labels) {
     }
 }
 
-/// The split enumerator's gauges, labelled with the source operator.
+/// The split enumerator's gauges, labelled with the job's source operator.
 fn push_enumerator(out: &mut Families, v: &JobView, labels: &Labels) {
     let m = &v.metrics;
     let coord = with(
         labels.clone(),
-        &[("operator_name", &flink_label(SOURCE_NAME))],
+        &[("operator_name", &flink_label(&v.source_operator()))],
     );
     for (metric, value) in [
         ("lastEndTimestamp", m.last_end_timestamp_ms),
@@ -157,7 +157,7 @@ fn push_operators(out: &mut Families, v: &JobView, labels: &Labels) {
             ],
         )
     };
-    let (src, snk) = (operator(SOURCE_NAME), operator(SINK_NAME));
+    let (src, snk) = (operator(&v.source_operator()), operator(SINK_NAME));
     let m = &v.metrics;
     out.flink(
         SCOPE_OPERATOR,
@@ -346,7 +346,7 @@ fn push_tables(out: &mut Families, v: &JobView, labels: &Labels) {
             labels.clone(),
             &[
                 ("table_name", &t.table_name),
-                ("table_id", &t.table_id),
+                ("table_id", t.table_id.as_str()),
                 ("sink_table", &t.sink_table),
             ],
         );

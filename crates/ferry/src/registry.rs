@@ -11,22 +11,14 @@ use crate::kudu_activity::KuduActivity;
 use crate::sampler::Sampler;
 use ferry_engine::checkpoint::{JobId, StorageLocation};
 use ferry_engine::config::JobConfig;
+use ferry_engine::time::now_ms;
 use ferry_engine::{JobHandle, JobStatus};
 use ferry_verify::Progress;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::{SystemTime, UNIX_EPOCH};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
-
-/// Milliseconds since the Unix epoch.
-pub fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
 
 /// A new 32-hex-digit id (trigger ids, like Flink's).
 pub fn random_hex_id() -> String {
@@ -100,6 +92,9 @@ pub struct JobEntry {
     pub id: JobId,
     pub name: String,
     pub config: JobConfig,
+    /// The job's source as its connector names it (`Source::NAME`:
+    /// `KuduSource`, `KafkaSource`), for operator names.
+    pub source_name: &'static str,
     pub parallelism: usize,
     pub savepoint_dir: Option<StorageLocation>,
     pub start_time_ms: u64,
@@ -129,6 +124,7 @@ impl JobEntry {
     pub fn new(
         handle: JobHandle,
         config: JobConfig,
+        source_name: &'static str,
         parallelism: usize,
         savepoint_dir: Option<StorageLocation>,
         restored: Option<RestoreInfo>,
@@ -142,6 +138,7 @@ impl JobEntry {
             sampler: Arc::new(Sampler::new(handle.metrics().clone())),
             handle,
             config,
+            source_name,
             parallelism,
             savepoint_dir,
             start_time_ms,

@@ -3,8 +3,8 @@
 //! the records-per-second rates exported as Flink's
 //! `numRecordsOutPerSecond` / `numRecordsInPerSecond` meters.
 
-use crate::registry::now_ms;
 use ferry_engine::metrics::{JobMetrics, MetricsSnapshot};
+use ferry_engine::time::now_ms;
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};

@@ -10,16 +10,20 @@
 
 use crate::kudu_activity::KuduActivity;
 use crate::process_opts::ProcessOptions;
-use crate::registry::{now_ms, JobEntry, Registry, RestoreInfo};
+use crate::registry::{JobEntry, Registry, RestoreInfo};
 use crate::run_args::RunArgs;
 use anyhow::{anyhow, bail, Context, Result};
 use ferry_engine::checkpoint::{
     CheckpointStore, JobId, LoadedState, SnapshotKind, StorageLocation,
 };
 use ferry_engine::config::{ClusterKerberos, HaKind, JobConfig, SinkKind, SourceKind};
+use ferry_engine::connector::{Source, Tables};
+use ferry_engine::kudu_source::KuduSource;
 use ferry_engine::kudu_tables::KuduTables;
 use ferry_engine::lease::Fence;
-use ferry_engine::{Job, JobOptions, RestorePoint};
+use ferry_engine::time::now_ms;
+use ferry_engine::{Job, JobHandle, JobOptions, RestorePoint, SourceClock};
+use ferry_kafka::source::KafkaSource;
 use ferry_kafka::{ChangelogTables, KafkaTables};
 use ferry_objstore::ObjectStoreResolver;
 use kudu_client::{Kerberos, KerberosOptions, KuduClient, KuduClientBuilder};
@@ -219,7 +223,7 @@ pub async fn start_job_with(
             crate::run_args::from_cutover::check_history(source_client, start).await?;
             tracing::info!(
                 report = %start.path.display(),
-                cutover_time = start.start_time(),
+                cutover_time = %start.start_time(),
                 "starting the reverse job with a diff from the cutover time (no snapshot)"
             );
             Some(start.start_time())
@@ -256,11 +260,11 @@ pub async fn start_job_with(
     );
     let kafka_metrics = (args.kafka_sink.is_some() || args.kafka_source.is_some())
         .then(|| Arc::new(ferry_kafka::KafkaMetrics::default()));
-    let handle = match (source_client, sink_client) {
+    let (handle, source_name) = match (source_client, sink_client) {
         (Some(source_client), Some(sink_client)) => {
             let tables =
                 KuduTables::new(source_client, sink_client, cfg.clone()).with_rows_sent(rows_sent);
-            Job::start_tables(cfg, restore, tables, store, options).await?
+            start_tables(cfg, restore, tables, store, options).await?
         }
         (Some(source_client), None) => {
             let kafka = args
@@ -269,7 +273,7 @@ pub async fn start_job_with(
                 .ok_or_else(|| anyhow!("job.sinkType is not kafka"))?;
             let tables = KafkaTables::new(source_client, cfg.clone(), kafka)
                 .with_metrics(kafka_metrics.clone().unwrap_or_default());
-            Job::start_tables(cfg, restore, tables, store, options).await?
+            start_tables(cfg, restore, tables, store, options).await?
         }
         (None, Some(sink_client)) => {
             let kafka = args
@@ -278,7 +282,7 @@ pub async fn start_job_with(
                 .ok_or_else(|| anyhow!("job.sourceType is not kafka"))?;
             let tables = ChangelogTables::new(sink_client, cfg.clone(), kafka)
                 .with_metrics(kafka_metrics.clone().unwrap_or_default());
-            Job::start_tables(cfg, restore, tables, store, options).await?
+            start_tables(cfg, restore, tables, store, options).await?
         }
         (None, None) => bail!("a job needs a Kudu cluster on one side"),
     };
@@ -298,6 +302,7 @@ pub async fn start_job_with(
     let entry = JobEntry::new(
         handle,
         args.config.clone(),
+        source_name,
         args.parallelism,
         default_savepoint_dir,
         restored,
@@ -308,6 +313,29 @@ pub async fn start_job_with(
     .with_kafka(kafka_metrics)
     .with_keys(args.settings.effective_job_keys()?);
     Ok(registry.add(entry))
+}
+
+/// How the source of the job `cfg` describes reads its times as wall-clock
+/// time (its connector's `Source::CLOCK`): for a state's times when no job
+/// runs (failover reports, cutover).
+pub fn source_clock(cfg: &JobConfig) -> SourceClock {
+    match cfg.source {
+        SourceKind::Kafka => KafkaSource::CLOCK,
+        SourceKind::Kudu => KuduSource::CLOCK,
+    }
+}
+
+/// Starts the engine job of `tables`; with the name its source connector
+/// gives itself (`Source::NAME`), for the job's operator names.
+async fn start_tables<T: Tables>(
+    cfg: &JobConfig,
+    restore: Option<RestorePoint>,
+    tables: T,
+    store: CheckpointStore,
+    options: JobOptions,
+) -> Result<(JobHandle, &'static str)> {
+    let handle = Job::start_tables(cfg, restore, tables, store, options).await?;
+    Ok((handle, <T::Source as Source>::NAME))
 }
 
 /// A pointer as given, for messages: a URI with credentials in it

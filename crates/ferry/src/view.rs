@@ -6,19 +6,26 @@
 //! endpoint share (operator names, version, job-scope metrics), kept here
 //! so neither depends on the other.
 
-use crate::registry::{now_ms, JobEntry};
+use crate::registry::JobEntry;
 use ferry_engine::job::CheckpointRecord;
 use ferry_engine::metrics::MetricsSnapshot;
 use ferry_engine::replication::ReplicaSnapshot;
 use ferry_engine::status::{ExceptionRecord, JobSnapshot, TableSnapshot};
+use ferry_engine::time::now_ms;
 use ferry_engine::JobStatus;
 
 /// ferry's version, reported where Flink reports its own.
 pub const VERSION: &str = concat!("ferry ", env!("CARGO_PKG_VERSION"));
 
-/// Operator names as Flink shows them for the reference job.
-pub const SOURCE_NAME: &str = "Source: KuduSource";
+/// The sink's operator name as Flink shows it for the reference job.
 pub const SINK_NAME: &str = "Sink: Writer";
+
+/// The source's operator name as Flink shows it, for a source that calls
+/// itself `source` (its connector's `Source::NAME`): `Source: KuduSource`,
+/// `Source: KafkaSource`.
+pub fn source_operator(source: &str) -> String {
+    format!("Source: {source}")
+}
 
 /// A job as seen at one instant.
 pub struct JobView<'a> {
@@ -75,6 +82,12 @@ impl JobEntry {
 }
 
 impl JobView<'_> {
+    /// The source's operator name (`Source: KuduSource`, `Source:
+    /// KafkaSource`): the job's own source, as its connector names it.
+    pub fn source_operator(&self) -> String {
+        source_operator(self.job.source_name)
+    }
+
     /// Flink's state name.
     pub fn state(&self) -> &'static str {
         self.status.flink_name()

@@ -202,7 +202,7 @@ async fn ten_kill_9_restarts_lose_nothing() {
         let caught_up = latest.checkpoint.is_some_and(|c| {
             c.state
                 .last_end_timestamp
-                .is_some_and(|t| t > stopped_at.raw())
+                .is_some_and(|t| t.raw() > stopped_at.raw())
         });
         if caught_up {
             break;

@@ -442,7 +442,7 @@ async fn unplanned_failover_lists_the_rows_written_after_the_last_window() {
         .await
         .expect("position lookup")
         .expect("a position record");
-    let last_end = position.last_end.expect("a completed window");
+    let last_end = position.last_end.expect("a completed window").raw();
     let sink_time = position.last_end_sink_time.expect("a sink time");
 
     let mut args: Vec<String> = [

@@ -15,10 +15,10 @@ const JOB: &str = "00112233445566778899aabbccddeeff";
 fn state(kind: SnapshotKind, id: u64, last_end: u64, window_end: Option<u64>) -> JobState {
     let job: JobId = JOB.parse().expect("id");
     let mut s = JobState::new(job, kind, id, "orders", vec![], vec![]);
-    s.last_end_timestamp = Some(last_end);
+    s.last_end_timestamp = Some(ferry_engine::SourceTime::from_raw(last_end));
     s.window = window_end.map(|end| WindowState {
-        start_timestamp: Some(last_end),
-        end_timestamp: end,
+        start_timestamp: Some(ferry_engine::SourceTime::from_raw(last_end)),
+        end_timestamp: ferry_engine::SourceTime::from_raw(end),
     });
     s
 }

@@ -86,10 +86,10 @@ async fn report_prints_the_data_rpo_from_the_state_and_the_sink_position() {
     let state_end = ago(Duration::from_secs(60));
     let job: JobId = JOB.parse().expect("id");
     let mut s = JobState::new(job, SnapshotKind::Checkpoint, 4, "orders", vec![], vec![]);
-    s.last_end_timestamp = Some(state_end);
+    s.last_end_timestamp = Some(ferry_engine::SourceTime::from_raw(state_end));
     s.window = Some(WindowState {
-        start_timestamp: Some(state_end),
-        end_timestamp: state_end + 1,
+        start_timestamp: Some(ferry_engine::SourceTime::from_raw(state_end)),
+        end_timestamp: ferry_engine::SourceTime::from_raw(state_end + 1),
     });
     let chk = store.join(JOB).join("chk-4");
     std::fs::create_dir_all(&chk).expect("mkdir");
@@ -118,12 +118,12 @@ async fn report_prints_the_data_rpo_from_the_state_and_the_sink_position() {
         source_table: "orders".into(),
         job_id: JOB.into(),
         generation: 0,
-        last_end: Some(position_end),
+        last_end: Some(ferry_engine::SourceTime::from_raw(position_end)),
         window: WindowState {
-            start_timestamp: Some(position_end),
-            end_timestamp: position_end + 10,
+            start_timestamp: Some(ferry_engine::SourceTime::from_raw(position_end)),
+            end_timestamp: ferry_engine::SourceTime::from_raw(position_end + 10),
         },
-        last_end_sink_time: Some(4242),
+        last_end_sink_time: Some(ferry_engine::SinkTime::from_raw(4242)),
     };
     positions.write(&sink, &p).await.expect("write position");
     let r = json(&report(store, &masters, true));

@@ -317,7 +317,7 @@ impl Harness {
             };
             let done = latest
                 .and_then(|l| l.checkpoint)
-                .is_some_and(|c| c.state.last_end_timestamp.is_some_and(|t| t > after));
+                .is_some_and(|c| c.state.last_end_timestamp.is_some_and(|t| t.raw() > after));
             if done {
                 return;
             }

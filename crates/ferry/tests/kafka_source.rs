@@ -14,6 +14,9 @@
 //! 2. Round trip: Kudu → Kafka (debezium-json, exactly-once) → Kudu leaves
 //!    the second table equal to the first, cell by cell, while a mixed
 //!    workload changes every type.
+//! 3. A Kafka source's window ends read as wall-clock time: the job's
+//!    `lastEndTimestamp` is close to now, the table's lag is seconds, and
+//!    the enumerator's gauges name the Kafka source as their operator.
 
 use ferry_engine::checkpoint::{CheckpointStore, JobId, StorageLocation};
 use ferry_fixtures::process::FerryProcess;
@@ -648,6 +651,141 @@ async fn kudu_to_kafka_to_kudu_round_trip_copies_every_type() {
     );
     out.kill9();
     back.kill9();
+}
+
+/// Milliseconds since the Unix epoch, on this machine's clock.
+fn wall_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock after 1970")
+        .as_millis() as u64
+}
+
+/// The `family` sample line of the job `job` on Prometheus, if any.
+fn job_sample<'a>(text: &'a str, family: &str, job: &str) -> Option<&'a str> {
+    text.lines()
+        .filter(|l| l.starts_with(&format!("{family}{{")))
+        .find(|l| l.contains(&format!("job_id=\"{job}\"")))
+}
+
+/// The value of label `name` in a sample line.
+fn label<'a>(line: &'a str, name: &str) -> Option<&'a str> {
+    let start = line.find(&format!("{name}=\""))? + name.len() + 2;
+    line[start..].split('"').next()
+}
+
+fn value(line: &str) -> f64 {
+    line.rsplit(' ')
+        .next()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(f64::NAN)
+}
+
+/// The window ends of a Kafka source are epoch milliseconds: the job's
+/// `lastEndTimestamp` is a wall-clock time close to now (not a Kafka time
+/// read as a Kudu hybrid time, 1970-01-01 00:07), the table's lag is
+/// seconds (not 57 years), and the enumerator's gauges name the Kafka
+/// source as their operator (not `Source:_KuduSource`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_kafka_sources_last_end_and_lag_are_wall_clock_times() {
+    let test_started_ms = wall_ms();
+    let kudu_start = std::thread::spawn(|| {
+        MiniCluster::builder()
+            .tservers(1)
+            .start()
+            .expect("Kudu cluster")
+    });
+    let broker = KafkaBroker::start(&format!("lag-{}", std::process::id())).expect("Kafka broker");
+    let cluster = kudu_start.join().expect("cluster thread");
+    let bootstrap = broker.bootstrap();
+    let master = cluster.master_addrs_joined();
+    let client = KuduClient::new(&cluster.master_addrs()).expect("client");
+    let schema =
+        ferry_fixtures::small_schema_with(vec![ferry_fixtures::nullable("n", DataType::Int32)]);
+    let builder = TableBuilder::new("lagged", schema)
+        .add_hash_partitions(&["id"], 2, 0)
+        .num_replicas(1);
+    client.create_table(&builder).await.expect("create");
+    admin_create(&bootstrap, TOPIC);
+    let producer = producer(&bootstrap);
+    let mut rng = StdRng::seed_from_u64(30);
+    let mut produced = Produced::default();
+    produce(&producer, &mut produced, &mut rng, 50, 20, 0).await;
+
+    let dir = tempfile::tempdir().expect("tmp");
+    let logs = dir.path().join("logs");
+    std::fs::create_dir_all(&logs).expect("logs dir");
+    let a = args(
+        &bootstrap,
+        &master,
+        "lagged",
+        &dir.path().join("chk"),
+        &[],
+        None,
+    );
+    let ferry = FerryProcess::start(env!("CARGO_BIN_EXE_ferry"), &a, &[], &logs);
+    let expected = produced.rows.clone();
+    eventually(
+        "the table equals the fold of the 50 records",
+        Duration::from_secs(90),
+        || {
+            let client = client.clone();
+            let expected = expected.clone();
+            async move { table_rows(&client, "lagged").await == expected }
+        },
+    )
+    .await;
+
+    let last_end = "flink_jobmanager_job_operator_coordinator_enumerator_lastEndTimestamp";
+    let job = ferry.job_id.clone();
+    let mut text = String::new();
+    eventually("a window completed", Duration::from_secs(60), || {
+        text = ferry.metrics_text();
+        let done = job_sample(&text, last_end, &job).is_some_and(|l| value(l) > 0.0)
+            && job_sample(&text, "ferry_table_lag_seconds", &job).is_some_and(|l| value(l) >= 0.0);
+        async move { done }
+    })
+    .await;
+    let now = wall_ms();
+    let end_line = job_sample(&text, last_end, &job).expect("lastEndTimestamp");
+    let end_ms = value(end_line);
+    assert!(
+        end_ms >= (test_started_ms - 60_000) as f64 && end_ms <= (now + 300_000) as f64,
+        "lastEndTimestamp {end_ms} is a wall-clock time between the test's start \
+         ({test_started_ms}, less a minute) and five minutes after now ({now}): {end_line}"
+    );
+    assert_eq!(
+        label(end_line, "operator_name"),
+        Some("Source:_KafkaSource"),
+        "the enumerator's gauges name the job's own source: {end_line}"
+    );
+    assert!(
+        !text.contains("operator_name=\"Source:_KuduSource\""),
+        "no operator of this Kafka job is the Kudu source:\n{text}"
+    );
+    let lag_line = job_sample(&text, "ferry_table_lag_seconds", &job).expect("table lag");
+    let lag = value(lag_line);
+    assert!(
+        (0.0..120.0).contains(&lag),
+        "ferry_table_lag_seconds {lag} is seconds, not years: {lag_line}"
+    );
+    let table_end = job_sample(&text, "ferry_table_last_end_timestamp_seconds", &job)
+        .map(value)
+        .expect("table last end");
+    assert!(
+        table_end * 1000.0 >= (test_started_ms - 60_000) as f64,
+        "the table's last end {table_end} s is a wall-clock time"
+    );
+    // The live JSON of the web page and the drain check agree.
+    let live = ferry_fixtures::http::get_json(ferry.rest, &format!("/ferry/jobs/{job}/live"));
+    let live_end = live["last_end_timestamp"]
+        .as_u64()
+        .expect("last_end_timestamp");
+    assert!(live_end >= test_started_ms - 60_000, "{live}");
+    assert!(
+        live["lag_ms"].as_u64().is_some_and(|l| l < 120_000),
+        "{live}"
+    );
 }
 
 /// The value of `family`'s sample whose labels include every one of

@@ -146,7 +146,7 @@ async fn window_completed_after(store: &CheckpointStore, f: &Ferry, after: u64, 
         let latest = store.latest_complete(&f.job_id).await.expect("list");
         let done = latest
             .checkpoint
-            .is_some_and(|c| c.state.last_end_timestamp.is_some_and(|t| t > after));
+            .is_some_and(|c| c.state.last_end_timestamp.is_some_and(|t| t.raw() > after));
         if done {
             return;
         }

@@ -184,7 +184,7 @@ async fn wait_for_checkpoint(
         let latest = store.latest_complete(job).await.expect("list checkpoints");
         if let Some(c) = latest.checkpoint {
             let late_enough =
-                after.is_none_or(|t| c.state.last_end_timestamp.is_some_and(|e| e > t));
+                after.is_none_or(|t| c.state.last_end_timestamp.is_some_and(|e| e.raw() > t));
             if c.id >= at_least && late_enough {
                 return c.id;
             }

@@ -264,7 +264,7 @@ impl Setup {
             let latest = store.latest_complete(&self.job).await.expect("list");
             if let Some(c) = latest.checkpoint {
                 if c.state.generation == generation
-                    && c.state.last_end_timestamp.is_some_and(|t| t > ts)
+                    && c.state.last_end_timestamp.is_some_and(|t| t.raw() > ts)
                 {
                     return c.state;
                 }

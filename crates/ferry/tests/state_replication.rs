@@ -326,7 +326,11 @@ async fn a_dr_store_outage_delays_the_replica_not_the_replication() {
             .await
             .expect("primary")
             .checkpoint;
-        if latest.is_some_and(|c| c.state.last_end_timestamp.is_some_and(|t| t > stopped_at)) {
+        if latest.is_some_and(|c| {
+            c.state
+                .last_end_timestamp
+                .is_some_and(|t| t.raw() > stopped_at)
+        }) {
             break;
         }
         assert!(Instant::now() < caught_up, "ferry did not catch up");
@@ -350,7 +354,7 @@ fn state(job: JobId, kind: SnapshotKind, id: u64) -> JobState {
         vec!["a:7051".into()],
         vec!["b:7051".into()],
     );
-    s.last_end_timestamp = Some(1_000 + id);
+    s.last_end_timestamp = Some(ferry_engine::SourceTime::from_raw(1_000 + id));
     s
 }
 

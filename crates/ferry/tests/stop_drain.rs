@@ -130,7 +130,7 @@ async fn stop_with_drain_ends_between_windows() {
         "the savepoint holds a window in progress: {state:?}"
     );
     let end = state.last_end_timestamp.expect("a completed window");
-    let expected = read_at(&client, "d", Some(HybridTime::from_raw(end))).await;
+    let expected = read_at(&client, "d", Some(HybridTime::from_raw(end.raw()))).await;
     let copied = read_all(&client, "d_copy").await;
     assert!(!expected.is_empty());
     assert!(

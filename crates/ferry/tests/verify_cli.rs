@@ -125,10 +125,10 @@ fn bad_input_is_refused_with_exit_code_2() {
     // A state with a window in progress is no proof of what the sink holds.
     let job: JobId = "00112233445566778899aabbccddeeff".parse().expect("id");
     let mut s = JobState::new(job, SnapshotKind::Savepoint, 3, "t", vec![], vec![]);
-    s.last_end_timestamp = Some(600);
+    s.last_end_timestamp = Some(ferry_engine::SourceTime::from_raw(600));
     s.window = Some(WindowState {
-        start_timestamp: Some(600),
-        end_timestamp: 700,
+        start_timestamp: Some(ferry_engine::SourceTime::from_raw(600)),
+        end_timestamp: ferry_engine::SourceTime::from_raw(700),
     });
     let sp = dir.path().join("sp");
     std::fs::create_dir_all(&sp).expect("mkdir");

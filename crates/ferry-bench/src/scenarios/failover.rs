@@ -25,6 +25,7 @@ use crate::report::{f0, percentile, Table};
 use anyhow::{anyhow, bail, Context, Result};
 use ferry_engine::checkpoint::{CheckpointStore, JobId, ObjectStateStore, StorageLocation};
 use ferry_engine::lease::find_newest;
+use ferry_engine::time::now_ms;
 use ferry_fixtures::workload::Workload;
 use kudu_client::{KuduClient, TableBuilder};
 use serde::Serialize;
@@ -35,7 +36,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 const TABLE: &str = "failover";
 
@@ -53,13 +54,6 @@ pub struct Takeover {
     pub replica_lag_at_kill_s: Option<f64>,
     /// The state the standby restored.
     pub restored: String,
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
 }
 
 /// A ferry process whose stdout lines are collected.
@@ -260,7 +254,7 @@ async fn catch_up(chk: &Path, job: JobId, ts: u64) -> Result<()> {
     let deadline = Instant::now() + Duration::from_secs(180);
     loop {
         let latest = store.latest_complete(&job).await?.checkpoint;
-        if latest.is_some_and(|c| c.state.last_end_timestamp.is_some_and(|t| t > ts)) {
+        if latest.is_some_and(|c| c.state.last_end_timestamp.is_some_and(|t| t.raw() > ts)) {
             return Ok(());
         }
         if Instant::now() > deadline {

@@ -188,6 +188,7 @@ pub fn decode(bytes: &[u8]) -> Result<JobState, MetadataError> {
 mod tests {
     use super::*;
     use crate::checkpoint::state::{JobId, SnapshotKind, SplitState, WindowState};
+    use crate::time::SourceTime;
 
     fn sample() -> JobState {
         let mut state = JobState::new(
@@ -199,10 +200,10 @@ mod tests {
             vec!["k1:7051".into()],
         );
         state.created_at_ms = 1_700_000_000_000;
-        state.last_end_timestamp = Some(7_000_000_000_000_000_000);
+        state.last_end_timestamp = Some(SourceTime::from_raw(7_000_000_000_000_000_000));
         state.window = Some(WindowState {
-            start_timestamp: Some(7_000_000_000_000_000_000),
-            end_timestamp: 7_000_000_000_000_004_096,
+            start_timestamp: Some(SourceTime::from_raw(7_000_000_000_000_000_000)),
+            end_timestamp: SourceTime::from_raw(7_000_000_000_000_004_096),
         });
         state.unassigned = vec![SplitState {
             split_id: "u1".into(),

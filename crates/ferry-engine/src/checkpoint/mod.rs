@@ -68,7 +68,6 @@ pub use paths::{
     checkpoint_dir_name, is_savepoint_dir_name, metadata_key, parse_checkpoint_dir_name,
     savepoint_dir, savepoint_dir_name, CheckpointPaths, METADATA_FILE,
 };
-pub(crate) use state::now_ms as state_now_ms;
 pub use state::{
     InvalidJobId, JobId, JobState, SnapshotKind, SplitState, StateInvariant, TableState,
     WindowState, FORMAT_VERSION,

@@ -13,6 +13,9 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use crate::identity::{SplitId, TableId};
+use crate::time::SourceTime;
+
 /// The `_metadata` format version this build writes and reads.
 pub const FORMAT_VERSION: u32 = 1;
 
@@ -104,16 +107,16 @@ impl fmt::Display for SnapshotKind {
     }
 }
 
-/// The time range being replicated when the state was taken (Kudu hybrid
-/// times).
+/// The time range being replicated when the state was taken, on the
+/// source's clock.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WindowState {
     /// `None`: the initial full snapshot at `end_timestamp`. `Some(start)`:
     /// a diff scan of changes with `start <= ts < end_timestamp`.
-    pub start_timestamp: Option<u64>,
+    pub start_timestamp: Option<SourceTime>,
     /// Snapshot time of the scan (exclusive end of a diff window).
-    pub end_timestamp: u64,
+    pub end_timestamp: SourceTime,
 }
 
 impl WindowState {
@@ -128,7 +131,7 @@ impl WindowState {
 #[serde(deny_unknown_fields)]
 pub struct SplitState {
     /// Stable id of the split (unique within a state).
-    pub split_id: String,
+    pub split_id: SplitId,
     /// Serialized split descriptor (a Kudu scan token), opaque here.
     #[serde(with = "hex_bytes")]
     pub descriptor: Vec<u8>,
@@ -170,10 +173,10 @@ pub struct JobState {
     pub source_masters: Vec<String>,
     /// Sink cluster masters.
     pub sink_masters: Vec<String>,
-    /// End (hybrid time) of the last window whose every split was flushed to
-    /// the sink; `None` until the initial snapshot is done. The next diff
-    /// window starts here.
-    pub last_end_timestamp: Option<u64>,
+    /// End (source time) of the last window whose every split was flushed
+    /// to the sink; `None` until the initial snapshot is done. The next
+    /// diff window starts here.
+    pub last_end_timestamp: Option<SourceTime>,
     /// The window whose splits are listed below, if one is in progress.
     pub window: Option<WindowState>,
     /// Splits of `window` not yet handed to a reader.
@@ -209,14 +212,14 @@ pub struct JobState {
 pub struct TableState {
     /// The source table's id (stable across renames); empty in a state
     /// converted from an older build's, which knew only the name.
-    pub table_id: String,
+    pub table_id: TableId,
     /// The source table's name when the state was taken.
     pub table_name: String,
     /// The sink table's name when the state was taken.
     #[serde(default)]
     pub sink_table: String,
     /// As [`JobState::last_end_timestamp`], for this table.
-    pub last_end_timestamp: Option<u64>,
+    pub last_end_timestamp: Option<SourceTime>,
     /// As [`JobState::window`], for this table.
     pub window: Option<WindowState>,
     /// As [`JobState::unassigned`], for this table.
@@ -243,7 +246,7 @@ pub struct TableState {
 
 impl TableState {
     /// A table with nothing done yet.
-    pub fn new(table_id: impl Into<String>, table_name: impl Into<String>) -> Self {
+    pub fn new(table_id: impl Into<TableId>, table_name: impl Into<String>) -> Self {
         TableState {
             table_id: table_id.into(),
             table_name: table_name.into(),
@@ -283,7 +286,7 @@ impl JobState {
             job_id,
             checkpoint_id,
             kind,
-            created_at_ms: now_ms(),
+            created_at_ms: crate::time::now_ms(),
             table_name: table_name.into(),
             source_masters,
             sink_masters,
@@ -308,7 +311,7 @@ impl JobState {
             window: self.window,
             unassigned: self.unassigned.clone(),
             pending: self.pending.clone(),
-            ..TableState::new("", self.table_name.clone())
+            ..TableState::new(TableId::unknown(), self.table_name.clone())
         }]
     }
 
@@ -334,7 +337,7 @@ impl JobState {
                 self.last_end_timestamp = many
                     .iter()
                     .map(|t| t.last_end_timestamp)
-                    .collect::<Option<Vec<u64>>>()
+                    .collect::<Option<Vec<SourceTime>>>()
                     .and_then(|ends| ends.into_iter().min());
                 self.window = None;
                 self.unassigned = Vec::new();
@@ -361,7 +364,7 @@ impl JobState {
         )?;
         let mut ids = std::collections::HashSet::new();
         for table in &self.tables {
-            if !table.table_id.is_empty() && !ids.insert(table.table_id.as_str()) {
+            if !table.table_id.is_unknown() && !ids.insert(&table.table_id) {
                 return Err(StateInvariant::DuplicateTable {
                     table_id: table.table_id.clone(),
                 });
@@ -381,7 +384,7 @@ impl JobState {
 /// windows starting at `last_end`, splits only with a window, unique split
 /// ids.
 fn check_chain(
-    last_end: Option<u64>,
+    last_end: Option<SourceTime>,
     window: Option<&WindowState>,
     unassigned: &[SplitState],
     pending: &[SplitState],
@@ -403,7 +406,7 @@ fn check_chain(
     }
     let mut ids = std::collections::HashSet::new();
     for split in unassigned.iter().chain(pending) {
-        if !ids.insert(split.split_id.as_str()) {
+        if !ids.insert(&split.split_id) {
             return Err(StateInvariant::DuplicateSplit {
                 split_id: split.split_id.clone(),
             });
@@ -425,18 +428,18 @@ pub enum StateInvariant {
     /// A diff window that does not move forward.
     #[error("window start {start} is not before its end {end}")]
     EmptyWindow {
-        /// Window start (hybrid time).
-        start: u64,
-        /// Window end (hybrid time).
-        end: u64,
+        /// Window start.
+        start: SourceTime,
+        /// Window end.
+        end: SourceTime,
     },
     /// A diff window that does not start where the last one ended.
     #[error("diff window starts at {start} but last_end_timestamp is {last_end:?}")]
     WindowNotChained {
-        /// Window start (hybrid time).
-        start: u64,
+        /// Window start.
+        start: SourceTime,
         /// The last completed window's end.
-        last_end: Option<u64>,
+        last_end: Option<SourceTime>,
     },
     /// Splits recorded while no window is open.
     #[error("splits are recorded but no window is in progress")]
@@ -465,22 +468,14 @@ pub enum StateInvariant {
     #[error("table id '{table_id}' appears twice")]
     DuplicateTable {
         /// The repeated id.
-        table_id: String,
+        table_id: TableId,
     },
     /// Two splits with one id.
     #[error("split id '{split_id}' appears twice")]
     DuplicateSplit {
         /// The repeated id.
-        split_id: String,
+        split_id: SplitId,
     },
-}
-
-/// Milliseconds since the Unix epoch (0 if the clock is before it).
-pub(crate) fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
 }
 
 pub(crate) fn to_hex(bytes: &[u8]) -> String {
@@ -555,9 +550,13 @@ mod hex_opt_bytes {
 mod tests {
     use super::*;
 
+    fn t(raw: u64) -> SourceTime {
+        SourceTime::from_raw(raw)
+    }
+
     fn split(id: &str) -> SplitState {
         SplitState {
-            split_id: id.to_string(),
+            split_id: SplitId::new(id),
             descriptor: vec![0, 1, 2, 0xfe, 0xff],
             resume_key: None,
         }
@@ -606,10 +605,10 @@ mod tests {
             vec!["s:7051".into()],
             vec!["k:7051".into()],
         );
-        state.last_end_timestamp = Some(100);
+        state.last_end_timestamp = Some(t(100));
         state.window = Some(WindowState {
-            start_timestamp: Some(100),
-            end_timestamp: 200,
+            start_timestamp: Some(t(100)),
+            end_timestamp: t(200),
         });
         state.pending = vec![SplitState {
             resume_key: Some(vec![0xab, 0xcd]),
@@ -649,10 +648,10 @@ mod tests {
             .contains("format_version"));
 
         let mut s = base.clone();
-        s.last_end_timestamp = Some(10);
+        s.last_end_timestamp = Some(t(10));
         s.window = Some(WindowState {
-            start_timestamp: Some(10),
-            end_timestamp: 10,
+            start_timestamp: Some(t(10)),
+            end_timestamp: t(10),
         });
         assert!(s
             .validate()
@@ -661,10 +660,10 @@ mod tests {
             .contains("not before its end"));
 
         let mut s = base.clone();
-        s.last_end_timestamp = Some(5);
+        s.last_end_timestamp = Some(t(5));
         s.window = Some(WindowState {
-            start_timestamp: Some(10),
-            end_timestamp: 20,
+            start_timestamp: Some(t(10)),
+            end_timestamp: t(20),
         });
         assert!(s
             .validate()
@@ -679,7 +678,7 @@ mod tests {
         let mut s = base.clone();
         s.window = Some(WindowState {
             start_timestamp: None,
-            end_timestamp: 50,
+            end_timestamp: t(50),
         });
         s.unassigned = vec![split("a")];
         s.pending = vec![split("a")];

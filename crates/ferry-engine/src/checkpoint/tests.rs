@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::*;
+use crate::time::SourceTime;
 
 /// One backend under test, with a way to plant raw files (crash debris,
 /// damage) behind the store's back.
@@ -99,13 +100,13 @@ fn checkpoint_state(n: u64) -> JobState {
     // Fixed time so written and expected states compare equal.
     state.created_at_ms = 1_700_000_000_000 + n;
     // Distinguishable states: checkpoint n finished window n.
-    state.last_end_timestamp = Some(1000 * n);
+    state.last_end_timestamp = Some(SourceTime::from_raw(1000 * n));
     state.window = Some(WindowState {
-        start_timestamp: Some(1000 * n),
-        end_timestamp: 1000 * n + 500,
+        start_timestamp: Some(SourceTime::from_raw(1000 * n)),
+        end_timestamp: SourceTime::from_raw(1000 * n + 500),
     });
     state.pending = vec![SplitState {
-        split_id: format!("split-{n}"),
+        split_id: format!("split-{n}").into(),
         descriptor: vec![n as u8; 32],
         resume_key: Some(vec![0, n as u8]),
     }];

@@ -15,14 +15,16 @@ use super::publish::ShownTable;
 use crate::checkpoint::{SplitState, TableState, WindowState};
 use crate::connector::{SchemaRecord, Sink, Source, TableRef};
 use crate::enumerator::{AfterCheckpoint, CheckpointCapture, Enumerator, EnumeratorError};
+use crate::identity::TableKey;
 use crate::metrics::TableMetrics;
+use crate::time::{SinkTime, SourceTime};
 use std::sync::Arc;
 use tokio::time::Instant;
 
 /// One table's chain.
 pub(super) struct Chain<S, K> {
     /// Key of the chain within the job (pipeline events carry it).
-    pub(super) key: u64,
+    pub(super) key: TableKey,
     /// The source table, by id, with its current name.
     pub(super) table: TableRef,
     pub(super) source: Arc<S>,
@@ -36,7 +38,7 @@ pub(super) struct Chain<S, K> {
     pub(super) window_opened: Option<Instant>,
     pub(super) next_window_at: Instant,
     /// The sink time known for a `last_end`: (last_end, sink time).
-    pub(super) sink_time: Option<(u64, u64)>,
+    pub(super) sink_time: Option<(SourceTime, SinkTime)>,
     /// The source schema last applied to the sink.
     pub(super) schema: Option<SchemaRecord>,
     /// Whether the transactional sink's last commit continues this chain
@@ -53,7 +55,7 @@ impl<S: Source, K> Chain<S, K> {
     /// snapshot); `restored`: `state` came from a restore point, so the
     /// sink position is compared with it once the sink is prepared.
     pub(super) fn new(
-        key: u64,
+        key: TableKey,
         table: TableRef,
         (source, sink): (S, K),
         state: Option<TableState>,
@@ -186,6 +188,7 @@ impl<S: Source, K> Chain<S, K> {
         self.metrics.set_chain(
             self.enumerator.counts(),
             self.enumerator.window().is_some(),
+            S::CLOCK,
             self.enumerator.last_end(),
         );
     }
@@ -211,10 +214,10 @@ impl<S: Source, K> Chain<S, K> {
 pub(super) fn find_table<'a>(states: &'a [TableState], table: &TableRef) -> Option<&'a TableState> {
     states
         .iter()
-        .find(|t| !t.table_id.is_empty() && t.table_id == table.id)
+        .find(|t| !t.table_id.is_unknown() && t.table_id == table.id)
         .or_else(|| {
             states
                 .iter()
-                .find(|t| t.table_id.is_empty() && t.table_name == table.name)
+                .find(|t| t.table_id.is_unknown() && t.table_name == table.name)
         })
 }

@@ -9,6 +9,7 @@ use crate::config::JobConfig;
 use crate::connector::{Source, Tables};
 use crate::enumerator::{AfterCheckpoint, CheckpointCapture};
 use crate::error::{ControlError, EngineError};
+use crate::identity::TableKey;
 use crate::replication::{ReplicaMetrics, Replication};
 use crate::status::CheckpointRecord;
 use std::sync::Arc;
@@ -116,7 +117,7 @@ impl Checkpoints {
 
 impl<T: Tables> Coordinator<T> {
     /// Every chain's capture, by chain key.
-    pub(super) fn capture(&self) -> Vec<(u64, CheckpointCapture)> {
+    pub(super) fn capture(&self) -> Vec<(TableKey, CheckpointCapture)> {
         self.chains
             .iter()
             .map(|c| (c.key, c.enumerator.capture()))
@@ -125,7 +126,7 @@ impl<T: Tables> Coordinator<T> {
 
     fn state(
         &self,
-        captures: &[(u64, CheckpointCapture)],
+        captures: &[(TableKey, CheckpointCapture)],
         kind: SnapshotKind,
         id: u64,
     ) -> JobState {
@@ -206,7 +207,7 @@ impl<T: Tables> Coordinator<T> {
                 chain.source.window_committed(chain.cursor.as_ref());
                 tracing::info!(
                     table = %chain.table.name,
-                    end,
+                    %end,
                     snapshot = was_snapshot,
                     took_ms = took,
                     checkpoint = id,
@@ -276,7 +277,7 @@ impl<T: Tables> Coordinator<T> {
         size_bytes: u64,
         savepoint: bool,
     ) -> u64 {
-        let completed_at_ms = crate::checkpoint::state_now_ms();
+        let completed_at_ms = crate::time::now_ms();
         self.publisher.checkpoint(CheckpointRecord {
             id,
             path,

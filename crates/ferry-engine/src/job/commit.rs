@@ -19,7 +19,7 @@ use tokio::sync::OwnedRwLockWriteGuard;
 
 /// How far a table's state is: its open window's end, else its last
 /// completed one's.
-fn table_end(t: &TableState) -> Option<u64> {
+fn table_end(t: &TableState) -> Option<crate::time::SourceTime> {
     t.window.map(|w| w.end_timestamp).or(t.last_end_timestamp)
 }
 
@@ -54,7 +54,7 @@ impl<T: Tables> Coordinator<T> {
     /// committed or not; the job restarts and asks it which.
     pub(super) async fn commit_sinks(
         &mut self,
-        captures: &[(u64, CheckpointCapture)],
+        captures: &[(crate::identity::TableKey, CheckpointCapture)],
     ) -> Result<(), EngineError> {
         let commits: Vec<(usize, TableState)> = self
             .chains
@@ -119,7 +119,7 @@ impl<T: Tables> Coordinator<T> {
         let mut tables = state.table_states();
         let same = |t: &TableState| {
             t.table_id == resumed.table_id
-                || (t.table_id.is_empty() && t.table_name == resumed.table_name)
+                || (t.table_id.is_unknown() && t.table_name == resumed.table_name)
         };
         match tables.iter_mut().find(|t| same(t)) {
             Some(t) => *t = resumed,

@@ -14,6 +14,8 @@ use super::*;
 use crate::checkpoint::{MemoryStateStore, SplitState, TableState, WindowState};
 use crate::connector::{ReadBatch, SinkWriter, SplitReader, WriteStats};
 use crate::error::EngineError;
+use crate::identity::SplitId;
+use crate::time::{SourceClock, SourceTime};
 use std::collections::{BTreeMap, BTreeSet};
 use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -33,19 +35,19 @@ const STALL: u32 = 30;
 
 /// The numbers of batch `batch` of split `split` of the window ending at
 /// `end`: unique across the table, since window ends are.
-fn batch_numbers(end: u64, split: u8, batch: u32) -> std::ops::Range<u32> {
-    let end = u32::try_from(end).expect("a small clock");
+fn batch_numbers(end: SourceTime, split: u8, batch: u32) -> std::ops::Range<u32> {
+    let end = u32::try_from(end.raw()).expect("a small clock");
     let first = end * 1_000 + u32::from(split) * 200 + batch * PER_BATCH;
     first..first + PER_BATCH
 }
 
 /// Every number of the window ending at `end`.
-fn window_numbers(end: u64) -> impl Iterator<Item = u32> {
+fn window_numbers(end: SourceTime) -> impl Iterator<Item = u32> {
     (0..SPLITS).flat_map(move |s| (0..BATCHES).flat_map(move |b| batch_numbers(end, s, b)))
 }
 
-fn split_id(end: u64, split: u8) -> String {
-    format!("{end}-{split}")
+fn split_id(end: SourceTime, split: u8) -> SplitId {
+    SplitId::new(format!("{end}-{split}"))
 }
 
 /// The batch a resume key names.
@@ -58,7 +60,7 @@ fn batch_of(key: &[u8]) -> Option<u32> {
 /// completed can be walked back from its `last_end`.
 struct Table {
     clock: AtomicU64,
-    windows: Mutex<BTreeMap<u64, Option<u64>>>,
+    windows: Mutex<BTreeMap<SourceTime, Option<SourceTime>>>,
 }
 
 impl Table {
@@ -70,7 +72,7 @@ impl Table {
     }
 
     /// The ends of the windows `state` completed, newest first.
-    fn completed(&self, state: &TableState) -> Result<Vec<u64>, String> {
+    fn completed(&self, state: &TableState) -> Result<Vec<SourceTime>, String> {
         let windows = self.windows.lock().expect("lock");
         let mut ends = Vec::new();
         let mut end = state.last_end_timestamp;
@@ -129,8 +131,13 @@ impl Source for NumberSource {
     type Batch = Numbers;
     type Reader = NumberReader;
 
-    async fn now(&self) -> Result<u64, EngineError> {
-        Ok(self.table.clock.fetch_add(10, Ordering::SeqCst) + 10)
+    const NAME: &'static str = "TestSource";
+
+    const CLOCK: SourceClock = SourceClock::EPOCH_MILLIS;
+
+    async fn now(&self) -> Result<SourceTime, EngineError> {
+        let now = self.table.clock.fetch_add(10, Ordering::SeqCst) + 10;
+        Ok(SourceTime::from_raw(now))
     }
 
     async fn plan(&self, window: WindowState) -> Result<Vec<SplitState>, EngineError> {
@@ -141,7 +148,7 @@ impl Source for NumberSource {
             .insert(window.end_timestamp, window.start_timestamp);
         Ok((0..SPLITS)
             .map(|split| {
-                let mut descriptor = window.end_timestamp.to_be_bytes().to_vec();
+                let mut descriptor = window.end_timestamp.raw().to_be_bytes().to_vec();
                 descriptor.push(split);
                 descriptor.push(u8::from(!window.is_snapshot()));
                 SplitState {
@@ -155,7 +162,7 @@ impl Source for NumberSource {
 
     async fn open(&self, split: &SplitState) -> Result<NumberReader, EngineError> {
         let d = &split.descriptor;
-        let end = u64::from_be_bytes(d[..8].try_into().expect("descriptor"));
+        let end = SourceTime::from_raw(u64::from_be_bytes(d[..8].try_into().expect("descriptor")));
         let (index, diff) = (d[8], d[9] == 1);
         // Continue after the batch the resume key names.
         let next = split
@@ -172,7 +179,7 @@ impl Source for NumberSource {
 }
 
 struct NumberReader {
-    end: u64,
+    end: SourceTime,
     split: u8,
     next: u32,
     stall: Option<u32>,

@@ -30,6 +30,7 @@ use crate::connector::{Sink, Source, Tables};
 use crate::error::{ControlError, EngineError};
 use crate::pipeline::{Assignment, CommitGate, PipelineEvent};
 use crate::status::JobStatus;
+use crate::time::SourceTime;
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::{sleep_until, Instant};
@@ -99,8 +100,8 @@ impl<T: Tables> Coordinator<T> {
             );
             state.last_end_timestamp = Some(t);
             tracing::info!(
-                last_end = t,
-                "starting with a diff window from the given hybrid time (no snapshot)"
+                last_end = %t,
+                "starting with a diff window from the given source time (no snapshot)"
             );
             state
         });
@@ -108,7 +109,7 @@ impl<T: Tables> Coordinator<T> {
         let initial = restore.or(started_at);
         let publisher = Publisher::new();
         if let Some(end) = initial.as_ref().and_then(|s| s.last_end_timestamp) {
-            publisher.metrics.set_last_end(end);
+            publisher.metrics.set_last_end(Src::<T>::CLOCK, end);
         }
         Coordinator {
             discovery: Discovery::new(tables, initial.as_ref(), from_restore_point, &config),
@@ -180,13 +181,13 @@ impl<T: Tables> Coordinator<T> {
         }
         let metrics = &self.publisher.metrics;
         metrics.set_split_counts(sum);
-        let ends: Option<Vec<u64>> = self
+        let ends: Option<Vec<SourceTime>> = self
             .chains
             .iter()
             .map(|c| c.enumerator.last_end())
             .collect();
         if let Some(end) = ends.and_then(|e| e.into_iter().min()) {
-            metrics.set_last_end(end);
+            metrics.set_last_end(Src::<T>::CLOCK, end);
         }
     }
 
@@ -447,7 +448,7 @@ impl<T: Tables> Coordinator<T> {
             table = %chain.table.name,
             snapshot = window.is_snapshot(),
             start = ?window.start_timestamp,
-            end = window.end_timestamp,
+            end = %window.end_timestamp,
             splits = splits.len(),
             unchanged_skipped = skipped,
             "window opened"
@@ -493,7 +494,7 @@ impl<T: Tables> Coordinator<T> {
     }
 
     /// The chain with key `key`, if it is still there.
-    fn chain_index(&self, key: u64) -> Option<usize> {
+    fn chain_index(&self, key: crate::identity::TableKey) -> Option<usize> {
         self.chains.iter().position(|c| c.key == key)
     }
 
@@ -531,7 +532,7 @@ impl<T: Tables> Coordinator<T> {
                 table,
                 split_id,
             } => {
-                tracing::debug!(%split_id, table, "split stopped for a savepoint");
+                tracing::debug!(%split_id, %table, "split stopped for a savepoint");
                 idle.push(worker);
             }
             PipelineEvent::Failed {

@@ -11,6 +11,7 @@ use crate::checkpoint::{JobState, TableState};
 use crate::config::JobConfig;
 use crate::connector::{Sink, TableRef, Tables};
 use crate::error::EngineError;
+use crate::identity::TableKey;
 use std::sync::Arc;
 use tokio::time::Instant;
 
@@ -25,7 +26,7 @@ pub(super) struct Discovery<T> {
     first: Option<FirstDiscovery>,
     /// When the next discovery is due.
     pub(super) next_at: Instant,
-    next_key: u64,
+    next_key: TableKey,
 }
 
 struct FirstDiscovery {
@@ -48,7 +49,7 @@ impl<T> Discovery<T> {
                 from_restore_point,
             }),
             next_at: Instant::now() + config.table_discovery_interval,
-            next_key: 0,
+            next_key: TableKey::FIRST,
         }
     }
 
@@ -62,9 +63,9 @@ impl<T> Discovery<T> {
         self.next_at = Instant::now() + config.table_discovery_interval;
     }
 
-    fn next_key(&mut self) -> u64 {
+    fn next_key(&mut self) -> TableKey {
         let key = self.next_key;
-        self.next_key += 1;
+        self.next_key = key.next();
         key
     }
 }
@@ -98,7 +99,7 @@ impl<T: Tables> Coordinator<T> {
         let known: Vec<TableRef> = first
             .initial
             .iter()
-            .filter(|t| !t.table_id.is_empty())
+            .filter(|t| !t.table_id.is_unknown())
             .map(|t| TableRef {
                 id: t.table_id.clone(),
                 name: t.table_name.clone(),

@@ -103,7 +103,9 @@ use crate::connector::{SingleTable, Sink, Source, TableRef};
 #[cfg(doc)]
 use crate::enumerator::Enumerator;
 use crate::error::{RestoreError, StartError};
+use crate::identity::TableId;
 use crate::lease::Fence;
+use crate::time::SourceTime;
 
 /// What a job needs besides its configuration and connectors.
 #[derive(Debug, Clone)]
@@ -118,11 +120,11 @@ pub struct JobOptions {
     /// The lease fence checked before every checkpoint and sink write
     /// ([`Fence::none`] without high availability).
     pub fence: Fence,
-    /// Start "diff from hybrid time T": the chain starts as if a window
+    /// Start "diff from source time T": the chain starts as if a window
     /// had ended at T (no snapshot), for a sink known to equal the source
     /// as of T — the reverse job after a verified cutover. Not with a
     /// restore point.
-    pub start_at: Option<u64>,
+    pub start_at: Option<SourceTime>,
 }
 
 impl JobOptions {
@@ -137,9 +139,9 @@ impl JobOptions {
         }
     }
 
-    /// Starting with a diff window from source hybrid time `t` instead of
-    /// a snapshot (see [`JobOptions::start_at`](Self#structfield.start_at)).
-    pub fn start_at(mut self, t: Option<u64>) -> Self {
+    /// Starting with a diff window from source time `t` instead of a
+    /// snapshot (see [`JobOptions::start_at`](Self#structfield.start_at)).
+    pub fn start_at(mut self, t: Option<SourceTime>) -> Self {
         self.start_at = t;
         self
     }
@@ -234,7 +236,7 @@ impl Job {
         // No id: such a job's states are matched by name, like an older
         // build's (its connectors may know no table ids).
         let table = TableRef {
-            id: String::new(),
+            id: TableId::unknown(),
             name: config.table_name.clone(),
         };
         Self::start_tables(
@@ -307,11 +309,11 @@ mod restore_tests {
             vec![],
             vec![],
         );
-        state.last_end_timestamp = Some(10);
+        state.last_end_timestamp = Some(SourceTime::from_raw(10));
         if with_split {
             state.window = Some(WindowState {
-                start_timestamp: Some(10),
-                end_timestamp: 20,
+                start_timestamp: Some(SourceTime::from_raw(10)),
+                end_timestamp: SourceTime::from_raw(20),
             });
             state.pending = vec![SplitState {
                 split_id: "s".into(),
@@ -339,7 +341,7 @@ mod restore_tests {
     #[test]
     fn a_state_between_windows_seeds_a_renamed_table() {
         let state = point("old", false).check(&config("new")).expect("accepted");
-        assert_eq!(state.last_end_timestamp, Some(10));
+        assert_eq!(state.last_end_timestamp, Some(SourceTime::from_raw(10)));
         let state = point("t", true).check(&config("t")).expect("same table");
         assert_eq!(state.pending.len(), 1);
     }

@@ -376,11 +376,12 @@ impl Phase {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::time::SourceTime;
 
     fn window(start: Option<u64>, end: u64) -> WindowState {
         WindowState {
-            start_timestamp: start,
-            end_timestamp: end,
+            start_timestamp: start.map(SourceTime::from_raw),
+            end_timestamp: SourceTime::from_raw(end),
         }
     }
 

@@ -13,6 +13,7 @@ use crate::enumerator::Enumerator;
 use crate::error::EngineError;
 use crate::lease::Fence;
 use crate::sink_position::{choose, state_end, Resume, SinkPosition};
+use crate::time::{SinkTime, SourceTime};
 
 impl<S: Source, K: Sink<S::Batch>> Chain<S, K> {
     /// Records the durable open window as the sink position, before any
@@ -39,7 +40,7 @@ impl<S: Source, K: Sink<S::Batch>> Chain<S, K> {
             last_end_sink_time: self.sink_time_for(durable, last_end).await?,
         };
         self.sink.record_position(&position).await?;
-        tracing::debug!(table = %self.table.name, start = ?window.start_timestamp, end = window.end_timestamp, "sink position recorded");
+        tracing::debug!(table = %self.table.name, start = ?window.start_timestamp, end = %window.end_timestamp, "sink position recorded");
         self.phase = Phase::HandingOut(durable.position_recorded());
         Ok(())
     }
@@ -52,8 +53,8 @@ impl<S: Source, K: Sink<S::Batch>> Chain<S, K> {
     async fn sink_time_for(
         &mut self,
         durable: Durable,
-        last_end: Option<u64>,
-    ) -> Result<Option<u64>, EngineError> {
+        last_end: Option<SourceTime>,
+    ) -> Result<Option<SinkTime>, EngineError> {
         let Some(last_end) = last_end else {
             return Ok(None);
         };
@@ -120,7 +121,7 @@ impl<S: Source, K: Sink<S::Batch>> Chain<S, K> {
                     state_end = ?state_end(&state),
                     last_end = ?position.last_end,
                     window_start = ?window.start_timestamp,
-                    window_end = window.end_timestamp,
+                    window_end = %window.end_timestamp,
                     written_by = %position.job_id,
                     splits = splits.len(),
                     "the sink is further than the restored state: continuing from the sink position (its window again, re-planned)"

@@ -8,6 +8,7 @@ use crate::checkpoint::{MemoryStateStore, SnapshotKind, SplitState, WindowState}
 use crate::connector::{ReadBatch, SinkWriter, SplitReader, WriteStats};
 use crate::error::EngineError;
 use crate::sink_position::SinkPosition;
+use crate::time::{SinkTime, SourceClock, SourceTime};
 use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -23,15 +24,21 @@ impl Source for WindowSource {
     type Batch = Numbers;
     type Reader = WindowReader;
 
-    async fn now(&self) -> Result<u64, EngineError> {
-        Ok(self.clock.fetch_add(10, Ordering::SeqCst) + 10)
+    const NAME: &'static str = "TestSource";
+
+    const CLOCK: SourceClock = SourceClock::EPOCH_MILLIS;
+
+    async fn now(&self) -> Result<SourceTime, EngineError> {
+        Ok(SourceTime::from_raw(
+            self.clock.fetch_add(10, Ordering::SeqCst) + 10,
+        ))
     }
 
     async fn plan(&self, window: WindowState) -> Result<Vec<SplitState>, EngineError> {
         Ok((0..2u8)
             .map(|i| SplitState {
-                split_id: format!("{}-{i}", window.end_timestamp),
-                descriptor: window.end_timestamp.to_be_bytes().to_vec(),
+                split_id: format!("{}-{i}", window.end_timestamp).into(),
+                descriptor: window.end_timestamp.raw().to_be_bytes().to_vec(),
                 resume_key: None,
             })
             .collect())
@@ -162,8 +169,9 @@ impl Sink<Numbers> for PositionSink {
         Ok(self.position.lock().expect("lock").clone())
     }
 
-    async fn sink_time(&self) -> Result<Option<u64>, EngineError> {
-        Ok(Some(1_000 + self.clock.fetch_add(1, Ordering::SeqCst)))
+    async fn sink_time(&self) -> Result<Option<SinkTime>, EngineError> {
+        let now = 1_000 + self.clock.fetch_add(1, Ordering::SeqCst);
+        Ok(Some(SinkTime::from_raw(now)))
     }
 }
 
@@ -177,7 +185,7 @@ impl SinkWriter<Numbers> for LogWriter {
             .lock()
             .expect("lock")
             .as_ref()
-            .is_some_and(|p| p.window.end_timestamp >= end);
+            .is_some_and(|p| p.window.end_timestamp.raw() >= end);
         if !covered {
             self.0.early.fetch_add(1, Ordering::SeqCst);
         }
@@ -191,11 +199,8 @@ fn position(last_end: Option<u64>, end: u64) -> SinkPosition {
         source_table: "t".into(),
         job_id: "other".into(),
         generation: 0,
-        last_end,
-        window: WindowState {
-            start_timestamp: last_end,
-            end_timestamp: end,
-        },
+        last_end: last_end.map(SourceTime::from_raw),
+        window: window(last_end, end),
         last_end_sink_time: None,
     }
 }
@@ -209,12 +214,9 @@ fn restore_point(last_end: Option<u64>, window: Option<(u64, u64)>) -> RestorePo
         vec![],
         vec![],
     );
-    state.last_end_timestamp = last_end;
+    state.last_end_timestamp = last_end.map(SourceTime::from_raw);
     if let Some((start, end)) = window {
-        state.window = Some(WindowState {
-            start_timestamp: Some(start),
-            end_timestamp: end,
-        });
+        state.window = Some(self::window(Some(start), end));
         state.pending = vec![SplitState {
             split_id: "restored".into(),
             descriptor: end.to_be_bytes().to_vec(),
@@ -268,8 +270,8 @@ async fn run(sink: &PositionSink, restore: Option<RestorePoint>, rows: usize) {
 
 fn window(start: Option<u64>, end: u64) -> WindowState {
     WindowState {
-        start_timestamp: start,
-        end_timestamp: end,
+        start_timestamp: start.map(SourceTime::from_raw),
+        end_timestamp: SourceTime::from_raw(end),
     }
 }
 
@@ -399,7 +401,12 @@ fn sink_times(sink: &PositionSink) -> Vec<(Option<u64>, Option<u64>)> {
         .lock()
         .expect("lock")
         .iter()
-        .map(|p| (p.last_end, p.last_end_sink_time))
+        .map(|p| {
+            (
+                p.last_end.map(SourceTime::raw),
+                p.last_end_sink_time.map(SinkTime::raw),
+            )
+        })
         .collect()
 }
 
@@ -422,7 +429,7 @@ async fn each_opened_window_records_a_sink_time_taken_before_its_rows() {
 async fn a_resumed_window_keeps_the_sink_time_of_its_opening() {
     // Continued from the sink position: its sink time, not a new one.
     let mut p = position(Some(50), 60);
-    p.last_end_sink_time = Some(777);
+    p.last_end_sink_time = Some(SinkTime::from_raw(777));
     let sink = PositionSink::with(p.clone());
     run(&sink, Some(restore_point(Some(0), Some((0, 10)))), 4).await;
     let times = sink_times(&sink);
@@ -461,7 +468,7 @@ async fn a_start_from_a_hybrid_time_diffs_from_it_without_a_snapshot() {
         source,
         sink.clone(),
         store,
-        JobOptions::new(2).start_at(Some(50)),
+        JobOptions::new(2).start_at(Some(SourceTime::from_raw(50))),
     )
     .await
     .expect("starts");
@@ -496,7 +503,7 @@ async fn a_start_from_a_hybrid_time_diffs_from_it_without_a_snapshot() {
         },
         PositionSink::default(),
         store,
-        JobOptions::new(1).start_at(Some(50)),
+        JobOptions::new(1).start_at(Some(SourceTime::from_raw(50))),
     )
     .await
     .expect_err("both");

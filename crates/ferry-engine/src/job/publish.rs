@@ -4,6 +4,7 @@
 //! borrow, adding the live counters the pipelines update (atomics in
 //! [`JobMetrics`] and each [`TableMetrics`]) at read time.
 
+use crate::identity::{TableId, TableKey};
 use crate::metrics::{JobMetrics, TableMetrics};
 use crate::status::{CheckpointRecord, ExceptionRecord, JobStatus, TableSnapshot};
 use std::collections::VecDeque;
@@ -21,8 +22,8 @@ const HISTORY_LEN: usize = 100;
 #[derive(Debug, Clone)]
 pub(super) struct ShownTable {
     /// The chain's key in the coordinator.
-    pub(super) key: u64,
-    pub(super) table_id: String,
+    pub(super) key: TableKey,
+    pub(super) table_id: TableId,
     pub(super) table_name: String,
     pub(super) sink_table: String,
     pub(super) paused: Option<String>,
@@ -149,7 +150,7 @@ impl Publisher {
     }
 
     /// The table of chain `key` is no longer replicated.
-    pub(super) fn table_gone(&self, key: u64) {
+    pub(super) fn table_gone(&self, key: TableKey) {
         self.board.send_if_modified(|b| {
             let before = b.tables.len();
             b.tables.retain(|t| t.key != key);

@@ -155,7 +155,7 @@ impl<T: Tables> Coordinator<T> {
 
     fn record_exception(&self, error: &EngineError, restarted: bool) {
         self.publisher.exception(ExceptionRecord {
-            timestamp_ms: crate::checkpoint::state_now_ms(),
+            timestamp_ms: crate::time::now_ms(),
             exception_name: error.kind_name().to_string(),
             message: crate::error::display_chain(error),
             restarted,

@@ -79,7 +79,7 @@ impl Mode {
     }
 
     /// Whether a window may open, given the last completed window's end.
-    pub(super) fn may_open_window(&self, last_end: Option<u64>) -> bool {
+    pub(super) fn may_open_window(&self, last_end: Option<crate::time::SourceTime>) -> bool {
         match self {
             Mode::Running => true,
             // Drain means "stop between windows", and there is no
@@ -273,6 +273,7 @@ impl<T: Tables> Coordinator<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::time::SourceTime;
     use tokio::sync::oneshot;
 
     fn stop(mode: &mut Mode, drain: bool) -> oneshot::Receiver<Result<String, ControlError>> {
@@ -307,7 +308,10 @@ mod tests {
             );
             assert!(matches!(mode.refusal(), Some(ControlError::Restarting)));
             assert_eq!(mode.resume_at(), Some(resume_at));
-            assert!(!mode.may_open_window(None) && !mode.may_open_window(Some(10)));
+            assert!(
+                !mode.may_open_window(None)
+                    && !mode.may_open_window(Some(SourceTime::from_raw(10)))
+            );
             assert!(!mode.takes_checkpoints() && !mode.discovers_tables());
             // A stop asked meanwhile is refused and leaves the restart be.
             let mut again = stop(&mut mode, drain);
@@ -319,7 +323,9 @@ mod tests {
             mode.resumed();
             assert_eq!(mode.status(), JobStatus::Running);
             assert!(mode.resume_at().is_none() && mode.refusal().is_none());
-            assert!(mode.may_open_window(Some(10)) && mode.takes_checkpoints());
+            assert!(
+                mode.may_open_window(Some(SourceTime::from_raw(10))) && mode.takes_checkpoints()
+            );
         }
     }
 
@@ -329,7 +335,7 @@ mod tests {
         let mut answer = stop(&mut mode, true);
         assert!(mode.is_draining() && mode.discovers_tables());
         assert!(mode.may_open_window(None), "the snapshot first");
-        assert!(!mode.may_open_window(Some(10)));
+        assert!(!mode.may_open_window(Some(SourceTime::from_raw(10))));
         mode.drained(&Workers::<(), ()>::none());
         assert!(mode.is_stopping() && !mode.discovers_tables());
         assert!(!mode.may_open_window(None));

@@ -35,7 +35,7 @@ impl Catalog {
         if let Ok(mut t) = c.tables.lock() {
             for n in names {
                 t.push(TableRef {
-                    id: format!("id-{n}"),
+                    id: format!("id-{n}").into(),
                     name: (*n).to_owned(),
                 });
             }
@@ -71,7 +71,7 @@ impl Tables for FakeTables {
                 catalog: self.0.clone(),
             },
             FakeSink {
-                id: table.id.clone(),
+                id: table.id.as_str().to_owned(),
                 catalog: self.0.clone(),
             },
         ))
@@ -88,13 +88,19 @@ impl Source for FakeSource {
     type Batch = Numbers;
     type Reader = FakeReader;
 
-    async fn now(&self) -> Result<u64, EngineError> {
-        Ok(self.clock.fetch_add(10, Ordering::SeqCst) + 10)
+    const NAME: &'static str = "TestSource";
+
+    const CLOCK: crate::time::SourceClock = crate::time::SourceClock::EPOCH_MILLIS;
+
+    async fn now(&self) -> Result<crate::time::SourceTime, EngineError> {
+        Ok(crate::time::SourceTime::from_raw(
+            self.clock.fetch_add(10, Ordering::SeqCst) + 10,
+        ))
     }
 
     async fn plan(&self, window: WindowState) -> Result<Vec<SplitState>, EngineError> {
         Ok(vec![SplitState {
-            split_id: format!("s-{}", window.end_timestamp),
+            split_id: format!("s-{}", window.end_timestamp).into(),
             descriptor: vec![1],
             resume_key: None,
         }])
@@ -311,7 +317,7 @@ async fn discovery_adds_new_tables_follows_renames_and_retires_dropped_ones() {
         .into_iter()
         .find(|t| t.table_name == "a2")
         .expect("a2");
-    assert_eq!(a2.table_id, "id-a", "followed by id");
+    assert_eq!(a2.table_id, "id-a".into(), "followed by id");
     let checkpoint = job.checkpoint().await.expect("checkpoint");
     let state = store(&memory, &config)
         .latest_complete(&job.job_id())
@@ -388,7 +394,7 @@ async fn a_table_dropped_and_created_again_under_its_name_is_refused_on_restore(
         vec![],
     );
     state.set_tables(vec![TableState {
-        last_end_timestamp: Some(50),
+        last_end_timestamp: Some(crate::time::SourceTime::from_raw(50)),
         ..TableState::new("id-a", "a")
     }]);
     let point = RestorePoint {

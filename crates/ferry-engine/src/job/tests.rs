@@ -36,8 +36,14 @@ impl Source for GatedSource {
     type Batch = Numbers;
     type Reader = GatedReader;
 
-    async fn now(&self) -> Result<u64, EngineError> {
-        Ok(self.clock.fetch_add(10, Ordering::SeqCst) + 10)
+    const NAME: &'static str = "TestSource";
+
+    const CLOCK: crate::time::SourceClock = crate::time::SourceClock::EPOCH_MILLIS;
+
+    async fn now(&self) -> Result<crate::time::SourceTime, EngineError> {
+        Ok(crate::time::SourceTime::from_raw(
+            self.clock.fetch_add(10, Ordering::SeqCst) + 10,
+        ))
     }
 
     async fn plan(&self, window: WindowState) -> Result<Vec<SplitState>, EngineError> {
@@ -56,7 +62,7 @@ impl Source for GatedSource {
 fn two_splits(window: WindowState) -> Vec<SplitState> {
     (0..2u8)
         .map(|i| SplitState {
-            split_id: format!("{}-{i}", window.end_timestamp),
+            split_id: format!("{}-{i}", window.end_timestamp).into(),
             descriptor: vec![i],
             resume_key: None,
         })
@@ -276,8 +282,14 @@ impl Source for BoundedSource {
     type Batch = Numbers;
     type Reader = GatedReader;
 
-    async fn now(&self) -> Result<u64, EngineError> {
-        Ok(self.clock.fetch_add(10, Ordering::SeqCst) + 10)
+    const NAME: &'static str = "TestSource";
+
+    const CLOCK: crate::time::SourceClock = crate::time::SourceClock::EPOCH_MILLIS;
+
+    async fn now(&self) -> Result<crate::time::SourceTime, EngineError> {
+        Ok(crate::time::SourceTime::from_raw(
+            self.clock.fetch_add(10, Ordering::SeqCst) + 10,
+        ))
     }
 
     async fn plan(&self, window: WindowState) -> Result<Vec<SplitState>, EngineError> {
@@ -353,4 +365,112 @@ async fn a_job_whose_source_is_exhausted_finishes_with_a_final_checkpoint() {
         ],
         "each window's cursor, once it is in a completed checkpoint"
     );
+}
+
+/// A source whose clock is epoch microseconds, with splits held at a gate
+/// like [`GatedSource`]'s: its window ends reach the metrics as wall-clock
+/// milliseconds only if they are read through its own clock.
+struct MicrosSource {
+    gate: watch::Receiver<bool>,
+}
+
+impl Source for MicrosSource {
+    type Batch = Numbers;
+    type Reader = GatedReader;
+
+    const NAME: &'static str = "MicrosSource";
+
+    const CLOCK: crate::time::SourceClock =
+        crate::time::SourceClock::new("epoch microseconds", |t| t.raw() / 1_000);
+
+    async fn now(&self) -> Result<crate::time::SourceTime, EngineError> {
+        let micros = crate::time::now_ms() * 1_000 + 7;
+        Ok(crate::time::SourceTime::from_raw(micros))
+    }
+
+    async fn plan(&self, window: WindowState) -> Result<Vec<SplitState>, EngineError> {
+        Ok(two_splits(window))
+    }
+
+    async fn open(&self, _split: &SplitState) -> Result<GatedReader, EngineError> {
+        Ok(GatedReader {
+            gate: self.gate.clone(),
+            done: false,
+        })
+    }
+}
+
+#[tokio::test]
+async fn window_ends_reach_the_metrics_through_the_sources_clock() {
+    let config = config_with(&[]);
+    let memory = Arc::new(MemoryStateStore::new());
+    let store = || {
+        CheckpointStore::new(
+            memory.clone(),
+            &config.checkpoints_directory,
+            NonZeroUsize::MIN,
+        )
+    };
+    let before = crate::time::now_ms();
+    let source = MicrosSource {
+        gate: watch::channel(true).1,
+    };
+    let job = Job::start(
+        &config,
+        None,
+        source,
+        CountingSink::default(),
+        store(),
+        JobOptions::new(2),
+    )
+    .await
+    .expect("starts");
+    for _ in 0..500 {
+        if job.metrics().snapshot().last_end_timestamp_ms > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let after = crate::time::now_ms();
+    let job_end = job.metrics().snapshot().last_end_timestamp_ms;
+    let table_end = job.snapshot().tables[0].last_end_timestamp_ms;
+    job.cancel().await;
+    assert!(
+        (before..=after).contains(&job_end),
+        "lastEndTimestamp {job_end} is wall-clock ms between {before} and {after}"
+    );
+    assert!(
+        (before..=after).contains(&table_end),
+        "the table's last end {table_end} is wall-clock ms between {before} and {after}"
+    );
+
+    // A job restored from a state shows its last end at once (its window
+    // held at the gate), read on the source's clock too.
+    let mut state = JobState::new(
+        JobId::random(),
+        crate::checkpoint::SnapshotKind::Savepoint,
+        1,
+        "t",
+        vec![],
+        vec![],
+    );
+    state.last_end_timestamp = Some(crate::time::SourceTime::from_raw(1_700_000_000_123_456));
+    let restore = RestorePoint {
+        location: "/mem/sp/savepoint-micros".into(),
+        state,
+    };
+    let (_gate, closed) = watch::channel(false);
+    let job = Job::start(
+        &config,
+        Some(restore),
+        MicrosSource { gate: closed },
+        CountingSink::default(),
+        store(),
+        JobOptions::new(2),
+    )
+    .await
+    .expect("starts");
+    let restored_end = job.metrics().snapshot().last_end_timestamp_ms;
+    job.cancel().await;
+    assert_eq!(restored_end, 1_700_000_000_123);
 }

@@ -18,6 +18,7 @@ use crate::checkpoint::{
     decode_metadata, is_savepoint_dir_name, parse_checkpoint_dir_name, JobId, JobState,
     SnapshotKind, StateKey, StateStore, StorageLocation, StoreError, METADATA_FILE,
 };
+use crate::time::SourceTime;
 
 /// A usable state.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,8 +31,8 @@ pub struct FoundState {
 
 impl FoundState {
     /// The end of the newest window the state covers: the open window's
-    /// end, else the last completed one's (Kudu hybrid time).
-    pub fn window_end(&self) -> Option<u64> {
+    /// end, else the last completed one's (on the source's clock).
+    pub fn window_end(&self) -> Option<SourceTime> {
         self.state
             .window
             .map(|w| w.end_timestamp)
@@ -40,7 +41,7 @@ impl FoundState {
 
     /// Ordering: last completed window end, then the open window's end,
     /// then (same windows) the later checkpoint number and creation time.
-    fn order_key(&self) -> (Option<u64>, Option<u64>, u64, u64) {
+    fn order_key(&self) -> (Option<SourceTime>, Option<SourceTime>, u64, u64) {
         let s = &self.state;
         (
             s.last_end_timestamp,
@@ -284,10 +285,11 @@ mod tests {
 
     fn state(kind: SnapshotKind, id: u64, last_end: u64, window_end: Option<u64>) -> JobState {
         let mut s = JobState::new(JOB.parse().expect("id"), kind, id, "t", vec![], vec![]);
-        s.last_end_timestamp = Some(last_end);
+        let t = crate::time::SourceTime::from_raw;
+        s.last_end_timestamp = Some(t(last_end));
         s.window = window_end.map(|end| WindowState {
-            start_timestamp: Some(last_end),
-            end_timestamp: end,
+            start_timestamp: Some(t(last_end)),
+            end_timestamp: t(end),
         });
         s
     }
@@ -347,7 +349,7 @@ mod tests {
         );
         assert_eq!(
             search.newest.as_ref().and_then(FoundState::window_end),
-            Some(500)
+            Some(SourceTime::from_raw(500))
         );
         assert!(search.skipped.is_empty());
         // A second search reuses what the first verified.

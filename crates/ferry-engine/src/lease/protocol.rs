@@ -185,7 +185,7 @@ impl Lease {
             seq,
             generation,
             owner: self.owner.clone(),
-            at_ms: crate::checkpoint::state_now_ms(),
+            at_ms: crate::time::now_ms(),
         };
         let bytes = serde_json::to_vec(&record).map_err(|e| LeaseError::Damaged {
             path: self.path(&key),

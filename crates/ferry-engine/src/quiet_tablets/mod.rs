@@ -145,7 +145,8 @@ impl QuietTablets {
         table: &KuduTable,
         window: WindowState,
     ) -> Selection {
-        let Some(start) = window.start_timestamp else {
+        // Readings are kept in the Kudu source's own clock: hybrid times.
+        let Some(start) = window.start_timestamp.map(|t| t.raw()) else {
             return Selection::default();
         };
         if self.max_skips == 0 {
@@ -163,7 +164,7 @@ impl QuietTablets {
             }
         };
         let work = self.plan_work(&tablets, &servers, start);
-        let end = HybridTime::from_raw(window.end_timestamp);
+        let end = HybridTime::from_raw(window.end_timestamp.raw());
         let outcomes =
             futures::future::join_all(work.iter().map(|w| self.read_server(client, table, w, end)))
                 .await;

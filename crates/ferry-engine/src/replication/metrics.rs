@@ -6,7 +6,7 @@ use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
-use crate::checkpoint::state_now_ms;
+use crate::time::now_ms;
 
 /// Live metrics of one replica.
 #[derive(Debug)]
@@ -75,7 +75,7 @@ impl ReplicaMetrics {
 
     /// Reads every metric.
     pub fn snapshot(&self) -> ReplicaSnapshot {
-        self.snapshot_at(state_now_ms())
+        self.snapshot_at(now_ms())
     }
 
     pub(crate) fn snapshot_at(&self, now_ms: u64) -> ReplicaSnapshot {
@@ -106,7 +106,7 @@ impl ReplicaMetrics {
     /// A state that completed on the primary at `completed_at_ms` is now
     /// complete on the replica.
     pub(crate) fn copied(&self, completed_at_ms: u64, dir: String, newest: bool) {
-        let now = state_now_ms();
+        let now = now_ms();
         self.last_lag_ms
             .store(now.saturating_sub(completed_at_ms), Ordering::Relaxed);
         self.last_success_ms.store(now, Ordering::Relaxed);

@@ -155,7 +155,7 @@ async fn a_checkpoint_is_copied_verified_and_measured() {
     let store = Arc::new(Flaky::default());
     let r = start(store.clone(), settings(3, 3));
     let job = JobId::random();
-    let notice = checkpoint(job, 1, crate::checkpoint::state_now_ms());
+    let notice = checkpoint(job, 1, crate::time::now_ms());
     r.notify(&notice);
     let m = r.metrics()[0].clone();
     until("copied", || m.snapshot().states_copied == 1).await;
@@ -184,7 +184,7 @@ async fn an_outage_counts_failures_grows_the_lag_then_catches_up_newest_first() 
     let r = start(store.clone(), settings(2, 2));
     let m = r.metrics()[0].clone();
     let job = JobId::random();
-    let t0 = crate::checkpoint::state_now_ms();
+    let t0 = crate::time::now_ms();
     for id in 1..=5 {
         r.notify(&checkpoint(job, id, t0 + id));
     }
@@ -202,9 +202,9 @@ async fn an_outage_counts_failures_grows_the_lag_then_catches_up_newest_first() 
     // first state the replica missed.
     for id in 6..=9 {
         tokio::time::sleep(Duration::from_millis(50)).await;
-        r.notify(&checkpoint(job, id, crate::checkpoint::state_now_ms()));
+        r.notify(&checkpoint(job, id, crate::time::now_ms()));
     }
-    let now = crate::checkpoint::state_now_ms();
+    let now = crate::time::now_ms();
     r.notify(&savepoint(job, "savepoint-aaaaaa-000000000001", false, now));
     let later = m.snapshot();
     assert!(later.lag_ms >= 200, "lag grows while down: {later:?}");
@@ -241,7 +241,7 @@ async fn retention_runs_on_the_replica() {
     let r = start(store.clone(), settings(2, 2));
     let m = r.metrics()[0].clone();
     let job = JobId::random();
-    let t0 = crate::checkpoint::state_now_ms();
+    let t0 = crate::time::now_ms();
     for id in 1..=4u64 {
         r.notify(&checkpoint(job, id, t0 + id));
         until("copied", || m.snapshot().states_copied == id).await;

@@ -15,6 +15,7 @@
 
 use super::{Call, PositionError, SinkPosition};
 use crate::checkpoint::WindowState;
+use crate::time::{SinkTime, SourceTime};
 use kudu_client::error::StatusCode;
 use kudu_client::scan::{ComparisonOp, Predicate, ReadMode, ReplicaSelection, RowView};
 use kudu_client::write::{FlushMode, Operation, SessionOptions};
@@ -256,23 +257,23 @@ impl PositionTable {
             ("generation", Some(int("generation", p.generation)?)),
             (
                 "last_end",
-                p.last_end.map(|t| int("last_end", t)).transpose()?,
+                p.last_end.map(|t| int("last_end", t.raw())).transpose()?,
             ),
             (
                 "window_start",
                 p.window
                     .start_timestamp
-                    .map(|t| int("window_start", t))
+                    .map(|t| int("window_start", t.raw()))
                     .transpose()?,
             ),
             (
                 "window_end",
-                Some(int("window_end", p.window.end_timestamp)?),
+                Some(int("window_end", p.window.end_timestamp.raw())?),
             ),
             (
                 "last_end_sink_time",
                 p.last_end_sink_time
-                    .map(|t| int("last_end_sink_time", t))
+                    .map(|t| int("last_end_sink_time", t.raw()))
                     .transpose()?,
             ),
         ];
@@ -358,10 +359,10 @@ impl PositionTable {
             true => None,
             false => Some(text("sink_table_id")?),
         };
-        let last_end = opt_int("last_end")?;
+        let last_end = opt_int("last_end")?.map(SourceTime::from_raw);
         let window = WindowState {
-            start_timestamp: opt_int("window_start")?,
-            end_timestamp: int("window_end")?,
+            start_timestamp: opt_int("window_start")?.map(SourceTime::from_raw),
+            end_timestamp: SourceTime::from_raw(int("window_end")?),
         };
         if window.start_timestamp != last_end
             || window
@@ -375,7 +376,7 @@ impl PositionTable {
         }
         // Missing in an older table that only a reader opened.
         let last_end_sink_time = match table.schema().column_by_name("last_end_sink_time") {
-            Some(_) => opt_int("last_end_sink_time")?,
+            Some(_) => opt_int("last_end_sink_time")?.map(SinkTime::from_raw),
             None => None,
         };
         let position = SinkPosition {

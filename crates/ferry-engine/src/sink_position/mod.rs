@@ -23,6 +23,7 @@ pub use error::{Call, PositionError};
 pub use kudu::{PositionTable, DEFAULT_POSITION_TABLE};
 
 use crate::checkpoint::{JobState, WindowState};
+use crate::time::{SinkTime, SourceTime};
 
 /// What the sink position records for one sink table (the sink table
 /// itself is the record's key; the sink adds it).
@@ -35,7 +36,7 @@ pub struct SinkPosition {
     /// The writer's generation (a takeover fence number; 0 without one).
     pub generation: u64,
     /// End of the last completed window (`None` until the snapshot is done).
-    pub last_end: Option<u64>,
+    pub last_end: Option<SourceTime>,
     /// The window whose rows the sink may hold: opened after `last_end`.
     pub window: WindowState,
     /// A hybrid time of the *sink* cluster at which the sink table held
@@ -46,19 +47,19 @@ pub struct SinkPosition {
     /// one. `None` before the snapshot completed, when the window was
     /// resumed by a job that did not know it, or in a record written by an
     /// older ferry.
-    pub last_end_sink_time: Option<u64>,
+    pub last_end_sink_time: Option<SinkTime>,
 }
 
 impl SinkPosition {
     /// How far the position is: its window's end.
-    pub fn end(&self) -> u64 {
+    pub fn end(&self) -> SourceTime {
         self.window.end_timestamp
     }
 }
 
 /// How far a stored state is: the end of its open window, or (between
 /// windows) the end of its last completed one. `None`: nothing done yet.
-pub fn state_end(state: &JobState) -> Option<u64> {
+pub fn state_end(state: &JobState) -> Option<SourceTime> {
     match state.window {
         Some(w) => Some(w.end_timestamp),
         None => state.last_end_timestamp,
@@ -104,6 +105,10 @@ mod tests {
     use super::*;
     use crate::checkpoint::{JobId, SnapshotKind};
 
+    fn t(raw: u64) -> SourceTime {
+        SourceTime::from_raw(raw)
+    }
+
     fn state(last_end: Option<u64>, window: Option<(Option<u64>, u64)>) -> JobState {
         let mut s = JobState::new(
             JobId::random(),
@@ -113,10 +118,10 @@ mod tests {
             vec![],
             vec![],
         );
-        s.last_end_timestamp = last_end;
+        s.last_end_timestamp = last_end.map(t);
         s.window = window.map(|(start, end)| WindowState {
-            start_timestamp: start,
-            end_timestamp: end,
+            start_timestamp: start.map(t),
+            end_timestamp: t(end),
         });
         s
     }
@@ -126,10 +131,10 @@ mod tests {
             source_table: table.into(),
             job_id: "j".into(),
             generation: 0,
-            last_end,
+            last_end: last_end.map(t),
             window: WindowState {
-                start_timestamp: last_end,
-                end_timestamp: end,
+                start_timestamp: last_end.map(t),
+                end_timestamp: t(end),
             },
             last_end_sink_time: None,
         }

@@ -1,6 +1,7 @@
 use super::*;
 use crate::config::RecordFormat;
 use crate::format::{Cells, Encoder, Record, WindowInfo};
+use ferry_engine::SourceTime;
 use kudu_client::schema::{ColumnSchemaBuilder, ValueRef};
 use serde_json::json;
 
@@ -316,11 +317,11 @@ fn assert_key(row: &Row, values: &[Value]) {
 
 const SNAPSHOT: WindowInfo = WindowInfo {
     start: None,
-    end: 8_192_000 << 12,
+    end: SourceTime::from_raw(8_192_000 << 12),
 };
 const DIFF: WindowInfo = WindowInfo {
-    start: Some(4096 << 12),
-    end: 8_192_000 << 12,
+    start: Some(SourceTime::from_raw(4096 << 12)),
+    end: SourceTime::from_raw(8_192_000 << 12),
 };
 
 fn encode(format: RecordFormat, values: &[Value], deleted: bool, window: WindowInfo) -> Record {

@@ -65,8 +65,8 @@ fn row(deleted: bool) -> Plain {
 }
 
 const DIFF: WindowInfo = WindowInfo {
-    start: Some(4096 << 12),
-    end: 8_192_000 << 12,
+    start: Some(SourceTime::from_raw(4096 << 12)),
+    end: SourceTime::from_raw(8_192_000 << 12),
 };
 
 fn json(bytes: &[u8]) -> serde_json::Value {

@@ -19,14 +19,14 @@
 //! Exit codes: 0 equal, 1 the tables differ or a failure, 2 usage error,
 //! 3 (`--unplanned`) no valid state found.
 
-use super::failover::{hybrid_to_ms, report, DrArgs, Outcome, EXIT_NOTHING_FOUND};
+use super::failover::{report, DrArgs, Outcome, EXIT_NOTHING_FOUND};
 use super::verify::{method, number, Failure, DEFAULT_PARALLELISM};
 use super::{drain_then_stop, DrainCheck, Rest};
 use crate::cutover_report::{CutoverReport, CutoverSide, CUTOVER_REPORT_VERSION};
-use crate::registry::now_ms;
 use crate::run_args::{self, RunArgs, RunCommand};
 use anyhow::{anyhow, Context};
-use ferry_engine::JobStatus;
+use ferry_engine::time::now_ms;
+use ferry_engine::{JobStatus, SinkTime};
 use ferry_verify::{At, Method, Side, VerifyOptions};
 use kudu_client::{HybridTime, KuduClient};
 use reverse::{reverse_options, shell_quote};
@@ -187,19 +187,19 @@ async fn cut_over(args: &CutoverArgs, job: &str) -> Result<(CutoverReport, Strin
     let cutover_time = sink
         .server_clock()
         .await
-        .context("reading the sink cluster's clock")?
-        .raw();
+        .context("reading the sink cluster's clock")?;
+    let cutover_time = SinkTime::from_raw(cutover_time.raw());
     crate::say!("Verifying the source at the final window end {final_end} against the sink at {cutover_time} ...");
     let mut opts = VerifyOptions::new(
         Side {
             client: source.clone(),
             table: cfg.table_name.clone(),
-            at: At::Time(HybridTime::from_raw(final_end)),
+            at: At::Time(HybridTime::from_raw(final_end.raw())),
         },
         Side {
             client: sink.clone(),
             table: sink_table.clone(),
-            at: At::Time(HybridTime::from_raw(cutover_time)),
+            at: At::Time(HybridTime::from_raw(cutover_time.raw())),
         },
     );
     opts.parallelism = args.parallelism;
@@ -220,7 +220,7 @@ async fn cut_over(args: &CutoverArgs, job: &str) -> Result<(CutoverReport, Strin
         rpo_ms: if drained && equal {
             0
         } else {
-            created_at_ms.saturating_sub(hybrid_to_ms(final_end))
+            created_at_ms.saturating_sub(crate::submit::source_clock(cfg).epoch_millis(final_end))
         },
         verify,
         created_at_ms,

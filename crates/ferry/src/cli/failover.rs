@@ -18,14 +18,15 @@
 
 pub mod report;
 
-use crate::registry::{now_ms, JobEntry};
+use crate::registry::JobEntry;
 use crate::run_args::{self, RunArgs, RunCommand};
 use crate::submit::StartExtras;
 use anyhow::{bail, Context, Result};
 use ferry_engine::checkpoint::{JobId, LoadedState, StateStore, StorageLocation, StoreResolver};
 use ferry_engine::config::HaKind;
 use ferry_engine::lease::{find_newest_reusing, sort_newest_first, FoundState, Search};
-use ferry_engine::JobStatus;
+use ferry_engine::time::now_ms;
+use ferry_engine::{JobStatus, SourceClock};
 use kudu_client::KuduClient;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -139,11 +140,6 @@ pub async fn search_all(
     Ok(all)
 }
 
-/// Kudu hybrid time → milliseconds since the Unix epoch.
-pub fn hybrid_to_ms(ht: u64) -> u64 {
-    (ht >> 12) / 1000
-}
-
 /// What `ferry failover` did.
 #[derive(Debug)]
 pub enum Outcome {
@@ -224,10 +220,11 @@ impl Rto {
 }
 
 /// Prints a search's result (human or JSON).
-pub fn print_search(search: &Search, from: &[StorageLocation], json: bool) {
+/// `clock` reads the states' source times as wall-clock time.
+pub fn print_search(search: &Search, from: &[StorageLocation], clock: SourceClock, json: bool) {
     let now = now_ms();
     if json {
-        let found = search.newest.as_ref().map(|f| found_json(f, now));
+        let found = search.newest.as_ref().map(|f| found_json(f, clock, now));
         let skipped: Vec<_> = search
             .skipped
             .iter()
@@ -266,8 +263,9 @@ pub fn print_search(search: &Search, from: &[StorageLocation], json: bool) {
             );
             if let Some(end) = f.window_end() {
                 crate::say!(
-                    "  window end: {end} (hybrid time; {} ms behind now)",
-                    now.saturating_sub(hybrid_to_ms(end))
+                    "  window end: {end} ({}; {} ms behind now)",
+                    clock.name(),
+                    now.saturating_sub(clock.epoch_millis(end))
                 );
             }
             crate::say!(
@@ -279,7 +277,7 @@ pub fn print_search(search: &Search, from: &[StorageLocation], json: bool) {
     }
 }
 
-fn found_json(f: &FoundState, now: u64) -> serde_json::Value {
+fn found_json(f: &FoundState, clock: SourceClock, now: u64) -> serde_json::Value {
     let s = &f.state;
     serde_json::json!({
         "path": f.location.to_uri(),
@@ -289,7 +287,7 @@ fn found_json(f: &FoundState, now: u64) -> serde_json::Value {
         "generation": s.generation,
         "lastEndTimestamp": s.last_end_timestamp,
         "windowEnd": f.window_end(),
-        "windowEndAgeMs": f.window_end().map(|e| now.saturating_sub(hybrid_to_ms(e))),
+        "windowEndAgeMs": f.window_end().map(|e| now.saturating_sub(clock.epoch_millis(e))),
         "createdAtMs": s.created_at_ms,
         "ageMs": now.saturating_sub(s.created_at_ms),
     })
@@ -331,7 +329,12 @@ pub async fn failover(args: DrArgs) -> Result<Outcome> {
     let search = search_all(resolver.as_ref(), &args.from, args.job, &[]).await?;
     rto.step("find", search.listed_in);
     rto.step("verify", t.elapsed().saturating_sub(search.listed_in));
-    print_search(&search, &args.from, args.json);
+    print_search(
+        &search,
+        &args.from,
+        crate::submit::source_clock(&args.run.config),
+        args.json,
+    );
     let Some(found) = search.newest else {
         return Ok(Outcome::NothingFound);
     };

@@ -249,7 +249,12 @@ async fn take_over(
     let search = search_all(resolver.as_ref(), &args.from, args.job, &known).await?;
     rto.step("find", search.listed_in);
     rto.step("verify", t.elapsed().saturating_sub(search.listed_in));
-    print_search(&search, &args.from, false);
+    print_search(
+        &search,
+        &args.from,
+        crate::submit::source_clock(&args.run.config),
+        false,
+    );
     let t = Instant::now();
     let clients = match clients {
         Some(c) => c,

@@ -197,7 +197,7 @@ pub async fn position_times(
     sink: &KuduClient,
     cfg: &JobConfig,
     sink_table: &str,
-) -> anyhow::Result<Option<(u64, u64)>> {
+) -> anyhow::Result<Option<(ferry_engine::SourceTime, ferry_engine::SinkTime)>> {
     let Some(table) = &cfg.position_table else {
         return Ok(None);
     };
@@ -248,7 +248,7 @@ pub async fn resolve_times(args: &VerifyArgs, sink: &KuduClient) -> Result<Times
             )));
         };
         return Ok(Times {
-            source: At::Time(HybridTime::from_raw(end)),
+            source: At::Time(HybridTime::from_raw(end.raw())),
             sink: args.sink_time.unwrap_or(TimeArg::Now).at(),
             origin: "the savepoint's last window end",
         });
@@ -263,8 +263,8 @@ pub async fn resolve_times(args: &VerifyArgs, sink: &KuduClient) -> Result<Times
     let table = args.sink_table();
     match position_times(sink, &args.run.config, &table).await? {
         Some((source, sink)) => Ok(Times {
-            source: At::Time(HybridTime::from_raw(source)),
-            sink: At::Time(HybridTime::from_raw(sink)),
+            source: At::Time(HybridTime::from_raw(source.raw())),
+            sink: At::Time(HybridTime::from_raw(sink.raw())),
             origin: "the sink position record",
         }),
         None => Err(Failure::Usage(no_position_message(

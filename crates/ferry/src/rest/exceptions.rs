@@ -12,7 +12,7 @@ use super::AppState;
 use crate::api::flink::{
     ExceptionHistory, ExceptionInfo, ExecutionExceptionInfo, JobExceptionsInfo, RootExceptionInfo,
 };
-use crate::view::{JobView, SINK_NAME, SOURCE_NAME};
+use crate::view::{JobView, SINK_NAME};
 use axum::extract::{Path, Query, State};
 use axum::Json;
 use ferry_engine::status::ExceptionRecord;
@@ -75,12 +75,13 @@ impl Selection {
     }
 }
 
-/// The operator a failure happened in, by the engine's failure name;
-/// `None` for a failure of the whole job (checkpointing, restore, ...).
-fn task_name(exception_name: &str) -> Option<&'static str> {
+/// The operator a failure happened in, by the engine's failure name
+/// (`source`: the job's source operator); `None` for a failure of the
+/// whole job (checkpointing, restore, ...).
+fn task_name(exception_name: &str, source: &str) -> Option<String> {
     match exception_name {
-        "SinkWrite" => Some(SINK_NAME),
-        "SourceRead" => Some(SOURCE_NAME),
+        "SinkWrite" => Some(SINK_NAME.to_string()),
+        "SourceRead" => Some(source.to_string()),
         _ => None,
     }
 }
@@ -89,13 +90,13 @@ fn labels(r: &ExceptionRecord) -> BTreeMap<String, String> {
     BTreeMap::from([(LABEL_RESTARTED.to_string(), r.restarted.to_string())])
 }
 
-fn history_entry(r: &ExceptionRecord) -> RootExceptionInfo {
+fn history_entry(r: &ExceptionRecord, source: &str) -> RootExceptionInfo {
     RootExceptionInfo {
         info: ExceptionInfo {
             exception_name: r.exception_name.clone(),
             stacktrace: r.message.clone(),
             timestamp: r.timestamp_ms as i64,
-            task_name: task_name(&r.exception_name).map(str::to_string),
+            task_name: task_name(&r.exception_name, source),
             location: None,
             endpoint: None,
             task_manager_id: None,
@@ -105,11 +106,12 @@ fn history_entry(r: &ExceptionRecord) -> RootExceptionInfo {
     }
 }
 
-/// The body for `records` (newest first); `failing` when the job is
-/// RESTARTING or FAILED now, so its newest failure is the tasks' current
-/// one.
+/// The body for `records` (newest first) of a job whose source operator is
+/// `source`; `failing` when the job is RESTARTING or FAILED now, so its
+/// newest failure is the tasks' current one.
 pub fn exceptions_body(
     records: &[ExceptionRecord],
+    source: &str,
     failing: bool,
     selection: &Selection,
 ) -> JobExceptionsInfo {
@@ -117,9 +119,9 @@ pub fn exceptions_body(
     let current: Vec<ExecutionExceptionInfo> = newest
         .filter(|_| failing)
         .and_then(|r| {
-            task_name(&r.exception_name).map(|task| ExecutionExceptionInfo {
+            task_name(&r.exception_name, source).map(|task| ExecutionExceptionInfo {
                 exception: r.message.clone(),
-                task: task.to_string(),
+                task,
                 location: UNASSIGNED.into(),
                 timestamp: r.timestamp_ms as i64,
                 task_manager_id: UNASSIGNED.into(),
@@ -141,7 +143,7 @@ pub fn exceptions_body(
     let entries: Vec<RootExceptionInfo> = matching
         .iter()
         .take(selection.max)
-        .map(|r| history_entry(r))
+        .map(|r| history_entry(r, source))
         .collect();
     JobExceptionsInfo {
         root_exception: newest.map(|r| r.message.clone()),
@@ -157,7 +159,7 @@ pub fn exceptions_body(
 
 fn view_body(v: &JobView, selection: &Selection) -> JobExceptionsInfo {
     let failing = v.is_restarting() || matches!(v.status, ferry_engine::JobStatus::Failed { .. });
-    exceptions_body(&v.exceptions, failing, selection)
+    exceptions_body(&v.exceptions, &v.source_operator(), failing, selection)
 }
 
 pub async fn job_exceptions(
@@ -173,6 +175,9 @@ pub async fn job_exceptions(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A Kudu source's operator name.
+    const SOURCE_NAME: &str = "Source: KuduSource";
 
     fn record(t: u64, name: &str, restarted: bool) -> ExceptionRecord {
         ExceptionRecord {
@@ -192,7 +197,7 @@ mod tests {
 
     #[test]
     fn a_job_that_never_failed_has_no_exceptions() {
-        let body = exceptions_body(&[], false, &all(20));
+        let body = exceptions_body(&[], SOURCE_NAME, false, &all(20));
         assert_eq!(body.root_exception, None);
         assert_eq!(body.timestamp, None);
         assert!(body.all_exceptions.is_empty() && !body.truncated);
@@ -207,7 +212,7 @@ mod tests {
             record(2_000, "Checkpoint", true),
             record(1_000, "SourceRead", true),
         ];
-        let body = exceptions_body(&records, true, &all(20));
+        let body = exceptions_body(&records, SOURCE_NAME, true, &all(20));
         assert_eq!(
             body.root_exception.as_deref(),
             Some("SinkWrite failed at 3000")
@@ -234,7 +239,7 @@ mod tests {
             "true"
         );
         // Running again: the tasks have no failure, the history stays.
-        let running = exceptions_body(&records, false, &all(20));
+        let running = exceptions_body(&records, SOURCE_NAME, false, &all(20));
         assert!(running.all_exceptions.is_empty());
         assert_eq!(running.root_exception, body.root_exception);
         assert_eq!(running.exception_history.entries.len(), 3);
@@ -247,11 +252,11 @@ mod tests {
             record(2_000, "SinkWrite", true),
             record(1_000, "SinkWrite", true),
         ];
-        let body = exceptions_body(&records, true, &all(2));
+        let body = exceptions_body(&records, SOURCE_NAME, true, &all(2));
         assert_eq!(body.exception_history.entries.len(), 2);
         assert!(body.exception_history.truncated);
         assert!(!body.truncated);
-        let none = exceptions_body(&records, true, &all(0));
+        let none = exceptions_body(&records, SOURCE_NAME, true, &all(0));
         assert!(none.all_exceptions.is_empty() && none.truncated);
         assert!(none.exception_history.entries.is_empty());
         assert!(none.exception_history.truncated);
@@ -269,7 +274,7 @@ mod tests {
             failure_label_filter: Some("restarted:false".into()),
         })
         .expect("parse");
-        let body = exceptions_body(&records, true, &sel);
+        let body = exceptions_body(&records, SOURCE_NAME, true, &sel);
         assert_eq!(body.exception_history.entries.len(), 1);
         assert_eq!(body.exception_history.entries[0].info.timestamp, 3_000);
         assert!(!body.exception_history.truncated);

@@ -24,12 +24,13 @@ use crate::api::live::{
     CheckpointEntry, FailureEntry, JobLive, KuduTables, PeriodicSavepoints, ProcessOverview,
     SnapshotProgress, SplitCounts, SubmitRequestBody, SubmitResponse, Totals,
 };
-use crate::registry::{now_ms, Mode};
+use crate::registry::Mode;
 use crate::view::{JobView, VERSION};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::Json;
 use ferry_engine::job::CheckpointRecord;
+use ferry_engine::time::now_ms;
 use ferry_engine::JobStatus;
 
 pub async fn submit_job(

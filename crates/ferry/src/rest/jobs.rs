@@ -12,7 +12,7 @@ use crate::api::flink::{
     TriggerResponse, VertexMetrics,
 };
 use crate::registry::{JobEntry, OpKind, OpValue};
-use crate::view::{JobView, SINK_NAME, SOURCE_NAME};
+use crate::view::{JobView, SINK_NAME};
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
@@ -182,6 +182,7 @@ fn vertex(v: &JobView, name: &str, read: (u64, u64), write: (u64, u64)) -> JobVe
 /// The job graph: the source feeding the sink.
 fn plan(v: &JobView) -> JobPlan {
     let job = v.job;
+    let source = v.source_operator();
     let node = |name: &str, table: String, inputs: Option<Vec<PlanInput>>| PlanNode {
         id: vertex_id(name),
         parallelism: job.parallelism,
@@ -193,7 +194,7 @@ fn plan(v: &JobView) -> JobPlan {
     };
     let from_source = PlanInput {
         num: 0,
-        id: vertex_id(SOURCE_NAME),
+        id: vertex_id(&source),
         ship_strategy: "FORWARD".into(),
         exchange: "pipelined_bounded".into(),
     };
@@ -202,7 +203,7 @@ fn plan(v: &JobView) -> JobPlan {
         name: job.name.clone(),
         job_type: "STREAMING".into(),
         nodes: vec![
-            node(SOURCE_NAME, job.config.table_name.clone(), None),
+            node(&source, job.config.table_name.clone(), None),
             node(SINK_NAME, job.sink_table_name(), Some(vec![from_source])),
         ],
     }
@@ -215,7 +216,12 @@ pub async fn job_details(
     let job = find_job(&state, &jobid)?;
     let v = job.view();
     let m = &v.metrics;
-    let source = vertex(&v, SOURCE_NAME, (0, 0), (m.rows_read, m.bytes_read));
+    let source = vertex(
+        &v,
+        &v.source_operator(),
+        (0, 0),
+        (m.rows_read, m.bytes_read),
+    );
     let sink = vertex(&v, SINK_NAME, (v.rows_written(), m.bytes_read), (0, 0));
     let status_counts = STATES
         .iter()

@@ -70,12 +70,12 @@ pub async fn trigger_verify(
         Side {
             client: source,
             table: job.config.table_name.clone(),
-            at: At::Time(HybridTime::from_raw(source_time)),
+            at: At::Time(HybridTime::from_raw(source_time.raw())),
         },
         Side {
             client: sink,
             table: sink_table,
-            at: At::Time(HybridTime::from_raw(sink_time)),
+            at: At::Time(HybridTime::from_raw(sink_time.raw())),
         },
     );
     opts.parallelism = parallelism;

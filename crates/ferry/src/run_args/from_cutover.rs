@@ -12,6 +12,7 @@
 
 use crate::cutover_report::{CutoverReport, CutoverSide};
 use ferry_engine::config::JobConfig;
+use ferry_engine::SourceTime;
 use kudu_client::{HybridTime, KuduClient};
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -27,9 +28,11 @@ pub struct CutoverStart {
 
 impl CutoverStart {
     /// Where the reverse job's chain starts: the new primary's hybrid time
-    /// at which it equals the old source.
-    pub fn start_time(&self) -> u64 {
-        self.report.cutover_time
+    /// at which it equals the old source. The forward job's sink is the
+    /// reverse job's source, so the forward job's sink time is a time of
+    /// the reverse job's source clock.
+    pub fn start_time(&self) -> SourceTime {
+        SourceTime::from_raw(self.report.cutover_time.raw())
     }
 }
 
@@ -150,7 +153,7 @@ pub enum HistoryError {
 /// snapshot scan at the cutover time is accepted.
 pub async fn check_history(source: &KuduClient, start: &CutoverStart) -> Result<(), HistoryError> {
     let side = &start.report.sink;
-    let time = HybridTime::from_raw(start.start_time());
+    let time = HybridTime::from_raw(start.start_time().raw());
     let not_readable = |cause| HistoryError::NotReadable {
         table: side.table.clone(),
         time,

@@ -5,16 +5,18 @@
 //! window that is (the same search as a failover), and the sink position on
 //! the sink cluster — if the sink answers — may know a later one (it is
 //! written when a window opens, so its `last_end` is a window the sink has
-//! completed). The data RPO is now − the later of the two ends (the
-//! physical part of the source's hybrid time, against this machine's
-//! clock, since the source cannot be asked). Nothing is started.
+//! completed). The data RPO is now − the later of the two ends (read on
+//! the wall clock as the source's clock says: for Kudu the hybrid time's
+//! physical part; against this machine's clock, since the source cannot be
+//! asked). Nothing is started.
 //!
 //! Also used by `ferry cutover` when the source is unreachable.
 
-use super::{hybrid_to_ms, search_all, DrArgs, Outcome};
-use crate::registry::now_ms;
+use super::{search_all, DrArgs, Outcome};
 use anyhow::Result;
 use ferry_engine::sink_position::{PositionTable, SinkPosition};
+use ferry_engine::time::now_ms;
+use ferry_engine::{SinkTime, SourceClock, SourceTime};
 use std::fmt;
 use std::time::Duration;
 
@@ -31,8 +33,8 @@ pub struct RpoReport {
     pub state: String,
     /// Its job id.
     pub job_id: String,
-    /// Its last completed window end (source hybrid time, raw).
-    pub state_last_end: Option<u64>,
+    /// Its last completed window end (source time, raw).
+    pub state_last_end: Option<SourceTime>,
     /// The sink position, if the sink answered and has one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub position: Option<PositionView>,
@@ -41,14 +43,17 @@ pub struct RpoReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub position_unknown: Option<String>,
     /// The end of the last window the sink surely holds: the later of the
-    /// state's and the position's `last_end` (source hybrid time, raw).
-    pub last_end: Option<u64>,
+    /// state's and the position's `last_end` (source time, raw).
+    pub last_end: Option<SourceTime>,
     /// `last_end` in UTC.
     pub last_end_utc: Option<String>,
     /// Data lost by failing over now: `now_ms` − `last_end`'s physical
     /// time; `None` before the first snapshot completed (then the sink is
     /// not a copy at all).
     pub rpo_ms: Option<u64>,
+    /// How the source's times read as wall-clock time.
+    #[serde(skip)]
+    pub clock: SourceClock,
 }
 
 /// The sink position as the report shows it.
@@ -57,30 +62,30 @@ pub struct RpoReport {
 pub struct PositionView {
     pub table: String,
     pub job_id: String,
-    pub last_end: Option<u64>,
+    pub last_end: Option<SourceTime>,
     pub last_end_utc: Option<String>,
     /// A sink hybrid time at which the sink equals the source at
     /// `last_end` (what `ferry verify` compares with).
-    pub last_end_sink_time: Option<u64>,
-    pub window_end: u64,
+    pub last_end_sink_time: Option<SinkTime>,
+    pub window_end: SourceTime,
 }
 
 impl PositionView {
-    fn new(table: &str, p: &SinkPosition) -> Self {
+    fn new(table: &str, p: &SinkPosition, clock: SourceClock) -> Self {
         PositionView {
             table: table.to_owned(),
             job_id: p.job_id.clone(),
             last_end: p.last_end,
-            last_end_utc: p.last_end.map(utc),
+            last_end_utc: p.last_end.map(|t| utc(clock, t)),
             last_end_sink_time: p.last_end_sink_time,
             window_end: p.window.end_timestamp,
         }
     }
 }
 
-/// A hybrid time's physical part as an RFC 3339 UTC time, milliseconds.
-pub fn utc(hybrid: u64) -> String {
-    utc_ms(hybrid_to_ms(hybrid))
+/// A source time, read on `clock`, as an RFC 3339 UTC time, milliseconds.
+pub fn utc(clock: SourceClock, t: SourceTime) -> String {
+    utc_ms(clock.epoch_millis(t))
 }
 
 /// Milliseconds since the epoch as `YYYY-MM-DDTHH:MM:SS.mmmZ`.
@@ -108,7 +113,7 @@ pub fn utc_ms(ms: u64) -> String {
 
 impl fmt::Display for RpoReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let ht = |t: u64| format!("{t} ({})", utc(t));
+        let ht = |t: SourceTime| format!("{t} ({})", utc(self.clock, t));
         writeln!(
             f,
             "Newest valid state: {} (job {})",
@@ -167,10 +172,11 @@ pub async fn report(args: &DrArgs) -> Result<Outcome> {
         return Ok(Outcome::NothingFound);
     };
     let cfg = &args.run.config;
+    let clock = crate::submit::source_clock(cfg);
     let (position, position_unknown) = match &cfg.position_table {
         None => (None, Some("job.positionTable is empty".to_string())),
         Some(table) => match sink_position(&args.run, table).await {
-            Ok(Some(p)) => (Some(PositionView::new(table, &p)), None),
+            Ok(Some(p)) => (Some(PositionView::new(table, &p, clock)), None),
             Ok(None) => (None, Some(format!("no record in table '{table}'"))),
             Err(why) => (None, Some(why)),
         },
@@ -187,8 +193,9 @@ pub async fn report(args: &DrArgs) -> Result<Outcome> {
         position,
         position_unknown,
         last_end,
-        last_end_utc: last_end.map(utc),
-        rpo_ms: last_end.map(|t| now.saturating_sub(hybrid_to_ms(t))),
+        last_end_utc: last_end.map(|t| utc(clock, t)),
+        rpo_ms: last_end.map(|t| now.saturating_sub(clock.epoch_millis(t))),
+        clock,
     };
     if args.json {
         crate::say!(
@@ -223,6 +230,8 @@ async fn sink_position(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ferry_engine::connector::Source;
+    use ferry_engine::kudu_source::KuduSource;
     use kudu_client::HybridTime;
 
     #[test]
@@ -231,6 +240,13 @@ mod tests {
         assert_eq!(utc_ms(951_782_400_123), "2000-02-29T00:00:00.123Z");
         assert_eq!(utc_ms(1_796_325_294_553), "2026-12-03T19:14:54.553Z");
         let ht = HybridTime::from_micros(1_796_325_294_553_000).raw() | 7;
-        assert_eq!(utc(ht), "2026-12-03T19:14:54.553Z");
+        let ht = SourceTime::from_raw(ht);
+        assert_eq!(utc(KuduSource::CLOCK, ht), "2026-12-03T19:14:54.553Z");
+        // A Kafka source's times are epoch milliseconds already.
+        let ms = SourceTime::from_raw(1_796_325_294_553);
+        assert_eq!(
+            utc(SourceClock::EPOCH_MILLIS, ms),
+            "2026-12-03T19:14:54.553Z"
+        );
     }
 }
