@@ -31,8 +31,9 @@
 //! double holds exactly), range-checked; FLOAT/DOUBLE from numbers (a
 //! FLOAT beyond its range is refused, not made infinite) and the strings
 //! `"NaN"`, `"Infinity"`, `"-Infinity"`; DECIMAL(p, s) from a string such as
-//! `"-12.50"` or a number, converted exactly from its digits (fewer
-//! decimals than `s` are padded, more must be zeros, at most `p` digits);
+//! `"-12.50"` or a number, converted exactly from its digits by
+//! `kudu_client::Decimal::parse` (fewer decimals than `s` are padded, more
+//! must be zeros, at most `p` digits);
 //! STRING/VARCHAR from strings (VARCHAR's length checked); BINARY from
 //! standard base64, padded or not; UNIXTIME_MICROS from integer
 //! microseconds (read as INT64 is); DATE from integer days since
@@ -48,7 +49,7 @@
 //!
 //! [`format`]: crate::format
 
-use kudu_client::schema::{ColumnSchema, DataType, Row, Schema, Value};
+use kudu_client::schema::{ColumnSchema, DataType, Decimal, DecimalError, Row, Schema, Value};
 use serde_json::{Map, Number, Value as Json};
 
 /// How a changelog topic's records are read (`job.sourceFormat`).
@@ -481,10 +482,10 @@ fn cell(column: &ColumnSchema, json: &Json) -> Result<Value, DecodeError> {
                 }
                 _ => return Err(wrong()),
             };
-            match decimal(&text, column.precision(), column.scale()) {
-                Ok(unscaled) => Value::Decimal(unscaled),
-                Err(Unfit::Syntax) => return Err(wrong()),
-                Err(Unfit::Range) => return Err(out_of_range(short(json))),
+            match Decimal::parse(&text, column.precision(), column.scale()) {
+                Ok(d) => Value::from(d),
+                Err(DecimalError::Syntax { .. }) => return Err(wrong()),
+                Err(_) => return Err(out_of_range(short(json))),
             }
         }
         DataType::String | DataType::Varchar => {
@@ -598,96 +599,12 @@ impl Special for f64 {
     const NEG_INFINITY: Self = f64::NEG_INFINITY;
 }
 
-/// Why a decimal text was refused.
-#[derive(Debug, PartialEq, Eq)]
-enum Unfit {
-    /// Not a decimal number.
-    Syntax,
-    /// More decimals than the scale (not all zeros) or more digits than
-    /// the precision.
-    Range,
-}
-
 /// The significant digits of a number's text (mantissa digits without
 /// leading and trailing zeros).
 fn significant_digits(text: &str) -> usize {
     let mantissa = text.split(['e', 'E']).next().unwrap_or(text);
     let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
     digits.trim_start_matches('0').trim_end_matches('0').len()
-}
-
-/// The unscaled value at `scale` of a decimal text (`-12.5`, `1e-3`,
-/// `+7.`), computed on its digits: no rounding, ever.
-fn decimal(text: &str, precision: u8, scale: u8) -> Result<i128, Unfit> {
-    let (negative, rest) = match text.as_bytes().first() {
-        Some(b'-') => (true, &text[1..]),
-        Some(b'+') => (false, &text[1..]),
-        _ => (false, text),
-    };
-    let (mantissa, exponent) = match rest.find(['e', 'E']) {
-        Some(at) => (&rest[..at], Some(&rest[at + 1..])),
-        None => (rest, None),
-    };
-    let exponent: i64 = match exponent {
-        None => 0,
-        Some(e) => {
-            let digits = e.strip_prefix(['+', '-']).unwrap_or(e);
-            if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-                return Err(Unfit::Syntax);
-            }
-            // An exponent beyond i64 shifts any non-zero digit out of range.
-            e.parse().unwrap_or(if e.starts_with('-') {
-                i64::MIN / 2
-            } else {
-                i64::MAX / 2
-            })
-        }
-    };
-    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
-    if (int.is_empty() && frac.is_empty())
-        || !int.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit())
-    {
-        return Err(Unfit::Syntax);
-    }
-    let digits: Vec<u8> = int
-        .bytes()
-        .chain(frac.bytes())
-        .skip_while(|&b| b == b'0')
-        .map(|b| b - b'0')
-        .collect();
-    if digits.is_empty() {
-        return Ok(0);
-    }
-    // The value is digits × 10^(exponent − frac.len()); at `scale` it is
-    // digits × 10^shift.
-    let frac_len = i64::try_from(frac.len()).map_err(|_| Unfit::Range)?;
-    let shift = exponent
-        .saturating_sub(frac_len)
-        .saturating_add(i64::from(scale));
-    let digits: &[u8] = if shift < 0 {
-        let drop = usize::try_from(shift.unsigned_abs()).unwrap_or(usize::MAX);
-        let keep = digits.len().checked_sub(drop).ok_or(Unfit::Range)?;
-        if digits[keep..].iter().any(|&d| d != 0) {
-            return Err(Unfit::Range);
-        }
-        &digits[..keep]
-    } else {
-        &digits
-    };
-    let zeros = usize::try_from(shift.max(0)).map_err(|_| Unfit::Range)?;
-    // Leading zeros were skipped, so this is the count of digits.
-    if digits.len().saturating_add(zeros) > usize::from(precision) {
-        return Err(Unfit::Range);
-    }
-    // At most 38 digits: fits an i128.
-    let mut unscaled: i128 = 0;
-    for &d in digits {
-        unscaled = unscaled * 10 + i128::from(d);
-    }
-    for _ in 0..zeros {
-        unscaled *= 10;
-    }
-    Ok(if negative { -unscaled } else { unscaled })
 }
 
 /// Standard base64 (RFC 4648 §4), with or without its padding.
