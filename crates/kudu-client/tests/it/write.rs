@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ferry_fixtures::{runtime, Shared};
+use ferry_fixtures::runtime;
 use ferry_testkit::{DaemonKind, MiniCluster};
 use kudu_client::error::{RowError, StatusCode};
 use kudu_client::internals;
@@ -187,7 +187,7 @@ const OPS_EXPECTED: &[&str] = &[
 
 #[test]
 fn every_op_type_in_every_flush_mode() {
-    let c = cluster(3, &[]);
+    let c = crate::shared::three_tservers();
     let rt = runtime();
     let client = client(&c);
     for (name, mode) in [
@@ -778,9 +778,6 @@ fn writes_survive_a_tserver_restart_exactly_once() {
 // ---------------------------------------------------------------------------
 // Errors.
 
-/// The 1-tablet-server cluster the typed-error tests share while they run.
-static ERRS_CLUSTER: Shared<MiniCluster> = Shared::new();
-
 fn errs_schema() -> Schema {
     Schema::new(vec![
         col("k", DataType::Int32).key(true).build().unwrap(),
@@ -818,7 +815,7 @@ async fn create_errs(client: &KuduClient, name: &str) -> KuduTable {
 
 #[test]
 fn rows_with_mistakes_are_refused_with_typed_errors() {
-    let c = ERRS_CLUSTER.get(|| cluster(1, &[]));
+    let c = crate::shared::one_tserver();
     let rt = runtime();
     let client = client(&c);
     rt.block_on(async {
@@ -865,7 +862,7 @@ fn rows_with_mistakes_are_refused_with_typed_errors() {
 
 #[test]
 fn a_row_in_a_non_covered_range_fails_alone() {
-    let c = ERRS_CLUSTER.get(|| cluster(1, &[]));
+    let c = crate::shared::one_tserver();
     let rt = runtime();
     let client = client(&c);
     rt.block_on(async {
@@ -927,7 +924,7 @@ fn a_row_in_a_non_covered_range_fails_alone() {
 
 #[test]
 fn a_write_through_a_stale_schema_is_refused_and_a_fresh_handle_works() {
-    let c = ERRS_CLUSTER.get(|| cluster(1, &[]));
+    let c = crate::shared::one_tserver();
     let rt = runtime();
     let client = client(&c);
     let stale = rt.block_on(create_errs(&client, "errs_stale"));
