@@ -88,8 +88,6 @@
 //! layer (`rpc`, `pb`, `meta`, `internals`) public for the crate's own
 //! protocol tests; it carries no stability promise.
 
-#![warn(missing_docs, unreachable_pub)]
-
 /// Declares a wire-layer module: private, or public with the
 /// `unstable-internals` feature. Without the feature its `pub` items are
 /// only crate-visible (what `unreachable_pub` would flag), and the parts
