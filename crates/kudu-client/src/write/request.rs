@@ -122,7 +122,7 @@ pub(crate) struct RequestBuilder {
     /// Bound on this builder's tablet lookups.
     deadline: Instant,
     known: Vec<Known>,
-    /// Requests being filled, one per tablet; few, so found by pointer.
+    /// Requests being filled, one per tablet; few, so found by a scan.
     open: Vec<Open>,
 }
 
@@ -213,16 +213,17 @@ impl RequestBuilder {
         op: OpType,
         row: &Row,
     ) -> Result<Option<Request>> {
-        let at =
-            match self.open.iter().position(|o| {
-                Arc::ptr_eq(&o.tablet, tablet) || o.tablet.tablet_id == tablet.tablet_id
-            }) {
-                Some(at) => at,
-                None => {
-                    self.open.push(self.new_open(table, tablet));
-                    self.open.len() - 1
-                }
-            };
+        // By pointer first: the builder hands out one Arc per tablet.
+        let found = (self.open.iter())
+            .position(|o| Arc::ptr_eq(&o.tablet, tablet))
+            .or_else(|| (self.open.iter()).position(|o| o.tablet.tablet_id == tablet.tablet_id));
+        let at = match found {
+            Some(at) => at,
+            None => {
+                self.open.push(self.new_open(table, tablet));
+                self.open.len() - 1
+            }
+        };
         let open = &mut self.open[at];
         let (mark, had_rows) = (open.rows.mark(), open.rows.len() > 0);
         open.rows.push(op, row)?;
@@ -254,8 +255,8 @@ impl RequestBuilder {
         }
     }
 
-    /// Seals every request still being filled, in the order they were
-    /// started.
+    /// Seals every request still being filled (one per tablet; requests
+    /// of different tablets need no order between them).
     pub(crate) fn finish(self) -> Vec<Request> {
         self.open.into_iter().map(Open::seal).collect()
     }
