@@ -36,6 +36,27 @@
 //! # Ok(()) }
 //! ```
 //!
+//! A whole batch of operations in one call (checked first, then fed
+//! straight to the per-tablet requests):
+//!
+//! ```no_run
+//! # async fn demo(client: kudu_client::KuduClient) -> kudu_client::Result<()> {
+//! use kudu_client::write::{FlushMode, Operation, SessionOptions};
+//! let table = client.open_table("metrics").await?;
+//! let mut session = client.new_session_with(
+//!     SessionOptions::default().flush_mode(FlushMode::AutoFlushBackground),
+//! )?;
+//! let mut ops = Vec::new();
+//! for i in 0..10_000i64 {
+//!     let mut row = table.new_row();
+//!     row.set_i64("id", i)?;
+//!     ops.push(Operation::delete_ignore(&table, row));
+//! }
+//! session.apply_batch(ops).await?;
+//! session.flush().await?;
+//! # Ok(()) }
+//! ```
+//!
 //! Copying scan rows — a snapshot or a diff scan — into another table, a
 //! whole batch per call (deleted rows of a diff scan become deletes):
 //!
