@@ -14,7 +14,7 @@
 //!   AUTO_FLUSH_BACKGROUND buffer, flusher task and byte budget;
 //!   `buffer`: checked operations and the buffer of the buffering modes.
 //! - `request`: the per-tablet request builder (route, append, seal);
-//!   `copy`: [`RowCopy`], scan rows fed to it without a row per row.
+//!   `copy`: [`RowCopy`], scan rows fed to it without a `Row` per row.
 //! - `send`: sending a request (retries, exactly-once, row errors);
 //!   `order`: write order per tablet; `inflight`: background sends and
 //!   their outcomes until a flush; `outcome`: row errors and counters.
