@@ -10,8 +10,9 @@
 //! was, to `job.sourceDeadLetterTopic` with headers saying where it came
 //! from and why (awaited before the batch counts as written, so a
 //! checkpoint never covers a record that is neither in the table nor in
-//! the dead-letter topic). Row errors are found by writing the batch
-//! again one record at a time (the fast path writes whole batches).
+//! the dead-letter topic). A batch's decoded records go to the Kudu
+//! session in one `Session::apply_batch` call; row errors are found by
+//! writing the batch again one record at a time.
 
 use crate::changelog::{decode, Change, ChangelogFormat};
 use crate::config::{ErrorPolicy, KafkaSourceConfig};
@@ -370,24 +371,15 @@ fn count(stats: &mut WriteStats, delete: bool) {
 impl SinkWriter<RecordBatch> for ChangelogWriter {
     async fn write(&mut self, batch: &RecordBatch) -> Result<WriteStats, EngineError> {
         let mut stats = WriteStats::default();
-        for (i, record) in batch.records.iter().enumerate() {
+        let mut ops = Vec::with_capacity(batch.records.len());
+        for record in &batch.records {
             let Some((op, delete)) = self.decoded(&batch.topic, record, true).await? else {
                 continue;
             };
-            if self
-                .manual_flush_at
-                .is_some_and(|max| self.session.buffered_ops() >= max)
-            {
-                if let Err(e) = self.session.flush().await {
-                    return self.after_row_errors(e, batch, stats, i + 1).await;
-                }
-            }
-            if let Err(e) = self.session.apply(op).await {
-                return self.after_row_errors(e, batch, stats, i + 1).await;
-            }
             count(&mut stats, delete);
+            ops.push(op);
         }
-        if let Err(e) = self.session.flush().await {
+        if let Err(e) = self.apply(ops).await {
             let decoded = batch.records.len();
             return self.after_row_errors(e, batch, stats, decoded).await;
         }
@@ -399,6 +391,26 @@ impl SinkWriter<RecordBatch> for ChangelogWriter {
             })
             .sum();
         Ok(stats)
+    }
+}
+
+impl ChangelogWriter {
+    /// Writes `ops` as whole batches — one call into the session's
+    /// per-tablet requests, no hop per record; MANUAL_FLUSH a buffer's
+    /// worth at a time — and flushes.
+    async fn apply(&mut self, ops: Vec<Operation>) -> Result<(), kudu_client::Error> {
+        match self.manual_flush_at {
+            Some(max) => {
+                let mut ops = ops.into_iter().peekable();
+                while ops.peek().is_some() {
+                    let room = max.saturating_sub(self.session.buffered_ops()).max(1);
+                    self.session.apply_batch(ops.by_ref().take(room)).await?;
+                    self.session.flush().await?;
+                }
+            }
+            None => self.session.apply_batch(ops).await?,
+        }
+        self.session.flush().await
     }
 }
 

@@ -17,7 +17,7 @@
 //! Cell values: BOOL as `true`/`false`; INT8..INT64 as JSON integers;
 //! FLOAT/DOUBLE as numbers (`"NaN"`, `"Infinity"`, `"-Infinity"` as strings,
 //! which JSON cannot hold otherwise); DECIMAL as a string with its scale
-//! (`"-12.50"`, no precision lost); STRING/VARCHAR as strings; BINARY as
+//! (`"-12.50"`, `kudu_client::Decimal`'s text, no precision lost); STRING/VARCHAR as strings; BINARY as
 //! standard base64; UNIXTIME_MICROS as integer microseconds since the
 //! epoch (Debezium's MicroTimestamp); DATE as integer days since
 //! 1970-01-01 (Debezium's Date); NULL as `null`.
@@ -29,7 +29,7 @@ use ferry_engine::kudu_source::KuduSource;
 use ferry_engine::SourceTime;
 use kudu_client::scan::RowView;
 use kudu_client::schema::ValueRef;
-use kudu_client::Schema;
+use kudu_client::{ColumnSchema, Decimal, Schema};
 use std::io::Write;
 
 /// What the records say of the window their changes come from.
@@ -224,17 +224,24 @@ fn write_object(
         first = false;
         write_str(out, column.name());
         out.push(b':');
-        let value = row.cell(i).map_err(|source| FormatError::Cell {
-            column: column.name().to_string(),
-            source,
-        })?;
-        write_value(out, value, column.scale());
+        row.cell(i)
+            .and_then(|value| write_value(out, value, column))
+            .map_err(|source| FormatError::Cell {
+                column: column.name().to_string(),
+                source,
+            })?;
     }
     out.push(b'}');
     Ok(())
 }
 
-fn write_value(out: &mut Vec<u8>, value: ValueRef<'_>, scale: u8) {
+/// One cell of `column`; refused only for a DECIMAL with more digits than
+/// its column's precision.
+fn write_value(
+    out: &mut Vec<u8>,
+    value: ValueRef<'_>,
+    column: &ColumnSchema,
+) -> kudu_client::Result<()> {
     // Writing to a Vec cannot fail.
     let _ = match value {
         ValueRef::Null => write!(out, "null"),
@@ -246,10 +253,8 @@ fn write_value(out: &mut Vec<u8>, value: ValueRef<'_>, scale: u8) {
         ValueRef::Float(f) => write_float(out, f64::from(f), |out| serde_json::to_writer(out, &f)),
         ValueRef::Double(f) => write_float(out, f, |out| serde_json::to_writer(out, &f)),
         ValueRef::Decimal(unscaled) => {
-            out.push(b'"');
-            out.extend_from_slice(decimal_string(unscaled, scale).as_bytes());
-            out.push(b'"');
-            Ok(())
+            let d = Decimal::new(unscaled, column.precision(), column.scale())?;
+            write!(out, "\"{d}\"")
         }
         ValueRef::String(s) => {
             write_str(out, s);
@@ -264,6 +269,7 @@ fn write_value(out: &mut Vec<u8>, value: ValueRef<'_>, scale: u8) {
         ValueRef::UnixtimeMicros(us) => write!(out, "{us}"),
         ValueRef::Date(days) => write!(out, "{days}"),
     };
+    Ok(())
 }
 
 /// A finite float as a JSON number, in the shortest form that reads back
@@ -293,20 +299,6 @@ fn write_float(
 fn write_str(out: &mut Vec<u8>, s: &str) {
     // Serialising a &str into a Vec cannot fail.
     let _ = serde_json::to_writer(&mut *out, s);
-}
-
-/// An unscaled decimal with `scale` digits after the point: `-1250`, 2 →
-/// `-12.50`.
-pub fn decimal_string(unscaled: i128, scale: u8) -> String {
-    let digits = unscaled.unsigned_abs().to_string();
-    let sign = if unscaled < 0 { "-" } else { "" };
-    let scale = usize::from(scale);
-    if scale == 0 {
-        return format!("{sign}{digits}");
-    }
-    let padded = format!("{digits:0>width$}", width = scale + 1);
-    let (int, frac) = padded.split_at(padded.len() - scale);
-    format!("{sign}{int}.{frac}")
 }
 
 /// Standard base64 with padding (RFC 4648 §4).

@@ -4,7 +4,7 @@
 
 use kudu_client::scan::RowView;
 use kudu_client::schema::ValueRef;
-use kudu_client::ColumnSchema;
+use kudu_client::{ColumnSchema, Decimal};
 use serde_json::{Map, Value as Json};
 
 /// Whether two cells hold the same value (bitwise for floats).
@@ -19,9 +19,10 @@ pub(crate) fn same(a: ValueRef<'_>, b: ValueRef<'_>) -> bool {
 /// One cell as JSON: numbers as numbers (non-finite floats as strings),
 /// DECIMAL as a string with the column's scale (exact), BINARY as
 /// lowercase hex, UNIXTIME_MICROS as microseconds, DATE as days since the
-/// epoch.
-pub(crate) fn to_json(column: &ColumnSchema, v: ValueRef<'_>) -> Json {
-    match v {
+/// epoch. A DECIMAL with more digits than its column's precision is an
+/// error naming the column.
+pub(crate) fn to_json(column: &ColumnSchema, v: ValueRef<'_>) -> Result<Json, kudu_client::Error> {
+    Ok(match v {
         ValueRef::Null => Json::Null,
         ValueRef::Bool(b) => Json::Bool(b),
         ValueRef::Int8(i) => i.into(),
@@ -30,27 +31,19 @@ pub(crate) fn to_json(column: &ColumnSchema, v: ValueRef<'_>) -> Json {
         ValueRef::Int64(i) | ValueRef::UnixtimeMicros(i) => i.into(),
         ValueRef::Float(f) => float(f64::from(f), f.to_string()),
         ValueRef::Double(f) => float(f, f.to_string()),
-        ValueRef::Decimal(d) => Json::String(decimal(d, column.scale())),
+        ValueRef::Decimal(d) => {
+            let d = Decimal::new(d, column.precision(), column.scale()).map_err(|e| {
+                kudu_client::Error::InvalidArgument(format!("column '{}': {e}", column.name()))
+            })?;
+            Json::String(d.to_string())
+        }
         ValueRef::String(s) => Json::String(s.to_owned()),
         ValueRef::Binary(b) => Json::String(b.iter().map(|x| format!("{x:02x}")).collect()),
-    }
+    })
 }
 
 fn float(f: f64, text: String) -> Json {
     serde_json::Number::from_f64(f).map_or(Json::String(text), Json::Number)
-}
-
-/// An unscaled decimal written with `scale` digits after the point.
-fn decimal(unscaled: i128, scale: u8) -> String {
-    let digits = unscaled.unsigned_abs().to_string();
-    let sign = if unscaled < 0 { "-" } else { "" };
-    let scale = usize::from(scale);
-    if scale == 0 {
-        return format!("{sign}{digits}");
-    }
-    let padded = format!("{digits:0>width$}", width = scale + 1);
-    let (int, frac) = padded.split_at(padded.len() - scale);
-    format!("{sign}{int}.{frac}")
 }
 
 /// Columns `[from, to)` of a row, by name, as JSON.
@@ -62,7 +55,7 @@ pub(crate) fn row_json(
     let schema = row.schema();
     let mut out = Map::new();
     for (i, column) in schema.columns().iter().enumerate().take(to).skip(from) {
-        out.insert(column.name().to_owned(), to_json(column, row.get(i)?));
+        out.insert(column.name().to_owned(), to_json(column, row.get(i)?)?);
     }
     Ok(out)
 }
@@ -79,10 +72,20 @@ mod tests {
 
     #[test]
     fn decimals_keep_their_scale() {
-        assert_eq!(decimal(1234, 2), "12.34");
-        assert_eq!(decimal(-5, 3), "-0.005");
-        assert_eq!(decimal(7, 0), "7");
-        assert_eq!(decimal(0, 2), "0.00");
+        let column = |precision, scale| {
+            kudu_client::schema::ColumnSchemaBuilder::decimal("d", precision, scale)
+                .build()
+                .expect("column")
+        };
+        let text = |unscaled, precision, scale| {
+            to_json(&column(precision, scale), ValueRef::Decimal(unscaled))
+        };
+        assert_eq!(text(1234, 9, 2).expect("1234"), Json::from("12.34"));
+        assert_eq!(text(-5, 9, 3).expect("-5"), Json::from("-0.005"));
+        assert_eq!(text(7, 9, 0).expect("7"), Json::from("7"));
+        assert_eq!(text(0, 9, 2).expect("0"), Json::from("0.00"));
+        let err = text(1_000_000_000, 9, 2).expect_err("10 digits");
+        assert!(err.to_string().contains("column 'd'"), "{err}");
     }
 
     #[test]

@@ -84,7 +84,9 @@ fn cell(value: &Value, scale: u8) -> Json {
         Value::Double(f) if f.is_finite() => json!(f),
         Value::Float(f) => json!(special(f64::from(*f))),
         Value::Double(f) => json!(special(*f)),
-        Value::Decimal(unscaled) => json!(ferry_kafka::format::decimal_string(*unscaled, scale)),
+        Value::Decimal(unscaled) => json!(kudu_client::Decimal::new(*unscaled, 38, scale)
+            .expect("a DECIMAL value")
+            .to_string()),
         Value::String(s) => json!(s),
         Value::Binary(b) => json!(base64(b)),
         Value::UnixtimeMicros(us) => json!(us),

@@ -72,7 +72,7 @@
 //!
 //! - [`error`]: the one error type every call returns, and
 //!   [`RetryAction`], the one rule the client's retries follow.
-//! - [`schema`]: column types, schemas and rows.
+//! - [`schema`]: column types, schemas, rows and [`Decimal`] values.
 //! - [`partition`]: partition schemas, hash dimensions, range partitions.
 //! - [`write`](mod@write): write sessions, operations, row errors.
 //! - [`scan`]: scanners (snapshot, fault-tolerant, diff), predicates and
@@ -87,8 +87,6 @@
 //! row-operations codec. The `unstable-internals` feature makes the wire
 //! layer (`rpc`, `pb`, `meta`, `internals`) public for the crate's own
 //! protocol tests; it carries no stability promise.
-
-#![warn(missing_docs, unreachable_pub)]
 
 /// Declares a wire-layer module: private, or public with the
 /// `unstable-internals` feature. Without the feature its `pub` items are
@@ -135,7 +133,7 @@ pub use hybrid_time::HybridTime;
 pub use master::catalog::{TableSummary, TabletServerInfo};
 pub use meta::{RemoteTablet, Replica, Role as ReplicaRole};
 pub use rpc::{NegotiateOptions, TlsPolicy};
-pub use schema::{ColumnSchema, DataType, Row, Schema, Value};
+pub use schema::{ColumnSchema, DataType, Decimal, Row, Schema, Value};
 #[cfg(feature = "kerberos")]
 pub use security::kerberos::{Kerberos, KerberosOptions};
 pub use table::{AlterTableBuilder, ColumnDelta, KuduTable, RangeBounds, TableBuilder};

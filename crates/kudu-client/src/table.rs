@@ -69,6 +69,12 @@ impl KuduTable {
         &self.inner.id
     }
 
+    /// Whether `other` is a clone of this very handle (a pointer compare;
+    /// handles opened separately are different even for one table).
+    pub(crate) fn same_handle(&self, other: &KuduTable) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
     /// The table's schema (columns carry master-assigned ids).
     pub fn schema(&self) -> &Schema {
         &self.inner.schema

@@ -2,7 +2,7 @@ use super::*;
 use crate::config::RecordFormat;
 use crate::format::{Cells, Encoder, Record, WindowInfo};
 use ferry_engine::SourceTime;
-use kudu_client::schema::{ColumnSchemaBuilder, ValueRef};
+use kudu_client::schema::{ColumnSchema, ColumnSchemaBuilder, DataType, Value, ValueRef};
 use serde_json::json;
 
 /// A row of plain values for the encoder.

@@ -150,13 +150,36 @@ fn debezium_envelopes_say_what_a_diff_scan_knows() {
 
 #[test]
 fn decimals_keep_their_scale() {
-    assert_eq!(decimal_string(0, 0), "0");
-    assert_eq!(decimal_string(5, 3), "0.005");
-    assert_eq!(decimal_string(-5, 1), "-0.5");
-    assert_eq!(decimal_string(123456, 2), "1234.56");
+    // The text is kudu_client::Decimal's (exact-string tests there); a
+    // cell with more digits than its column's precision is refused, naming
+    // the column.
+    let schema = Schema::new(vec![
+        ColumnSchema::builder("id", DataType::Int64)
+            .key(true)
+            .build()
+            .expect("id"),
+        ColumnSchemaBuilder::decimal("dec", 10, 2)
+            .nullable(true)
+            .build()
+            .expect("dec"),
+    ])
+    .expect("schema");
+    let text = |unscaled: i128| {
+        let mut out = Vec::new();
+        let row = Plain(vec![Value::Int64(1), Value::Decimal(unscaled)], false);
+        write_object(&mut out, &schema, &row, None).map(|()| String::from_utf8(out).expect("utf-8"))
+    };
+    assert_eq!(text(0).expect("0"), r#"{"id":1,"dec":"0.00"}"#);
+    assert_eq!(text(-5).expect("-5"), r#"{"id":1,"dec":"-0.05"}"#);
+    assert_eq!(text(123456).expect("123456"), r#"{"id":1,"dec":"1234.56"}"#);
     assert_eq!(
-        decimal_string(i128::MAX, 38),
-        "1.70141183460469231731687303715884105727"
+        text(9_999_999_999).expect("max"),
+        r#"{"id":1,"dec":"99999999.99"}"#
+    );
+    let err = text(10_000_000_000).expect_err("11 digits");
+    assert!(
+        matches!(&err, FormatError::Cell { column, .. } if column == "dec"),
+        "{err:?}"
     );
 }
 

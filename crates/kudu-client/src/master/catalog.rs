@@ -16,7 +16,7 @@ use crate::retry::Backoff;
 use crate::row_ops::{self as ops, OpType};
 use crate::schema::convert::SchemaPbOptions;
 use crate::schema::Schema;
-use crate::table::{AlterStep, AlterTableBuilder, KuduTable, TableBuilder};
+use crate::table::{AlterStep, AlterTableBuilder, ColumnDelta, KuduTable, TableBuilder};
 use std::time::{Duration, Instant};
 
 /// `MasterFeatures` numbers used here.
@@ -409,40 +409,7 @@ fn alter_step(
                 ..Default::default()
             }
         }
-        AlterStep::AlterColumn(d) => {
-            let default_value = match &d.default {
-                Some(Some(v)) => {
-                    let column = table.schema().column_by_name(&d.name).ok_or_else(|| {
-                        Error::InvalidArgument(format!(
-                            "cannot alter column '{}' of table '{}': no such column",
-                            d.name,
-                            table.name()
-                        ))
-                    })?;
-                    let mut bytes = Vec::new();
-                    v.as_ref().encode(column.data_type(), &mut bytes)?;
-                    Some(bytes)
-                }
-                _ => None,
-            };
-            alter::Step {
-                r#type: Some(StepType::AlterColumn as i32),
-                alter_column: Some(alter::AlterColumn {
-                    delta: Some(pb::master::ColumnSchemaDeltaPb {
-                        name: Some(d.name.clone()),
-                        new_name: d.new_name.clone(),
-                        default_value,
-                        remove_default: matches!(d.default, Some(None)).then_some(true),
-                        encoding: d.encoding.map(|e| e.to_wire()),
-                        compression: d.compression.map(|c| c.to_wire()),
-                        block_size: d.block_size,
-                        new_comment: d.comment.clone(),
-                        immutable: d.immutable,
-                    }),
-                }),
-                ..Default::default()
-            }
-        }
+        AlterStep::AlterColumn(d) => alter_column_step(table, d)?,
         AlterStep::DropRange(((lt, lower), (ut, upper))) => {
             *needs_schema = true;
             features.push(FEATURE_ADD_DROP_RANGE_PARTITIONS);
@@ -454,6 +421,43 @@ fn alter_step(
                 ..Default::default()
             }
         }
+    })
+}
+
+/// An ALTER_COLUMN step: `d`'s changes, its new default encoded as a cell
+/// of the column.
+fn alter_column_step(table: &KuduTable, d: &ColumnDelta) -> Result<alter::Step> {
+    let default_value = match &d.default {
+        Some(Some(v)) => {
+            let column = table.schema().column_by_name(&d.name).ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "cannot alter column '{}' of table '{}': no such column",
+                    d.name,
+                    table.name()
+                ))
+            })?;
+            let mut bytes = Vec::new();
+            v.as_ref().encode(column.data_type(), &mut bytes)?;
+            Some(bytes)
+        }
+        _ => None,
+    };
+    Ok(alter::Step {
+        r#type: Some(StepType::AlterColumn as i32),
+        alter_column: Some(alter::AlterColumn {
+            delta: Some(pb::master::ColumnSchemaDeltaPb {
+                name: Some(d.name.clone()),
+                new_name: d.new_name.clone(),
+                default_value,
+                remove_default: matches!(d.default, Some(None)).then_some(true),
+                encoding: d.encoding.map(|e| e.to_wire()),
+                compression: d.compression.map(|c| c.to_wire()),
+                block_size: d.block_size,
+                new_comment: d.comment.clone(),
+                immutable: d.immutable,
+            }),
+        }),
+        ..Default::default()
     })
 }
 

@@ -362,6 +362,8 @@ fn strip_length(data: &[u8]) -> Result<&[u8], KerberosError> {
 /// ticket cache given explicitly (the `libgssapi` crate wraps only
 /// `gss_acquire_cred`, which reads both from process-wide settings; two
 /// clusters with two principals need two).
+// Long on purpose: the C strings, OID, name and key/value store the call
+// points into must all live in this one frame (see the SAFETY notes).
 fn acquire(
     principal: Option<&str>,
     client_keytab: Option<&str>,

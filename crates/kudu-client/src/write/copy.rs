@@ -3,31 +3,22 @@
 //! writes a whole [`RowBatch`] through it in one call.
 //!
 //! In background mode the rows never become [`Operation`]s: each row is
-//! copied cell by cell into one reused scratch row, routed by its partition
-//! key, and appended straight to the encoded request of its tablet
-//! ([`encode_rows`]). A request is handed to the session's flusher as soon
-//! as it holds the session's request size, so a batch's requests are being
-//! sent while the rest of it is encoded, and at most a few requests' bytes
-//! wait at a time (the session's byte budget). What is kept per row is its
-//! index in the batch and its operation type: a row the server refuses is
-//! rebuilt from the batch only to name its key.
+//! copied cell by cell into one reused scratch row and fed to the session's
+//! request builder ([`feed_rows`]), which routes it and appends it to the
+//! encoded request of its tablet — the same builder a buffer of operations
+//! goes through. No allocation per row; a row that fails before any
+//! request is named by its key, rebuilt from the batch.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Instant;
-
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::error::{Error, KuduStatus, Result, RowError};
-use crate::meta::{Lookup, RemoteTablet};
-use crate::row_ops::{OpType, OpsEncoder};
+use crate::row_ops::OpType;
 use crate::scan::{RowBatch, RowView};
 use crate::schema::{Row, Schema};
 use crate::table::KuduTable;
-use crate::write::buffered::BufferedOp;
+use crate::write::operation::Operation;
 use crate::write::outcome::{status_of, FlushOutcome};
-use crate::write::session::Operation;
-use crate::KuduClient;
+use crate::write::request::{Outlet, RequestBuilder, Route};
 
 /// How the rows of one scan projection become operations on a table: which
 /// projection column feeds which table column, and the operation for live
@@ -202,87 +193,6 @@ impl RowCopy {
     }
 }
 
-/// Rows of a batch carried by one request: their indexes in the batch and
-/// their operations, in request order.
-#[derive(Debug)]
-pub(crate) struct CopiedRows {
-    copy: RowCopy,
-    batch: RowBatch,
-    rows: Vec<u32>,
-    ops: Vec<OpType>,
-}
-
-impl CopiedRows {
-    fn new(copy: &RowCopy, batch: &RowBatch) -> CopiedRows {
-        CopiedRows {
-            copy: copy.clone(),
-            batch: batch.clone(),
-            rows: Vec::new(),
-            ops: Vec::new(),
-        }
-    }
-
-    pub(crate) fn len(&self) -> usize {
-        self.rows.len()
-    }
-
-    pub(crate) fn op(&self, i: usize) -> OpType {
-        self.ops[i]
-    }
-
-    pub(crate) fn row_error(&self, i: usize, status: KuduStatus) -> RowError {
-        self.copy
-            .row_error(&self.batch, self.rows[i] as usize, self.ops[i], status)
-    }
-
-    /// The rows as buffered operations, to be routed again (their tablet
-    /// moved); a row that cannot be rebuilt fails in the outcome.
-    pub(crate) fn into_ops(self) -> (Vec<BufferedOp>, FlushOutcome) {
-        let mut ops = Vec::with_capacity(self.rows.len());
-        let mut outcome = FlushOutcome::default();
-        for &i in &self.rows {
-            let Some(view) = self.batch.get_row(i as usize) else {
-                continue;
-            };
-            match self
-                .copy
-                .to_row(&view)
-                .and_then(|(op, row)| BufferedOp::new(self.copy.table.clone(), op, row))
-            {
-                Ok(op) => ops.push(op),
-                Err(e) => outcome.fail_one(
-                    self.copy.row_error(
-                        &self.batch,
-                        i as usize,
-                        self.copy.op_for(&view),
-                        status_of(&e),
-                    ),
-                    e,
-                ),
-            }
-        }
-        (ops, outcome)
-    }
-}
-
-/// One encoded request for one tablet, ready to send.
-#[derive(Debug)]
-pub(crate) struct EncodedChunk {
-    pub(crate) table: KuduTable,
-    pub(crate) tablet: Arc<RemoteTablet>,
-    pub(crate) encoder: OpsEncoder,
-    pub(crate) rows: CopiedRows,
-    /// Its share of the session's byte budget, released once it is sent.
-    pub(crate) _budget: Option<OwnedSemaphorePermit>,
-}
-
-/// What [`encode_rows`] hands on: requests, and the rows that failed before
-/// any request (no tablet, a value the table refuses).
-pub(crate) enum Encoded {
-    Chunk(Box<EncodedChunk>),
-    Failed(FlushOutcome),
-}
-
 /// Counts of the rows `apply_rows` applied (rows that fail are reported
 /// by the next flush, as with `apply`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -293,62 +203,27 @@ pub struct AppliedRows {
     pub deleted: usize,
 }
 
-/// A request being filled for one tablet.
-struct Open {
-    tablet: Arc<RemoteTablet>,
-    encoder: OpsEncoder,
-    rows: CopiedRows,
-}
-
-/// How `encode_rows` cuts requests and bounds what waits.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct RequestSize {
-    /// A request is due once it holds this many encoded bytes ...
-    pub(crate) bytes: usize,
-    /// ... and this many rows,
-    pub(crate) min_rows: usize,
-    /// or, whatever its rows, this many bytes.
-    pub(crate) max_bytes: usize,
-    /// Encoded bytes that may wait to be sent (the budget's permits).
-    pub(crate) budget: usize,
-}
-
-impl RequestSize {
-    fn full(&self, bytes: usize, rows: usize) -> bool {
-        bytes >= self.max_bytes || (bytes >= self.bytes && rows >= self.min_rows)
-    }
-}
-
-/// Encodes every row of `batch` through `copy` into per-tablet requests
-/// cut by `size`, handing each to `emit` when full (and the rest at the
-/// end). Each request first takes its bytes from `budget`, so `emit` is not
-/// called while too many encoded bytes are waiting to be sent.
-pub(crate) async fn encode_rows<F, Fut>(
-    client: &KuduClient,
+/// Feeds every row of `batch` through `copy` to `builder`, handing each
+/// sealed request to `outlet` (the rest too, at the end). Returns how many
+/// rows got each operation, and the rows that failed before any request
+/// (a value the table refuses, no tablet for the key). `Err` only when the
+/// table's tablets cannot be located: requests handed on before stay
+/// handed on.
+// Long on purpose: the per-row hot path of a snapshot, kept in one loop
+// (fill, key, route, append) with its failure branches.
+pub(crate) async fn feed_rows(
+    mut builder: RequestBuilder,
     copy: &RowCopy,
     batch: &RowBatch,
-    size: RequestSize,
-    budget: &Arc<Semaphore>,
-    timeout: std::time::Duration,
-    mut emit: F,
-) -> Result<AppliedRows>
-where
-    F: FnMut(Encoded) -> Fut,
-    Fut: std::future::Future<Output = Result<()>>,
-{
+    outlet: &mut Outlet,
+) -> Result<(AppliedRows, FlushOutcome)> {
     let table = &copy.table;
     let partitions = table.partition_schema();
     let mut scratch = table.new_row();
     let mut key = Vec::with_capacity(32);
     let mut hash_scratch = Vec::new();
-    // Tablets found for this batch, by partition key start.
-    let mut known: BTreeMap<Vec<u8>, Arc<RemoteTablet>> = BTreeMap::new();
-    // Requests being filled, one per tablet; few, so found by pointer.
-    let mut open: Vec<Open> = Vec::new();
-    let mut last: Option<Arc<RemoteTablet>> = None;
     let mut failed = FlushOutcome::default();
     let mut applied = AppliedRows::default();
-    let deadline = Instant::now() + timeout;
     for i in 0..batch.len() {
         let view = batch.row(i);
         let deleted = view.is_deleted();
@@ -362,9 +237,8 @@ where
         let op = match copy.fill_as(&view, deleted, &mut scratch) {
             Ok(op) => op,
             Err(e) => {
-                let status = status_of(&e);
                 let op = if deleted { copy.deleted_op } else { copy.op };
-                failed.fail_one(copy.row_error(batch, i, op, status), e);
+                failed.fail_one(copy.row_error(batch, i, op, status_of(&e)), e);
                 continue;
             }
         };
@@ -372,99 +246,23 @@ where
             failed.fail_one(copy.row_error(batch, i, op, status_of(&e)), e);
             continue;
         }
-        // Most rows of a scan batch go to the tablet of the row before.
-        let cached = last
-            .as_ref()
-            .filter(|t| t.contains(&key))
-            .cloned()
-            .or_else(|| {
-                known
-                    .range::<[u8], _>((
-                        std::ops::Bound::Unbounded,
-                        std::ops::Bound::Included(key.as_slice()),
-                    ))
-                    .next_back()
-                    .map(|(_, t)| t)
-                    .filter(|t| t.contains(&key))
-                    .cloned()
-            });
-        let tablet = match cached {
-            Some(t) => t,
-            None => match client.locate_with_retry(table, &key, deadline).await {
-                Ok(Lookup::Tablet(t)) => {
-                    known.insert(t.partition_key_start.clone(), t.clone());
-                    t
-                }
-                Ok(Lookup::NonCovered { .. } | Lookup::Miss) => {
-                    let e = Error::NonCoveredRange {
-                        table: table.name().to_owned(),
-                        partition_key: key.clone(),
-                    };
-                    failed.fail_one(copy.row_error(batch, i, op, status_of(&e)), e);
-                    continue;
-                }
-                // The table cannot be located: the whole call fails.
-                Err(e) => return Err(e),
-            },
-        };
-        let at = match open.iter().position(|o| Arc::ptr_eq(&o.tablet, &tablet)) {
-            Some(at) => at,
-            None => {
-                open.push(Open {
-                    tablet: tablet.clone(),
-                    encoder: new_encoder(table, size.bytes.min(size.max_bytes)),
-                    rows: CopiedRows::new(copy, batch),
-                });
-                open.len() - 1
+        let tablet = match builder.route(table, &key).await? {
+            Route::Tablet(t) => t,
+            Route::NotCovered(e) => {
+                failed.fail_one(copy.row_error(batch, i, op, status_of(&e)), e);
+                continue;
             }
         };
-        last = Some(tablet);
-        let entry = &mut open[at];
-        if let Err(e) = entry.encoder.push(op, &scratch) {
-            failed.fail_one(copy.row_error(batch, i, op, status_of(&e)), e);
-            continue;
-        }
-        entry.rows.rows.push(i as u32);
-        entry.rows.ops.push(op);
-        if size.full(entry.encoder.encoded_size(), entry.rows.len()) {
-            let full = open.swap_remove(at);
-            emit(Encoded::Chunk(seal(table, full, size.budget, budget).await)).await?;
+        match builder.append(table, &tablet, op, &scratch) {
+            Ok(Some(sealed)) => outlet.put(sealed).await,
+            Ok(None) => {}
+            Err(e) => failed.fail_one(copy.row_error(batch, i, op, status_of(&e)), e),
         }
     }
-    for rest in open {
-        emit(Encoded::Chunk(seal(table, rest, size.budget, budget).await)).await?;
+    for rest in builder.finish() {
+        outlet.put(rest).await;
     }
-    if !failed.row_errors.is_empty() || !failed.causes.is_empty() {
-        emit(Encoded::Failed(failed)).await?;
-    }
-    Ok(applied)
-}
-
-fn new_encoder(table: &KuduTable, cap: usize) -> OpsEncoder {
-    let mut encoder = OpsEncoder::new(table.schema());
-    // One row past the cap at most; no regrowth copies.
-    encoder.reserve(cap + cap / 8);
-    encoder
-}
-
-async fn seal(
-    table: &KuduTable,
-    open: Open,
-    total: usize,
-    budget: &Arc<Semaphore>,
-) -> Box<EncodedChunk> {
-    // A request larger than the whole budget takes all of it.
-    let want = open.encoder.encoded_size().clamp(1, total.max(1));
-    let want = u32::try_from(want).unwrap_or(u32::MAX);
-    // The budget is never closed; if it were, send without it.
-    let permit = budget.clone().acquire_many_owned(want).await.ok();
-    Box::new(EncodedChunk {
-        table: table.clone(),
-        tablet: open.tablet,
-        encoder: open.encoder,
-        rows: open.rows,
-        _budget: permit,
-    })
+    Ok((applied, failed))
 }
 
 #[cfg(test)]

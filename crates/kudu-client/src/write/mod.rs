@@ -1,14 +1,23 @@
-//! Write sessions: operations, flush modes, per-tablet batching and row
+//! Write sessions: operations, flush modes, per-tablet requests and row
 //! errors returned to the caller.
 //!
-//! - `options`, `metrics`: what a session is configured with and counts.
-//! - `session`: [`Session`] (flush modes, buffers, backpressure, row
-//!   errors, metrics) and [`Operation`]; `flusher`: the background
-//!   mode's flusher task.
-//! - `batcher`: routing rows to tablets, per-tablet requests, retries
-//!   with exactly-once request ids, write ordering.
-//! - `copy`: [`RowCopy`] and `Session::apply_rows` — scan rows encoded
-//!   straight into per-tablet requests, a whole batch per call.
+//! Every write takes one path: a session's rows — single operations,
+//! batches of them, or scan rows copied through a [`RowCopy`] — are fed to
+//! one per-tablet request builder, which routes each row to its tablet,
+//! appends it to that tablet's encoded request and seals the request at
+//! the session's byte/row budget; sealed requests are sent in order per
+//! tablet, with retries under one exactly-once request id.
+//!
+//! - `operation`: [`Operation`]; `options`, `metrics`: what a session is
+//!   configured with (resolved once) and counts.
+//! - `session`: [`Session`] and its flush modes; `background`: the
+//!   AUTO_FLUSH_BACKGROUND buffer, flusher task and byte budget;
+//!   `buffer`: checked operations and the buffer of the buffering modes.
+//! - `request`: the per-tablet request builder (route, append, seal);
+//!   `copy`: [`RowCopy`], scan rows fed to it without a `Row` per row.
+//! - `send`: sending a request (retries, exactly-once, row errors);
+//!   `order`: write order per tablet; `inflight`: background sends and
+//!   their outcomes until a flush; `outcome`: row errors and counters.
 //!
 //! ```no_run
 //! # async fn demo(client: kudu_client::KuduClient) -> kudu_client::Result<()> {
@@ -24,6 +33,27 @@
 //! }
 //! // Every failed row since the last flush comes back here.
 //! session.close().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! A whole batch of operations in one call (checked first, then fed
+//! straight to the per-tablet requests):
+//!
+//! ```no_run
+//! # async fn demo(client: kudu_client::KuduClient) -> kudu_client::Result<()> {
+//! use kudu_client::write::{FlushMode, Operation, SessionOptions};
+//! let table = client.open_table("metrics").await?;
+//! let mut session = client.new_session_with(
+//!     SessionOptions::default().flush_mode(FlushMode::AutoFlushBackground),
+//! )?;
+//! let mut ops = Vec::new();
+//! for i in 0..10_000i64 {
+//!     let mut row = table.new_row();
+//!     row.set_i64("id", i)?;
+//!     ops.push(Operation::delete_ignore(&table, row));
+//! }
+//! session.apply_batch(ops).await?;
+//! session.flush().await?;
 //! # Ok(()) }
 //! ```
 //!
@@ -54,20 +84,28 @@
 //! # Ok(()) }
 //! ```
 
-// Dependencies run one way: session → flusher → batcher → copy →
-// (buffered, outcome, options, metrics) → crate::row_ops; the one
-// exception is the plain `Operation` type, which copy builds.
-pub(crate) mod batcher;
-pub(crate) mod buffered;
+// Dependencies run one way: session → background → (copy, request) →
+// send → (order, outcome, options, metrics) → crate::row_ops; `request`
+// and `send` meet in one place: a request whose tablet moved is fed to a
+// new builder by `send`.
+pub(crate) mod background;
+pub(crate) mod buffer;
 pub(crate) mod copy;
-pub(crate) mod flusher;
+pub(crate) mod inflight;
 pub(crate) mod metrics;
+pub(crate) mod operation;
 pub(crate) mod options;
+pub(crate) mod order;
 pub(crate) mod outcome;
+pub(crate) mod request;
+pub(crate) mod send;
 pub(crate) mod session;
+#[cfg(test)]
+mod testutil;
 
 pub use crate::row_ops::OpType;
 pub use copy::{AppliedRows, RowCopy};
 pub use metrics::{ServerWriteMetrics, SessionMetrics};
+pub use operation::Operation;
 pub use options::{ExternalConsistencyMode, FlushMode, SessionOptions, BUFFERS_IN_FLIGHT};
-pub use session::{Operation, Session};
+pub use session::Session;

@@ -149,9 +149,9 @@ impl SessionOptions {
         self
     }
 
-    /// The size `Session::apply_rows` cuts its requests at in background
-    /// mode: the adaptive growth limit when set, else
-    /// `mutation_buffer_max_bytes`, never past `max_batch_bytes`.
+    /// The size `Session::apply_rows` and `Session::apply_batch` cut their
+    /// requests at in background mode: the adaptive growth limit when set,
+    /// else `mutation_buffer_max_bytes`, never past `max_batch_bytes`.
     pub fn rows_request_bytes(&self) -> usize {
         self.grow_to
             .unwrap_or(self.max_bytes)
@@ -184,5 +184,88 @@ impl SessionOptions {
             return bad("operation_timeout");
         }
         Ok(())
+    }
+}
+
+/// Requests of whole batches (`apply_rows`, `apply_batch` in background
+/// mode) the session may have encoded and not yet answered, on top of the
+/// one being filled per tablet: one being sent and one ready (a tablet's
+/// requests go one after the other anyway).
+const STREAMED_REQUESTS_WAITING: usize = BUFFERS_IN_FLIGHT;
+
+/// A session's options resolved once, when the session is made: what every
+/// call reads instead of deriving it again.
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    pub(crate) flush_mode: FlushMode,
+    pub(crate) max_ops: usize,
+    pub(crate) max_bytes: usize,
+    pub(crate) flush_interval: Duration,
+    pub(crate) grow_to: Option<usize>,
+    /// Bound on one request's attempts (the client's operation timeout
+    /// unless the options set one).
+    pub(crate) timeout: Duration,
+    pub(crate) consistency: ExternalConsistencyMode,
+    pub(crate) max_batches_in_flight: usize,
+    /// How requests are cut from a buffer of single operations.
+    pub(crate) buffered: RequestSize,
+    /// How requests are cut from a whole batch in background mode.
+    pub(crate) streamed: RequestSize,
+    /// Encoded bytes of whole batches that may wait unanswered.
+    pub(crate) streamed_budget: usize,
+}
+
+impl Settings {
+    /// `options` (validated by the caller, or the defaults) with the
+    /// client's operation timeout as the default.
+    pub(crate) fn new(options: &SessionOptions, client_timeout: Duration) -> Settings {
+        let streamed_bytes = options.rows_request_bytes();
+        Settings {
+            flush_mode: options.flush_mode,
+            max_ops: options.max_ops,
+            max_bytes: options.max_bytes,
+            flush_interval: options.flush_interval,
+            grow_to: options.grow_to,
+            timeout: options.timeout.unwrap_or(client_timeout),
+            consistency: options.consistency,
+            max_batches_in_flight: options.max_batches_in_flight,
+            buffered: RequestSize::capped(options.max_batch_bytes),
+            streamed: RequestSize {
+                bytes: streamed_bytes,
+                min_rows: options.max_ops,
+                max_bytes: options.max_batch_bytes,
+            },
+            // A larger request (min_rows) takes the whole budget.
+            streamed_budget: streamed_bytes
+                .saturating_mul(STREAMED_REQUESTS_WAITING)
+                .min(tokio::sync::Semaphore::MAX_PERMITS),
+        }
+    }
+}
+
+/// When a request being filled for a tablet is sealed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RequestSize {
+    /// Due once it holds this many encoded bytes ...
+    pub(crate) bytes: usize,
+    /// ... and this many rows;
+    pub(crate) min_rows: usize,
+    /// never more than this many bytes (a single larger row goes alone).
+    pub(crate) max_bytes: usize,
+}
+
+impl RequestSize {
+    /// Only the cap: a request grows until the next row would pass it.
+    pub(crate) fn capped(max_bytes: usize) -> RequestSize {
+        RequestSize {
+            bytes: usize::MAX,
+            min_rows: usize::MAX,
+            max_bytes,
+        }
+    }
+
+    /// Whether a request of `bytes` encoded bytes and `rows` rows is due.
+    pub(crate) fn due(&self, bytes: usize, rows: usize) -> bool {
+        bytes >= self.max_bytes || (bytes >= self.bytes && rows >= self.min_rows)
     }
 }

@@ -6,7 +6,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::error::{Error, KuduStatus, Result, RowError, StatusCode};
 use crate::pb;
 use crate::row_ops::OpType;
-use crate::write::buffered::BufferedOp;
 use crate::write::metrics::{ServerWriteMetrics, SessionMetrics};
 
 /// What happened to the operations of one flush (or one sync apply).
@@ -24,14 +23,6 @@ impl FlushOutcome {
     pub(crate) fn merge(&mut self, other: FlushOutcome) {
         self.row_errors.extend(other.row_errors);
         self.causes.extend(other.causes);
-    }
-
-    /// Fails every op with `err`, which is kept as a cause.
-    pub(super) fn fail_all(&mut self, ops: &[BufferedOp], err: Error) {
-        let status = status_of(&err);
-        self.row_errors
-            .extend(ops.iter().map(|op| op.row_error(status.clone())));
-        self.causes.push(err);
     }
 
     /// Fails one row with `err`, which is kept as a cause.

@@ -5,134 +5,52 @@
 //! - [`FlushMode::AutoFlushSync`]: `apply` sends the operation at once and
 //!   returns its outcome — a row error as `Error::RowErrors` with one entry,
 //!   or the typed error of a request that failed as a whole.
-//! - [`FlushMode::AutoFlushBackground`]: `apply` hands the operation to a
-//!   flusher task over a bounded channel and returns; when the flusher is
-//!   behind, `apply` waits (backpressure). The flusher closes a buffer when
-//!   it holds `mutation_buffer_max_ops` operations or
-//!   `mutation_buffer_max_bytes` bytes, or `flush_interval` after its first
-//!   operation, and sends it while it fills the next one (at most
-//!   [`BUFFERS_IN_FLIGHT`] buffers are being sent at once). With
-//!   [`SessionOptions::adaptive_batching`], a buffer that is due while
-//!   both sends are still running keeps taking operations (up to a byte
-//!   limit) instead of making `apply` wait: a server that answers slowly
-//!   then gets fewer, larger requests.
+//! - [`FlushMode::AutoFlushBackground`]: `apply` buffers the operation and
+//!   returns; when the buffer is due and cannot be sent yet, `apply` waits
+//!   (backpressure). A flusher task sends a buffer when it holds
+//!   `mutation_buffer_max_ops` operations or `mutation_buffer_max_bytes`
+//!   bytes, or `flush_interval` after its first operation, while the next
+//!   one fills (at most [`BUFFERS_IN_FLIGHT`](crate::write::BUFFERS_IN_FLIGHT)
+//!   buffers are being sent at once). With [`SessionOptions::adaptive_batching`], a buffer that is
+//!   due while both sends are still running keeps taking operations (up to
+//!   a byte limit) instead of making `apply` wait: a server that answers
+//!   slowly then gets fewer, larger requests.
 //! - [`FlushMode::ManualFlush`]: `apply` only buffers; a full buffer is an
 //!   error, and nothing is sent before [`Session::flush`].
 //!
-//! In the buffering modes [`Session::flush`] sends what is buffered, waits
-//! for it and for everything sent before, and returns every row that failed
-//! since the previous flush as `Error::RowErrors` — rows the server refused
-//! (key, op name, status) and rows of requests given up after retries (the
-//! status then says why: timed out, network error, ...). Nothing is
-//! swallowed. [`Session::close`] flushes and stops the flusher.
+//! [`Session::apply_batch`] and [`Session::apply_rows`] apply a whole batch
+//! in one call. In the buffering modes [`Session::flush`] sends what is
+//! buffered, waits for it and for everything sent before, and returns every
+//! row that failed since the previous flush as `Error::RowErrors` — rows
+//! the server refused (key, op name, status) and rows of requests given up
+//! after retries (the status then says why: timed out, network error, ...).
+//! Nothing is swallowed. [`Session::close`] flushes and stops the flusher.
 //!
-//! Routing, batching, retries and ordering guarantees are described in
-//! [`crate::write::batcher`].
+//! Every mode writes through one request builder (`write::request`):
+//! routing, per-tablet requests, retries and ordering are described in
+//! `write::request` and `write::send`.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use tokio::sync::{mpsc, oneshot, Semaphore};
-use tokio::task::JoinHandle;
-
 use crate::client::KuduClient;
 use crate::error::{Error, KuduStatus, Result, StatusCode};
-use crate::row_ops::OpType;
 use crate::scan::RowBatch;
-use crate::schema::Row;
-use crate::table::KuduTable;
-use crate::write::batcher::{BatchConfig, Dispatcher};
-use crate::write::buffered::BufferedOp;
-use crate::write::copy::{encode_rows, AppliedRows, RequestSize, RowCopy};
-use crate::write::flusher::{Flusher, Msg};
+use crate::write::background::{Background, Flusher};
+use crate::write::buffer::{BufferedOp, OpBuffer};
+use crate::write::copy::{AppliedRows, RowCopy};
 use crate::write::metrics::SessionMetrics;
-use crate::write::options::{FlushMode, SessionOptions, BUFFERS_IN_FLIGHT};
+use crate::write::operation::Operation;
+use crate::write::options::{FlushMode, SessionOptions, Settings};
 use crate::write::outcome::{FlushOutcome, MetricsInner};
-
-/// One write: an operation type, the table and the row.
-#[derive(Debug, Clone)]
-pub struct Operation {
-    table: KuduTable,
-    op: OpType,
-    row: Row,
-}
-
-impl Operation {
-    /// An operation of type `op` on `row` of `table` (validated when
-    /// applied).
-    pub fn new(table: &KuduTable, op: OpType, row: Row) -> Operation {
-        Operation {
-            table: table.clone(),
-            op,
-            row,
-        }
-    }
-
-    /// INSERT: fails with ALREADY_PRESENT if the key exists.
-    pub fn insert(table: &KuduTable, row: Row) -> Operation {
-        Operation::new(table, OpType::Insert, row)
-    }
-
-    /// INSERT_IGNORE: an insert that skips existing keys.
-    pub fn insert_ignore(table: &KuduTable, row: Row) -> Operation {
-        Operation::new(table, OpType::InsertIgnore, row)
-    }
-
-    /// UPSERT: insert, or overwrite the supplied columns.
-    pub fn upsert(table: &KuduTable, row: Row) -> Operation {
-        Operation::new(table, OpType::Upsert, row)
-    }
-
-    /// UPSERT_IGNORE: an upsert that ignores writes to immutable columns.
-    pub fn upsert_ignore(table: &KuduTable, row: Row) -> Operation {
-        Operation::new(table, OpType::UpsertIgnore, row)
-    }
-
-    /// UPDATE: fails with NOT_FOUND if the key is missing.
-    pub fn update(table: &KuduTable, row: Row) -> Operation {
-        Operation::new(table, OpType::Update, row)
-    }
-
-    /// UPDATE_IGNORE: an update that skips missing keys.
-    pub fn update_ignore(table: &KuduTable, row: Row) -> Operation {
-        Operation::new(table, OpType::UpdateIgnore, row)
-    }
-
-    /// DELETE (only the key columns are sent): NOT_FOUND if missing.
-    pub fn delete(table: &KuduTable, row: Row) -> Operation {
-        Operation::new(table, OpType::Delete, row)
-    }
-
-    /// DELETE_IGNORE: a delete that skips missing keys.
-    pub fn delete_ignore(table: &KuduTable, row: Row) -> Operation {
-        Operation::new(table, OpType::DeleteIgnore, row)
-    }
-
-    /// The operation type.
-    pub fn op_type(&self) -> OpType {
-        self.op
-    }
-
-    /// The table written to.
-    pub fn table(&self) -> &KuduTable {
-        &self.table
-    }
-
-    /// The row.
-    pub fn row(&self) -> &Row {
-        &self.row
-    }
-
-    /// The row, to set columns.
-    pub fn row_mut(&mut self) -> &mut Row {
-        &mut self.row
-    }
-}
+use crate::write::request::{feed_ops, Outlet, RequestBuilder};
+use crate::write::send::SendCtx;
 
 impl KuduClient {
     /// A write session with default options ([`FlushMode::AutoFlushSync`]).
     pub fn new_session(&self) -> Session {
-        Session::new(self.clone(), SessionOptions::default(), None)
+        let settings = Settings::new(&SessionOptions::default(), self.operation_timeout());
+        Session::new(self.clone(), settings, None)
     }
 
     /// A write session with `options`. Background mode starts its flusher
@@ -149,7 +67,8 @@ impl KuduClient {
             }
             _ => None,
         };
-        Ok(Session::new(self.clone(), options, runtime))
+        let settings = Settings::new(&options, self.operation_timeout());
+        Ok(Session::new(self.clone(), settings, runtime))
     }
 }
 
@@ -159,7 +78,8 @@ impl KuduClient {
 /// of `apply` calls" well defined. Use one session per writer task.
 #[derive(Debug)]
 pub struct Session {
-    options: SessionOptions,
+    settings: Settings,
+    ctx: Arc<SendCtx>,
     metrics: Arc<MetricsInner>,
     mode: Mode,
     closed: bool,
@@ -167,63 +87,37 @@ pub struct Session {
 
 #[derive(Debug)]
 enum Mode {
-    Sync(Dispatcher),
-    Manual {
-        dispatcher: Dispatcher,
-        buffer: Vec<BufferedOp>,
-        bytes: usize,
-    },
+    Sync,
+    Manual(OpBuffer),
     Background {
-        tx: Option<mpsc::Sender<Msg>>,
-        task: Option<JoinHandle<FlushOutcome>>,
-        /// `apply_rows`: bytes of encoded requests not sent yet.
-        budget: Arc<Semaphore>,
-        client: KuduClient,
+        shared: Arc<Background>,
+        /// `None` once closed.
+        flusher: Option<Flusher>,
     },
 }
-
-/// Requests `apply_rows` may have encoded and not yet answered, per
-/// session, on top of the one being filled per tablet: one being sent and
-/// one ready (a tablet's requests go one after the other anyway).
-const ROW_REQUESTS_WAITING: usize = BUFFERS_IN_FLIGHT;
 
 impl Session {
     fn new(
         client: KuduClient,
-        options: SessionOptions,
+        settings: Settings,
         runtime: Option<tokio::runtime::Handle>,
     ) -> Session {
         let metrics = Arc::new(MetricsInner::default());
-        let cfg = BatchConfig {
-            timeout: options
-                .timeout
-                .unwrap_or_else(|| client.operation_timeout()),
-            consistency: options.consistency,
-            max_batch_bytes: options.max_batch_bytes,
-            max_batches_in_flight: options.max_batches_in_flight,
-        };
-        let dispatcher = Dispatcher::new(client.clone(), cfg, metrics.clone());
-        let mode = match (options.flush_mode, runtime) {
+        let ctx = Arc::new(SendCtx::new(client, &settings, metrics.clone()));
+        let mode = match (settings.flush_mode, runtime) {
             (FlushMode::AutoFlushBackground, Some(rt)) => {
-                let (tx, rx) = mpsc::channel(options.max_ops);
-                let flusher = Flusher::new(rx, dispatcher, &options);
-                let budget = Semaphore::new(rows_request_size(&options).budget);
+                let (shared, flusher) = Background::start(ctx.clone(), settings.clone(), rt);
                 Mode::Background {
-                    tx: Some(tx),
-                    task: Some(rt.spawn(flusher.run())),
-                    budget: Arc::new(budget),
-                    client,
+                    shared,
+                    flusher: Some(flusher),
                 }
             }
-            (FlushMode::ManualFlush, _) => Mode::Manual {
-                dispatcher,
-                buffer: Vec::new(),
-                bytes: 0,
-            },
-            _ => Mode::Sync(dispatcher),
+            (FlushMode::ManualFlush, _) => Mode::Manual(OpBuffer::default()),
+            _ => Mode::Sync,
         };
         Session {
-            options,
+            settings,
+            ctx,
             metrics,
             mode,
             closed: false,
@@ -232,7 +126,7 @@ impl Session {
 
     /// The session's flush mode.
     pub fn flush_mode(&self) -> FlushMode {
-        self.options.flush_mode
+        self.settings.flush_mode
     }
 
     /// A snapshot of the session's counters.
@@ -240,21 +134,27 @@ impl Session {
         self.metrics.snapshot()
     }
 
+    fn applied(&self, n: usize) {
+        self.metrics
+            .ops_applied
+            .fetch_add(n as u64, Ordering::Relaxed);
+    }
+
     /// Applies one operation. Checks first that it is a data operation on
     /// a row of the table's schema with the key set (an
     /// `Error::InvalidArgument` naming the problem otherwise); then, per
-    /// flush mode: sends it and returns its outcome (sync), queues it and
-    /// waits only if the flusher is behind (background), or buffers it and
-    /// fails if the buffer is full (manual).
+    /// flush mode: sends it and returns its outcome (sync), buffers it and
+    /// waits only if the buffer is due and cannot be sent yet (background),
+    /// or buffers it and fails if the buffer is full (manual).
     pub async fn apply(&mut self, op: Operation) -> Result<()> {
         if self.closed {
             return Err(closed());
         }
-        let op = BufferedOp::new(op.table, op.op, op.row)?;
+        let op = BufferedOp::check(op)?;
         match &mut self.mode {
-            Mode::Sync(dispatcher) => {
-                self.metrics.ops_applied.fetch_add(1, Ordering::Relaxed);
-                let mut outcome = dispatcher.send(vec![op]).await;
+            Mode::Sync => {
+                self.applied(1);
+                let mut outcome = self.send_now(vec![op]).await;
                 if outcome.causes.is_empty() {
                     outcome.into_result()
                 } else {
@@ -262,31 +162,71 @@ impl Session {
                     Err(outcome.causes.swap_remove(0))
                 }
             }
-            Mode::Manual { buffer, bytes, .. } => {
-                let (max_ops, max_bytes) = (self.options.max_ops, self.options.max_bytes);
-                if buffer.len() >= max_ops || (!buffer.is_empty() && *bytes + op.size > max_bytes) {
-                    return Err(Error::Status {
-                        context: "write session in MANUAL_FLUSH mode".into(),
-                        status: KuduStatus {
-                            code: StatusCode::IllegalState,
-                            message: format!(
-                                "mutation buffer is full ({} operations, {} bytes; limits {max_ops} operations, {max_bytes} bytes): call flush() first",
-                                buffer.len(),
-                                bytes
-                            ),
-                            posix_code: None,
-                        },
-                    });
+            Mode::Manual(buffer) => {
+                if !buffer.has_room(1, op.size, &self.settings) {
+                    return Err(buffer_full(buffer, 1, &self.settings));
                 }
-                self.metrics.ops_applied.fetch_add(1, Ordering::Relaxed);
-                *bytes += op.size;
-                buffer.push(op);
+                buffer.push(op, &self.settings);
+                self.applied(1);
                 Ok(())
             }
-            Mode::Background { tx, .. } => {
-                let tx = tx.as_ref().ok_or_else(closed)?;
-                tx.send(Msg::Op(op)).await.map_err(|_| flusher_gone())?;
-                self.metrics.ops_applied.fetch_add(1, Ordering::Relaxed);
+            Mode::Background { shared, .. } => {
+                shared.apply(op).await;
+                self.applied(1);
+                Ok(())
+            }
+        }
+    }
+
+    /// Applies `ops`, in order, as one call: checked first like `apply`
+    /// (the first invalid one is the error, and none is applied), then fed
+    /// straight to the session's per-tablet requests — no call or queue
+    /// hop per operation. Per flush mode: sends them and returns their
+    /// outcome, every failed row in one `Error::RowErrors` (sync); sends
+    /// them after what is buffered, as requests cut at
+    /// [`SessionOptions::rows_request_bytes`], waiting only while the
+    /// session's unanswered whole-batch requests are over budget, with
+    /// failed rows reported by the next [`flush`](Session::flush)
+    /// (background); or buffers them all, or refuses them all if the buffer
+    /// cannot hold them (manual).
+    pub async fn apply_batch<I>(&mut self, ops: I) -> Result<()>
+    where
+        I: IntoIterator<Item = Operation>,
+    {
+        if self.closed {
+            return Err(closed());
+        }
+        let ops = ops
+            .into_iter()
+            .map(BufferedOp::check)
+            .collect::<Result<Vec<_>>>()?;
+        if ops.is_empty() {
+            return Ok(());
+        }
+        let n = ops.len();
+        match &mut self.mode {
+            Mode::Sync => {
+                self.applied(n);
+                self.send_now(ops).await.into_result()
+            }
+            Mode::Manual(buffer) => {
+                let bytes = ops.iter().map(|op| op.size).sum();
+                if !buffer.has_room(n, bytes, &self.settings) {
+                    return Err(buffer_full(buffer, n, &self.settings));
+                }
+                for op in ops {
+                    buffer.push(op, &self.settings);
+                }
+                self.applied(n);
+                Ok(())
+            }
+            Mode::Background { shared, .. } => {
+                // Counted first: the rows may be answered before the call
+                // returns.
+                self.metrics
+                    .ops_applied
+                    .fetch_add(n as u64, Ordering::Relaxed);
+                shared.apply_batch(ops).await;
                 Ok(())
             }
         }
@@ -297,11 +237,11 @@ impl Session {
     /// and the deleted-row operation.
     ///
     /// In background mode the rows are encoded straight into per-tablet
-    /// requests, which go to the flusher as soon as they are full: at
+    /// requests, which are sent as soon as they are full: at
     /// [`SessionOptions::rows_request_bytes`] and `mutation_buffer_max_ops`
     /// rows, or at `max_batch_bytes` whatever the rows (a whole batch is
     /// one call, not one `apply` per row). The call waits only while the
-    /// session's encoded-but-unsent requests are over budget (a few
+    /// session's encoded-but-unanswered requests are over budget (a few
     /// requests' bytes). Rows that fail — before sending (a value
     /// the table refuses, no tablet for the key) or on the server — are
     /// reported by the next [`flush`](Session::flush), like those of
@@ -321,10 +261,7 @@ impl Session {
                 copy.projection()
             )));
         }
-        let Mode::Background {
-            tx, budget, client, ..
-        } = &self.mode
-        else {
+        let Mode::Background { shared, .. } = &self.mode else {
             let mut applied = AppliedRows::default();
             for view in batch.rows() {
                 let deleted = view.is_deleted();
@@ -337,24 +274,8 @@ impl Session {
             }
             return Ok(applied);
         };
-        let tx = tx.as_ref().ok_or_else(closed)?.clone();
-        let size = rows_request_size(&self.options);
-        let timeout = self
-            .options
-            .timeout
-            .unwrap_or_else(|| client.operation_timeout());
-        let applied = encode_rows(client, copy, batch, size, budget, timeout, |encoded| {
-            let tx = tx.clone();
-            async move {
-                tx.send(Msg::Encoded(encoded))
-                    .await
-                    .map_err(|_| flusher_gone())
-            }
-        })
-        .await?;
-        self.metrics
-            .ops_applied
-            .fetch_add((applied.live + applied.deleted) as u64, Ordering::Relaxed);
+        let applied = shared.apply_rows(copy, batch).await?;
+        self.applied(applied.live + applied.deleted);
         Ok(applied)
     }
 
@@ -368,26 +289,12 @@ impl Session {
     /// rows it was sending: they may or may not have been written.
     pub async fn flush(&mut self) -> Result<()> {
         match &mut self.mode {
-            Mode::Sync(_) => Ok(()),
-            Mode::Manual {
-                dispatcher,
-                buffer,
-                bytes,
-            } => {
-                *bytes = 0;
-                let ops = std::mem::take(buffer);
-                dispatcher.send(ops).await.into_result()
+            Mode::Sync => Ok(()),
+            Mode::Manual(buffer) => {
+                let ops = buffer.take();
+                self.send_now(ops).await.into_result()
             }
-            Mode::Background { tx, .. } => {
-                let Some(tx) = tx.as_ref() else {
-                    return Ok(());
-                };
-                let (reply, answer) = oneshot::channel();
-                tx.send(Msg::Flush(reply))
-                    .await
-                    .map_err(|_| flusher_gone())?;
-                answer.await.map_err(|_| flusher_gone())?.into_result()
-            }
+            Mode::Background { shared, .. } => shared.flush().await,
         }
     }
 
@@ -399,9 +306,10 @@ impl Session {
         }
         let flushed = self.flush().await;
         self.closed = true;
-        if let Mode::Background { tx, task, .. } = &mut self.mode {
-            drop(tx.take());
-            if let Some(task) = task.take() {
+        if let Mode::Background { flusher, .. } = &mut self.mode {
+            if let Some(Flusher { stop, task }) = flusher.take() {
+                // The task may be gone already (its runtime shut down).
+                let _ = stop.send(());
                 // Anything the flusher still held (nothing after the flush
                 // above, unless that flush failed to reach it).
                 let rest = task.await.map_err(|e| {
@@ -419,9 +327,27 @@ impl Session {
     /// background mode see [`SessionMetrics::ops_pending`]).
     pub fn buffered_ops(&self) -> usize {
         match &self.mode {
-            Mode::Manual { buffer, .. } => buffer.len(),
+            Mode::Manual(buffer) => buffer.len(),
             _ => 0,
         }
+    }
+
+    /// Routes and sends `ops` now, waiting for every answer (sync and
+    /// manual modes).
+    async fn send_now(&self, ops: Vec<BufferedOp>) -> FlushOutcome {
+        if ops.is_empty() {
+            return FlushOutcome::default();
+        }
+        let expected = ops.iter().map(|op| op.size).sum();
+        let builder = RequestBuilder::new(
+            self.ctx.client(),
+            self.settings.buffered,
+            expected,
+            self.ctx.deadline(),
+        );
+        let mut outlet = Outlet::Keep(Vec::new());
+        let failed = feed_ops(builder, ops, &mut outlet).await;
+        self.ctx.dispatch_all(outlet.into_kept(), failed).await
     }
 }
 
@@ -431,15 +357,15 @@ impl Drop for Session {
             return;
         }
         match &mut self.mode {
-            Mode::Background { tx, task, .. } if task.is_some() => {
-                // Dropping the sender lets the flusher send what it holds
-                // and exit; its errors can only be logged now.
-                drop(tx.take());
+            Mode::Background { flusher, .. } if flusher.is_some() => {
+                // Dropping the stop signal lets the flusher send what is
+                // buffered and exit; its errors can only be logged now.
+                drop(flusher.take());
                 tracing::debug!(
                     "write session dropped without close(); its flusher finishes in the background"
                 );
             }
-            Mode::Manual { buffer, .. } if !buffer.is_empty() => {
+            Mode::Manual(buffer) if buffer.len() > 0 => {
                 tracing::warn!(
                     ops = buffer.len(),
                     "write session in MANUAL_FLUSH mode dropped with unflushed operations; they are discarded"
@@ -450,26 +376,24 @@ impl Drop for Session {
     }
 }
 
-/// How `apply_rows` cuts requests (see there) and what may wait unsent.
-fn rows_request_size(o: &SessionOptions) -> RequestSize {
-    let bytes = o.rows_request_bytes();
-    RequestSize {
-        bytes,
-        min_rows: o.max_ops,
-        max_bytes: o.max_batch_bytes.max(bytes),
-        // A larger request (min_rows) takes the whole budget.
-        budget: bytes
-            .saturating_mul(ROW_REQUESTS_WAITING)
-            .min(Semaphore::MAX_PERMITS),
+/// MANUAL_FLUSH: `more` operations do not fit the buffer.
+fn buffer_full(buffer: &OpBuffer, more: usize, s: &Settings) -> Error {
+    Error::Status {
+        context: "write session in MANUAL_FLUSH mode".into(),
+        status: KuduStatus {
+            code: StatusCode::IllegalState,
+            message: format!(
+                "mutation buffer is full ({} operations, {} bytes; limits {} operations, {} bytes; {more} more do not fit): call flush() first",
+                buffer.len(),
+                buffer.bytes(),
+                s.max_ops,
+                s.max_bytes
+            ),
+            posix_code: None,
+        },
     }
 }
 
 fn closed() -> Error {
     Error::InvalidArgument("write session is closed".into())
-}
-
-fn flusher_gone() -> Error {
-    Error::InvalidArgument(
-        "the session's background flusher has stopped (its runtime shut down?)".into(),
-    )
 }

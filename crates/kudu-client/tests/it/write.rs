@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ferry_fixtures::{runtime, Shared};
+use ferry_fixtures::runtime;
 use ferry_testkit::{DaemonKind, MiniCluster};
 use kudu_client::error::{RowError, StatusCode};
 use kudu_client::internals;
@@ -187,7 +187,7 @@ const OPS_EXPECTED: &[&str] = &[
 
 #[test]
 fn every_op_type_in_every_flush_mode() {
-    let c = cluster(3, &[]);
+    let c = crate::shared::three_tservers();
     let rt = runtime();
     let client = client(&c);
     for (name, mode) in [
@@ -277,6 +277,80 @@ fn every_op_type_in_every_flush_mode() {
             assert_eq!(s.update_ignore_errors, 1, "{name}: {s:?}");
             assert_eq!(s.delete_ignore_errors, 1, "{name}: {s:?}");
             assert_eq!(s.successful_deletes, 3, "{name}: {s:?}");
+        });
+        assert_eq!(cli_rows(&c, name), OPS_EXPECTED, "{name}");
+    }
+}
+
+/// The same script as one `apply_batch` per flush mode: the same rows, the
+/// same three row errors, the same counts; a batch the manual buffer cannot
+/// hold is refused whole.
+#[test]
+fn the_script_as_one_batch_in_every_flush_mode() {
+    let c = crate::shared::three_tservers();
+    let rt = runtime();
+    let client = client(&c);
+    for (name, mode) in [
+        ("batch_sync", FlushMode::AutoFlushSync),
+        ("batch_background", FlushMode::AutoFlushBackground),
+        ("batch_manual", FlushMode::ManualFlush),
+    ] {
+        rt.block_on(async {
+            client
+                .create_table(
+                    &TableBuilder::new(name, ops_schema())
+                        .add_hash_partitions(&["id"], 3, 0)
+                        .num_replicas(1),
+                )
+                .await
+                .expect("create table");
+            let table = client.open_table(name).await.expect("open");
+            let mut session = client
+                .new_session_with(
+                    SessionOptions::default()
+                        .flush_mode(mode)
+                        .mutation_buffer_max_ops(24),
+                )
+                .expect("session");
+            let script: Vec<Operation> = ops_script(&table).into_iter().map(|(o, _)| o).collect();
+            if mode == FlushMode::ManualFlush {
+                let mut more = script.clone();
+                more.push(op(&table, OpType::Upsert, 11, None, None));
+                let err = session.apply_batch(more).await.unwrap_err();
+                assert!(
+                    matches!(&err, Error::Status { status, .. } if status.code == StatusCode::IllegalState),
+                    "{err:?}"
+                );
+                assert_eq!(session.buffered_ops(), 0, "nothing of a refused batch is kept");
+            }
+            // An invalid operation refuses the whole batch before anything
+            // is applied.
+            let mut bad = script.clone();
+            bad.insert(3, Operation::insert(&table, table.new_row()));
+            let err = session.apply_batch(bad).await.unwrap_err();
+            assert!(
+                err.to_string().contains("primary key column 'id' is not set"),
+                "{err}"
+            );
+            assert_eq!(session.metrics().ops_applied, 0);
+
+            let mut errors = match session.apply_batch(script).await {
+                Ok(()) => Vec::new(),
+                Err(e) => row_errors(Err(e)),
+            };
+            if mode != FlushMode::AutoFlushSync {
+                assert!(errors.is_empty(), "{name}: {errors:?}");
+                errors.extend(row_errors(session.flush().await));
+            }
+            session.close().await.expect("close");
+            assert_eq!(errors.len(), 3, "{name}: {errors:#?}");
+            assert!(has_error(&errors, "INSERT", "(id=1)", StatusCode::AlreadyPresent));
+            assert!(has_error(&errors, "UPDATE", "(id=99)", StatusCode::NotFound));
+            assert!(has_error(&errors, "DELETE", "(id=97)", StatusCode::NotFound));
+            let m = session.metrics();
+            assert_eq!((m.ops_applied, m.row_errors, m.ops_pending()), (24, 3, 0), "{name}: {m:?}");
+            assert_eq!((m.inserts, m.insert_ignores), (7, 2), "{name}: {m:?}");
+            assert_eq!((m.deletes, m.delete_ignores), (2, 2), "{name}: {m:?}");
         });
         assert_eq!(cli_rows(&c, name), OPS_EXPECTED, "{name}");
     }
@@ -778,9 +852,6 @@ fn writes_survive_a_tserver_restart_exactly_once() {
 // ---------------------------------------------------------------------------
 // Errors.
 
-/// The 1-tablet-server cluster the typed-error tests share while they run.
-static ERRS_CLUSTER: Shared<MiniCluster> = Shared::new();
-
 fn errs_schema() -> Schema {
     Schema::new(vec![
         col("k", DataType::Int32).key(true).build().unwrap(),
@@ -818,7 +889,7 @@ async fn create_errs(client: &KuduClient, name: &str) -> KuduTable {
 
 #[test]
 fn rows_with_mistakes_are_refused_with_typed_errors() {
-    let c = ERRS_CLUSTER.get(|| cluster(1, &[]));
+    let c = crate::shared::one_tserver();
     let rt = runtime();
     let client = client(&c);
     rt.block_on(async {
@@ -865,7 +936,7 @@ fn rows_with_mistakes_are_refused_with_typed_errors() {
 
 #[test]
 fn a_row_in_a_non_covered_range_fails_alone() {
-    let c = ERRS_CLUSTER.get(|| cluster(1, &[]));
+    let c = crate::shared::one_tserver();
     let rt = runtime();
     let client = client(&c);
     rt.block_on(async {
@@ -927,7 +998,7 @@ fn a_row_in_a_non_covered_range_fails_alone() {
 
 #[test]
 fn a_write_through_a_stale_schema_is_refused_and_a_fresh_handle_works() {
-    let c = ERRS_CLUSTER.get(|| cluster(1, &[]));
+    let c = crate::shared::one_tserver();
     let rt = runtime();
     let client = client(&c);
     let stale = rt.block_on(create_errs(&client, "errs_stale"));

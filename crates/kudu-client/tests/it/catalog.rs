@@ -2,7 +2,6 @@
 //! hash + range + custom-hash ranges), open, list, alter, rename, delete,
 //! server clock, and the typed errors a caller acts on.
 
-use ferry_fixtures::Shared;
 use ferry_testkit::MiniCluster;
 use kudu_client::write::OpType;
 use kudu_client::{
@@ -25,15 +24,8 @@ fn all_types_schema() -> Schema {
 }
 
 /// The cluster the catalog tests share while they run.
-static CLUSTER: Shared<MiniCluster> = Shared::new();
-
 fn cluster() -> Arc<MiniCluster> {
-    CLUSTER.get(|| {
-        MiniCluster::builder()
-            .tservers(3)
-            .start()
-            .expect("cluster starts")
-    })
+    crate::shared::three_tservers()
 }
 
 /// The every-type table `name`: HASH(id) 3 buckets seed 42 × RANGE(part)

@@ -55,11 +55,7 @@ fn secs(n: u64) -> CallOptions {
 
 #[test]
 fn master_and_tserver_calls_on_a_default_cluster() {
-    let cluster = ferry_testkit::MiniCluster::builder()
-        .masters(1)
-        .tservers(1)
-        .start()
-        .expect("cluster");
+    let cluster = crate::shared::one_tserver();
     let master = cluster.master_addrs()[0].clone();
     let tserver = cluster.tserver_addrs()[0].clone();
 

@@ -8,7 +8,6 @@
 use std::collections::BTreeMap;
 
 use ferry_fixtures::runtime;
-use ferry_testkit::MiniCluster;
 use kudu_client::error::StatusCode;
 use kudu_client::scan::RowBatch;
 use kudu_client::write::{FlushMode, OpType, Operation, RowCopy, SessionOptions};
@@ -103,11 +102,7 @@ async fn upsert(client: &KuduClient, t: &KuduTable, ids: impl Iterator<Item = i6
 
 #[test]
 fn scan_batches_copy_whole_and_exact() {
-    let cluster = MiniCluster::builder()
-        .masters(1)
-        .tservers(1)
-        .start()
-        .expect("cluster");
+    let cluster = crate::shared::one_tserver();
     let rt = runtime();
     rt.block_on(async {
         let client = KuduClient::new(&cluster.master_addrs()).expect("client");

@@ -5,8 +5,6 @@
 //! before the first tablet-server connection), and the login failures an
 //! operator meets, each with its cause in the message.
 
-#![cfg(feature = "kerberos")]
-
 use std::time::Duration;
 
 use ferry_testkit::{Kdc, MiniCluster};

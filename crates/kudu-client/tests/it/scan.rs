@@ -12,8 +12,10 @@
 //! - splits: serialize → deserialize → execute equals one full scan, and a
 //!   resumed split continues without repeats.
 //!
-//! The loadgen tests and the read-mode tests each share one cluster while
-//! they run (`ferry_fixtures::Shared`); every test uses its own tables.
+//! The loadgen tests share one cluster while they run
+//! (`ferry_fixtures::Shared`); the read-mode tests use the binary's shared
+//! three-tablet-server cluster (`crate::shared`); every test uses its own
+//! tables.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -404,9 +406,6 @@ async fn a_fault_tolerant_closest_replica_scan_is_complete_and_ordered_per_table
 // ---------------------------------------------------------------------------
 // Read modes, projections, predicates, limits, bounds.
 
-/// The cluster the reading tests below share while they run.
-static READ_CLUSTER: Shared<MiniCluster> = Shared::new();
-
 /// A kv table on the shared cluster, loaded the same way for every reading
 /// test: 1000 rows in the first range and 200 in the second (across the
 /// gap); then, after `t`, 500 more rows, 100 updates and 50 deletes.
@@ -422,9 +421,8 @@ struct Loaded {
 }
 
 async fn loaded_kv(name: &str) -> Loaded {
-    let cluster = blocking(|| {
-        READ_CLUSTER.get(|| MiniCluster::builder().tservers(3).start().expect("cluster"))
-    });
+    // The cluster the reading tests share while they run.
+    let cluster = blocking(crate::shared::three_tservers);
     let client = KuduClient::new(&cluster.master_addrs()).expect("client");
     let table = create_kv(&client, name, 3).await;
     let mut rng = StdRng::seed_from_u64(7);
