@@ -219,10 +219,16 @@ impl KafkaBroker {
 
     /// `kafka-storage format` with a fresh cluster id.
     fn format_storage(&self) -> Result<()> {
+        // An id starting with '-' reads as an option to the tool's parser
+        // (Kafka's own random ids never start with one).
+        let mut id = cluster_id(random_bytes()?);
+        while id.starts_with('-') {
+            id = cluster_id(random_bytes()?);
+        }
         let mut cmd = self.java("kafka.tools.StorageTool")?;
         cmd.arg("format")
             .arg("-t")
-            .arg(cluster_id(random_bytes()?))
+            .arg(id)
             .arg("-c")
             .arg(self.info.root.join("server.properties"));
         let out = cmd
