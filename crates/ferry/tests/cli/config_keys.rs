@@ -3,10 +3,9 @@
 //! smaller than a scan batch) replicates a table completely on a real
 //! cluster, snapshot and diff windows alike.
 
-use ferry_testkit::MiniCluster;
+use ferry_fixtures::process::FerryProcess;
 use kudu_client::write::{FlushMode, Operation, SessionOptions};
 use kudu_client::{KuduClient, KuduTable, TableBuilder};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 async fn upsert(client: &KuduClient, table: &KuduTable, ids: std::ops::Range<i64>) {
@@ -36,12 +35,10 @@ async fn count(client: &KuduClient, name: &str) -> usize {
     rows
 }
 
-async fn wait_for_rows(client: &KuduClient, name: &str, n: usize, child: &mut std::process::Child) {
+async fn wait_for_rows(client: &KuduClient, name: &str, n: usize, ferry: &mut FerryProcess) {
     let deadline = Instant::now() + Duration::from_secs(90);
     loop {
-        if let Some(status) = child.try_wait().expect("try_wait") {
-            panic!("ferry exited early: {status}");
-        }
+        ferry.assert_running("early");
         let rows = count(client, name).await;
         if rows == n {
             return;
@@ -53,23 +50,24 @@ async fn wait_for_rows(client: &KuduClient, name: &str, n: usize, child: &mut st
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prefetching_and_manual_flush_replicate_everything() {
-    let c = MiniCluster::builder().tservers(1).start().expect("cluster");
+    // The cluster the binary's tests share: tables of their own.
+    let c = crate::cluster();
     let masters = c.master_addrs_joined();
     let client = KuduClient::new(&c.master_addrs()).expect("client");
     let schema = ferry_fixtures::small_schema();
     client
         .create_table(
-            &TableBuilder::new("src", schema)
+            &TableBuilder::new("keys_src", schema)
                 .add_hash_partitions(&["id"], 2, 0)
                 .num_replicas(1),
         )
         .await
         .expect("create");
-    let src = client.open_table("src").await.expect("open");
+    let src = client.open_table("keys_src").await.expect("open");
     upsert(&client, &src, 0..5000).await;
 
     let dir = tempfile::tempdir().expect("tmp");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ferry"))
+    let mut ferry = crate::ferry()
         .args([
             "run",
             "--job.sourceMasterAddresses",
@@ -77,7 +75,7 @@ async fn prefetching_and_manual_flush_replicate_everything() {
             "--job.sinkMasterAddresses",
             &masters,
             "--job.tableName",
-            "src",
+            "keys_src",
             "--job.tableSuffix",
             "_copy",
             "--job.createTable",
@@ -98,15 +96,10 @@ async fn prefetching_and_manual_flush_replicate_everything() {
             "-p",
             "2",
         ])
-        .env("FERRY_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn ferry");
-    wait_for_rows(&client, "src_copy", 5000, &mut child).await;
+        .spawn();
+    wait_for_rows(&client, "keys_src_copy", 5000, &mut ferry).await;
     // Diff windows too.
     upsert(&client, &src, 5000..6500).await;
-    wait_for_rows(&client, "src_copy", 6500, &mut child).await;
-    child.kill().expect("kill");
-    let _ = child.wait();
+    wait_for_rows(&client, "keys_src_copy", 6500, &mut ferry).await;
+    ferry.kill9();
 }

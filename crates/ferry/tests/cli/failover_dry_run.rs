@@ -8,7 +8,7 @@
 
 use ferry_engine::checkpoint::{encode_metadata, JobId, JobState, SnapshotKind, WindowState};
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 const JOB: &str = "00112233445566778899aabbccddeeff";
 
@@ -34,7 +34,7 @@ fn meta(s: &JobState) -> Vec<u8> {
 }
 
 fn failover(store: &Path, extra: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ferry"))
+    crate::ferry()
         .args(["failover", "--dry-run"])
         .args(extra)
         .args([
@@ -46,10 +46,8 @@ fn failover(store: &Path, extra: &[&str]) -> Output {
             "orders",
             "--job.checkpointsDirectory",
         ])
-        .arg(store)
-        .env("FERRY_LOG", "warn")
+        .arg(store.to_string_lossy())
         .output()
-        .expect("run ferry failover")
 }
 
 #[test]

@@ -8,7 +8,7 @@ use ferry_engine::sink_position::{PositionTable, SinkPosition};
 use ferry_testkit::MiniCluster;
 use kudu_client::{HybridTime, KuduClient, TableBuilder};
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::{Duration, SystemTime};
 
 const JOB: &str = "00112233445566778899aabbccddeeff";
@@ -19,10 +19,9 @@ fn ago(ago: Duration) -> u64 {
 }
 
 fn report(store: &Path, sink_masters: &str, json: bool) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ferry"));
-    cmd.args(["failover", "--report"]);
+    let mut cmd = crate::ferry().args(["failover", "--report"]);
     if json {
-        cmd.arg("--json");
+        cmd = cmd.arg("--json");
     }
     cmd.args([
         "--job.sourceMasterAddresses",
@@ -33,10 +32,8 @@ fn report(store: &Path, sink_masters: &str, json: bool) -> Output {
         "orders",
         "--job.checkpointsDirectory",
     ])
-    .arg(store)
-    .env("FERRY_LOG", "warn")
+    .arg(store.to_string_lossy())
     .output()
-    .expect("run ferry failover --report")
 }
 
 fn json(o: &Output) -> serde_json::Value {

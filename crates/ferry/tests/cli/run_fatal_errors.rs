@@ -3,15 +3,13 @@
 //! sink table (here on the same cluster, told apart by `job.tableSuffix`);
 //! SIGTERM cancels, or stops with a savepoint when there is a savepoint path.
 
-use ferry_fixtures::Shared;
-use ferry_testkit::MiniCluster;
+use crate::cluster;
+use ferry_fixtures::process::FerryProcess;
 use kudu_client::{KuduClient, TableBuilder};
-use std::process::{Command, Stdio};
-use std::sync::Arc;
 use std::time::Duration;
 
-fn ferry(masters: &str, table: &str, chk: &std::path::Path, extra: &[&str]) -> std::process::Child {
-    Command::new(env!("CARGO_BIN_EXE_ferry"))
+fn ferry(masters: &str, table: &str, chk: &std::path::Path, extra: &[&str]) -> FerryProcess {
+    crate::ferry()
         .args([
             "run",
             "--job.sourceMasterAddresses",
@@ -28,27 +26,13 @@ fn ferry(masters: &str, table: &str, chk: &std::path::Path, extra: &[&str]) -> s
             "500",
         ])
         .args(extra)
-        .env("FERRY_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .free_ports()
         .spawn()
-        .expect("spawn ferry")
 }
 
-fn finish(child: std::process::Child) -> (i32, String) {
-    let out = child.wait_with_output().expect("wait");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-/// The 1-tablet-server cluster these tests share while they run; each test
-/// uses its own tables and checkpoint directory.
-static CLUSTER: Shared<MiniCluster> = Shared::new();
-
-fn cluster() -> Arc<MiniCluster> {
-    CLUSTER.get(|| MiniCluster::builder().tservers(1).start().expect("cluster"))
+fn finish(mut ferry: FerryProcess) -> (i32, String) {
+    let status = ferry.wait_exit(Duration::from_secs(120));
+    (status.code().unwrap_or(-1), ferry.stderr_text())
 }
 
 /// Creates the small table `name` (2 hash buckets, 1 replica).
@@ -122,11 +106,8 @@ async fn create_table_makes_the_sink_and_sigterm_cancels_cleanly() {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    // SAFETY: signalling our own child.
-    unsafe {
-        libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
-    }
-    let status = child.wait().expect("wait");
+    child.sigterm();
+    let status = child.wait_exit(Duration::from_secs(60));
     assert!(
         status.success(),
         "SIGTERM without --savepointPath cancels cleanly: {status:?}"
@@ -148,7 +129,7 @@ async fn sigterm_with_a_savepoint_path_stops_with_a_savepoint() {
 
     // With --savepointPath, SIGTERM stops with a savepoint like `flink stop`.
     let sp = dir.path().join("savepoints");
-    let child = ferry(
+    let mut child = ferry(
         &masters,
         "sp",
         &chk,
@@ -160,17 +141,10 @@ async fn sigterm_with_a_savepoint_path_stops_with_a_savepoint() {
         ],
     );
     tokio::time::sleep(Duration::from_secs(3)).await;
-    // SAFETY: signalling our own child.
-    unsafe {
-        libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
-    }
-    let out = child.wait_with_output().expect("wait");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout} {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    child.sigterm();
+    let status = child.wait_exit(Duration::from_secs(60));
+    let stdout = child.stdout_text();
+    assert!(status.success(), "{stdout} {}", child.stderr_text());
     let path = stdout
         .lines()
         .find_map(|l| l.strip_prefix("Savepoint completed. Path: "))

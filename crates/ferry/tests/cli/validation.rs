@@ -1,8 +1,6 @@
 //! `ferry run` refuses bad configuration with exit code 2 and a message
 //! that names the offending key and value (one test per rule).
 
-use std::process::Command;
-
 const REQUIRED: [(&str, &str); 4] = [
     ("job.sourceMasterAddresses", "127.0.0.1:7051"),
     ("job.sinkMasterAddresses", "127.0.0.2:7051"),
@@ -11,10 +9,7 @@ const REQUIRED: [(&str, &str); 4] = [
 ];
 
 fn ferry(args: &[&str]) -> (i32, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_ferry"))
-        .args(args)
-        .output()
-        .expect("run ferry");
+    let out = crate::ferry().args(args).output();
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stderr).into_owned(),
@@ -138,10 +133,7 @@ fn config_file_values_are_overridden_by_flags() {
 
 #[test]
 fn help_lists_every_key_with_its_default() {
-    let out = Command::new(env!("CARGO_BIN_EXE_ferry"))
-        .args(["run", "--help"])
-        .output()
-        .expect("help");
+    let out = crate::ferry().args(["run", "--help"]).output();
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
     for key in ferry_engine::config::ConfigKey::all() {

@@ -17,21 +17,20 @@
 //!   either way).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::Output;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ferry_engine::sink_position::PositionTable;
+use ferry_fixtures::process::{output_text, FerryProcess};
 use ferry_fixtures::workload::Workload;
 use ferry_fixtures::{free_port, read_all};
 use ferry_testkit::DaemonKind;
 use kudu_client::write::{FlushMode, Operation, SessionOptions};
 use kudu_client::{KuduClient, KuduTable, Row, TableBuilder};
 
-const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
 const TABLE: &str = "orders";
 
 /// The all-types table on `client`'s cluster: HASH(id) 3 × RANGE(id)
@@ -77,91 +76,28 @@ fn job_options(source: &str, sink: &str, chk: &Path, rest: u16, metrics: u16) ->
     .collect()
 }
 
-/// A ferry child whose stdout lines are collected as they come.
-struct Ferry {
-    child: Child,
-    lines: Arc<Mutex<Vec<String>>>,
+/// `ferry <args>` (`run`, or `cutover` running the reverse job),
+/// started; its REST API (the forward job's port, reused by the reverse
+/// job) is on `rest`.
+fn spawn(args: &[String], rest: u16) -> FerryProcess {
+    crate::ferry().args(args).rest_at(rest).spawn()
 }
 
-impl Ferry {
-    fn spawn(args: &[String]) -> Ferry {
-        let mut child = Command::new(FERRY)
-            .args(args)
-            .env("FERRY_LOG", "warn")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn ferry");
-        let out = child.stdout.take().expect("stdout");
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        let sink = lines.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                sink.lock().expect("lines").push(line);
-            }
-        });
-        Ferry { child, lines }
-    }
-
-    /// The first stdout line `pick` accepts, waiting up to `timeout`.
-    async fn wait_line<T>(&mut self, timeout: Duration, pick: impl Fn(&str) -> Option<T>) -> T {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(v) = self
-                .lines
-                .lock()
-                .expect("lines")
-                .iter()
-                .find_map(|l| pick(l))
-            {
-                return v;
-            }
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                panic!(
-                    "ferry ended ({status}) before the expected line; stdout:\n{}",
-                    self.lines.lock().expect("lines").join("\n")
-                );
-            }
-            assert!(
-                Instant::now() < deadline,
-                "no expected line from ferry within {timeout:?}; stdout:\n{}",
-                self.lines.lock().expect("lines").join("\n")
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-
-    fn job_id(line: &str) -> Option<String> {
-        line.strip_prefix("Job has been submitted with JobID ")
-            .map(|id| id.trim().to_string())
-    }
-
-    fn kill(mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// The job id of a "Job has been submitted" line.
+fn job_id(line: &str) -> Option<String> {
+    line.strip_prefix("Job has been submitted with JobID ")
+        .map(|id| id.trim().to_string())
 }
 
 /// Runs `ferry args` to completion off the runtime's threads.
 async fn ferry(args: Vec<String>) -> Output {
-    tokio::task::spawn_blocking(move || {
-        Command::new(FERRY)
-            .args(&args)
-            .env("FERRY_LOG", "warn")
-            .output()
-            .expect("run ferry")
-    })
-    .await
-    .expect("join")
+    tokio::task::spawn_blocking(move || crate::ferry().args(&args).output())
+        .await
+        .expect("join")
 }
 
 fn text(o: &Output) -> String {
-    format!(
-        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
+    output_text(o)
 }
 
 /// Waits until `table` holds the same rows on both clusters.
@@ -196,9 +132,9 @@ async fn planned_cutover_reverses_without_a_snapshot() {
     let options = job_options(&am, &bm, &dir.path().join("chk"), rest, metrics);
     let mut args = vec!["run".to_string()];
     args.extend(options.clone());
-    let mut forward = Ferry::spawn(&args);
+    let mut forward = spawn(&args, rest);
     let id = forward
-        .wait_line(Duration::from_secs(60), Ferry::job_id)
+        .wait_line_async(Duration::from_secs(60), job_id)
         .await;
     // Let the snapshot and a few diff windows pass under the writer.
     tokio::time::sleep(Duration::from_secs(6)).await;
@@ -225,9 +161,9 @@ async fn planned_cutover_reverses_without_a_snapshot() {
     .map(|s| s.to_string())
     .collect();
     args.extend(options.clone());
-    let mut cutover = Ferry::spawn(&args);
+    let cutover = spawn(&args, rest);
     let report: serde_json::Value = cutover
-        .wait_line(Duration::from_secs(180), |l| {
+        .wait_line_async(Duration::from_secs(180), |l| {
             serde_json::from_str::<serde_json::Value>(l)
                 .ok()
                 .filter(|v| v.get("cutoverTime").is_some())
@@ -238,13 +174,13 @@ async fn planned_cutover_reverses_without_a_snapshot() {
     assert_eq!(report["rpoMs"], 0, "{report}");
     assert_eq!(report["jobId"], id.as_str());
     assert!(report_path.exists());
-    let status = forward.child.wait().expect("forward job ends");
+    let status = forward.wait_exit(Duration::from_secs(120));
     assert!(status.success(), "the forward job ended with {status}");
 
     // The reverse job runs in the cutover process: the new primary (b)
     // takes writes, the old source (a) receives them.
     let reverse_id = cutover
-        .wait_line(Duration::from_secs(60), Ferry::job_id)
+        .wait_line_async(Duration::from_secs(60), job_id)
         .await;
     assert_ne!(reverse_id, id);
     let tb = cb.open_table(TABLE).await.expect("open b");
@@ -281,7 +217,7 @@ async fn planned_cutover_reverses_without_a_snapshot() {
 
     // No snapshot: the reverse job started with a diff window and read only
     // the changed rows, never the new primary's whole table.
-    let live = ferry_fixtures::http::get_json(rest, &format!("/ferry/jobs/{reverse_id}/live"));
+    let live = cutover.get_json(&format!("/ferry/jobs/{reverse_id}/live"));
     let totals = &live["totals"];
     assert_eq!(totals["snapshot_windows"], 0, "{live}");
     assert!(totals["windows_completed"].as_u64() >= Some(1), "{live}");
@@ -309,7 +245,7 @@ async fn planned_cutover_reverses_without_a_snapshot() {
     assert!(out.status.success(), "{}", text(&out));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("verify JSON");
     assert_eq!(v["equal"], true, "{v}");
-    cutover.kill();
+    drop(cutover);
 }
 
 /// One operation of the logging writer: the key it wrote, and the source
@@ -397,8 +333,8 @@ async fn unplanned_failover_lists_the_rows_written_after_the_last_window() {
     let options = job_options(&am, &bm, &dir.path().join("chk"), rest, metrics);
     let mut args = vec!["run".to_string()];
     args.extend(options.clone());
-    let mut job = Ferry::spawn(&args);
-    job.wait_line(Duration::from_secs(60), Ferry::job_id).await;
+    let mut job = spawn(&args, rest);
+    job.wait_line_async(Duration::from_secs(60), job_id).await;
     let stop = Arc::new(AtomicBool::new(false));
     let writer = tokio::spawn(logged_writer(ca.clone(), stop.clone()));
     tokio::time::sleep(Duration::from_secs(6)).await;
@@ -413,7 +349,7 @@ async fn unplanned_failover_lists_the_rows_written_after_the_last_window() {
     tokio::time::sleep(Duration::from_secs(2)).await;
     stop.store(true, Ordering::Relaxed);
     let log = writer.await.expect("writer");
-    job.kill();
+    job.kill9();
 
     // With the source gone, both commands report the RPO of failing over
     // now.

@@ -6,17 +6,14 @@
 //! equal or drained, one for other clusters or tables, a combination with
 //! `-s`, and a cutover time the new primary's history no longer reaches.
 
-use ferry_fixtures::http::get_json;
-use ferry_fixtures::{free_port, read_all, read_job_id, two_clusters};
+use ferry_fixtures::{read_all, two_clusters};
 use ferry_verify::{At, Side, VerifyOptions};
 use kudu_client::write::{FlushMode, Operation, SessionOptions};
 use kudu_client::{KuduClient, KuduTable, TableBuilder};
-use std::io::BufReader;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 use std::time::{Duration, Instant};
 
-const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
 const ROWS: i64 = 2_000;
 
 async fn table(client: &KuduClient, name: &str, history_s: Option<u32>) -> KuduTable {
@@ -76,11 +73,7 @@ fn reverse_args(new_primary: &str, old_source: &str, chk: &Path) -> Vec<String> 
 }
 
 fn ferry(args: &[String]) -> Output {
-    Command::new(FERRY)
-        .args(args)
-        .env("FERRY_LOG", "warn")
-        .output()
-        .expect("run ferry")
+    crate::ferry().args(args).output()
 }
 
 fn text(o: &Output) -> String {
@@ -230,22 +223,11 @@ async fn the_reverse_job_diffs_from_the_cutover_time_and_refuses_what_does_not_f
         .collect();
     write(&cb, &copy, changes.clone()).await;
 
-    let rest = free_port();
-    let mut args = run_with(&["--fromCutover", &good]);
-    args.extend([
-        "--rest.port".into(),
-        rest.to_string(),
-        "--metrics.port".into(),
-        free_port().to_string(),
-    ]);
-    let mut child = Command::new(FERRY)
-        .args(&args)
-        .env("FERRY_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn ferry");
-    let id = read_job_id(&mut BufReader::new(child.stdout.take().expect("stdout")));
+    let mut job = crate::ferry()
+        .args(run_with(&["--fromCutover", &good]))
+        .free_ports()
+        .start();
+    let id = job.job_id();
     let started = Instant::now();
     loop {
         let (x, y) = (
@@ -263,9 +245,8 @@ async fn the_reverse_job_diffs_from_the_cutover_time_and_refuses_what_does_not_f
         );
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
-    let live = get_json(rest, &format!("/ferry/jobs/{id}/live"));
-    let _ = child.kill();
-    let _ = child.wait();
+    let live = job.get_json(&format!("/ferry/jobs/{id}/live"));
+    job.kill9();
     let totals = &live["totals"];
     assert_eq!(totals["snapshot_windows"], 0, "{live}");
     // Only the changed rows were read: no full scan of the new primary.

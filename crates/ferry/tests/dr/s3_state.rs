@@ -20,14 +20,13 @@ use ferry_engine::checkpoint::{
     CheckpointStore, JobId, SkipReason, StorageLocation, StoreResolver,
 };
 use ferry_fixtures::compare::compare_tables;
+use ferry_fixtures::process::FerryProcess;
 use ferry_fixtures::workload::Workload;
 use ferry_testkit::S3Server;
 use kudu_client::{KuduClient, TableBuilder};
-use std::io::{BufRead, BufReader, Read};
 use std::num::NonZeroUsize;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 const TABLE: &str = "s3_state";
@@ -42,23 +41,9 @@ fn s3_server(name: &str) -> S3Server {
     server
 }
 
-/// A `ferry run` whose stdout and stderr go to a log file.
-struct Ferry {
-    child: Child,
-    job_id: Arc<OnceLock<JobId>>,
-    log: PathBuf,
-    rest_port: u16,
-}
-
-impl Drop for Ferry {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Starts `ferry run` with checkpoints and savepoints in the bucket. The
-/// S3 settings come as `-D` keys, or (`via_env`) as `AWS_*` variables.
+/// Starts `ferry run` with checkpoints and savepoints in the bucket, its
+/// stderr in `log`. The S3 settings come as `-D` keys, or (`via_env`) as
+/// `AWS_*` variables.
 fn start_ferry(
     s3: &S3Server,
     src: &str,
@@ -66,10 +51,8 @@ fn start_ferry(
     resume: Option<&str>,
     via_env: bool,
     log: &Path,
-) -> Ferry {
-    let rest_port = ferry_fixtures::free_port();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ferry"));
-    cmd.args([
+) -> FerryProcess {
+    let mut cmd = crate::ferry().args([
         "run",
         "--job.sourceMasterAddresses",
         src,
@@ -85,101 +68,49 @@ fn start_ferry(
         "500",
         "--savepointPath",
         SAVEPOINTS,
-        "--rest.port",
-        &rest_port.to_string(),
-        "--metrics.port",
-        &ferry_fixtures::free_port().to_string(),
         "--metrics.kudu.pollIntervalMillis",
         "0",
         "-p",
         "2",
     ]);
     if via_env {
-        cmd.env("AWS_ENDPOINT_URL", s3.endpoint())
+        cmd = cmd
+            .env("AWS_ENDPOINT_URL", s3.endpoint())
             .env("AWS_ACCESS_KEY_ID", s3.access_key())
             .env("AWS_SECRET_ACCESS_KEY", s3.secret_key());
     } else {
-        cmd.arg(format!("-Ds3.endpoint={}", s3.endpoint()))
+        cmd = cmd
+            .arg(format!("-Ds3.endpoint={}", s3.endpoint()))
             .arg(format!("-Ds3.access-key={}", s3.access_key()))
             .arg(format!("-Ds3.secret-key={}", s3.secret_key()));
     }
     if let Some(path) = resume {
-        cmd.args(["-s", path]);
+        cmd = cmd.args(["-s", path]);
     }
-    let file = std::fs::File::create(log).expect("log file");
-    cmd.env("FERRY_LOG", "info")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(file.try_clone().expect("log file"));
-    let mut child = cmd.spawn().expect("spawn ferry");
-    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
-    let job_id = Arc::new(OnceLock::new());
-    let (found, mut sink) = (job_id.clone(), file);
-    std::thread::spawn(move || {
-        let mut line = String::new();
-        if out.read_line(&mut line).is_ok() {
-            let id = line.trim().rsplit(' ').next().unwrap_or_default();
-            if let Ok(id) = id.parse::<JobId>() {
-                let _ = found.set(id);
-            }
-            let _ = std::io::Write::write_all(&mut sink, line.as_bytes());
-        }
-        let _ = std::io::copy(&mut out, &mut sink);
-    });
-    Ferry {
-        child,
-        job_id,
-        log: log.to_path_buf(),
-        rest_port,
-    }
+    cmd.log_level("info").free_ports().stderr_file(log).start()
 }
 
-fn read(path: &Path) -> String {
-    let mut text = String::new();
-    let _ = std::fs::File::open(path).and_then(|mut f| f.read_to_string(&mut text));
-    text
-}
-
-fn kill9(f: &mut Ferry) {
-    // SAFETY: kill(2) on our own child.
-    unsafe {
-        libc::kill(f.child.id() as libc::pid_t, libc::SIGKILL);
-    }
-    let _ = f.child.wait();
-}
-
-async fn wait_for_job_id(f: &mut Ferry) -> JobId {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Some(id) = f.job_id.get() {
-            return *id;
-        }
-        if let Some(status) = f.child.try_wait().expect("try_wait") {
-            panic!("ferry exited ({status}):\n{}", read(&f.log));
-        }
-        assert!(Instant::now() < deadline, "no job id:\n{}", read(&f.log));
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+/// The job id `f` printed.
+fn job_of(f: &FerryProcess) -> JobId {
+    f.job_id().parse().expect("job id")
 }
 
 /// Waits until `job` has a complete checkpoint numbered `at_least` or
 /// more (and, if given, one whose window ends after `after`).
 async fn wait_for_checkpoint(
     store: &CheckpointStore,
-    f: &mut Ferry,
+    f: &mut FerryProcess,
     job: &JobId,
     at_least: u64,
     after: Option<u64>,
 ) -> u64 {
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
-        if let Some(status) = f.child.try_wait().expect("try_wait") {
-            panic!("ferry exited ({status}):\n{}", read(&f.log));
-        }
+        f.assert_running("while checkpointing");
         assert!(
             Instant::now() < deadline,
             "no checkpoint {at_least}+ of {job}:\n{}",
-            read(&f.log)
+            f.output_text()
         );
         let latest = store.latest_complete(job).await.expect("list checkpoints");
         if let Some(c) = latest.checkpoint {
@@ -263,7 +194,7 @@ fn failover_dry_run_skips_the_damage(
     newest: u64,
     damaged: &[u64],
 ) {
-    let out = Command::new(env!("CARGO_BIN_EXE_ferry"))
+    let out = crate::ferry()
         .args(["failover", "--dry-run", "--json", "--job-id"])
         .arg(job.to_string())
         .args(["--job.sourceMasterAddresses", src])
@@ -273,9 +204,7 @@ fn failover_dry_run_skips_the_damage(
         .arg(format!("-Ds3.endpoint={}", s3.endpoint()))
         .arg(format!("-Ds3.access-key={}", s3.access_key()))
         .arg(format!("-Ds3.secret-key={}", s3.secret_key()))
-        .env("FERRY_LOG", "warn")
-        .output()
-        .expect("run ferry failover");
+        .output();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(
@@ -327,9 +256,10 @@ async fn kill_9_resumes_from_the_newest_complete_checkpoint_in_the_bucket() {
     // Run 1 (S3 settings as -D keys): a few checkpoints, then SIGKILL.
     let log1 = logs.path().join("ferry-1.log");
     let mut f = start_ferry(&s3, &src_addrs, &dst_addrs, None, false, &log1);
-    let job1 = wait_for_job_id(&mut f).await;
+    let job1 = job_of(&f);
     let newest = wait_for_checkpoint(&store, &mut f, &job1, 6, None).await;
-    kill9(&mut f);
+    f.kill9();
+    let run1 = f.output_text();
     let newest = store
         .latest_complete(&job1)
         .await
@@ -397,8 +327,8 @@ async fn kill_9_resumes_from_the_newest_complete_checkpoint_in_the_bucket() {
     // Run 2 (S3 settings from AWS_* variables) resumes from it.
     let log2 = logs.path().join("ferry-2.log");
     let mut f = start_ferry(&s3, &src_addrs, &dst_addrs, Some(&pointer), true, &log2);
-    let job2 = wait_for_job_id(&mut f).await;
-    let port = f.rest_port;
+    let job2 = job_of(&f);
+    let port = f.rest();
     let checkpoints = tokio::task::block_in_place(|| {
         ferry_fixtures::http::get_json(port, &format!("/jobs/{job2}/checkpoints"))
     });
@@ -442,12 +372,9 @@ async fn kill_9_resumes_from_the_newest_complete_checkpoint_in_the_bucket() {
     );
 
     // SIGTERM: stop with a savepoint, written to the bucket.
-    // SAFETY: kill(2) on our own child.
-    unsafe {
-        libc::kill(f.child.id() as libc::pid_t, libc::SIGTERM);
-    }
-    let status = tokio::task::block_in_place(|| f.child.wait()).expect("wait");
-    let log = read(&log2);
+    f.sigterm();
+    let status = tokio::task::block_in_place(|| f.wait_exit(Duration::from_secs(120)));
+    let log = f.output_text();
     assert!(status.success(), "{status}:\n{log}");
     let line = log
         .lines()
@@ -459,7 +386,7 @@ async fn kill_9_resumes_from_the_newest_complete_checkpoint_in_the_bucket() {
     assert_eq!(loaded.state.job_id, job2);
 
     // The secret key never appears in ferry's output.
-    for text in [read(&log1), log] {
+    for text in [run1, log] {
         assert!(!text.contains(s3.secret_key()), "secret in ferry's output");
     }
     eprintln!("[s3] done in {:?}", started.elapsed());
@@ -500,7 +427,7 @@ fn rest_savepoint(port: u16, job: &JobId, target: &str) -> String {
 /// returns (exit code, stderr, elapsed).
 fn run_expecting_failure(location: &str, settings: &[String]) -> (Option<i32>, String, Duration) {
     let started = Instant::now();
-    let out = Command::new(env!("CARGO_BIN_EXE_ferry"))
+    let out = crate::ferry()
         .args([
             "run",
             // Never reached: the checkpoint store is checked first.
@@ -518,12 +445,10 @@ fn run_expecting_failure(location: &str, settings: &[String]) -> (Option<i32>, S
             "0",
         ])
         .args(settings)
-        .env("FERRY_LOG", "debug")
+        .log_level("debug")
         .env_remove("AWS_ACCESS_KEY_ID")
         .env_remove("AWS_SECRET_ACCESS_KEY")
-        .stdin(Stdio::null())
-        .output()
-        .expect("run ferry");
+        .output();
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
@@ -639,17 +564,13 @@ async fn an_s3_outage_fails_checkpoints_and_the_job_recovers_when_it_returns() {
     let log = logs.path().join("ferry.log");
     let (src_addrs, dst_addrs) = (src.master_addrs_joined(), dst.master_addrs_joined());
     let mut f = start_ferry(&s3, &src_addrs, &dst_addrs, None, false, &log);
-    let job = wait_for_job_id(&mut f).await;
+    let job = job_of(&f);
     let before = wait_for_checkpoint(&store, &mut f, &job, 2, None).await;
 
     tokio::task::block_in_place(|| s3.stop()).expect("stop s3");
     tokio::time::sleep(Duration::from_secs(6)).await;
-    assert!(
-        f.child.try_wait().expect("try_wait").is_none(),
-        "ferry exited during the outage:\n{}",
-        read(&log)
-    );
-    let port = f.rest_port;
+    f.assert_running("during the outage");
+    let port = f.rest();
     let (_, exceptions) = tokio::task::block_in_place(|| {
         ferry_fixtures::http::http("GET", port, &format!("/jobs/{job}/exceptions"), None)
     });
@@ -669,8 +590,8 @@ async fn an_s3_outage_fails_checkpoints_and_the_job_recovers_when_it_returns() {
     wait_for_checkpoint(&store, &mut f, &job, 1, Some(stopped_at)).await;
     let diff = compare_tables(&source, &sink, TABLE, TABLE).await;
     assert!(diff.is_equal(), "{diff}");
-    kill9(&mut f);
-    let text = read(&log);
+    f.kill9();
+    let text = f.output_text();
     assert!(!text.contains(s3.secret_key()), "secret in ferry's output");
     eprintln!("[s3] outage survived; {} ops", stats.applied);
 }

@@ -23,19 +23,16 @@ use ferry_engine::checkpoint::{
     decode_metadata, CheckpointStore, JobId, JobState, StorageLocation,
 };
 use ferry_fixtures::compare::compare_tables;
+use ferry_fixtures::free_port;
+use ferry_fixtures::process::FerryProcess;
 use ferry_fixtures::workload::{Workload, WorkloadOptions};
-use ferry_fixtures::{free_port, Shared};
 use ferry_objstore::ObjectStoreResolver;
 use ferry_testkit::{MiniCluster, S3Server};
 use kudu_client::{KuduClient, TableBuilder};
-use std::io::{BufRead, BufReader};
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-static CLUSTERS: Shared<(MiniCluster, MiniCluster)> = Shared::new();
 
 const OPS_PER_SEC: u32 = 200;
 const LEASE: &str = "2s";
@@ -50,84 +47,24 @@ fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
-/// A `ferry` process: stdout lines collected, stderr in a file; killed on drop.
-struct Ferry {
-    child: Child,
-    out: Arc<Mutex<Vec<String>>>,
-    err: PathBuf,
-    rest: u16,
+/// `ferry <verb>` of the job (`run` or `standby`) with `extra`, logging at
+/// info level to `err`.
+fn spawn(verb: &str, job_args: &[String], extra: &[&str], err: PathBuf) -> FerryProcess {
+    crate::ferry()
+        .arg(verb)
+        .args(job_args)
+        .args(extra)
+        .rest_port(free_port())
+        .log_level("info")
+        .stderr_file(&err)
+        .spawn()
 }
 
-impl Ferry {
-    fn spawn(verb: &str, job_args: &[String], extra: &[&str], err: PathBuf) -> Ferry {
-        let rest = free_port();
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_ferry"));
-        cmd.arg(verb)
-            .args(job_args)
-            .args(extra)
-            .args(["--rest.port", &rest.to_string()])
-            .env("FERRY_LOG", "info")
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&err).expect("stderr file"));
-        let mut child = cmd.spawn().expect("spawn ferry");
-        let stdout = child.stdout.take().expect("stdout");
-        let out = Arc::new(Mutex::new(Vec::new()));
-        let lines = out.clone();
-        let verb = verb.to_string();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                eprintln!("[{verb}] {line}");
-                lines.lock().expect("lines").push(line);
-            }
-        });
-        Ferry {
-            child,
-            out,
-            err,
-            rest,
-        }
-    }
-
-    /// Waits for a stdout line containing `needle`.
-    async fn line(&self, needle: &str, within: Duration) -> String {
-        let deadline = Instant::now() + within;
-        loop {
-            if let Some(l) = self
-                .out
-                .lock()
-                .expect("lines")
-                .iter()
-                .find(|l| l.contains(needle))
-            {
-                return l.clone();
-            }
-            assert!(
-                Instant::now() < deadline,
-                "no line with {needle:?} within {within:?}; stderr:\n{}",
-                self.stderr()
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-
-    fn stderr(&self) -> String {
-        std::fs::read_to_string(&self.err).unwrap_or_default()
-    }
-
-    fn signal(&self, sig: libc::c_int) {
-        // SAFETY: kill(2) on our own child.
-        unsafe {
-            libc::kill(self.child.id() as libc::pid_t, sig);
-        }
-    }
-}
-
-impl Drop for Ferry {
-    fn drop(&mut self) {
-        self.signal(libc::SIGCONT);
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// Waits for a stdout line of `ferry` containing `needle`.
+async fn stdout_line(ferry: &FerryProcess, needle: &str, within: Duration) -> String {
+    ferry
+        .wait_line_async(within, |l| l.contains(needle).then(|| l.to_string()))
+        .await
 }
 
 /// Everything both tests need: clusters, a table, directories, job keys.
@@ -170,7 +107,7 @@ impl Setup {
 
     /// `store`: the checkpoints directory and the replica, when not local.
     async fn with_store(table: &str, store: Option<(&str, &str)>) -> Setup {
-        let clusters = tokio::task::block_in_place(|| CLUSTERS.get(ferry_fixtures::two_clusters));
+        let clusters = tokio::task::block_in_place(crate::two_clusters);
         let (src, dst) = (&clusters.0, &clusters.1);
         let source = KuduClient::new(&src.master_addrs()).expect("client");
         let sink = KuduClient::new(&dst.master_addrs()).expect("client");
@@ -309,15 +246,15 @@ impl Setup {
 async fn kill_9_of_the_active() {
     let s = Setup::new("standby_kill").await;
     let writer = Workload::start(s.source.clone(), &s.table, OPS_PER_SEC, 21);
-    let active = Ferry::spawn("run", &s.job_args, &[], s.log("active.err"));
-    let line = active.line("JobID", Duration::from_secs(60)).await;
+    let mut active = spawn("run", &s.job_args, &[], s.log("active.err"));
+    let line = stdout_line(&active, "JobID", Duration::from_secs(60)).await;
     assert!(line.ends_with(&s.job.to_string()), "{line}");
     let t0 = s.clock().await;
     s.caught_up(1, t0, Duration::from_secs(90)).await;
 
     let dr = s.dir.path().join("dr");
     assert_eq!(s.replica, dr.to_string_lossy(), "the active's replica");
-    let standby = Ferry::spawn(
+    let standby = spawn(
         "standby",
         &s.job_args,
         &["--from", &s.replica],
@@ -325,9 +262,9 @@ async fn kill_9_of_the_active() {
     );
     tokio::time::sleep(Duration::from_secs(4)).await;
     assert!(
-        standby.out.lock().expect("lines").is_empty(),
+        standby.stdout_lines().is_empty(),
         "the standby must wait while the active renews; stderr:\n{}",
-        standby.stderr()
+        standby.stderr_text()
     );
 
     active.signal(libc::SIGKILL);
@@ -338,14 +275,14 @@ async fn kill_9_of_the_active() {
         .expect("list")
         .checkpoint
         .map(|c| c.id);
-    let line = standby.line("JobID", Duration::from_secs(30)).await;
+    let line = stdout_line(&standby, "JobID", Duration::from_secs(30)).await;
     assert!(line.ends_with(&s.job.to_string()), "same job id: {line}");
-    let newest = standby.line("Newest: ", Duration::from_secs(5)).await;
+    let newest = stdout_line(&standby, "Newest: ", Duration::from_secs(5)).await;
     assert!(
         newest.contains(&s.replica),
         "restored from the replica: {newest}"
     );
-    standby.line("RTO: ", Duration::from_secs(30)).await;
+    stdout_line(&standby, "RTO: ", Duration::from_secs(30)).await;
     // What the standby restored is the newest checkpoint the dead active
     // had replicated (generation 1), at most as new as its primary's.
     let restored_id: u64 = newest
@@ -382,11 +319,11 @@ async fn kill_9_of_the_active() {
 async fn takeover_with_lease_and_state_on_s3() {
     let s = Setup::on_s3("standby_s3").await;
     let writer = Workload::start(s.source.clone(), &s.table, OPS_PER_SEC, 24);
-    let active = Ferry::spawn("run", &s.job_args, &[], s.log("active.err"));
-    active.line("JobID", Duration::from_secs(60)).await;
+    let mut active = spawn("run", &s.job_args, &[], s.log("active.err"));
+    stdout_line(&active, "JobID", Duration::from_secs(60)).await;
     s.caught_up(1, s.clock().await, Duration::from_secs(90))
         .await;
-    let standby = Ferry::spawn(
+    let standby = spawn(
         "standby",
         &s.job_args,
         &["--from", S3_REPLICA],
@@ -394,21 +331,21 @@ async fn takeover_with_lease_and_state_on_s3() {
     );
     tokio::time::sleep(Duration::from_secs(3)).await;
     active.signal(libc::SIGKILL);
-    let line = standby.line("JobID", Duration::from_secs(30)).await;
+    let line = stdout_line(&standby, "JobID", Duration::from_secs(30)).await;
     assert!(line.ends_with(&s.job.to_string()), "same job id: {line}");
-    let newest = standby.line("Newest: ", Duration::from_secs(5)).await;
+    let newest = stdout_line(&standby, "Newest: ", Duration::from_secs(5)).await;
     assert!(
         newest.contains(&format!("{S3_REPLICA}/")),
         "restored from the replica bucket: {newest}"
     );
-    standby.line("RTO: ", Duration::from_secs(30)).await;
+    stdout_line(&standby, "RTO: ", Duration::from_secs(30)).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     writer.stop().await;
     let stopped = s.clock().await;
     s.caught_up(2, stopped, Duration::from_secs(90)).await;
     s.assert_sink_equals_source().await;
     assert!(!standby
-        .stderr()
+        .stderr_text()
         .contains(s.s3.as_ref().map_or("-", |(srv, _)| srv.secret_key())));
 }
 
@@ -416,9 +353,9 @@ async fn takeover_with_lease_and_state_on_s3() {
 async fn a_resumed_active_writes_nothing() {
     let s = Setup::new("standby_pause").await;
     let writer = Workload::start(s.source.clone(), &s.table, OPS_PER_SEC, 22);
-    let active = Ferry::spawn("run", &s.job_args, &[], s.log("active.err"));
-    active.line("JobID", Duration::from_secs(60)).await;
-    let standby = Ferry::spawn(
+    let mut active = spawn("run", &s.job_args, &[], s.log("active.err"));
+    stdout_line(&active, "JobID", Duration::from_secs(60)).await;
+    let standby = spawn(
         "standby",
         &s.job_args,
         &["--from", &s.chk().to_string_lossy()],
@@ -437,7 +374,7 @@ async fn a_resumed_active_writes_nothing() {
         let t = &live["totals"];
         t["rows_upserted"].as_u64().unwrap_or(0) + t["rows_deleted"].as_u64().unwrap_or(0)
     };
-    let before_pause = rows(active.rest);
+    let before_pause = rows(active.rest());
     assert!(before_pause > 0, "the active replicated rows");
 
     active.signal(libc::SIGSTOP);
@@ -451,22 +388,14 @@ async fn a_resumed_active_writes_nothing() {
             key_floor: 0,
         },
     );
-    standby.line("RTO: ", Duration::from_secs(60)).await;
+    stdout_line(&standby, "RTO: ", Duration::from_secs(60)).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let resumed_at = now_ms();
     active.signal(libc::SIGCONT);
 
     // The resumed active stops on its own, fenced, having written nothing.
-    let mut active = active;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let code = loop {
-        if let Some(status) = active.child.try_wait().expect("wait") {
-            break status.code();
-        }
-        assert!(Instant::now() < deadline, "the resumed active kept running");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
-    let err = active.stderr();
+    let code = active.wait_exit(Duration::from_secs(30)).code();
+    let err = active.stderr_text();
     assert_eq!(code, Some(1), "stderr:\n{err}");
     assert!(err.contains("fenced: "), "stderr:\n{err}");
     let written = err

@@ -18,19 +18,16 @@ use ferry_engine::checkpoint::{
     CheckpointStore, JobId, JobState, SnapshotKind, StateKey, StorageLocation, StoreResolver,
 };
 use ferry_fixtures::compare::compare_tables;
-use ferry_fixtures::free_port;
-use ferry_fixtures::http::{get_json, http};
+use ferry_fixtures::http::http;
+use ferry_fixtures::process::FerryProcess;
 use ferry_fixtures::workload::Workload;
 use ferry_testkit::S3Server;
 use kudu_client::{KuduClient, TableBuilder};
 use serde_json::Value;
-use std::io::{BufRead, BufReader, Read};
 use std::num::NonZeroUsize;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
 const TABLE: &str = "replicated";
 const OPS_PER_SEC: u32 = 150;
 const OUTAGE: Duration = Duration::from_secs(30);
@@ -41,64 +38,31 @@ fn blocking<T>(f: impl FnOnce() -> T) -> T {
     tokio::task::block_in_place(f)
 }
 
-/// A running `ferry run`; killed on drop.
-struct Ferry {
-    child: Child,
-    job: String,
-    rest: u16,
-    metrics: u16,
-    log: std::path::PathBuf,
+/// The job's `/ferry/jobs/:id/live`.
+fn live(ferry: &FerryProcess) -> Value {
+    blocking(|| ferry.live())
 }
 
-impl Drop for Ferry {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if std::thread::panicking() {
-            eprintln!("--- ferry log (tail) ---\n{}", tail(&self.log, 40));
-        }
-    }
+/// The first replica's part of it.
+fn replica(ferry: &FerryProcess) -> Value {
+    live(ferry)["replicas"][0].clone()
 }
 
-impl Ferry {
-    fn live(&self) -> Value {
-        blocking(|| get_json(self.rest, &format!("/ferry/jobs/{}/live", self.job)))
-    }
-
-    fn replica(&self) -> Value {
-        self.live()["replicas"][0].clone()
-    }
-
-    fn assert_running(&mut self) {
-        if let Ok(Some(status)) = self.child.try_wait() {
-            panic!("ferry exited on its own: {status}");
-        }
-    }
-
-    /// `ferry_state_replica_<name>` for this job's replica.
-    fn scrape(&self, name: &str) -> f64 {
-        let (status, body) = blocking(|| http("GET", self.metrics, "/metrics", None));
-        assert_eq!(status, 200);
-        let family = format!("ferry_state_replica_{name}{{");
-        body.lines()
-            .find(|l| l.starts_with(&family) && l.contains(&self.job) && l.contains("replica=\""))
-            .and_then(|l| l.rsplit_once(' '))
-            .and_then(|(_, v)| v.parse().ok())
-            .unwrap_or_else(|| panic!("no {family} in:\n{body}"))
-    }
+/// `ferry_state_replica_<name>` for this job's replica.
+fn scrape(ferry: &FerryProcess, name: &str) -> f64 {
+    let (status, body) = blocking(|| http("GET", ferry.metrics(), "/metrics", None));
+    assert_eq!(status, 200);
+    let family = format!("ferry_state_replica_{name}{{");
+    let job = ferry.job_id();
+    body.lines()
+        .find(|l| l.starts_with(&family) && l.contains(&job) && l.contains("replica=\""))
+        .and_then(|l| l.rsplit_once(' '))
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {family} in:\n{body}"))
 }
 
-fn tail(path: &Path, n: usize) -> String {
-    let mut text = String::new();
-    let _ = std::fs::File::open(path).and_then(|mut f| f.read_to_string(&mut text));
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(n)..].join("\n")
-}
-
-fn start_ferry(src: &str, dst: &str, chk: &Path, s3: &S3Server, logs: &Path) -> Ferry {
-    let (rest, metrics) = (free_port(), free_port());
-    let log = logs.join("ferry.log");
-    let mut child = Command::new(FERRY)
+fn start_ferry(src: &str, dst: &str, chk: &Path, s3: &S3Server) -> FerryProcess {
+    crate::ferry()
         .args(["run", "--job.sourceMasterAddresses", src])
         .args(["--job.sinkMasterAddresses", dst, "--job.tableName", TABLE])
         .args(["--job.checkpointsDirectory", &chk.to_string_lossy()])
@@ -110,24 +74,10 @@ fn start_ferry(src: &str, dst: &str, chk: &Path, s3: &S3Server, logs: &Path) -> 
         .arg(format!("-Ds3.secret-key={}", s3.secret_key()))
         .args(["--job.periodicSavepointInterval", "3 s"])
         .args(["--job.periodicSavepointsRetained", "2"])
-        .args(["--rest.port", &rest.to_string()])
-        .args(["--metrics.port", &metrics.to_string(), "-p", "3"])
-        .env("FERRY_LOG", "info")
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(&log).expect("log file"))
-        .spawn()
-        .expect("spawn ferry");
-    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
-    let job = ferry_fixtures::read_job_id(&mut out);
-    // Keep draining stdout so ferry never blocks on a full pipe.
-    std::thread::spawn(move || for _ in out.lines() {});
-    Ferry {
-        child,
-        job,
-        rest,
-        metrics,
-        log,
-    }
+        .args(["-p", "3"])
+        .log_level("info")
+        .free_ports()
+        .start()
 }
 
 async fn create_table(client: &KuduClient) {
@@ -138,17 +88,22 @@ async fn create_table(client: &KuduClient) {
 }
 
 /// Polls `f` every 500 ms for up to `within`.
-async fn until(ferry: &mut Ferry, what: &str, within: Duration, mut f: impl FnMut(&Ferry) -> bool) {
+async fn until(
+    ferry: &mut FerryProcess,
+    what: &str,
+    within: Duration,
+    mut f: impl FnMut(&FerryProcess) -> bool,
+) {
     let deadline = Instant::now() + within;
     loop {
-        ferry.assert_running();
+        ferry.assert_running("on its own");
         if f(ferry) {
             return;
         }
         assert!(
             Instant::now() < deadline,
             "timed out: {what}; live: {}",
-            ferry.live()
+            live(ferry)
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
@@ -160,7 +115,9 @@ fn u(v: &Value) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dr_store_outage_delays_the_replica_not_the_replication() {
-    let (src, dst) = blocking(ferry_fixtures::two_clusters);
+    // The clusters the binary's tests share (tables of their own).
+    let clusters = blocking(crate::two_clusters);
+    let (src, dst) = (&clusters.0, &clusters.1);
     let source = KuduClient::new(&src.master_addrs()).expect("source client");
     let sink = KuduClient::new(&dst.master_addrs()).expect("sink client");
     create_table(&source).await;
@@ -178,39 +135,38 @@ async fn a_dr_store_outage_delays_the_replica_not_the_replication() {
         &dst.master_addrs_joined(),
         &chk,
         &dr,
-        logs.path(),
     );
     until(
         &mut ferry,
         "replicating, replica caught up",
         Duration::from_secs(120),
         |f| {
-            let live = f.live();
+            let live = live(f);
             let r = &live["replicas"][0];
             u(&live["last_end_timestamp"]) > 0 && u(&r["statesCopied"]) > 3 && r["failures"] == 0
         },
     )
     .await;
-    assert_eq!(ferry.replica()["location"], REPLICA);
-    let lag = ferry.scrape("lag_seconds");
+    assert_eq!(replica(&ferry)["location"], REPLICA);
+    let lag = scrape(&ferry, "lag_seconds");
     assert!(lag < 5.0, "lag before the outage: {lag} s");
-    assert!(ferry.scrape("last_success_timestamp_ms") > 0.0);
+    assert!(scrape(&ferry, "last_success_timestamp_ms") > 0.0);
 
     // The DR store's server goes away for 30 s.
     blocking(|| dr.stop()).expect("stop the DR server");
     let down_at = Instant::now();
-    let end_before = u(&ferry.live()["last_end_timestamp"]);
+    let end_before = u(&live(&ferry)["last_end_timestamp"]);
     until(
         &mut ferry,
         "copies to the replica fail",
         Duration::from_secs(10),
-        |f| u(&f.replica()["failures"]) > 0,
+        |f| u(&replica(f)["failures"]) > 0,
     )
     .await;
-    let early = ferry.replica();
+    let early = replica(&ferry);
     tokio::time::sleep(OUTAGE.saturating_sub(down_at.elapsed())).await;
-    ferry.assert_running();
-    let late = ferry.live();
+    ferry.assert_running("during the outage");
+    let late = live(&ferry);
     let r = &late["replicas"][0];
     eprintln!("during the outage: {early} then {r}");
     assert_eq!(r["behind"], true);
@@ -226,8 +182,8 @@ async fn a_dr_store_outage_delays_the_replica_not_the_replication() {
     let error = r["lastError"].as_str().expect("the failure");
     assert!(error.contains(REPLICA), "{error}");
     assert!(!late.to_string().contains(&secret), "no secret in REST");
-    assert!(ferry.scrape("lag_seconds") >= 20.0);
-    assert!(ferry.scrape("failures_total") >= u(&r["failures"]) as f64);
+    assert!(scrape(&ferry, "lag_seconds") >= 20.0);
+    assert!(scrape(&ferry, "failures_total") >= u(&r["failures"]) as f64);
     // Kudu replication went on.
     assert!(
         u(&late["last_end_timestamp"]) > end_before + 15_000,
@@ -239,7 +195,7 @@ async fn a_dr_store_outage_delays_the_replica_not_the_replication() {
     // Back on the same port, with its data: the replica catches up,
     // newest first.
     blocking(|| dr.restart()).expect("restart the DR server");
-    let job: JobId = ferry.job.parse().expect("job id");
+    let job: JobId = ferry.job_id().parse().expect("job id");
     let primary = CheckpointStore::open_local(
         &StorageLocation::local(&chk).expect("location"),
         NonZeroUsize::MIN,
@@ -256,7 +212,7 @@ async fn a_dr_store_outage_delays_the_replica_not_the_replication() {
         "the replica caught up",
         Duration::from_secs(30),
         |f| {
-            let r = f.replica();
+            let r = replica(f);
             r["behind"] == false && u(&r["lagMs"]) < 5_000
         },
     )
@@ -284,7 +240,7 @@ async fn a_dr_store_outage_delays_the_replica_not_the_replication() {
         .into_iter()
         .filter(|k| k.file_name() == Some("_metadata"))
         .collect();
-    let (_, metrics_body) = blocking(|| http("GET", ferry.metrics, "/metrics", None));
+    let (_, metrics_body) = blocking(|| http("GET", ferry.metrics(), "/metrics", None));
     assert!(!metrics_body.contains(&secret), "no secret in metrics");
     assert!(
         (1..=3).contains(&savepoints.len()),
@@ -292,7 +248,7 @@ async fn a_dr_store_outage_delays_the_replica_not_the_replication() {
     );
 
     // Periodic savepoints: shown as Flink shows savepoints, and counted.
-    let stats = blocking(|| get_json(ferry.rest, &format!("/jobs/{}/checkpoints", ferry.job)));
+    let stats = blocking(|| ferry.get_json(&format!("/jobs/{}/checkpoints", ferry.job_id())));
     // (Flink's history shows only the newest 10, mostly checkpoints at a
     // 300 ms interval; `latest.savepoint` is the newest savepoint.)
     let latest = &stats["latest"]["savepoint"];
@@ -301,7 +257,7 @@ async fn a_dr_store_outage_delays_the_replica_not_the_replication() {
     assert!(latest["external_path"]
         .as_str()
         .is_some_and(|p| p.contains("/savepoints/savepoint-")));
-    let live = ferry.live();
+    let live = live(&ferry);
     assert!(
         live["savepoints"].as_array().is_some_and(|s| s.len() >= 5),
         "{live}"
@@ -355,11 +311,7 @@ fn state(job: JobId, kind: SnapshotKind, id: u64) -> JobState {
 }
 
 fn mirror(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(FERRY)
-        .args(["state", "mirror"])
-        .args(args)
-        .output()
-        .expect("ferry state mirror");
+    let out = crate::ferry().args(["state", "mirror"]).args(args).output();
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -457,13 +409,10 @@ async fn mirror_watch_keeps_copying_until_terminated() {
     let store = CheckpointStore::open_local(&src_loc, NonZeroUsize::new(10).expect("10"));
     let job = JobId::random();
     std::fs::create_dir_all(&src).expect("src");
-    let mut child = Command::new(FERRY)
+    let mut child = crate::ferry()
         .args(["state", "mirror", "--watch", "--interval", "0.2"])
-        .args([&src, &dst])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn");
+        .args([src.to_string_lossy(), dst.to_string_lossy()])
+        .spawn();
     for id in 1..=2 {
         store
             .write_checkpoint(&job, id, &state(job, SnapshotKind::Checkpoint, id))
@@ -479,12 +428,8 @@ async fn mirror_watch_keeps_copying_until_terminated() {
         }
     }
     // SIGTERM: a clean stop.
-    let pid = child.id().to_string();
-    Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .expect("kill");
-    let status = child.wait().expect("wait");
+    child.sigterm();
+    let status = child.wait_exit(Duration::from_secs(30));
     assert_eq!(status.code(), Some(0));
 }
 

@@ -10,42 +10,24 @@
 
 use ferry_engine::checkpoint::{encode_metadata, JobId, JobState, SnapshotKind, WindowState};
 use ferry_fixtures::http::{get_json, http};
+use ferry_fixtures::process::{output_text as text, FerryProcess};
 use ferry_fixtures::workload::Workload;
-use ferry_fixtures::{free_port, read_job_id, Shared};
 use ferry_testkit::MiniCluster;
 use kudu_client::write::{FlushMode, Operation, SessionOptions};
 use kudu_client::{KuduClient, TableBuilder};
 use serde_json::Value;
-use std::io::BufReader;
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::Output;
 use std::time::{Duration, Instant};
 
-const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
-
-static CLUSTERS: Shared<(MiniCluster, MiniCluster)> = Shared::new();
-
+/// The clusters the binary's tests share (tables of their own).
 fn clusters() -> std::sync::Arc<(MiniCluster, MiniCluster)> {
-    CLUSTERS.get(ferry_fixtures::two_clusters)
+    tokio::task::block_in_place(crate::two_clusters)
 }
 
 /// `ferry <verb> <args>`, waited for.
 fn ferry(verb: &str, args: &[&str]) -> Output {
-    Command::new(FERRY)
-        .arg(verb)
-        .args(args)
-        .env("FERRY_LOG", "warn")
-        .output()
-        .expect("run ferry")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
+    crate::ferry().arg(verb).args(args).output()
 }
 
 fn json(o: &Output) -> Value {
@@ -256,44 +238,25 @@ async fn three_differences_are_named_then_repaired() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("--source-time"));
 }
 
-/// A child process killed when dropped (also when a test panics).
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// Starts `ferry run` replicating `table` to `table_copy`.
-fn start_job(source: &str, sink: &str, table: &str, chk: &Path, rest: u16, metrics: u16) -> Killed {
-    Killed(
-        Command::new(FERRY)
-            .arg("run")
-            .args(job_options(source, sink, table, chk))
-            .args([
-                "--job.tableSuffix",
-                "_copy",
-                "--job.createTable",
-                "true",
-                "--job.discoveryIntervalSeconds",
-                "1",
-                "--job.checkpointingIntervalMillis",
-                "300",
-                "--rest.port",
-                &rest.to_string(),
-                "--metrics.port",
-                &metrics.to_string(),
-                "--metrics.kudu.pollIntervalMillis",
-                "500",
-            ])
-            .env("FERRY_LOG", "warn")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn ferry run"),
-    )
+fn start_job(source: &str, sink: &str, table: &str, chk: &Path) -> FerryProcess {
+    crate::ferry()
+        .arg("run")
+        .args(job_options(source, sink, table, chk))
+        .args([
+            "--job.tableSuffix",
+            "_copy",
+            "--job.createTable",
+            "true",
+            "--job.discoveryIntervalSeconds",
+            "1",
+            "--job.checkpointingIntervalMillis",
+            "300",
+            "--metrics.kudu.pollIntervalMillis",
+            "500",
+        ])
+        .free_ports()
+        .start()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -306,10 +269,9 @@ async fn a_running_job_verifies_equal_under_writes_also_over_rest() {
 
     let dir = tempfile::tempdir().expect("tmp");
     let chk = dir.path().join("chk");
-    let (rest, metrics) = (free_port(), free_port());
-    let mut child = start_job(&a, &b, "live", &chk, rest, metrics);
-    let mut out = BufReader::new(child.0.stdout.take().expect("stdout"));
-    let id = read_job_id(&mut out);
+    let job = start_job(&a, &b, "live", &chk);
+    let (rest, metrics) = (job.rest(), job.metrics());
+    let id = job.job_id();
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let live = get_json(rest, &format!("/ferry/jobs/{id}/live"));
@@ -390,7 +352,7 @@ async fn a_running_job_verifies_equal_under_writes_also_over_rest() {
 
     let stats = writer.stop().await;
     assert!(stats.applied > 0, "{stats:?}");
-    drop(child);
+    drop(job);
 }
 
 /// Waits until the job at `rest` completed `n` windows.
@@ -418,10 +380,9 @@ async fn planned_cutover_proves_the_copy_and_the_reverse_job_needs_no_snapshot()
 
     let dir = tempfile::tempdir().expect("tmp");
     let chk = dir.path().join("chk");
-    let rest = free_port();
-    let mut job = start_job(&a, &b, "cut", &chk, rest, free_port());
-    let mut out = BufReader::new(job.0.stdout.take().expect("stdout"));
-    let id = read_job_id(&mut out);
+    let mut job = start_job(&a, &b, "cut", &chk);
+    let rest = job.rest();
+    let id = job.job_id();
     windows(rest, &id, 2).await;
 
     let report_path = dir.path().join("cutover.json");
@@ -470,11 +431,8 @@ async fn planned_cutover_proves_the_copy_and_the_reverse_job_needs_no_snapshot()
         serde_json::from_slice(&std::fs::read(&report_path).expect("report file")).expect("json");
     assert_eq!(saved["cutoverTime"], r["cutoverTime"]);
     assert_eq!(saved["finalEnd"], r["finalEnd"]);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while job.0.try_wait().expect("wait").is_none() {
-        assert!(Instant::now() < deadline, "the stopped job still runs");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    // The stopped job's process ends.
+    job.wait_exit(Duration::from_secs(30));
 
     // The printed reverse command starts without a snapshot and copies a
     // write on the new primary back to the old source.
@@ -486,24 +444,13 @@ async fn planned_cutover_proves_the_copy_and_the_reverse_job_needs_no_snapshot()
         .split(' ')
         .map(String::from)
         .collect();
-    let rest2 = free_port();
-    let mut child = Command::new(FERRY)
+    let reverse_job = crate::ferry()
         .arg("run")
         .args(&reverse)
-        .args([
-            "--rest.port",
-            &rest2.to_string(),
-            "--metrics.port",
-            &free_port().to_string(),
-        ])
-        .env("FERRY_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn the reverse job");
-    let mut out2 = BufReader::new(child.stdout.take().expect("stdout"));
-    let reverse_job = Killed(child);
-    let id2 = read_job_id(&mut out2);
+        .free_ports()
+        .start();
+    let rest2 = reverse_job.rest();
+    let id2 = reverse_job.job_id();
     let sink = KuduClient::new(&cl.1.master_addrs()).expect("client");
     write(&sink, "cut_copy", vec![('u', 5000, "on the new primary")]).await;
     let deadline = Instant::now() + Duration::from_secs(60);

@@ -12,16 +12,14 @@
 
 use ferry_engine::checkpoint::{CheckpointStore, JobId, StorageLocation};
 use ferry_fixtures::compare::compare_tables;
+use ferry_fixtures::process::{tail, FerryCommand, FerryProcess};
 use ferry_fixtures::workload::{Workload, WorkloadStats};
 use ferry_testkit::fault::{NetNs, SmallFs};
 use ferry_testkit::{DaemonKind, MiniCluster};
 use kudu_client::{KuduClient, TableBuilder};
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader, Read};
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 const TABLE: &str = "faulty";
@@ -42,24 +40,6 @@ async fn create_table(client: &KuduClient) {
     client.create_table(&b).await.expect("create table");
 }
 
-/// A running `ferry run`; killed with SIGKILL on drop.
-struct Ferry {
-    child: Child,
-    /// Known once ferry printed it (after it reached both clusters, which
-    /// may be down when it starts).
-    job_id: Arc<OnceLock<JobId>>,
-    /// Where its REST API answers (from the test's namespace).
-    rest: String,
-    log: PathBuf,
-}
-
-impl Drop for Ferry {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// Everything one test runs: clusters, clients, checkpoint store, ferry,
 /// and what it observed.
 struct Harness {
@@ -72,7 +52,9 @@ struct Harness {
     store: CheckpointStore,
     logs: tempfile::TempDir,
     netns: Option<NetNs>,
-    ferry: Option<Ferry>,
+    /// Its job id is known once ferry printed it (after it reached both
+    /// clusters, which may be down when it starts).
+    ferry: Option<FerryProcess>,
     /// The job of the run before the current one (restarts fall back to
     /// its checkpoints).
     prev_job: Option<JobId>,
@@ -138,22 +120,15 @@ impl Harness {
     /// Starts `ferry run` (resuming from `resume` if given) with short
     /// timeouts and windows, so recovery after a fault is quick.
     fn start_ferry(&mut self, resume: Option<&str>) {
-        let bin = env!("CARGO_BIN_EXE_ferry");
-        let (mut cmd, bind, host) = match &self.netns {
-            Some(ns) => (
-                ns.command(bin),
-                "0.0.0.0".to_string(),
-                ns.addr_inside().to_string(),
-            ),
-            None => (
-                Command::new(bin),
-                "127.0.0.1".to_string(),
-                "127.0.0.1".to_string(),
-            ),
+        let mut cmd = FerryCommand::new(env!("CARGO_BIN_EXE_ferry"));
+        let bind = match &self.netns {
+            Some(ns) => {
+                cmd = cmd.in_netns(ns);
+                "0.0.0.0"
+            }
+            None => "127.0.0.1",
         };
-        let rest_port = ferry_fixtures::free_port();
-        let metrics_port = ferry_fixtures::free_port();
-        cmd.args([
+        cmd = cmd.args([
             "run",
             "--job.sourceMasterAddresses",
             &self.src.master_addrs_joined(),
@@ -176,74 +151,43 @@ impl Harness {
             "--restart-strategy.exponential-delay.max-backoff",
             "5 s",
             "--rest.address",
-            &bind,
-            "--rest.port",
-            &rest_port.to_string(),
-            "--metrics.port",
-            &metrics_port.to_string(),
+            bind,
             "--metrics.kudu.pollIntervalMillis",
             "0",
             "-p",
             "2",
         ]);
         if let Some(path) = resume {
-            cmd.args(["-s", path]);
+            cmd = cmd.args(["-s", path]);
         }
         self.runs += 1;
         let log = self.logs.path().join(format!("ferry-{}.log", self.runs));
-        let file = std::fs::File::create(&log).expect("log file");
-        cmd.env("FERRY_LOG", "warn,ferry_engine=info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(file.try_clone().expect("log file"));
-        let mut child = cmd.spawn().expect("spawn ferry");
-        let mut out = BufReader::new(child.stdout.take().expect("stdout"));
-        // The first line carries the job id; the rest goes to the log, so
-        // ferry never blocks on a full pipe.
-        let job_id = Arc::new(OnceLock::new());
-        let (found, mut sink, name) = (job_id.clone(), file, self.name);
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            if out.read_line(&mut line).is_ok() {
-                let id = line.trim().rsplit(' ').next().unwrap_or_default();
-                match id.parse::<JobId>() {
-                    Ok(id) => {
-                        eprintln!("[{name}] job id {id}");
-                        let _ = found.set(id);
-                    }
-                    Err(_) => eprintln!("[{name}] no job id in {line:?}"),
-                }
-            }
-            let _ = std::io::copy(&mut out, &mut sink);
-        });
+        let ferry = cmd
+            .log_level("warn,ferry_engine=info")
+            .free_ports()
+            .stderr_file(&log)
+            .spawn();
         self.say(&format!(
             "ferry run #{} started (pid {}{})",
             self.runs,
-            child.id(),
+            ferry.pid(),
             resume.map(|r| format!(", from {r}")).unwrap_or_default()
         ));
-        self.ferry = Some(Ferry {
-            child,
-            job_id,
-            rest: format!("{host}:{rest_port}"),
-            log,
-        });
+        self.ferry = Some(ferry);
     }
 
-    fn ferry(&mut self) -> &mut Ferry {
+    fn ferry(&mut self) -> &mut FerryProcess {
         self.ferry.as_mut().expect("ferry started")
+    }
+
+    /// The current run's job id, once printed.
+    fn job_id(&mut self) -> Option<JobId> {
+        self.ferry().try_job_id().and_then(|id| id.parse().ok())
     }
 
     /// Panics (with the log's tail) if ferry has exited.
     fn assert_running(&mut self, when: &str) {
-        let f = self.ferry();
-        if let Some(status) = f.child.try_wait().expect("try_wait") {
-            let log = f.log.clone();
-            panic!(
-                "ferry exited {when} ({status}); its log:\n{}",
-                tail(&log, 60)
-            );
-        }
+        self.ferry().assert_running(when);
     }
 
     /// SIGKILL, then a new `ferry run -s <newest complete checkpoint>`:
@@ -251,13 +195,8 @@ impl Harness {
     async fn kill_and_restart(&mut self) {
         self.assert_running("before the kill -9");
         let current = {
-            let f = self.ferry();
-            // SAFETY: kill(2) on our own child.
-            unsafe {
-                libc::kill(f.child.id() as libc::pid_t, libc::SIGKILL);
-            }
-            let _ = f.child.wait();
-            f.job_id.get().copied()
+            self.ferry().kill9();
+            self.job_id()
         };
         let mut found = None;
         for job in [current, self.prev_job].into_iter().flatten() {
@@ -283,9 +222,10 @@ impl Harness {
 
     /// The job's state from its REST API, if it answers.
     async fn rest_state(&mut self) -> Option<String> {
-        let f = self.ferry();
-        let id = *f.job_id.get()?;
-        let body = http_get(&f.rest, &format!("/jobs/{id}/status")).await?;
+        let id = self.job_id()?;
+        let (_, body) = self
+            .ferry()
+            .try_http("GET", &format!("/jobs/{id}/status"))?;
         let v: serde_json::Value = serde_json::from_str(&body).ok()?;
         v["status"].as_str().map(str::to_string)
     }
@@ -311,7 +251,7 @@ impl Harness {
         let deadline = Instant::now() + within;
         loop {
             self.assert_running(what);
-            let latest = match self.ferry().job_id.get().copied() {
+            let latest = match self.job_id() {
                 Some(job) => self.store.latest_complete(&job).await.ok(),
                 None => None,
             };
@@ -322,7 +262,7 @@ impl Harness {
                 return;
             }
             if Instant::now() > deadline {
-                let log = self.ferry().log.clone();
+                let log = self.ferry().stderr_text();
                 panic!(
                     "{what}: no complete checkpoint past {after} within {within:?}; ferry log:\n{}",
                     tail(&log, 60)
@@ -367,9 +307,10 @@ impl Harness {
 
     /// Entries of the current run's REST exception history, if it answers.
     async fn exception_entries(&mut self) -> Option<u64> {
-        let f = self.ferry();
-        let id = *f.job_id.get()?;
-        let body = http_get(&f.rest, &format!("/jobs/{id}/exceptions")).await?;
+        let id = self.job_id()?;
+        let (_, body) = self
+            .ferry()
+            .try_http("GET", &format!("/jobs/{id}/exceptions"))?;
         let v: serde_json::Value = serde_json::from_str(&body).ok()?;
         v["exceptionHistory"]["entries"]
             .as_array()
@@ -386,7 +327,7 @@ impl Drop for Harness {
                 eprintln!(
                     "[{}] --- ferry run #{i} log (tail) ---\n{}",
                     self.name,
-                    tail(&log, 30)
+                    tail_of(&log, 30)
                 );
             }
         }
@@ -397,31 +338,8 @@ impl Drop for Harness {
 }
 
 /// The last `n` lines of a log file.
-fn tail(path: &Path, n: usize) -> String {
-    let mut text = String::new();
-    let _ = std::fs::File::open(path).and_then(|mut f| f.read_to_string(&mut text));
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(n)..].join("\n")
-}
-
-/// A plain HTTP/1.0 GET; `None` if the server does not answer in 2 s.
-async fn http_get(addr: &str, path: &str) -> Option<String> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let io = async {
-        let mut s = tokio::net::TcpStream::connect(addr).await.ok()?;
-        s.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
-            .await
-            .ok()?;
-        let mut buf = Vec::new();
-        s.read_to_end(&mut buf).await.ok()?;
-        let text = String::from_utf8_lossy(&buf).into_owned();
-        text.split_once("\r\n\r\n")
-            .map(|(_, body)| body.to_string())
-    };
-    tokio::time::timeout(Duration::from_secs(2), io)
-        .await
-        .ok()
-        .flatten()
+fn tail_of(path: &Path, n: usize) -> String {
+    tail(&std::fs::read_to_string(path).unwrap_or_default(), n)
 }
 
 /// (a) Every sink tablet server hung (SIGSTOP) for 5 minutes, then resumed.

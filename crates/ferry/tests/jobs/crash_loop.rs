@@ -4,14 +4,13 @@
 //! At the end the sink equals the source row by row.
 
 use ferry_engine::checkpoint::{CheckpointStore, JobId, StorageLocation};
+use ferry_fixtures::process::FerryProcess;
 use ferry_fixtures::workload::{Workload, WorkloadOptions};
 use kudu_client::write::{FlushMode, Operation, SessionOptions};
 use kudu_client::{ColumnSchema, DataType, KuduClient, KuduTable, Schema, TableBuilder};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use std::io::{BufRead, BufReader};
 use std::num::NonZeroUsize;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const TABLE: &str = "crashy";
@@ -57,14 +56,14 @@ fn row(table: &KuduTable, id: i64, v: Option<i64>) -> kudu_client::Row {
     r
 }
 
-struct Ferry {
-    child: Child,
-    job_id: JobId,
-}
-
-fn start_ferry(src: &str, dst: &str, chk: &std::path::Path, resume: Option<&str>) -> Ferry {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ferry"));
-    cmd.args([
+/// `ferry run` (from `resume` if given) and its job id.
+fn start_ferry(
+    src: &str,
+    dst: &str,
+    chk: &std::path::Path,
+    resume: Option<&str>,
+) -> (FerryProcess, JobId) {
+    let mut cmd = crate::ferry().args([
         "run",
         "--job.sourceMasterAddresses",
         src,
@@ -84,35 +83,12 @@ fn start_ferry(src: &str, dst: &str, chk: &std::path::Path, resume: Option<&str>
         "3",
     ]);
     if let Some(path) = resume {
-        cmd.args(["-s", path]);
+        cmd = cmd.args(["-s", path]);
     }
-    cmd.env("FERRY_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit());
-    let mut child = cmd.spawn().expect("spawn ferry");
-    let stdout = child.stdout.take().expect("stdout");
-    let mut line = String::new();
-    BufReader::new(stdout)
-        .read_line(&mut line)
-        .expect("job id line");
-    let id = line
-        .trim()
-        .rsplit(' ')
-        .next()
-        .unwrap_or_default()
-        .to_string();
-    let job_id: JobId = id
-        .parse()
-        .unwrap_or_else(|_| panic!("no job id in {line:?}"));
-    Ferry { child, job_id }
-}
-
-fn kill9(f: &mut Ferry) {
-    // SAFETY: kill(2) on our own child.
-    unsafe {
-        libc::kill(f.child.id() as libc::pid_t, libc::SIGKILL);
-    }
-    let _ = f.child.wait();
+    let ferry = cmd.free_ports().start();
+    let id = ferry.job_id();
+    let job_id: JobId = id.parse().unwrap_or_else(|_| panic!("no job id: {id:?}"));
+    (ferry, job_id)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -159,7 +135,7 @@ async fn ten_kill_9_restarts_lose_nothing() {
     let mut restored_mid_snapshot = false;
     let mut restored_mid_diff = false;
     for i in 0..10 {
-        let mut f = start_ferry(&src_addrs, &dst_addrs, &chk, resume.as_deref());
+        let (mut f, job_id) = start_ferry(&src_addrs, &dst_addrs, &chk, resume.as_deref());
         // Early kills hit the snapshot, later ones diff windows.
         let wait = if i < 2 {
             rng.gen_range(150..600)
@@ -167,9 +143,9 @@ async fn ten_kill_9_restarts_lose_nothing() {
             rng.gen_range(300..2500)
         };
         tokio::time::sleep(Duration::from_millis(wait)).await;
-        kill9(&mut f);
+        f.kill9();
         let latest = store
-            .latest_complete(&f.job_id)
+            .latest_complete(&job_id)
             .await
             .expect("list checkpoints");
         if let Some(c) = latest.checkpoint {
@@ -193,12 +169,12 @@ async fn ten_kill_9_restarts_lose_nothing() {
 
     // A last run catches up; wait for a window that ends after the churn.
     let stopped_at = source.server_clock().await.expect("clock");
-    let mut f = start_ferry(&src_addrs, &dst_addrs, &chk, resume.as_deref());
+    let (mut f, job_id) = start_ferry(&src_addrs, &dst_addrs, &chk, resume.as_deref());
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         assert!(Instant::now() < deadline, "the final run never caught up");
         tokio::time::sleep(Duration::from_millis(500)).await;
-        let latest = store.latest_complete(&f.job_id).await.expect("list");
+        let latest = store.latest_complete(&job_id).await.expect("list");
         let caught_up = latest.checkpoint.is_some_and(|c| {
             c.state
                 .last_end_timestamp
@@ -208,7 +184,7 @@ async fn ten_kill_9_restarts_lose_nothing() {
             break;
         }
     }
-    kill9(&mut f);
+    f.kill9();
     let diff = ferry_fixtures::compare::compare_tables(&source, &sink, TABLE, TABLE).await;
     assert!(diff.is_equal(), "{diff}");
     eprintln!("crash loop: {ops} changes, resumed mid-snapshot: {restored_mid_snapshot}, mid-diff: {restored_mid_diff}");

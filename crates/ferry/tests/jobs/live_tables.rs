@@ -5,7 +5,6 @@
 //! is replicated, and a savepoint refused on a re-created table of the
 //! same name.
 
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,15 +15,11 @@ use ferry_fixtures::live::{
 };
 use ferry_fixtures::process::FerryProcess;
 use ferry_fixtures::workload::{Workload, WorkloadOptions};
-use ferry_fixtures::Shared;
 use ferry_testkit::MiniCluster;
 use kudu_client::KuduClient;
 
-const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
 /// Bound on waiting for a job to catch up (a hang, not a timing check).
 const CATCH_UP: Duration = Duration::from_secs(90);
-
-static CLUSTERS: Shared<(MiniCluster, MiniCluster)> = Shared::new();
 
 struct Env {
     clusters: Arc<(MiniCluster, MiniCluster)>,
@@ -34,7 +29,7 @@ struct Env {
 }
 
 fn env() -> Env {
-    let clusters = CLUSTERS.get(ferry_fixtures::two_clusters);
+    let clusters = tokio::task::block_in_place(crate::two_clusters);
     let source = KuduClient::new(&clusters.0.master_addrs()).expect("source client");
     let sink = KuduClient::new(&clusters.1.master_addrs()).expect("sink client");
     Env {
@@ -76,11 +71,11 @@ impl Env {
     }
 
     fn start(&self, more: &[&str]) -> FerryProcess {
-        FerryProcess::start(FERRY, &self.args(more), &[], self.logs())
-    }
-
-    fn logs(&self) -> &Path {
-        self.dir.path()
+        crate::ferry()
+            .arg("run")
+            .args(self.args(more))
+            .free_ports()
+            .start()
     }
 }
 
@@ -122,7 +117,7 @@ async fn twenty_tables_by_pattern_with_tables_created_and_dropped() {
         .enumerate()
         .map(|(i, n)| writer(&env, n, i as u64))
         .collect();
-    wait_caught_up(&env.source, ferry.metrics, &names, CATCH_UP).await;
+    wait_caught_up(&env.source, ferry.metrics(), &names, CATCH_UP).await;
 
     // A new matching table mid-run, and a source table dropped.
     create_varied_table(&env.source, "lt_20", 3).await;
@@ -135,12 +130,8 @@ async fn twenty_tables_by_pattern_with_tables_created_and_dropped() {
         let stats = w.stop().await;
         assert!(stats.applied > 0, "the writer wrote: {stats:?}");
     }
-    wait_caught_up(&env.source, ferry.metrics, &names, CATCH_UP).await;
-    assert!(
-        ferry.child.try_wait().expect("wait").is_none(),
-        "the job ended when a table was dropped: {}",
-        ferry.stderr_text()
-    );
+    wait_caught_up(&env.source, ferry.metrics(), &names, CATCH_UP).await;
+    ferry.assert_running("when a table was dropped");
     assert_all_equal(&env, &names).await;
     assert!(
         !env.sink.table_exists("xlt_00").await.expect("exists"),
@@ -176,16 +167,16 @@ async fn a_list_of_tables_resumes_from_a_savepoint() {
         load_rows(&env.source, n, 0..300).await;
     }
     let mut ferry = env.start(&["--job.tableName", "ml_a,ml_b,ml_c"]);
-    wait_caught_up(&env.source, ferry.metrics, &names, CATCH_UP).await;
+    wait_caught_up(&env.source, ferry.metrics(), &names, CATCH_UP).await;
     assert_all_equal(&env, &names).await;
-    let sp = ferry.stop_with_savepoint(FERRY, &env.dir.path().join("sp"));
+    let sp = ferry.stop_with_savepoint(&env.dir.path().join("sp"));
 
     // Changes while no job runs: new rows, rewritten rows.
     for n in &names {
         load_rows(&env.source, n, 250..600).await;
     }
     let ferry = env.start(&["--job.tableName", "ml_a,ml_b,ml_c", "-s", &sp]);
-    wait_caught_up(&env.source, ferry.metrics, &names, CATCH_UP).await;
+    wait_caught_up(&env.source, ferry.metrics(), &names, CATCH_UP).await;
     assert_all_equal(&env, &names).await;
 }
 
@@ -198,7 +189,7 @@ async fn a_renamed_source_table_is_followed_and_a_recreated_one_refused() {
     let w = writer(&env, "rn_src", 7);
     wait_caught_up(
         &env.source,
-        ferry.metrics,
+        ferry.metrics(),
         &["rn_src".to_string()],
         CATCH_UP,
     )
@@ -214,12 +205,8 @@ async fn a_renamed_source_table_is_followed_and_a_recreated_one_refused() {
     let stats = w.stop().await;
     assert!(stats.applied > 0, "{stats:?}");
     let renamed = vec!["rn_new".to_string()];
-    wait_caught_up(&env.source, ferry.metrics, &renamed, CATCH_UP).await;
-    assert!(
-        ferry.child.try_wait().expect("wait").is_none(),
-        "the job stopped on a rename: {}",
-        ferry.stderr_text()
-    );
+    wait_caught_up(&env.source, ferry.metrics(), &renamed, CATCH_UP).await;
+    ferry.assert_running("on a rename");
     // The sink keeps its name (job.renameSinkTable is false).
     let diff = compare_tables(&env.source, &env.sink, "rn_new", "rn_src").await;
     assert!(diff.is_equal(), "{diff}");
@@ -233,12 +220,7 @@ async fn a_renamed_source_table_is_followed_and_a_recreated_one_refused() {
         "metrics show the current name: {labels:?}"
     );
     // So do the REST API's (and the web page's) table rows.
-    let (status, body) = ferry_fixtures::http::http(
-        "GET",
-        ferry.rest,
-        &format!("/ferry/jobs/{}/live", ferry.job_id),
-        None,
-    );
+    let (status, body) = ferry.http("GET", &format!("/ferry/jobs/{}/live", ferry.job_id()), None);
     assert_eq!(status, 200, "{body}");
     let live: serde_json::Value = serde_json::from_str(&body).expect("live JSON");
     let rows: Vec<(&str, &str)> = live["tables"]
@@ -255,7 +237,7 @@ async fn a_renamed_source_table_is_followed_and_a_recreated_one_refused() {
     assert_eq!(rows, [("rn_new", "rn_src")], "REST shows the current name");
 
     // A different table under the same name is not the savepoint's table.
-    let sp = ferry.stop_with_savepoint(FERRY, &env.dir.path().join("sp"));
+    let sp = ferry.stop_with_savepoint(&env.dir.path().join("sp"));
     env.source.delete_table("rn_new").await.expect("drop");
     create_varied_table(&env.source, "rn_new", 0).await;
     load_rows(&env.source, "rn_new", 0..10).await;

@@ -15,14 +15,11 @@
 //! them in the sink.
 
 use ferry_engine::checkpoint::{CheckpointStore, JobId, StorageLocation};
-use ferry_fixtures::http::{get_json, http};
+use ferry_fixtures::process::FerryProcess;
 use ferry_fixtures::workload::{Workload, WorkloadOptions};
 use kudu_client::{KuduClient, TableBuilder};
-use std::io::{BufRead, BufReader};
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 const TABLE: &str = "older_state";
@@ -31,23 +28,12 @@ const RESTARTS: usize = 5;
 /// The iteration whose run is killed right after its resume decision.
 const QUICK_KILL: usize = 2;
 
+/// A `ferry run` of the test, with its job id and its log file (every
+/// run's log is read at the end).
 struct Ferry {
-    child: Child,
+    process: FerryProcess,
     job_id: JobId,
-    rest: u16,
     log: PathBuf,
-}
-
-impl Drop for Ferry {
-    fn drop(&mut self) {
-        kill9(&mut self.child);
-    }
-}
-
-/// SIGKILL (std's `kill` on Unix), then reap; a no-op once reaped.
-fn kill9(child: &mut Child) {
-    let _ = child.kill();
-    let _ = child.wait();
 }
 
 struct Setup {
@@ -61,9 +47,7 @@ struct Setup {
 
 impl Setup {
     fn start(&mut self, resume: Option<&str>) -> Ferry {
-        let rest = ferry_fixtures::free_port();
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_ferry"));
-        cmd.args([
+        let mut cmd = crate::ferry().args([
             "run",
             "--job.sourceMasterAddresses",
             &self.src,
@@ -81,58 +65,26 @@ impl Setup {
             "300",
             "--rest.address",
             "127.0.0.1",
-            "--rest.port",
-            &rest.to_string(),
-            "--metrics.port",
-            &ferry_fixtures::free_port().to_string(),
             "-p",
             "2",
         ]);
         if !self.with_position {
-            cmd.args(["--job.positionTable", ""]);
+            cmd = cmd.args(["--job.positionTable", ""]);
         }
         if let Some(path) = resume {
-            cmd.args(["-s", path]);
+            cmd = cmd.args(["-s", path]);
         }
         self.runs += 1;
         let log = self.logs.join(format!("ferry-{}.log", self.runs));
-        let file = std::fs::File::create(&log).expect("log file");
-        cmd.env("FERRY_LOG", "warn,ferry_engine=info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(file);
-        let mut child = cmd.spawn().expect("spawn ferry");
-        let mut out = BufReader::new(child.stdout.take().expect("stdout"));
-        // The first line carries the job id; the rest is drained so ferry
-        // never blocks on a full pipe.
-        let found = Arc::new(OnceLock::new());
-        let slot = found.clone();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            if out.read_line(&mut line).is_ok() {
-                let id = line.trim().rsplit(' ').next().unwrap_or_default();
-                if let Ok(id) = id.parse::<JobId>() {
-                    let _ = slot.set(id);
-                }
-            }
-            let _ = std::io::copy(&mut out, &mut std::io::sink());
-        });
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let job_id = loop {
-            if let Some(id) = found.get() {
-                break *id;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "no job id; see {}",
-                log.display()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        };
+        let process = cmd
+            .log_level("warn,ferry_engine=info")
+            .free_ports()
+            .stderr_file(&log)
+            .start();
+        let job_id = process.job_id().parse().expect("job id");
         Ferry {
-            child,
+            process,
             job_id,
-            rest,
             log,
         }
     }
@@ -182,9 +134,8 @@ async fn resumed_at_position(f: &Ferry, within: Duration) {
 /// Takes a savepoint into `dir` through the REST API; returns its path.
 fn savepoint(f: &Ferry, dir: &Path) -> String {
     let id = f.job_id.to_string();
-    let (status, body) = http(
+    let (status, body) = f.process.http(
         "POST",
-        f.rest,
         &format!("/jobs/{id}/savepoints"),
         Some(&format!("{{\"target-directory\":\"{}\"}}", dir.display())),
     );
@@ -193,7 +144,7 @@ fn savepoint(f: &Ferry, dir: &Path) -> String {
     let req = v["request-id"].as_str().expect("request-id").to_string();
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let v = get_json(f.rest, &format!("/jobs/{id}/savepoints/{req}"));
+        let v = f.process.get_json(&format!("/jobs/{id}/savepoints/{req}"));
         if v["status"]["id"] == "COMPLETED" {
             return v["operation"]["location"]
                 .as_str()
@@ -268,7 +219,7 @@ async fn restarts_from_an_early_savepoint_end_with_sink_equal_to_source() {
             window_completed_after(&store, &f, t, Duration::from_secs(60)).await;
             tokio::time::sleep(Duration::from_millis(2_000 + 500 * i as u64)).await;
         }
-        kill9(&mut f.child);
+        f.process.kill9();
         f = setup.start(Some(&early));
     }
 
@@ -280,7 +231,7 @@ async fn restarts_from_an_early_savepoint_end_with_sink_equal_to_source() {
     assert!(stats.deletes > 1_000, "deletes flowed: {stats:?}");
     let stopped = clock(&source).await;
     window_completed_after(&store, &f, stopped, Duration::from_secs(90)).await;
-    kill9(&mut f.child);
+    f.process.kill9();
 
     let resumed = (2..=setup.runs)
         .filter(|run| says_resumed(&setup.logs.join(format!("ferry-{run}.log"))))

@@ -1,7 +1,8 @@
 //! The operations surface against real Kudu (source and sink tables on one
 //! single-tablet-server cluster, told apart by `job.tableSuffix`). Each
-//! test starts its own cluster and `ferry run` process (see [`Fixture`])
-//! and checks one behaviour:
+//! test uses its own table on the cluster the binary's tests share and
+//! starts its own `ferry run` process (see [`Fixture`]) and checks one
+//! behaviour:
 //!
 //! - REST: Flink's shapes for a running job; Flink's error bodies and codes
 //!   for bad input.
@@ -17,22 +18,18 @@
 //!   `cancel`), answers a bad submission with a usage error, stops on
 //!   SIGTERM.
 
-use ferry_fixtures::{free_port, read_job_id};
+use ferry_fixtures::process::FerryProcess;
 use ferry_testkit::MiniCluster;
 use kudu_client::write::{FlushMode, Operation, SessionOptions};
 use kudu_client::{KuduClient, KuduTable, TableBuilder};
 use serde_json::Value;
-use std::io::{BufReader, Read};
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ferry_fixtures::http::{get_json, http};
-
-const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
 
 async fn create_table(client: &KuduClient, name: &str) -> KuduTable {
     let b = TableBuilder::new(name, ferry_fixtures::small_schema())
@@ -71,121 +68,22 @@ async fn count_rows(client: &KuduClient, name: &str) -> usize {
     n
 }
 
-/// A `ferry run` process with its job id (read from its first stdout line).
-struct Job {
-    child: Child,
-    id: String,
-    rest: u16,
-    metrics: u16,
-    stdout: Option<std::thread::JoinHandle<String>>,
-}
-
-fn start_job(masters: &str, table: &str, suffix: &str, chk: &Path, extra: &[&str]) -> Job {
-    let (rest, metrics) = (free_port(), free_port());
-    let mut child = Command::new(FERRY)
-        .args([
-            "run",
-            "--job.sourceMasterAddresses",
-            masters,
-            "--job.sinkMasterAddresses",
-            masters,
-            "--job.tableName",
-            table,
-            "--job.tableSuffix",
-            suffix,
-            "--job.createTable",
-            "true",
-            "--job.checkpointsDirectory",
-            &chk.to_string_lossy(),
-            "--job.discoveryIntervalSeconds",
-            "1",
-            "--job.checkpointingIntervalMillis",
-            "300",
-            "--rest.port",
-            &rest.to_string(),
-            "--metrics.port",
-            &metrics.to_string(),
-            "--metrics.kudu.pollIntervalMillis",
-            "500",
-            "-p",
-            "2",
-        ])
-        .args(extra)
-        .env("FERRY_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn ferry");
-    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
-    let id = read_job_id(&mut out);
-    let stdout = std::thread::spawn(move || {
-        let mut rest = String::new();
-        let _ = out.read_to_string(&mut rest);
-        rest
-    });
-    Job {
-        child,
-        id,
-        rest,
-        metrics,
-        stdout: Some(stdout),
-    }
-}
-
-impl Job {
-    fn jm(&self) -> String {
-        format!("127.0.0.1:{}", self.rest)
-    }
-
-    fn live(&self) -> Value {
-        get_json(self.rest, &format!("/ferry/jobs/{}/live", self.id))
-    }
-
-    /// Waits until a window completed (lastEndTimestamp > 0).
-    fn wait_replicating(&self) {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let v = self.live();
-            assert_eq!(v["state"], "RUNNING", "{v}");
-            if v["last_end_timestamp"].as_u64().unwrap_or(0) > 0 {
-                return;
-            }
-            assert!(Instant::now() < deadline, "no window completed: {v}");
-            std::thread::sleep(Duration::from_millis(200));
+/// Waits until the job's first window completed (lastEndTimestamp > 0).
+fn wait_replicating(job: &FerryProcess) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let v = job.live();
+        assert_eq!(v["state"], "RUNNING", "{v}");
+        if v["last_end_timestamp"].as_u64().unwrap_or(0) > 0 {
+            return;
         }
-    }
-
-    /// Waits for the process to exit; returns its status and remaining stdout.
-    fn wait_exit(mut self, timeout: Duration) -> (std::process::ExitStatus, String) {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(status) = self.child.try_wait().expect("wait") {
-                let out = self.stdout.take().map(|h| h.join().unwrap_or_default());
-                return (status, out.unwrap_or_default());
-            }
-            if Instant::now() > deadline {
-                let _ = self.child.kill();
-                panic!("ferry run did not exit within {timeout:?}");
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
-
-/// A test that ends (or fails) with the job still running kills it.
-impl Drop for Job {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        assert!(Instant::now() < deadline, "no window completed: {v}");
+        std::thread::sleep(Duration::from_millis(200));
     }
 }
 
 fn ferry(args: &[&str]) -> Output {
-    Command::new(FERRY)
-        .args(args)
-        .env("FERRY_LOG", "warn")
-        .output()
-        .expect("run ferry")
+    crate::ferry().args(args).output()
 }
 
 fn text(o: &Output) -> (String, String) {
@@ -240,10 +138,10 @@ fn metadata_dir(location: &str) -> PathBuf {
     PathBuf::from(location.trim_start_matches("file://"))
 }
 
-/// A cluster with one table of `rows` rows, and where jobs keep their
-/// checkpoints.
+/// A table of `rows` rows on the shared cluster, and where jobs keep
+/// their checkpoints.
 struct Fixture {
-    _cluster: MiniCluster,
+    _cluster: Arc<MiniCluster>,
     masters: String,
     client: KuduClient,
     table: KuduTable,
@@ -254,7 +152,7 @@ struct Fixture {
 
 impl Fixture {
     async fn new(table_name: &'static str, rows: i64) -> Fixture {
-        let cluster = MiniCluster::builder().tservers(1).start().expect("cluster");
+        let cluster = tokio::task::block_in_place(crate::cluster);
         let masters = cluster.master_addrs_joined();
         let client = KuduClient::new(&cluster.master_addrs()).expect("client");
         let table = create_table(&client, table_name).await;
@@ -272,23 +170,54 @@ impl Fixture {
         }
     }
 
+    /// The sink table, `<table>_copy`.
+    fn copy(&self) -> String {
+        format!("{}_copy", self.table_name)
+    }
+
     /// `ferry run` replicating the table into `<table>_copy`.
-    fn start_job(&self, extra: &[&str]) -> Job {
-        start_job(&self.masters, self.table_name, "_copy", &self.chk, extra)
+    fn start_job(&self, extra: &[&str]) -> FerryProcess {
+        crate::ferry()
+            .args([
+                "run",
+                "--job.sourceMasterAddresses",
+                &self.masters,
+                "--job.sinkMasterAddresses",
+                &self.masters,
+                "--job.tableName",
+                self.table_name,
+                "--job.tableSuffix",
+                "_copy",
+                "--job.createTable",
+                "true",
+                "--job.checkpointsDirectory",
+                &self.chk.to_string_lossy(),
+                "--job.discoveryIntervalSeconds",
+                "1",
+                "--job.checkpointingIntervalMillis",
+                "300",
+                "--metrics.kudu.pollIntervalMillis",
+                "500",
+                "-p",
+                "2",
+            ])
+            .args(extra)
+            .free_ports()
+            .start()
     }
 
     /// A started job that completed its first window.
-    fn replicating_job(&self, extra: &[&str]) -> Job {
+    fn replicating_job(&self, extra: &[&str]) -> FerryProcess {
         let job = self.start_job(extra);
-        job.wait_replicating();
+        wait_replicating(&job);
         job
     }
 }
 
-/// The fixture of most tests: 500 rows in `ops`, a job replicating them
+/// The fixture of most tests: 500 rows in `table`, a job replicating them
 /// with a default savepoint directory.
-async fn ops_job() -> (Fixture, Job) {
-    let f = Fixture::new("ops", 500).await;
+async fn ops_job(table: &'static str) -> (Fixture, FerryProcess) {
+    let f = Fixture::new(table, 500).await;
     let default_sp = f.dir.path().join("default-savepoints");
     let job = f.replicating_job(&["--savepointPath", &default_sp.to_string_lossy()]);
     (f, job)
@@ -297,27 +226,26 @@ async fn ops_job() -> (Fixture, Job) {
 /// A savepoint into `target` through the periodic-savepoint script (curl +
 /// jq), or the same loop in Rust when those tools are missing; returns its
 /// location.
-fn periodic_savepoint(job: &Job, target: &str) -> String {
+fn periodic_savepoint(job: &FerryProcess, target: &str) -> String {
     if require_tool("curl") && require_tool("jq") {
         let script = concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/../../deploy/scripts/savepoint.sh"
         );
         let out = Command::new("bash")
-            .args([script, &job.jm(), target])
+            .args([script, &job.jobmanager(), target])
             .output()
             .expect("script");
         let (o, e) = text(&out);
         assert!(out.status.success(), "script failed: {o}{e}");
         return o.trim().to_string();
     }
-    let id = get_json(job.rest, "/jobs")["jobs"][0]["id"]
+    let id = job.get_json("/jobs")["jobs"][0]["id"]
         .as_str()
         .unwrap()
         .to_string();
-    let (s, b) = http(
+    let (s, b) = job.http(
         "POST",
-        job.rest,
         &format!("/jobs/{id}/savepoints"),
         Some(&format!("{{\"target-directory\":\"{target}\"}}")),
     );
@@ -327,7 +255,7 @@ fn periodic_savepoint(job: &Job, target: &str) -> String {
         .unwrap()
         .to_string();
     loop {
-        let v = get_json(job.rest, &format!("/jobs/{id}/savepoints/{req}"));
+        let v = job.get_json(&format!("/jobs/{id}/savepoints/{req}"));
         if v["status"]["id"] == "COMPLETED" {
             break v["operation"]["location"]
                 .as_str()
@@ -340,14 +268,14 @@ fn periodic_savepoint(job: &Job, target: &str) -> String {
 
 /// `ferry stop --savepointPath DIR JOB_ID`; asserts it succeeded and
 /// returns the path it printed.
-fn ferry_stop(job: &Job, stop_dir: &Path) -> String {
+fn ferry_stop(job: &FerryProcess, stop_dir: &Path) -> String {
     let out = ferry(&[
         "stop",
         "--jobmanager",
-        &job.jm(),
+        &job.jobmanager(),
         "--savepointPath",
         &stop_dir.to_string_lossy(),
-        &job.id,
+        &job.job_id(),
     ]);
     let (o, e) = text(&out);
     assert!(out.status.success(), "{o}{e}");
@@ -370,31 +298,32 @@ fn first_error(status: u16, body: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rest_reports_a_running_job_in_flink_shapes() {
-    let (_f, job) = ops_job().await;
-    let jobs = get_json(job.rest, "/jobs");
-    assert_eq!(jobs["jobs"][0]["id"], job.id.as_str());
+    let (_f, job) = ops_job("ops_rest").await;
+    let id = job.job_id();
+    let jobs = get_json(job.rest(), "/jobs");
+    assert_eq!(jobs["jobs"][0]["id"], id.as_str());
     assert_eq!(jobs["jobs"][0]["status"], "RUNNING");
-    let overview = get_json(job.rest, "/jobs/overview");
-    assert_eq!(overview["jobs"][0]["jid"], job.id.as_str());
-    assert_eq!(overview["jobs"][0]["name"], "ferry-replication-ops");
+    let overview = get_json(job.rest(), "/jobs/overview");
+    assert_eq!(overview["jobs"][0]["jid"], id.as_str());
+    assert_eq!(overview["jobs"][0]["name"], "ferry-replication-ops_rest");
     assert!(overview["jobs"][0]["start-time"].as_u64().unwrap() > 0);
     assert_eq!(overview["jobs"][0]["end-time"], -1);
-    let details = get_json(job.rest, &format!("/jobs/{}", job.id));
+    let details = get_json(job.rest(), &format!("/jobs/{id}"));
     assert_eq!(details["state"], "RUNNING");
     assert_eq!(details["vertices"].as_array().unwrap().len(), 2);
     assert_eq!(
-        get_json(job.rest, &format!("/jobs/{}/status", job.id))["status"],
+        get_json(job.rest(), &format!("/jobs/{id}/status"))["status"],
         "RUNNING"
     );
-    let cfg = get_json(job.rest, &format!("/jobs/{}/checkpoints/config", job.id));
+    let cfg = get_json(job.rest(), &format!("/jobs/{id}/checkpoints/config"));
     assert_eq!(cfg["interval"], 300);
     assert_eq!(cfg["externalization"]["delete_on_cancellation"], false);
-    assert_eq!(get_json(job.rest, "/overview")["jobs-running"], 1);
-    assert!(get_json(job.rest, "/config")["flink-version"]
+    assert_eq!(get_json(job.rest(), "/overview")["jobs-running"], 1);
+    assert!(get_json(job.rest(), "/config")["flink-version"]
         .as_str()
         .unwrap()
         .starts_with("ferry"));
-    let cps = get_json(job.rest, &format!("/jobs/{}/checkpoints", job.id));
+    let cps = get_json(job.rest(), &format!("/jobs/{id}/checkpoints"));
     assert!(cps["counts"]["completed"].as_u64().unwrap() >= 1, "{cps}");
     assert!(
         cps["latest"]["completed"]["external_path"]
@@ -404,7 +333,7 @@ async fn rest_reports_a_running_job_in_flink_shapes() {
         "{cps}"
     );
     assert!(!cps["history"].as_array().unwrap().is_empty());
-    let config = get_json(job.rest, &format!("/jobs/{}/config", job.id));
+    let config = get_json(job.rest(), &format!("/jobs/{id}/config"));
     let strategy = config["execution-config"]["restart-strategy"]
         .as_str()
         .unwrap_or_default();
@@ -418,7 +347,7 @@ async fn rest_reports_a_running_job_in_flink_shapes() {
     );
     assert_eq!(cfg["tolerable_failed_checkpoints"], 0);
     // No failure yet: Flink's empty exceptions body.
-    let ex = get_json(job.rest, &format!("/jobs/{}/exceptions", job.id));
+    let ex = get_json(job.rest(), &format!("/jobs/{id}/exceptions"));
     assert_eq!(ex["root-exception"], Value::Null, "{ex}");
     assert_eq!(ex["all-exceptions"], serde_json::json!([]), "{ex}");
     assert_eq!(ex["exceptionHistory"]["entries"], serde_json::json!([]));
@@ -427,10 +356,11 @@ async fn rest_reports_a_running_job_in_flink_shapes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rest_rejects_bad_input_with_flink_error_bodies() {
-    let (_f, job) = ops_job().await;
+    let (_f, job) = ops_job("ops_bad_input").await;
+    let id = job.job_id();
     let (s, b) = http(
         "GET",
-        job.rest,
+        job.rest(),
         "/jobs/00000000000000000000000000000000",
         None,
     );
@@ -438,24 +368,29 @@ async fn rest_rejects_bad_input_with_flink_error_bodies() {
     assert!(first_error(s, &b).contains("not found"), "{b}");
     let (s, b) = http(
         "GET",
-        job.rest,
+        job.rest(),
         "/jobs/00000000000000000000000000000000/exceptions",
         None,
     );
     assert_eq!(s, 404, "{b}");
     let (s, b) = http(
         "GET",
-        job.rest,
-        &format!("/jobs/{}/exceptions?maxExceptions=-2", job.id),
+        job.rest(),
+        &format!("/jobs/{id}/exceptions?maxExceptions=-2"),
         None,
     );
     assert_eq!(s, 400, "{b}");
     assert!(first_error(s, &b).contains("maxExceptions"), "{b}");
-    let (s, b) = http("GET", job.rest, "/jobs/not-a-job-id/status", None);
+    let (s, b) = http("GET", job.rest(), "/jobs/not-a-job-id/status", None);
     assert_eq!(s, 400);
     assert!(first_error(s, &b).contains("not-a-job-id"), "{b}");
-    let sp_path = format!("/jobs/{}/savepoints", job.id);
-    let (s, b) = http("POST", job.rest, &sp_path, Some("{\"target-directory\": "));
+    let sp_path = format!("/jobs/{id}/savepoints");
+    let (s, b) = http(
+        "POST",
+        job.rest(),
+        &sp_path,
+        Some("{\"target-directory\": "),
+    );
     assert_eq!(s, 400, "{b}");
     assert!(
         first_error(s, &b).contains("SavepointTriggerRequestBody"),
@@ -463,7 +398,7 @@ async fn rest_rejects_bad_input_with_flink_error_bodies() {
     );
     let (s, b) = http(
         "POST",
-        job.rest,
+        job.rest(),
         &sp_path,
         Some(r#"{"target_directory": "/tmp/x"}"#),
     );
@@ -471,7 +406,7 @@ async fn rest_rejects_bad_input_with_flink_error_bodies() {
     assert!(first_error(s, &b).contains("target_directory"), "{b}");
     let (s, b) = http(
         "POST",
-        job.rest,
+        job.rest(),
         &sp_path,
         Some(r#"{"target-directory": "hdfs:///x"}"#),
     );
@@ -479,29 +414,30 @@ async fn rest_rejects_bad_input_with_flink_error_bodies() {
     assert!(first_error(s, &b).contains("hdfs"), "{b}");
     let (s, b) = http(
         "PATCH",
-        job.rest,
-        &format!("/jobs/{}?mode=explode", job.id),
+        job.rest(),
+        &format!("/jobs/{id}?mode=explode"),
         None,
     );
     assert_eq!(s, 400, "{b}");
     let (s, b) = http(
         "GET",
-        job.rest,
+        job.rest(),
         &format!("{sp_path}/0123456789abcdef0123456789abcdef"),
         None,
     );
     assert_eq!(s, 404, "{b}");
-    let (s, _) = http("GET", job.rest, "/no/such/route", None);
+    let (s, _) = http("GET", job.rest(), "/no/such/route", None);
     assert_eq!(s, 404);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prometheus_exports_every_documented_name() {
-    let (_f, job) = ops_job().await;
-    let first = scrape(job.metrics);
+    let (_f, job) = ops_job("ops_prom_names").await;
+    let id = job.job_id();
+    let first = scrape(job.metrics());
     let src = "operator_name=\"Source:_KuduSource\"";
     let sink = "operator_name=\"Sink:_Writer\"";
-    let jl = format!("job_id=\"{}\"", job.id);
+    let jl = format!("job_id=\"{id}\"");
     for name in [
         "flink_jobmanager_job_uptime",
         "flink_jobmanager_job_downtime",
@@ -525,9 +461,8 @@ async fn prometheus_exports_every_documented_name() {
         "ferry_job_restarting",
     ] {
         metric(&first, name, &jl);
-        assert!(first
-            .iter()
-            .any(|(n, _)| n.starts_with(name) && n.contains("job_name=\"ferry-replication-ops\"")));
+        assert!(first.iter().any(|(n, _)| n.starts_with(name)
+            && n.contains("job_name=\"ferry-replication-ops_prom_names\"")));
     }
     // A running job that never failed: up, not down, not restarting.
     assert!(metric(&first, "flink_jobmanager_job_uptime", &jl) > 0.0);
@@ -552,10 +487,11 @@ async fn prometheus_exports_every_documented_name() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prometheus_enumerator_gauges_advance_and_settle_between_windows() {
-    let (_f, job) = ops_job().await;
-    let jl = format!("job_id=\"{}\"", job.id);
+    let (_f, job) = ops_job("ops_prom_gauges").await;
+    let id = job.job_id();
+    let jl = format!("job_id=\"{id}\"");
     let last_end_1 = metric(
-        &scrape(job.metrics),
+        &scrape(job.metrics()),
         "flink_jobmanager_job_operator_coordinator_enumerator_lastEndTimestamp",
         &jl,
     );
@@ -568,7 +504,7 @@ async fn prometheus_enumerator_gauges_advance_and_settle_between_windows() {
             "advanced {advanced}, idle {idle}"
         );
         std::thread::sleep(Duration::from_millis(300));
-        let again = scrape(job.metrics);
+        let again = scrape(job.metrics());
         let c = |n: &str| {
             metric(
                 &again,
@@ -585,11 +521,11 @@ async fn prometheus_enumerator_gauges_advance_and_settle_between_windows() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prometheus_exports_tablet_server_write_counters() {
-    let (_f, job) = ops_job().await;
+    let (_f, job) = ops_job("ops_prom_tservers").await;
     // Polled every 500 ms.
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let m = scrape(job.metrics);
+        let m = scrape(job.metrics());
         let find = |cluster: &str, table: &str| {
             m.iter()
                 .find(|(n, _)| {
@@ -599,8 +535,8 @@ async fn prometheus_exports_tablet_server_write_counters() {
                 })
                 .map(|s| s.1)
         };
-        if find("source", "ops").unwrap_or(0.0) >= 500.0
-            && find("sink", "ops_copy").unwrap_or(0.0) >= 500.0
+        if find("source", "ops_prom_tservers").unwrap_or(0.0) >= 500.0
+            && find("sink", "ops_prom_tservers_copy").unwrap_or(0.0) >= 500.0
         {
             for kind in ["inserted", "updated", "deleted"] {
                 assert!(
@@ -625,7 +561,8 @@ async fn web_page_shows_the_job_and_a_lag_chart() {
     if !require_tool("chromium") {
         return;
     }
-    let (_f, job) = ops_job().await;
+    let (_f, job) = ops_job("ops_web").await;
+    let id = job.job_id();
     // A few lag samples (one a second) for the chart.
     std::thread::sleep(Duration::from_secs(2));
     let profile = tempfile::tempdir().expect("profile");
@@ -643,13 +580,13 @@ async fn web_page_shows_the_job_and_a_lag_chart() {
             &format!("--user-data-dir={}", profile.path().display()),
             "--virtual-time-budget=3000",
             "--dump-dom",
-            &format!("http://127.0.0.1:{}/", job.rest),
+            &format!("http://127.0.0.1:{}/", job.rest()),
         ])
         .output()
         .expect("chromium");
     let dom = String::from_utf8_lossy(&out.stdout);
     assert!(
-        dom.contains(&job.id),
+        dom.contains(&id),
         "job id on the page: {}",
         String::from_utf8_lossy(&out.stderr)
     );
@@ -666,7 +603,7 @@ async fn web_page_shows_the_job_and_a_lag_chart() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn savepoint_script_writes_a_complete_savepoint() {
-    let (f, job) = ops_job().await;
+    let (f, job) = ops_job("ops_script").await;
     let target = format!(
         "file://{}",
         f.dir.path().join("script-savepoints").display()
@@ -712,35 +649,35 @@ async fn savepoint_script_writes_a_complete_savepoint_to_s3() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stop_with_savepoint_prints_the_path_and_ends_the_process() {
-    let (f, job) = ops_job().await;
+    let (f, mut job) = ops_job("ops_stop").await;
     let stop_dir = f.dir.path().join("stop-savepoints");
     let path = ferry_stop(&job, &stop_dir);
     assert!(metadata_dir(&path).starts_with(&stop_dir), "{path}");
     assert!(metadata_dir(&path).join("_metadata").is_file());
-    let (status, rest) = job.wait_exit(Duration::from_secs(30));
-    assert!(status.success(), "{status:?} {rest}");
+    let status = job.wait_exit(Duration::from_secs(30));
+    assert!(status.success(), "{status:?} {}", job.stdout_text());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_from_a_savepoint_resumes_without_a_new_snapshot() {
-    let (f, job) = ops_job().await;
+    let (f, mut job) = ops_job("ops_resume").await;
     let target = format!(
         "file://{}",
         f.dir.path().join("script-savepoints").display()
     );
     let location = periodic_savepoint(&job, &target);
     ferry_stop(&job, &f.dir.path().join("stop-savepoints"));
-    let (status, rest) = job.wait_exit(Duration::from_secs(30));
-    assert!(status.success(), "{status:?} {rest}");
+    let status = job.wait_exit(Duration::from_secs(30));
+    assert!(status.success(), "{status:?} {}", job.stdout_text());
 
     upsert_rows(&f.client, &f.table, 500..600).await;
     let resumed = f.start_job(&["-s", &location]);
     let deadline = Instant::now() + Duration::from_secs(60);
-    while count_rows(&f.client, "ops_copy").await < 600 {
+    while count_rows(&f.client, &f.copy()).await < 600 {
         assert!(Instant::now() < deadline, "resumed job did not catch up");
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
-    let cps = get_json(resumed.rest, &format!("/jobs/{}/checkpoints", resumed.id));
+    let cps = resumed.get_json(&format!("/jobs/{}/checkpoints", resumed.job_id()));
     assert_eq!(cps["counts"]["restored"], 1, "{cps}");
     assert_eq!(cps["latest"]["restored"]["is_savepoint"], true);
     assert_eq!(
@@ -758,10 +695,11 @@ async fn run_from_a_savepoint_resumes_without_a_new_snapshot() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancel_ends_the_job_and_keeps_its_checkpoints() {
-    let (f, job) = ops_job().await;
+    let (f, mut job) = ops_job("ops_cancel").await;
+    let id = job.job_id();
     // At least one checkpoint to keep.
     let deadline = Instant::now() + Duration::from_secs(30);
-    while get_json(job.rest, &format!("/jobs/{}/checkpoints", job.id))["counts"]["completed"]
+    while get_json(job.rest(), &format!("/jobs/{id}/checkpoints"))["counts"]["completed"]
         .as_u64()
         .unwrap_or(0)
         == 0
@@ -769,14 +707,13 @@ async fn cancel_ends_the_job_and_keeps_its_checkpoints() {
         assert!(Instant::now() < deadline, "no checkpoint completed");
         std::thread::sleep(Duration::from_millis(200));
     }
-    let out = ferry(&["cancel", "-m", &job.jm(), &job.id]);
+    let out = ferry(&["cancel", "-m", &job.jobmanager(), &id]);
     let (o, e) = text(&out);
     assert!(out.status.success(), "{o}{e}");
-    assert!(o.contains(&format!("Cancelled job {}.", job.id)), "{o}");
-    let job_id = job.id.clone();
-    let (status, _) = job.wait_exit(Duration::from_secs(30));
+    assert!(o.contains(&format!("Cancelled job {id}.")), "{o}");
+    let status = job.wait_exit(Duration::from_secs(30));
     assert!(status.success(), "{status:?}");
-    let kept: Vec<_> = std::fs::read_dir(f.chk.join(&job_id))
+    let kept: Vec<_> = std::fs::read_dir(f.chk.join(&id))
         .expect("job checkpoint dir")
         .filter_map(Result::ok)
         .filter(|e| {
@@ -788,13 +725,13 @@ async fn cancel_ends_the_job_and_keeps_its_checkpoints() {
 }
 
 /// `ferry stop --drain-check` with these timeouts, off the async runtime.
-async fn drain_check_stop(job: &Job, extra: &[&str]) -> Output {
-    let mut args: Vec<String> = ["stop", "-m", &job.jm(), "--drain-check"]
+async fn drain_check_stop(job: &FerryProcess, extra: &[&str]) -> Output {
+    let mut args: Vec<String> = ["stop", "-m", &job.jobmanager(), "--drain-check"]
         .iter()
         .map(|s| s.to_string())
         .collect();
     args.extend(extra.iter().map(|s| s.to_string()));
-    args.push(job.id.clone());
+    args.push(job.job_id());
     tokio::task::spawn_blocking(move || {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         ferry(&args)
@@ -805,7 +742,7 @@ async fn drain_check_stop(job: &Job, extra: &[&str]) -> Output {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn drain_check_refuses_while_the_source_is_written() {
-    let f = Fixture::new("drain", 200).await;
+    let f = Fixture::new("drain_refuses", 200).await;
     let job = f.replicating_job(&[]);
     // A writer keeps the source busy.
     let running = Arc::new(AtomicBool::new(true));
@@ -835,21 +772,20 @@ async fn drain_check_refuses_while_the_source_is_written() {
     assert_eq!(out.status.code(), Some(1), "refuses while written: {o}{e}");
     assert!(o.contains("[1/4]"), "{o}");
     assert!(
-        e.contains("timed out") && e.contains("still being written") && e.contains("'drain'"),
+        e.contains("timed out")
+            && e.contains("still being written")
+            && e.contains("'drain_refuses'"),
         "{e}"
     );
-    assert_eq!(
-        get_json(job.rest, &format!("/jobs/{}/status", job.id))["status"],
-        "RUNNING"
-    );
+    assert_eq!(job.job_status(), "RUNNING");
     running.store(false, Ordering::Relaxed);
     writer.await.expect("writer");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn drain_check_passes_once_writes_stopped_and_stops_with_savepoint() {
-    let f = Fixture::new("drain", 200).await;
-    let job = f.replicating_job(&[]);
+    let f = Fixture::new("drain_passes", 200).await;
+    let mut job = f.replicating_job(&[]);
     upsert_rows(&f.client, &f.table, 1000..1100).await;
     let sp = f.dir.path().join("drained");
     let out = drain_check_stop(
@@ -875,144 +811,103 @@ async fn drain_check_passes_once_writes_stopped_and_stops_with_savepoint() {
     ] {
         assert!(o.contains(step), "{step} in {o}");
     }
-    let (status, _) = job.wait_exit(Duration::from_secs(30));
+    let status = job.wait_exit(Duration::from_secs(30));
     assert!(status.success());
     assert_eq!(
-        count_rows(&f.client, "drain").await,
-        count_rows(&f.client, "drain_copy").await,
+        count_rows(&f.client, f.table_name).await,
+        count_rows(&f.client, &f.copy()).await,
         "drained: sink equals source"
     );
 }
 
-/// A session-mode `ferry server`, stopped by SIGTERM.
-struct Server {
-    child: Child,
-    jm: String,
+/// A session-mode `ferry server` (stopped by SIGTERM in the tests).
+fn start_server() -> FerryProcess {
+    crate::ferry()
+        .arg("server")
+        .rest_port(ferry_fixtures::free_port())
+        .arg(format!("-Dmetrics.port={}", ferry_fixtures::free_port()))
+        .start_server()
 }
 
-impl Server {
-    fn start() -> Server {
-        let (rest, metrics) = (free_port(), free_port());
-        let child = Command::new(FERRY)
-            .args([
-                "server",
-                "--rest.port",
-                &rest.to_string(),
-                &format!("-Dmetrics.port={metrics}"),
-            ])
-            .env("FERRY_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("server");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while TcpStream::connect(("127.0.0.1", rest)).is_err() {
-            assert!(Instant::now() < deadline, "server did not listen");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        Server {
-            child,
-            jm: format!("127.0.0.1:{rest}"),
-        }
-    }
-
-    /// `ferry run --jobmanager ... --detached` of `f`'s table into
-    /// `<table><suffix>`; returns the job id.
-    fn submit(&self, f: &Fixture, suffix: &str) -> String {
-        let out = ferry(&[
-            "run",
-            "--jobmanager",
-            &self.jm,
-            "--detached",
-            "--job.sourceMasterAddresses",
-            &f.masters,
-            "--job.sinkMasterAddresses",
-            &f.masters,
-            "--job.tableName",
-            f.table_name,
-            "--job.tableSuffix",
-            suffix,
-            "--job.createTable",
-            "true",
-            "--job.checkpointsDirectory",
-            &f.chk.to_string_lossy(),
-            "--job.discoveryIntervalSeconds",
-            "1",
-            "--job.checkpointingIntervalMillis",
-            "300",
-        ]);
-        let (o, e) = text(&out);
-        assert!(out.status.success(), "{o}{e}");
-        o.trim().rsplit(' ').next().unwrap().to_string()
-    }
-
-    /// Sends SIGTERM; returns the exit status.
-    fn terminate(&mut self) -> std::process::ExitStatus {
-        // SAFETY: signalling our own child.
-        unsafe {
-            libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM);
-        }
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Some(s) = self.child.try_wait().expect("wait") {
-                return s;
-            }
-            assert!(Instant::now() < deadline, "server did not stop");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
+/// `ferry run --jobmanager ... --detached` of `f`'s table into
+/// `<table><suffix>`; returns the job id.
+fn submit(server: &FerryProcess, f: &Fixture, suffix: &str) -> String {
+    let out = ferry(&[
+        "run",
+        "--jobmanager",
+        &server.jobmanager(),
+        "--detached",
+        "--job.sourceMasterAddresses",
+        &f.masters,
+        "--job.sinkMasterAddresses",
+        &f.masters,
+        "--job.tableName",
+        f.table_name,
+        "--job.tableSuffix",
+        suffix,
+        "--job.createTable",
+        "true",
+        "--job.checkpointsDirectory",
+        &f.chk.to_string_lossy(),
+        "--job.discoveryIntervalSeconds",
+        "1",
+        "--job.checkpointingIntervalMillis",
+        "300",
+    ]);
+    let (o, e) = text(&out);
+    assert!(out.status.success(), "{o}{e}");
+    o.trim().rsplit(' ').next().unwrap().to_string()
 }
 
-/// A test that fails before `terminate` kills the server.
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// SIGTERM; the exit status.
+fn terminate(server: &mut FerryProcess) -> std::process::ExitStatus {
+    server.sigterm();
+    server.wait_exit(Duration::from_secs(30))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn session_server_runs_submitted_jobs_listed_and_cancelled() {
-    let f = Fixture::new("drain", 200).await;
-    let mut server = Server::start();
-    let a = server.submit(&f, "_s1");
-    let b = server.submit(&f, "_s2");
+    let f = Fixture::new("session_list", 200).await;
+    let mut server = start_server();
+    let a = submit(&server, &f, "_s1");
+    let b = submit(&server, &f, "_s2");
     assert_ne!(a, b);
-    let out = ferry(&["list", "-m", &server.jm]);
+    let jm = server.jobmanager();
+    let out = ferry(&["list", "-m", &jm]);
     let (o, _) = text(&out);
     assert!(
         o.contains(&a) && o.contains(&b) && o.contains("(RUNNING)"),
         "{o}"
     );
-    let out = ferry(&["cancel", "-m", &server.jm, &a]);
+    let out = ferry(&["cancel", "-m", &jm, &a]);
     assert!(out.status.success(), "{:?}", text(&out));
-    let out = ferry(&["list", "-m", &server.jm, "--all"]);
+    let out = ferry(&["list", "-m", &jm, "--all"]);
     let (o, _) = text(&out);
     assert!(
-        o.contains(&format!("{a} : ferry-replication-drain (CANCELED)")),
+        o.contains(&format!("{a} : ferry-replication-session_list (CANCELED)")),
         "{o}"
     );
-    server.terminate();
+    terminate(&mut server);
 }
 
 #[test]
 fn session_server_answers_a_bad_submission_with_a_usage_error() {
-    let mut server = Server::start();
-    let out = ferry(&["run", "-m", &server.jm, "--job.tableName", "x"]);
+    let mut server = start_server();
+    let out = ferry(&["run", "-m", &server.jobmanager(), "--job.tableName", "x"]);
     assert_eq!(out.status.code(), Some(2), "{:?}", text(&out));
-    server.terminate();
+    terminate(&mut server);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn session_server_stops_on_sigterm_and_cancels_its_jobs() {
-    let f = Fixture::new("drain", 200).await;
-    let mut server = Server::start();
-    server.submit(&f, "_s2");
+    let f = Fixture::new("session_sigterm", 200).await;
+    let mut server = start_server();
+    submit(&server, &f, "_s2");
     let deadline = Instant::now() + Duration::from_secs(60);
-    while count_rows(&f.client, "drain_s2").await == 0 {
+    while count_rows(&f.client, "session_sigterm_s2").await == 0 {
         assert!(Instant::now() < deadline, "the submitted job wrote nothing");
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
-    let status = server.terminate();
+    let status = terminate(&mut server);
     assert!(status.success(), "{status:?}");
 }

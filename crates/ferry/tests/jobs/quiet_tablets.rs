@@ -82,13 +82,7 @@ async fn only_a(client: &KuduClient, table: &KuduTable, windows: u64, round: &mu
     }
 }
 
-fn start(
-    src: &str,
-    dst: &str,
-    chk: &std::path::Path,
-    logs: &std::path::Path,
-    resume: Option<&str>,
-) -> FerryProcess {
+fn start(src: &str, dst: &str, chk: &std::path::Path, resume: Option<&str>) -> FerryProcess {
     let mut args: Vec<String> = [
         "--job.sourceMasterAddresses",
         src,
@@ -114,7 +108,7 @@ fn start(
     if let Some(path) = resume {
         args.extend(["-s".to_string(), path.to_string()]);
     }
-    FerryProcess::start(env!("CARGO_BIN_EXE_ferry"), &args, &[], logs)
+    crate::ferry().arg("run").args(args).free_ports().start()
 }
 
 async fn newest_checkpoint(chk: &std::path::Path, job_id: &str) -> String {
@@ -135,7 +129,7 @@ async fn newest_checkpoint(chk: &std::path::Path, job_id: &str) -> String {
 async fn assert_equal(source: &KuduClient, sink: &KuduClient, ferry: &FerryProcess, what: &str) {
     wait_caught_up(
         source,
-        ferry.metrics,
+        ferry.metrics(),
         &[TABLE.to_string()],
         Duration::from_secs(90),
     )
@@ -173,13 +167,12 @@ async fn postponed_tablets_lose_no_change_through_crashes_and_counter_resets() {
     change(&source, &table, 0, 500, 0).await;
     change(&source, &table, B, 500, 0).await;
     let dir = tempfile::tempdir().expect("tmp");
-    let (chk, logs) = (dir.path().join("chk"), dir.path().join("logs"));
-    std::fs::create_dir_all(&logs).expect("logs");
+    let chk = dir.path().join("chk");
     let (s, d) = (src.master_addrs_joined(), dst.master_addrs_joined());
     let mut round = 0;
 
     // Phase 1: A only for a while; B must be skipped (proven quiet).
-    let mut ferry = start(&s, &d, &chk, &logs, None);
+    let mut ferry = start(&s, &d, &chk, None);
     only_a(&source, &table, 6, &mut round).await;
     let before_b = wait_for("B to be skipped", Duration::from_secs(30), || async {
         let n = skipped(&ferry);
@@ -191,11 +184,11 @@ async fn postponed_tablets_lose_no_change_through_crashes_and_counter_resets() {
     round += 1;
     change(&source, &table, B + 100, 200, round).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let resume = newest_checkpoint(&chk, &ferry.job_id).await;
+    let resume = newest_checkpoint(&chk, &ferry.job_id()).await;
     ferry.kill9();
     round += 1;
     change(&source, &table, B + 250, 200, round).await;
-    let mut ferry = start(&s, &d, &chk, &logs, Some(&resume));
+    let mut ferry = start(&s, &d, &chk, Some(&resume));
     only_a(&source, &table, 5, &mut round).await;
     assert_equal(&source, &sink, &ferry, "after the crash").await;
     let after = wait_for("B to be skipped again", Duration::from_secs(30), || async {

@@ -13,20 +13,16 @@
 //! In session mode, a `ferry run --jobmanager` waiting for its job says
 //! when the job restarts (with the cause) and when it runs again.
 
-use ferry_fixtures::{free_port, read_job_id};
+use ferry_fixtures::process::FerryProcess;
 use ferry_testkit::{DaemonKind, MiniCluster};
 use kudu_client::write::{FlushMode, Operation, SessionOptions};
 use kudu_client::{KuduClient, KuduTable, TableBuilder};
 use serde_json::Value;
-use std::io::{BufRead, BufReader, Read};
-use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use ferry_fixtures::http::{get_json, http};
 
-const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
 const TABLE: &str = "restarts";
 
 /// The job-scope Flink gauges and ferry's restart gauge of one scrape (one
@@ -88,15 +84,6 @@ async fn count_rows(client: &KuduClient, name: &str) -> usize {
     n
 }
 
-/// A `ferry run` process; its stderr (the log) is collected.
-struct Ferry {
-    child: Child,
-    id: String,
-    rest: u16,
-    metrics: u16,
-    log: Arc<Mutex<String>>,
-}
-
 /// The job's keys: a frozen sink is noticed within 1.5 s and restarts
 /// follow each other within a second.
 fn job_args(src: &str, dst: &str, dir: &std::path::Path) -> Vec<String> {
@@ -133,133 +120,33 @@ fn job_args(src: &str, dst: &str, dir: &std::path::Path) -> Vec<String> {
     .collect()
 }
 
-/// Collects a child's output lines (echoed to the test's stderr).
-fn collect(from: impl Read + Send + 'static, into: Arc<Mutex<String>>) {
-    std::thread::spawn(move || {
-        for line in BufReader::new(from).lines().map_while(Result::ok) {
-            eprintln!("ferry: {line}");
-            if let Ok(mut l) = into.lock() {
-                l.push_str(&line);
-                l.push('\n');
-            }
-        }
-    });
+/// `ferry run` in application mode, logging at info level (the log lines
+/// an operator reads are asserted on).
+fn start(src: &str, dst: &str, dir: &std::path::Path) -> FerryProcess {
+    crate::ferry()
+        .arg("run")
+        .args(job_args(src, dst, dir))
+        .log_level("info")
+        .free_ports()
+        .start()
 }
 
-impl Ferry {
-    /// `ferry run` in application mode.
-    fn start(src: &str, dst: &str, dir: &std::path::Path) -> Ferry {
-        let (rest, metrics) = (free_port(), free_port());
-        let mut args = vec!["run".to_string()];
-        args.extend(job_args(src, dst, dir));
-        args.extend([
-            "--rest.port".to_string(),
-            rest.to_string(),
-            "--metrics.port".to_string(),
-            metrics.to_string(),
-        ]);
-        Ferry::spawn(&args, rest, metrics).0
-    }
-
-    /// Runs `ferry args`, whose REST API (its own or its server's) is on
-    /// `rest`; returns it with its later stdout.
-    fn spawn(args: &[String], rest: u16, metrics: u16) -> (Ferry, Arc<Mutex<String>>) {
-        let mut child = Command::new(FERRY)
-            .args(args)
-            .env("FERRY_LOG", "info")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn ferry");
-        let mut out = BufReader::new(child.stdout.take().expect("stdout"));
-        let id = read_job_id(&mut out);
-        let stdout = Arc::new(Mutex::new(String::new()));
-        collect(out, stdout.clone());
-        let log = Arc::new(Mutex::new(String::new()));
-        collect(child.stderr.take().expect("stderr"), log.clone());
-        let ferry = Ferry {
-            child,
-            id,
-            rest,
-            metrics,
-            log,
-        };
-        (ferry, stdout)
-    }
-
-    /// Waits until the log has a line containing `text`.
-    fn wait_log(&mut self, text: &str, timeout: Duration) {
-        let deadline = Instant::now() + timeout;
-        while !self.log().contains(text) {
-            self.assert_alive();
-            assert!(
-                Instant::now() < deadline,
-                "no {text:?} in the log:\n{}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-
-    /// Waits for the process to exit.
-    fn wait_exit(&mut self, timeout: Duration) -> std::process::ExitStatus {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(s) = self.child.try_wait().expect("wait") {
-                return s;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "ferry did not exit; log:\n{}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-
-    fn live(&self) -> Value {
-        get_json(self.rest, &format!("/ferry/jobs/{}/live", self.id))
-    }
-
-    fn status(&self) -> String {
-        get_json(self.rest, &format!("/jobs/{}/status", self.id))["status"]
-            .as_str()
-            .expect("status")
-            .to_string()
-    }
-
-    fn log(&self) -> String {
-        self.log.lock().map(|l| l.clone()).unwrap_or_default()
-    }
-
-    fn assert_alive(&mut self) {
-        if let Some(status) = self.child.try_wait().expect("wait") {
-            panic!(
-                "ferry exited ({status}) on a transient fault; log:\n{}",
-                self.log()
-            );
-        }
-    }
-
-    /// Waits until the job is RUNNING with a window completed after `after_ms`.
-    fn wait_window_after(&mut self, after_ms: u64, timeout: Duration) {
-        let deadline = Instant::now() + timeout;
-        loop {
-            self.assert_alive();
-            let v = self.live();
-            if v["state"] == "RUNNING" && v["last_end_timestamp"].as_u64().unwrap_or(0) > after_ms {
-                return;
-            }
-            assert!(Instant::now() < deadline, "no window completed: {v}");
-            std::thread::sleep(Duration::from_millis(200));
-        }
-    }
+/// Panics, with the log, if ferry exited on a transient fault.
+fn assert_alive(ferry: &mut FerryProcess) {
+    ferry.assert_running("on a transient fault");
 }
 
-impl Drop for Ferry {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+/// Waits until the job is RUNNING with a window completed after `after_ms`.
+fn wait_window_after(ferry: &mut FerryProcess, after_ms: u64, timeout: Duration) {
+    let deadline = Instant::now() + timeout;
+    loop {
+        assert_alive(ferry);
+        let v = ferry.live();
+        if v["state"] == "RUNNING" && v["last_end_timestamp"].as_u64().unwrap_or(0) > after_ms {
+            return;
+        }
+        assert!(Instant::now() < deadline, "no window completed: {v}");
+        std::thread::sleep(Duration::from_millis(200));
     }
 }
 
@@ -318,18 +205,20 @@ async fn a_frozen_sink_restarts_the_job_and_the_operator_sees_it() {
     let table = src_client.open_table(TABLE).await.expect("open");
     upsert_rows(&src_client, &table, 0..200).await;
     let dir = tempfile::tempdir().expect("tmp");
-    let mut ferry = Ferry::start(
+    let mut ferry = start(
         &src.master_addrs_joined(),
         &dst.master_addrs_joined(),
         dir.path(),
     );
-    ferry.wait_window_after(0, Duration::from_secs(60));
+    let id = ferry.job_id();
+    let (rest, metrics) = (ferry.rest(), ferry.metrics());
+    wait_window_after(&mut ferry, 0, Duration::from_secs(60));
 
     // Before any fault: no failure, no restart, downtime 0.
-    let ex = get_json(ferry.rest, &format!("/jobs/{}/exceptions", ferry.id));
+    let ex = get_json(rest, &format!("/jobs/{id}/exceptions"));
     assert_eq!(ex["root-exception"], Value::Null, "{ex}");
     assert_eq!(ex["exceptionHistory"]["entries"], serde_json::json!([]));
-    let before = scrape(ferry.metrics, &ferry.id);
+    let before = scrape(metrics, &id);
     assert_eq!(
         (before.restarting, before.num_restarts, before.downtime),
         (0.0, 0.0, 0.0),
@@ -342,19 +231,19 @@ async fn a_frozen_sink_restarts_the_job_and_the_operator_sees_it() {
     upsert_rows(&src_client, &table, 200..300).await;
     let mut seen = Seen::default();
     let deadline = Instant::now() + Duration::from_secs(90);
-    let job_path = format!("/jobs/{}", ferry.id);
+    let job_path = format!("/jobs/{id}");
     while !seen.all() {
-        ferry.assert_alive();
+        assert_alive(&mut ferry);
         assert!(
             Instant::now() < deadline,
             "RESTARTING not seen everywhere: {seen:?}; log:\n{}",
-            ferry.log()
+            ferry.stderr_text()
         );
         let restarting = |v: &Value| v == "RESTARTING";
-        seen.jobs |= restarting(&get_json(ferry.rest, "/jobs")["jobs"][0]["status"]);
-        seen.overview |= restarting(&get_json(ferry.rest, "/jobs/overview")["jobs"][0]["state"]);
-        seen.details |= restarting(&get_json(ferry.rest, &job_path)["state"]);
-        seen.status |= ferry.status() == "RESTARTING";
+        seen.jobs |= restarting(&get_json(rest, "/jobs")["jobs"][0]["status"]);
+        seen.overview |= restarting(&get_json(rest, "/jobs/overview")["jobs"][0]["state"]);
+        seen.details |= restarting(&get_json(rest, &job_path)["state"]);
+        seen.status |= ferry.job_status() == "RESTARTING";
         let live = ferry.live();
         // Uptime restarts from 0: at most a moment old if the job came up
         // between the view's status and metrics reads.
@@ -365,7 +254,7 @@ async fn a_frozen_sink_restarts_the_job_and_the_operator_sees_it() {
             );
             seen.live_downtime |= live["downtime_ms"].as_u64().unwrap_or(0) > 0;
         }
-        let m = scrape(ferry.metrics, &ferry.id);
+        let m = scrape(metrics, &id);
         assert_eq!(m.num_restarts, m.full_restarts, "{m:?}");
         if m.restarting == 1.0 {
             assert!(m.uptime < 100.0, "{m:?}");
@@ -375,7 +264,7 @@ async fn a_frozen_sink_restarts_the_job_and_the_operator_sees_it() {
     }
 
     // The failure, in Flink's shape, names the timeout.
-    let ex = get_json(ferry.rest, &format!("/jobs/{}/exceptions", ferry.id));
+    let ex = get_json(rest, &format!("/jobs/{id}/exceptions"));
     let newest = &ex["exceptionHistory"]["entries"][0];
     let trace = newest["stacktrace"]
         .as_str()
@@ -394,15 +283,12 @@ async fn a_frozen_sink_restarts_the_job_and_the_operator_sees_it() {
 
     // Keep it frozen long enough for a second restart, then cut the list.
     let deadline = Instant::now() + Duration::from_secs(60);
-    while scrape(ferry.metrics, &ferry.id).num_restarts < 2.0 {
-        ferry.assert_alive();
+    while scrape(metrics, &id).num_restarts < 2.0 {
+        assert_alive(&mut ferry);
         assert!(Instant::now() < deadline, "no second restart");
         std::thread::sleep(Duration::from_millis(200));
     }
-    let one = get_json(
-        ferry.rest,
-        &format!("/jobs/{}/exceptions?maxExceptions=1", ferry.id),
-    );
+    let one = get_json(rest, &format!("/jobs/{id}/exceptions?maxExceptions=1"));
     assert_eq!(
         one["exceptionHistory"]["entries"].as_array().map(Vec::len),
         Some(1),
@@ -411,15 +297,15 @@ async fn a_frozen_sink_restarts_the_job_and_the_operator_sees_it() {
     assert_eq!(one["exceptionHistory"]["truncated"], true, "{one}");
     let (code, body) = http(
         "GET",
-        ferry.rest,
-        &format!("/jobs/{}/exceptions?maxExceptions=many", ferry.id),
+        rest,
+        &format!("/jobs/{id}/exceptions?maxExceptions=many"),
         None,
     );
     assert_eq!(code, 400, "{body}");
     assert!(body.contains("maxExceptions"), "{body}");
     let (code, body) = http(
         "GET",
-        ferry.rest,
+        rest,
         "/jobs/0123456789abcdef0123456789abcdef/exceptions",
         None,
     );
@@ -428,48 +314,50 @@ async fn a_frozen_sink_restarts_the_job_and_the_operator_sees_it() {
     // Thaw: the job runs again and copies what changed meanwhile.
     let thawed_at = now_ms();
     drop(frozen);
-    ferry.wait_window_after(thawed_at, Duration::from_secs(120));
+    wait_window_after(&mut ferry, thawed_at, Duration::from_secs(120));
     let deadline = Instant::now() + Duration::from_secs(60);
     while count_rows(&dst_client, TABLE).await != 300 {
         assert!(Instant::now() < deadline, "sink never caught up");
         std::thread::sleep(Duration::from_millis(300));
     }
-    let after = scrape(ferry.metrics, &ferry.id);
+    let after = scrape(metrics, &id);
     assert_eq!(after.restarting, 0.0, "{after:?}");
     assert_eq!(after.downtime, 0.0, "{after:?}");
     assert!(after.uptime > 0.0, "{after:?}");
     assert!(after.num_restarts >= 2.0, "{after:?}");
-    let log = ferry.log();
+    let log = ferry.stderr_text();
     assert!(log.contains("job restarting"), "{log}");
     assert!(log.contains("job running again"), "{log}");
     let live = ferry.live();
     assert_eq!(live["failures"][0]["name"], "SinkWrite", "{live}");
     assert!(live["restarts"].as_u64().unwrap_or(0) >= 2, "{live}");
-    web_page_shows_the_failure(ferry.rest);
+    web_page_shows_the_failure(rest);
 
     // Frozen again, SIGTERM while restarting: the savepoint is refused,
     // the job is cancelled, the process ends.
     let frozen = Frozen::freeze(&mut dst);
     upsert_rows(&src_client, &table, 300..310).await;
     let deadline = Instant::now() + Duration::from_secs(90);
-    while ferry.status() != "RESTARTING" {
-        ferry.assert_alive();
+    while ferry.job_status() != "RESTARTING" {
+        assert_alive(&mut ferry);
         assert!(Instant::now() < deadline, "no restart the second time");
         std::thread::sleep(Duration::from_millis(50));
     }
-    // SAFETY: kill(2) on our own child's pid.
-    let rc = unsafe { libc::kill(ferry.child.id() as libc::pid_t, libc::SIGTERM) };
-    assert_eq!(rc, 0, "SIGTERM");
+    ferry.sigterm();
     let status = ferry.wait_exit(Duration::from_secs(30));
-    assert!(status.success(), "{status:?}; log:\n{}", ferry.log());
+    assert!(
+        status.success(),
+        "{status:?}; log:\n{}",
+        ferry.stderr_text()
+    );
     drop(frozen);
-    // The log thread may still be draining the last lines.
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !ferry.log().contains("cancelling (checkpoints are kept)") {
-        assert!(Instant::now() < deadline, "{}", ferry.log());
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    assert!(ferry.log().contains("savepoint failed"), "{}", ferry.log());
+    let log = ferry.stderr_text();
+    assert!(log.contains("cancelling (checkpoints are kept)"), "{log}");
+    assert!(
+        ferry.stderr_text().contains("savepoint failed"),
+        "{}",
+        ferry.stderr_text()
+    );
 }
 
 /// The web page (headless Chromium, where installed) lists the failure.
@@ -521,49 +409,6 @@ fn web_page_shows_the_failure(rest: u16) {
     assert!(summary.contains("restarts"), "{summary}");
 }
 
-/// A `ferry server`, killed when dropped.
-struct Server {
-    child: Child,
-    rest: u16,
-    metrics: u16,
-}
-
-impl Server {
-    fn start() -> Server {
-        let (rest, metrics) = (free_port(), free_port());
-        let child = Command::new(FERRY)
-            .args([
-                "server",
-                "--rest.port",
-                &rest.to_string(),
-                "--metrics.port",
-                &metrics.to_string(),
-            ])
-            .env("FERRY_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("server");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while TcpStream::connect(("127.0.0.1", rest)).is_err() {
-            assert!(Instant::now() < deadline, "server did not listen");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        Server {
-            child,
-            rest,
-            metrics,
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiting_session_client_says_when_its_job_restarts() {
     let src_thread = std::thread::spawn(cluster);
@@ -577,51 +422,45 @@ async fn a_waiting_session_client_says_when_its_job_restarts() {
     let table = src_client.open_table(TABLE).await.expect("open");
     upsert_rows(&src_client, &table, 0..100).await;
     let dir = tempfile::tempdir().expect("tmp");
-    let server = Server::start();
-    let mut args = vec![
-        "run".to_string(),
-        "--jobmanager".to_string(),
-        format!("127.0.0.1:{}", server.rest),
-    ];
-    args.extend(job_args(
-        &src.master_addrs_joined(),
-        &dst.master_addrs_joined(),
-        dir.path(),
-    ));
-    let (mut client, stdout) = Ferry::spawn(&args, server.rest, server.metrics);
-    client.wait_window_after(0, Duration::from_secs(60));
+    let server = crate::ferry().arg("server").free_ports().start_server();
+    // The client's REST calls go to the server's API.
+    let mut client = crate::ferry()
+        .args(["run", "--jobmanager", &server.jobmanager()])
+        .args(job_args(
+            &src.master_addrs_joined(),
+            &dst.master_addrs_joined(),
+            dir.path(),
+        ))
+        .log_level("info")
+        .rest_at(server.rest())
+        .start();
+    let id = client.job_id();
+    wait_window_after(&mut client, 0, Duration::from_secs(60));
 
     let frozen = Frozen::freeze(&mut dst);
     upsert_rows(&src_client, &table, 100..150).await;
-    client.wait_log("is restarting after a failure:", Duration::from_secs(60));
+    client.wait_stderr("is restarting after a failure:", Duration::from_secs(60));
     let line = client
-        .log()
+        .stderr_text()
         .lines()
         .find(|l| l.contains("is restarting after a failure:"))
         .unwrap_or_default()
         .to_string();
-    assert!(line.contains(&client.id), "{line}");
+    assert!(line.contains(&id), "{line}");
     assert!(line.contains("writing sink table"), "{line}");
     drop(frozen);
-    client.wait_log("is running again.", Duration::from_secs(60));
+    client.wait_stderr("is running again.", Duration::from_secs(60));
 
-    let (code, body) = http(
-        "PATCH",
-        server.rest,
-        &format!("/jobs/{}?mode=cancel", client.id),
-        None,
-    );
+    let (code, body) = server.http("PATCH", &format!("/jobs/{id}?mode=cancel"), None);
     assert_eq!(code, 202, "{body}");
     let status = client.wait_exit(Duration::from_secs(30));
-    assert!(status.success(), "{status:?}; log:\n{}", client.log());
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let finished = format!("Job with JobID {} has finished (CANCELED).", client.id);
-    while !stdout
-        .lock()
-        .map(|o| o.contains(&finished))
-        .unwrap_or(false)
-    {
-        assert!(Instant::now() < deadline, "{stdout:?}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    assert!(
+        status.success(),
+        "{status:?}; log:\n{}",
+        client.stderr_text()
+    );
+    // Every line is in once the process ended.
+    let stdout = client.stdout_text();
+    let finished = format!("Job with JobID {id} has finished (CANCELED).");
+    assert!(stdout.contains(&finished), "{stdout}");
 }

@@ -20,12 +20,11 @@ use ferry_fixtures::compare::compare_tables;
 use ferry_fixtures::live::{load_rows, schema_differences, wait_caught_up};
 use ferry_fixtures::process::FerryProcess;
 use ferry_fixtures::workload::{Workload, WorkloadOptions, WorkloadStats};
-use ferry_fixtures::{nullable, small_schema_with, Shared};
+use ferry_fixtures::{nullable, small_schema_with};
 use ferry_testkit::MiniCluster;
 use kudu_client::write::OpType;
 use kudu_client::{AlterTableBuilder, ColumnSchema, DataType, KuduClient, TableBuilder, Value};
 
-const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
 /// Bound on waiting for a job to catch up (a hang, not a timing check).
 const CATCH_UP: Duration = Duration::from_secs(90);
 /// The upper bound of the table's first range; later ranges start here.
@@ -33,8 +32,6 @@ const FIRST_RANGE_END: i64 = 1_000_000;
 /// Rows written after a type change (inside the first range, far above
 /// any key a writer uses).
 const RETYPED_ROWS: std::ops::Range<i64> = 500_000..500_100;
-
-static CLUSTERS: Shared<(MiniCluster, MiniCluster)> = Shared::new();
 
 struct Env {
     clusters: Arc<(MiniCluster, MiniCluster)>,
@@ -44,7 +41,7 @@ struct Env {
 }
 
 fn env() -> Env {
-    let clusters = CLUSTERS.get(ferry_fixtures::two_clusters);
+    let clusters = tokio::task::block_in_place(crate::two_clusters);
     let source = KuduClient::new(&clusters.0.master_addrs()).expect("source client");
     let sink = KuduClient::new(&clusters.1.master_addrs()).expect("sink client");
     Env {
@@ -90,7 +87,12 @@ impl Env {
     }
 
     fn start(&self, table: &str, more: &[&str], env: &[(&str, &str)]) -> FerryProcess {
-        FerryProcess::start(FERRY, &self.args(table, more), env, self.dir.path())
+        crate::ferry()
+            .arg("run")
+            .args(self.args(table, more))
+            .envs(env)
+            .free_ports()
+            .start()
     }
 
     /// The newest complete checkpoint of job `id`, as a `-s` argument.
@@ -111,12 +113,14 @@ impl Env {
     /// Waits until the job has every change so far, then asserts that the
     /// sink's schema and rows equal the source's.
     async fn assert_in_sync(&self, ferry: &mut FerryProcess, table: &str, after: &str) {
-        wait_caught_up(&self.source, ferry.metrics, &[table.to_string()], CATCH_UP).await;
-        assert!(
-            ferry.child.try_wait().expect("wait").is_none(),
-            "the job ended after {after}: {}",
-            ferry.stderr_text()
-        );
+        wait_caught_up(
+            &self.source,
+            ferry.metrics(),
+            &[table.to_string()],
+            CATCH_UP,
+        )
+        .await;
+        ferry.assert_running(&format!("after {after}"));
         let schema = schema_differences(&self.source, &self.sink, table, table).await;
         assert!(
             schema.is_empty(),
@@ -306,7 +310,7 @@ async fn a_type_change_stops_the_job_and_a_fixed_sink_resumes() {
         .await;
     env.alter(&env.sink, t, AlterTableBuilder::new().add_column(retyped()))
         .await;
-    let chk = env.newest_checkpoint(&ferry.job_id).await;
+    let chk = env.newest_checkpoint(&ferry.job_id()).await;
     let mut ferry = env.start(t, &["-s", &chk], &[]);
     let w = writer(&env, t, stats.next_id, 12);
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -353,7 +357,7 @@ async fn a_kill_between_schema_read_and_sink_alter_restarts_correctly() {
         "the sink was altered before the failpoint: {sink_cols:?}"
     );
 
-    let chk = env.newest_checkpoint(&ferry.job_id).await;
+    let chk = env.newest_checkpoint(&ferry.job_id()).await;
     let stats = stop(w).await;
     let w = writer(&env, t, stats.next_id, 22);
     let mut ferry = env.start(t, &["-s", &chk], &[]);

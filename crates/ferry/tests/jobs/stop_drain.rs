@@ -4,22 +4,18 @@
 //! source as of the savepoint's last window end.
 
 use ferry_engine::checkpoint::{CheckpointStore, StorageLocation};
-use ferry_fixtures::{free_port, read_all, read_at, read_job_id};
-use ferry_testkit::MiniCluster;
+use ferry_fixtures::{read_all, read_at};
 use kudu_client::write::{FlushMode, Operation, SessionOptions};
 use kudu_client::{HybridTime, KuduClient, TableBuilder};
-use std::io::BufReader;
 use std::num::NonZeroUsize;
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
-
-const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
+use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stop_with_drain_ends_between_windows() {
-    let cluster = MiniCluster::builder().tservers(1).start().expect("cluster");
+    // The cluster the binary's tests share: tables of their own.
+    let cluster = tokio::task::block_in_place(crate::cluster);
     let masters = cluster.master_addrs_joined();
     let client = KuduClient::new(&cluster.master_addrs()).expect("client");
     let schema = ferry_fixtures::small_schema();
@@ -57,8 +53,7 @@ async fn stop_with_drain_ends_between_windows() {
 
     let dir = tempfile::tempdir().expect("tmp");
     let chk = dir.path().join("chk");
-    let rest = free_port();
-    let mut child = Command::new(FERRY)
+    let mut ferry = crate::ferry()
         .args([
             "run",
             "--job.sourceMasterAddresses",
@@ -77,28 +72,18 @@ async fn stop_with_drain_ends_between_windows() {
             "1",
             "--job.checkpointingIntervalMillis",
             "300",
-            "--rest.port",
-            &rest.to_string(),
-            "--metrics.port",
-            &free_port().to_string(),
         ])
-        .env("FERRY_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn ferry");
-    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
-    let id = read_job_id(&mut out);
+        .free_ports()
+        .start();
+    let id = ferry.job_id();
     tokio::time::sleep(Duration::from_secs(3)).await;
 
     let sp = dir.path().join("sp").to_string_lossy().into_owned();
-    let jm = format!("127.0.0.1:{rest}");
+    let jm = ferry.jobmanager();
     let stopped = tokio::task::spawn_blocking(move || {
-        Command::new(FERRY)
+        crate::ferry()
             .args(["stop", "-m", &jm, "--drain", "-p", &sp, &id])
-            .env("FERRY_LOG", "warn")
             .output()
-            .expect("ferry stop")
     })
     .await
     .expect("join");
@@ -110,14 +95,7 @@ async fn stop_with_drain_ends_between_windows() {
         .find_map(|l| l.strip_prefix("Savepoint completed. Path: "))
         .unwrap_or_else(|| panic!("no path in {o}"))
         .to_string();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let status = loop {
-        if let Some(s) = child.try_wait().expect("wait") {
-            break s;
-        }
-        assert!(Instant::now() < deadline, "the job process still runs");
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let status = ferry.wait_exit(Duration::from_secs(30));
     assert!(status.success(), "{status:?}");
 
     let store = CheckpointStore::open_local(

@@ -5,17 +5,12 @@
 //! sink_foreign_writes` in `/ferry/jobs/:id/live`).
 
 use ferry_fixtures::http::{get_json, http};
-use ferry_fixtures::{free_port, read_job_id};
-use ferry_testkit::MiniCluster;
 use kudu_client::write::{FlushMode, Operation, SessionOptions};
 use kudu_client::{KuduClient, KuduTable, TableBuilder};
-use std::io::BufReader;
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
 const FOREIGN: u64 = 7;
 
 fn scrape(port: u16, name: &str) -> Option<f64> {
@@ -41,7 +36,9 @@ async fn upsert(client: &KuduClient, table: &KuduTable, ids: impl Iterator<Item 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn direct_writes_to_the_sink_are_foreign_and_ferrys_own_are_not() {
-    let cluster = MiniCluster::builder().tservers(1).start().expect("cluster");
+    // The cluster the binary's tests share: tables of their own (the
+    // guard counts per sink table).
+    let cluster = tokio::task::block_in_place(crate::cluster);
     let masters = cluster.master_addrs_joined();
     let client = KuduClient::new(&cluster.master_addrs()).expect("client");
     let b = TableBuilder::new("g", ferry_fixtures::small_schema())
@@ -52,8 +49,7 @@ async fn direct_writes_to_the_sink_are_foreign_and_ferrys_own_are_not() {
     upsert(&client, &source, 0..2_000, "initial").await;
 
     let dir = tempfile::tempdir().expect("tmp");
-    let (rest, metrics) = (free_port(), free_port());
-    let mut child = Command::new(FERRY)
+    let mut ferry = crate::ferry()
         .args([
             "run",
             "--job.sourceMasterAddresses",
@@ -72,21 +68,15 @@ async fn direct_writes_to_the_sink_are_foreign_and_ferrys_own_are_not() {
             "1",
             "--job.checkpointingIntervalMillis",
             "300",
-            "--rest.port",
-            &rest.to_string(),
-            "--metrics.port",
-            &metrics.to_string(),
             "--metrics.kudu.pollIntervalMillis",
             "300",
             "-p",
             "2",
         ])
-        .env("FERRY_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn ferry");
-    let id = read_job_id(&mut BufReader::new(child.stdout.take().expect("stdout")));
+        .free_ports()
+        .start();
+    let id = ferry.job_id();
+    let (rest, metrics) = (ferry.rest(), ferry.metrics());
     let guard = |live: &serde_json::Value| live["kudu"]["sink_foreign_writes"].clone();
 
     // A writer keeps the source (and so ferry's writes to the sink) busy.
@@ -169,6 +159,5 @@ async fn direct_writes_to_the_sink_are_foreign_and_ferrys_own_are_not() {
 
     running.store(false, Ordering::Relaxed);
     writer.await.expect("writer");
-    let _ = child.kill();
-    let _ = child.wait();
+    ferry.kill9();
 }

@@ -12,9 +12,8 @@
 //! twice.
 
 use ferry_engine::checkpoint::{CheckpointStore, JobId, StorageLocation};
-use ferry_fixtures::process::FerryProcess;
 use ferry_fixtures::workload::{Workload, WorkloadOptions};
-use ferry_testkit::{KafkaBroker, MiniCluster};
+use ferry_testkit::MiniCluster;
 use kudu_client::{KuduClient, TableBuilder, Value};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -248,7 +247,7 @@ async fn kudu_to_kafka_through_kill_9_restarts_folds_to_the_source() {
             .start()
             .expect("Kudu cluster")
     });
-    let broker = KafkaBroker::start(&format!("sink-{}", std::process::id())).expect("Kafka broker");
+    let broker = crate::broker();
     let cluster = kudu_start.join().expect("cluster thread");
     let bootstrap = broker.bootstrap();
     let master = cluster.master_addrs_joined();
@@ -273,8 +272,6 @@ async fn kudu_to_kafka_through_kill_9_restarts_folds_to_the_source() {
 
     let dir = tempfile::tempdir().expect("tmp");
     let chk = dir.path().join("chk");
-    let logs = dir.path().join("logs");
-    std::fs::create_dir_all(&logs).expect("logs dir");
     let store = CheckpointStore::open_local(
         &StorageLocation::local(&chk).expect("location"),
         NonZeroUsize::MIN,
@@ -285,16 +282,15 @@ async fn kudu_to_kafka_through_kill_9_restarts_folds_to_the_source() {
         "--job.sinkTopicPartitions",
         "3",
     ];
-    let bin = env!("CARGO_BIN_EXE_ferry");
     let mut rng = StdRng::seed_from_u64(14);
     let mut resume: Option<String> = None;
     let mut restored = 0;
     for _ in 0..4 {
         let args = ferry_args(&master, &bootstrap, &chk, &upsert, resume.as_deref());
-        let mut ferry = FerryProcess::start(bin, &args, &[], &logs);
+        let mut ferry = crate::run(&args, &[]);
         tokio::time::sleep(Duration::from_millis(rng.gen_range(700..3000))).await;
         ferry.kill9();
-        let job: JobId = ferry.job_id.parse().expect("job id");
+        let job: JobId = ferry.job_id().parse().expect("job id");
         if let Some(c) = store.latest_complete(&job).await.expect("list").checkpoint {
             resume = Some(c.location.to_uri());
             restored += 1;
@@ -307,10 +303,10 @@ async fn kudu_to_kafka_through_kill_9_restarts_folds_to_the_source() {
 
     // A last run catches up with every change.
     let args = ferry_args(&master, &bootstrap, &chk, &upsert, resume.as_deref());
-    let mut ferry = FerryProcess::start(bin, &args, &[], &logs);
+    let mut ferry = crate::run(&args, &[]);
     ferry_fixtures::live::wait_caught_up(
         &source,
-        ferry.metrics,
+        ferry.metrics(),
         &[TABLE.to_string()],
         Duration::from_secs(120),
     )
@@ -356,7 +352,7 @@ async fn kudu_to_kafka_through_kill_9_restarts_folds_to_the_source() {
         "3",
     ];
     let args = ferry_args(&master, &bootstrap, &dbz_chk, &dbz, None);
-    let mut ferry = FerryProcess::start(bin, &args, &[], &logs);
+    let mut ferry = crate::run(&args, &[]);
     // Changes after its snapshot: creates and deletes in diff windows.
     let more = Workload::start_with(
         source.clone(),
@@ -373,7 +369,7 @@ async fn kudu_to_kafka_through_kill_9_restarts_folds_to_the_source() {
     assert_eq!(more.failed, 0, "{more:?}");
     ferry_fixtures::live::wait_caught_up(
         &source,
-        ferry.metrics,
+        ferry.metrics(),
         &[TABLE.to_string()],
         Duration::from_secs(120),
     )
@@ -412,7 +408,7 @@ async fn kudu_to_kafka_exactly_once_through_kill_9_restarts() {
             .start()
             .expect("Kudu cluster")
     });
-    let broker = KafkaBroker::start(&format!("eos-{}", std::process::id())).expect("Kafka broker");
+    let broker = crate::broker();
     let cluster = kudu_start.join().expect("cluster thread");
     let bootstrap = broker.bootstrap();
     let master = cluster.master_addrs_joined();
@@ -435,8 +431,6 @@ async fn kudu_to_kafka_exactly_once_through_kill_9_restarts() {
 
     let dir = tempfile::tempdir().expect("tmp");
     let chk = dir.path().join("chk");
-    let logs = dir.path().join("logs");
-    std::fs::create_dir_all(&logs).expect("logs dir");
     let store = CheckpointStore::open_local(
         &StorageLocation::local(&chk).expect("location"),
         NonZeroUsize::MIN,
@@ -449,7 +443,6 @@ async fn kudu_to_kafka_exactly_once_through_kill_9_restarts() {
         "--job.sinkDeliveryGuarantee",
         "exactly-once",
     ];
-    let bin = env!("CARGO_BIN_EXE_ferry");
     // Small scan batches: many writes between two checkpoints, so a kill
     // lands among them (at-least-once would then repeat records).
     let args_for = |resume: Option<&str>| {
@@ -474,7 +467,7 @@ async fn kudu_to_kafka_exactly_once_through_kill_9_restarts() {
         } else {
             &[("FERRY_LOG", "info")]
         };
-        let mut ferry = FerryProcess::start(bin, &args_for(resume.as_deref()), env, &logs);
+        let mut ferry = crate::run(&args_for(resume.as_deref()), env);
         if failpoint {
             let status = ferry.wait_exit(Duration::from_secs(60));
             assert!(!status.success(), "the failpoint aborts the run");
@@ -490,7 +483,7 @@ async fn kudu_to_kafka_exactly_once_through_kill_9_restarts() {
             ferry.kill9();
         }
         after_failpoint = failpoint;
-        let job: JobId = ferry.job_id.parse().expect("job id");
+        let job: JobId = ferry.job_id().parse().expect("job id");
         if let Some(c) = store.latest_complete(&job).await.expect("list").checkpoint {
             resume = Some(c.location.to_uri());
             restored += 1;
@@ -506,15 +499,15 @@ async fn kudu_to_kafka_exactly_once_through_kill_9_restarts() {
 
     // The last run catches up and stops with a savepoint (its last
     // transaction committed).
-    let mut ferry = FerryProcess::start(bin, &args_for(resume.as_deref()), &[], &logs);
+    let mut ferry = crate::run(&args_for(resume.as_deref()), &[]);
     ferry_fixtures::live::wait_caught_up(
         &source,
-        ferry.metrics,
+        ferry.metrics(),
         &[TABLE.to_string()],
         Duration::from_secs(120),
     )
     .await;
-    ferry.stop_with_savepoint(bin, &dir.path().join("sp"));
+    ferry.stop_with_savepoint(&dir.path().join("sp"));
 
     let topic = format!("eos.{TABLE}");
     let records = tokio::task::spawn_blocking({

@@ -16,9 +16,8 @@
 //!    workload changes every type.
 
 use ferry_engine::checkpoint::{CheckpointStore, JobId, StorageLocation};
-use ferry_fixtures::process::FerryProcess;
 use ferry_fixtures::workload::{Workload, WorkloadOptions};
-use ferry_testkit::{KafkaBroker, MiniCluster};
+use ferry_testkit::MiniCluster;
 use kudu_client::{DataType, KuduClient, TableBuilder, Value};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -318,7 +317,7 @@ async fn a_changelog_is_applied_through_kill_9_restarts_with_bad_records_set_asi
             .start()
             .expect("Kudu cluster")
     });
-    let broker = KafkaBroker::start(&format!("src-{}", std::process::id())).expect("Kafka broker");
+    let broker = crate::broker();
     let cluster = kudu_start.join().expect("cluster thread");
     let bootstrap = broker.bootstrap();
     let master = cluster.master_addrs_joined();
@@ -340,8 +339,6 @@ async fn a_changelog_is_applied_through_kill_9_restarts_with_bad_records_set_asi
 
     let dir = tempfile::tempdir().expect("tmp");
     let chk = dir.path().join("chk");
-    let logs = dir.path().join("logs");
-    std::fs::create_dir_all(&logs).expect("logs dir");
     let store = CheckpointStore::open_local(
         &StorageLocation::local(&chk).expect("location"),
         NonZeroUsize::MIN,
@@ -352,7 +349,6 @@ async fn a_changelog_is_applied_through_kill_9_restarts_with_bad_records_set_asi
         "--job.sourceDeadLetterTopic",
         DLQ,
     ];
-    let bin = env!("CARGO_BIN_EXE_ferry");
     let mut resume: Option<String> = None;
     let mut restored = 0;
     for round in 0..4 {
@@ -364,12 +360,12 @@ async fn a_changelog_is_applied_through_kill_9_restarts_with_bad_records_set_asi
             &dlq,
             resume.as_deref(),
         );
-        let mut ferry = FerryProcess::start(bin, &a, &[], &logs);
+        let mut ferry = crate::run(&a, &[]);
         // More changes while it runs, then a kill at a random moment.
         produce(&producer, &mut produced, &mut rng, 600, 400, 200).await;
         tokio::time::sleep(Duration::from_millis(rng.gen_range(200..1500))).await;
         ferry.kill9();
-        let job: JobId = ferry.job_id.parse().expect("job id");
+        let job: JobId = ferry.job_id().parse().expect("job id");
         if let Some(c) = store.latest_complete(&job).await.expect("list").checkpoint {
             resume = Some(c.location.to_uri());
             restored += 1;
@@ -386,7 +382,7 @@ async fn a_changelog_is_applied_through_kill_9_restarts_with_bad_records_set_asi
         &dlq,
         resume.as_deref(),
     );
-    let mut ferry = FerryProcess::start(bin, &a, &[], &logs);
+    let mut ferry = crate::run(&a, &[]);
     let expected = produced.rows.clone();
     eventually(
         "the table equals the fold of the changelog",
@@ -456,12 +452,12 @@ async fn a_changelog_is_applied_through_kill_9_restarts_with_bad_records_set_asi
         &bounded,
         None,
     );
-    let mut ferry = FerryProcess::start(bin, &a, &[("FERRY_LOG", "info")], &logs);
+    let mut ferry = crate::run(&a, &[("FERRY_LOG", "info")]);
     let status = ferry.wait_exit(Duration::from_secs(90));
     let stderr = ferry.stderr_text();
     assert!(status.success(), "a bounded job ends by itself: {stderr}");
     assert_eq!(table_rows(&client, "applied_bounded").await, expected);
-    let job: JobId = ferry.job_id.parse().expect("job id");
+    let job: JobId = ferry.job_id().parse().expect("job id");
     let bounded_store = CheckpointStore::open_local(
         &StorageLocation::local(&bounded_chk).expect("location"),
         NonZeroUsize::MIN,
@@ -489,7 +485,7 @@ async fn a_changelog_is_applied_through_kill_9_restarts_with_bad_records_set_asi
     // record of some partition, naming where it is.
     let fail_chk = dir.path().join("chk-fail");
     let a = args(&bootstrap, &master, "applied_fail", &fail_chk, &[], None);
-    let mut ferry = FerryProcess::start(bin, &a, &[], &logs);
+    let mut ferry = crate::run(&a, &[]);
     let status = ferry.wait_exit(Duration::from_secs(90));
     assert!(!status.success(), "the job fails");
     let stderr = ferry.stderr_text();
@@ -512,7 +508,7 @@ async fn kudu_to_kafka_to_kudu_round_trip_copies_every_type() {
             .start()
             .expect("Kudu cluster")
     });
-    let broker = KafkaBroker::start(&format!("rt-{}", std::process::id())).expect("Kafka broker");
+    let broker = crate::broker();
     let cluster = kudu_start.join().expect("cluster thread");
     let bootstrap = broker.bootstrap();
     let master = cluster.master_addrs_joined();
@@ -536,9 +532,6 @@ async fn kudu_to_kafka_to_kudu_round_trip_copies_every_type() {
     tokio::time::sleep(Duration::from_secs(2)).await;
 
     let dir = tempfile::tempdir().expect("tmp");
-    let logs = dir.path().join("logs");
-    std::fs::create_dir_all(&logs).expect("logs dir");
-    let bin = env!("CARGO_BIN_EXE_ferry");
     let to_kafka: Vec<String> = [
         "--job.sourceMasterAddresses",
         &master,
@@ -560,11 +553,16 @@ async fn kudu_to_kafka_to_kudu_round_trip_copies_every_type() {
         "3",
         "--job.sinkDeliveryGuarantee",
         "exactly-once",
+        // Its own transactional ids and progress topic: the binary's other
+        // exactly-once test writes a table of the same name to the same
+        // broker.
+        "--job.sinkTransactionalIdPrefix",
+        "ferry-round-trip",
     ]
     .iter()
     .map(|s| s.to_string())
     .collect();
-    let mut out = FerryProcess::start(bin, &to_kafka, &[], &logs);
+    let mut out = crate::run(&to_kafka, &[]);
     let from_kafka = source_args(
         &bootstrap,
         &master,
@@ -604,7 +602,7 @@ async fn kudu_to_kafka_to_kudu_round_trip_copies_every_type() {
         },
     )
     .await;
-    let mut back = FerryProcess::start(bin, &from_kafka, &[], &logs);
+    let mut back = crate::run(&from_kafka, &[]);
     tokio::time::sleep(Duration::from_secs(4)).await;
     let stats = workload.stop().await;
     assert_eq!(stats.failed, 0, "{stats:?}");

@@ -8,34 +8,15 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use crate::kdc;
 use ferry_fixtures::live::{load_rows, wait_caught_up};
 use ferry_fixtures::process::FerryProcess;
-use ferry_fixtures::Shared;
 use ferry_testkit::{Kdc, MiniCluster};
 use kudu_client::write::{Operation, SessionOptions};
 use kudu_client::{Kerberos, KerberosOptions, KuduClient, TableBuilder};
 use std::sync::Arc;
 
-const BIN: &str = env!("CARGO_BIN_EXE_ferry");
 const TABLE: &str = "krb_orders";
-
-/// One KDC for the tests of this binary, with 2-minute tickets (the
-/// renewal test needs them; the others do not mind). The in-process test
-/// clients find it through KRB5_CONFIG, which is process-wide, so the
-/// tests cannot each have their own.
-static KDC: Shared<Kdc> = Shared::new();
-
-fn kdc() -> Arc<Kdc> {
-    KDC.get(|| {
-        let kdc = Kdc::builder()
-            .ticket_lifetime(Duration::from_secs(120))
-            .renew_lifetime(Duration::from_secs(120))
-            .start()
-            .expect("kdc");
-        std::env::set_var("KRB5_CONFIG", kdc.krb5_conf());
-        kdc
-    })
-}
 
 struct Setup {
     kdc: Arc<Kdc>,
@@ -143,6 +124,16 @@ async fn delete_rows(c: &KuduClient, ids: impl Iterator<Item = i64>) {
     s.flush().await.expect("flush deletes");
 }
 
+/// `ferry run` of the job with `env`, started.
+fn start(args: Vec<String>, env: &[(&str, &str)]) -> FerryProcess {
+    crate::ferry()
+        .arg("run")
+        .args(args)
+        .envs(env)
+        .free_ports()
+        .start()
+}
+
 async fn assert_equal(source: &KuduClient, sink: &KuduClient, when: &str) {
     let diff = ferry_fixtures::compare::compare_tables(source, sink, TABLE, TABLE).await;
     assert!(
@@ -176,12 +167,10 @@ async fn replication_between_kerberized_clusters_with_two_principals_and_a_savep
     load_rows(&source, TABLE, 0..3000).await;
 
     let dir = tempfile::tempdir().expect("tmp");
-    let logs = dir.path().join("logs");
-    std::fs::create_dir_all(&logs).expect("logs");
-    let mut ferry = FerryProcess::start(BIN, &job_args(&s, dir.path(), &[]), &env, &logs);
+    let mut ferry = start(job_args(&s, dir.path(), &[]), &env);
     wait_caught_up(
         &source,
-        ferry.metrics,
+        ferry.metrics(),
         &[TABLE.to_owned()],
         Duration::from_secs(120),
     )
@@ -192,25 +181,20 @@ async fn replication_between_kerberized_clusters_with_two_principals_and_a_savep
     delete_rows(&source, 0..500).await;
     wait_caught_up(
         &source,
-        ferry.metrics,
+        ferry.metrics(),
         &[TABLE.to_owned()],
         Duration::from_secs(60),
     )
     .await;
     assert_equal(&source, &sink, "after continuous changes").await;
 
-    let savepoint = ferry.stop_with_savepoint(BIN, &dir.path().join("savepoints"));
+    let savepoint = ferry.stop_with_savepoint(&dir.path().join("savepoints"));
     load_rows(&source, TABLE, 4000..4500).await;
     delete_rows(&source, 500..700).await;
-    let resumed = FerryProcess::start(
-        BIN,
-        &job_args(&s, dir.path(), &["-s", &savepoint]),
-        &env,
-        &logs,
-    );
+    let resumed = start(job_args(&s, dir.path(), &["-s", &savepoint]), &env);
     wait_caught_up(
         &source,
-        resumed.metrics,
+        resumed.metrics(),
         &[TABLE.to_owned()],
         Duration::from_secs(60),
     )
@@ -238,9 +222,7 @@ async fn six_minutes_on_two_minute_tickets() {
     load_rows(&source, TABLE, 0..1000).await;
 
     let dir = tempfile::tempdir().expect("tmp");
-    let logs = dir.path().join("logs");
-    std::fs::create_dir_all(&logs).expect("logs");
-    let mut ferry = FerryProcess::start(BIN, &job_args(&s, dir.path(), &[]), &env, &logs);
+    let mut ferry = start(job_args(&s, dir.path(), &[]), &env);
     let started = Instant::now();
     let mut next = 1000i64;
     let mut restarted = false;
@@ -265,16 +247,12 @@ async fn six_minutes_on_two_minute_tickets() {
                 .expect("restart source master");
             master_restarted = true;
         }
-        assert!(
-            ferry.child.try_wait().expect("wait").is_none(),
-            "ferry ended: {}",
-            ferry.stderr_text()
-        );
+        ferry.assert_running("on two-minute tickets");
         tokio::time::sleep(Duration::from_secs(5)).await;
     }
     wait_caught_up(
         &source,
-        ferry.metrics,
+        ferry.metrics(),
         &[TABLE.to_owned()],
         Duration::from_secs(120),
     )
@@ -296,7 +274,7 @@ fn run_until_exit(
     login: &[&str],
     extra_env: &[(&str, String)],
 ) -> (i32, String) {
-    let out = std::process::Command::new(BIN)
+    let out = crate::ferry()
         .args([
             "run",
             "--job.sourceMasterAddresses",
@@ -317,11 +295,14 @@ fn run_until_exit(
             "0",
         ])
         .args(login)
-        .env("FERRY_LOG", "warn")
-        .env("KRB5_CONFIG", krb5_conf)
-        .envs(extra_env.iter().map(|(k, v)| (*k, v.as_str())))
-        .output()
-        .expect("ferry run");
+        .env("KRB5_CONFIG", krb5_conf.to_string_lossy())
+        .envs(
+            &extra_env
+                .iter()
+                .map(|(k, v)| (*k, v.as_str()))
+                .collect::<Vec<_>>(),
+        )
+        .output();
     (
         out.status.code().unwrap_or(-1),
         format!(

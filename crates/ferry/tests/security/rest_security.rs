@@ -19,17 +19,16 @@
 //!
 //! Certificates are made per test with the `openssl` command.
 
+use ferry_fixtures::free_port;
 use ferry_fixtures::http::http;
-use ferry_fixtures::{free_port, read_job_id};
+use ferry_fixtures::process::FerryProcess;
 use ferry_testkit::MiniCluster;
 use kudu_client::write::{FlushMode, Operation, SessionOptions};
 use kudu_client::{KuduClient, TableBuilder};
-use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
 const SCRIPT: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/../../deploy/scripts/savepoint.sh"
@@ -181,13 +180,11 @@ fn curl(args: &[&str], url: &str) -> (i32, u16, String) {
 }
 
 fn ferry(args: &[&str], env: &[(&str, &str)]) -> Output {
-    Command::new(FERRY)
+    crate::ferry()
         .args(args)
-        .envs(env.iter().copied())
+        .envs(env)
         .env_remove("FERRY_JOBMANAGER")
-        .env("FERRY_LOG", "warn")
         .output()
-        .expect("run ferry")
 }
 
 fn text(o: &Output) -> String {
@@ -198,99 +195,40 @@ fn text(o: &Output) -> String {
     )
 }
 
-/// A `ferry run` with its stderr (logs at debug level) in a file.
-struct Job {
-    child: Child,
-    id: String,
-    rest: u16,
-    metrics: u16,
-    log: PathBuf,
-    stdout: Option<std::thread::JoinHandle<String>>,
+/// A `ferry run` of `table` into `<table><suffix>` with its stderr (logs
+/// at debug level) in `<dir>/ferry<suffix>.log`.
+fn start_job(masters: &str, table: &str, suffix: &str, dir: &Path, extra: &[&str]) -> FerryProcess {
+    crate::ferry()
+        .args(["run", "--job.sourceMasterAddresses", masters])
+        .args(["--job.sinkMasterAddresses", masters])
+        .args(["--job.tableName", table, "--job.tableSuffix", suffix])
+        .args(["--job.createTable", "true"])
+        .args([
+            "--job.checkpointsDirectory",
+            &dir.join("chk").to_string_lossy(),
+        ])
+        .args(["--job.discoveryIntervalSeconds", "1"])
+        .args(["--job.checkpointingIntervalMillis", "300"])
+        .args(["--metrics.kudu.pollIntervalMillis", "500", "-p", "1"])
+        .args(extra)
+        .free_ports()
+        // Everything ferry logs, the REST and TLS layers included.
+        .log_level("debug,h2=info,tower=info")
+        .stderr_file(&dir.join(format!("ferry{suffix}.log")))
+        .start()
 }
 
-impl Job {
-    fn start(masters: &str, table: &str, suffix: &str, dir: &Path, extra: &[&str]) -> Job {
-        let (rest, metrics) = (free_port(), free_port());
-        let log = dir.join(format!("ferry{suffix}.log"));
-        let mut child = Command::new(FERRY)
-            .args(["run", "--job.sourceMasterAddresses", masters])
-            .args(["--job.sinkMasterAddresses", masters])
-            .args(["--job.tableName", table, "--job.tableSuffix", suffix])
-            .args(["--job.createTable", "true"])
-            .args([
-                "--job.checkpointsDirectory",
-                &dir.join("chk").to_string_lossy(),
-            ])
-            .args(["--job.discoveryIntervalSeconds", "1"])
-            .args(["--job.checkpointingIntervalMillis", "300"])
-            .args(["--rest.port", &rest.to_string()])
-            .args(["--metrics.port", &metrics.to_string()])
-            .args(["--metrics.kudu.pollIntervalMillis", "500", "-p", "1"])
-            .args(extra)
-            // Everything ferry logs, the REST and TLS layers included.
-            .env("FERRY_LOG", "debug,h2=info,tower=info")
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&log).expect("log file"))
-            .spawn()
-            .expect("spawn ferry");
-        let mut out = BufReader::new(child.stdout.take().expect("stdout"));
-        if out.fill_buf().map(|b| b.is_empty()).unwrap_or(true) {
-            let _ = child.wait();
-            panic!(
-                "ferry run ended before printing its job id: {}",
-                std::fs::read_to_string(&log).unwrap_or_default()
-            );
-        }
-        let id = read_job_id(&mut out);
-        let stdout = std::thread::spawn(move || {
-            let mut rest = String::new();
-            let _ = out.read_to_string(&mut rest);
-            rest
-        });
-        Job {
-            child,
-            id,
-            rest,
-            metrics,
-            log,
-            stdout: Some(stdout),
-        }
-    }
-
-    fn https(&self) -> String {
-        format!("https://127.0.0.1:{}", self.rest)
-    }
-
-    /// Waits for the process to exit; returns its status, stdout and log.
-    fn wait_exit(&mut self, timeout: Duration) -> (std::process::ExitStatus, String, String) {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(status) = self.child.try_wait().expect("wait") {
-                let out = self.stdout.take().map(|h| h.join().unwrap_or_default());
-                let log = std::fs::read_to_string(&self.log).unwrap_or_default();
-                return (status, out.unwrap_or_default(), log);
-            }
-            assert!(
-                Instant::now() < deadline,
-                "ferry run did not exit within {timeout:?}"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
-
-impl Drop for Job {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// The job's REST API over TLS.
+fn https(job: &FerryProcess) -> String {
+    format!("https://127.0.0.1:{}", job.rest())
 }
 
 /// Polls `GET /ferry/jobs/:id/live` with `auth` until a window completed.
-fn wait_replicating(job: &Job, auth: &[&str], seen: &mut Seen) {
+fn wait_replicating(job: &FerryProcess, auth: &[&str], seen: &mut Seen) {
     let deadline = Instant::now() + Duration::from_secs(90);
     loop {
-        let (rc, status, body) = curl(auth, &format!("{}/ferry/jobs/{}/live", job.https(), job.id));
+        let url = format!("{}/ferry/jobs/{}/live", https(job), job.job_id());
+        let (rc, status, body) = curl(auth, &url);
         assert_eq!((rc, status), (0, 200), "{body}");
         let v: serde_json::Value = serde_json::from_str(&body).expect("live JSON");
         seen.add("GET /ferry/jobs/:id/live", body);
@@ -303,7 +241,7 @@ fn wait_replicating(job: &Job, auth: &[&str], seen: &mut Seen) {
 }
 
 /// The GET answers of a job worth keeping for the secrets check.
-fn collect_answers(job: &Job, auth: &[&str], seen: &mut Seen) {
+fn collect_answers(job: &FerryProcess, auth: &[&str], seen: &mut Seen) {
     for path in [
         "/jobs".to_string(),
         "/jobs/overview".to_string(),
@@ -311,18 +249,18 @@ fn collect_answers(job: &Job, auth: &[&str], seen: &mut Seen) {
         "/config".to_string(),
         "/ferry/overview".to_string(),
         "/".to_string(),
-        format!("/jobs/{}", job.id),
-        format!("/jobs/{}/config", job.id),
-        format!("/jobs/{}/exceptions", job.id),
-        format!("/jobs/{}/checkpoints", job.id),
-        format!("/jobs/{}/checkpoints/config", job.id),
-        format!("/jobs/{}/metrics", job.id),
+        format!("/jobs/{}", job.job_id()),
+        format!("/jobs/{}/config", job.job_id()),
+        format!("/jobs/{}/exceptions", job.job_id()),
+        format!("/jobs/{}/checkpoints", job.job_id()),
+        format!("/jobs/{}/checkpoints/config", job.job_id()),
+        format!("/jobs/{}/metrics", job.job_id()),
     ] {
-        let (rc, status, body) = curl(auth, &format!("{}{path}", job.https()));
+        let (rc, status, body) = curl(auth, &format!("{}{path}", https(job)));
         assert_eq!((rc, status), (0, 200), "GET {path}: {body}");
         seen.add(format!("GET {path}"), body);
     }
-    let (status, metrics) = http("GET", job.metrics, "/metrics", None);
+    let (status, metrics) = http("GET", job.metrics(), "/metrics", None);
     assert_eq!(status, 200);
     assert!(metrics.contains("flink_jobmanager_job_uptime"), "{metrics}");
     seen.add("/metrics", metrics);
@@ -372,7 +310,7 @@ async fn rest_over_mutual_tls_and_with_a_bearer_token() {
         "-Dsecurity.ssl.rest.keystore={}",
         pki.path("server-keystore.pem")
     );
-    let mut job = Job::start(
+    let mut job = start_job(
         &masters,
         "sec",
         "_mtls",
@@ -394,11 +332,11 @@ async fn rest_over_mutual_tls_and_with_a_bearer_token() {
     let mtls: Vec<&str> = vec!["--cacert", &ca, "--cert", &cert, "--key", &key];
     wait_replicating(&job, &mtls, &mut seen);
 
-    let (rc, status, body) = curl(&mtls, &format!("{}/jobs", job.https()));
+    let (rc, status, body) = curl(&mtls, &format!("{}/jobs", https(&job)));
     assert_eq!((rc, status), (0, 200), "{body}");
-    assert!(body.contains(&job.id), "{body}");
+    assert!(body.contains(&job.job_id()), "{body}");
     // No client certificate: the handshake is refused, nothing answers.
-    let (rc, status, body) = curl(&["--cacert", &ca], &format!("{}/jobs", job.https()));
+    let (rc, status, body) = curl(&["--cacert", &ca], &format!("{}/jobs", https(&job)));
     assert!(
         rc != 0 && status != 200,
         "without a certificate: {rc} {status} {body}"
@@ -412,10 +350,10 @@ async fn rest_over_mutual_tls_and_with_a_bearer_token() {
         "--key",
         &pki.path("intruder.key"),
     ];
-    let (rc, status, body) = curl(&intruder, &format!("{}/jobs", job.https()));
+    let (rc, status, body) = curl(&intruder, &format!("{}/jobs", https(&job)));
     assert!(rc != 0 && status != 200, "other CA: {rc} {status} {body}");
     // Plain HTTP on the TLS port: a plain answer saying so.
-    let (status, body) = http("GET", job.rest, "/jobs", None);
+    let (status, body) = http("GET", job.rest(), "/jobs", None);
     assert_eq!(status, 400, "{body}");
     assert!(body.contains("use https://"), "{body}");
 
@@ -428,7 +366,7 @@ async fn rest_over_mutual_tls_and_with_a_bearer_token() {
         ("FERRY_SECURITY_SSL_REST_PRIVATE_KEY", key.as_str()),
     ];
     let out = Command::new("bash")
-        .args([SCRIPT, &job.https(), &sp_target])
+        .args([SCRIPT, &https(&job), &sp_target])
         .envs(tls_env)
         .output()
         .expect("script");
@@ -455,7 +393,7 @@ async fn rest_over_mutual_tls_and_with_a_bearer_token() {
         .and_then(|(_, rest)| rest.split_once("```"))
         .expect("a sh block")
         .0
-        .replace("https://ferry.example:8081", &job.https())
+        .replace("https://ferry.example:8081", &https(&job))
         .replace("/etc/ferry/tls/ca.pem", &ca)
         .replace("/etc/ferry/tls/client.pem", &cert)
         .replace("/etc/ferry/tls/client.key", &key)
@@ -475,7 +413,7 @@ async fn rest_over_mutual_tls_and_with_a_bearer_token() {
     seen.add("the documented TLS loop", text(&out));
     // ... and refused without the certificate.
     let out = Command::new("bash")
-        .args([SCRIPT, &job.https(), &sp_target])
+        .args([SCRIPT, &https(&job), &sp_target])
         .env("FERRY_SECURITY_SSL_REST_TRUSTSTORE", &ca)
         .output()
         .expect("script");
@@ -487,7 +425,7 @@ async fn rest_over_mutual_tls_and_with_a_bearer_token() {
     seen.add("savepoint.sh (no certificate)", text(&out));
 
     // ferry list with the documented -D keys, then with the environment.
-    let jm = job.https();
+    let jm = https(&job);
     let d_ca = format!("security.ssl.rest.truststore={ca}");
     let d_cert = format!("security.ssl.rest.keystore={cert}");
     let d_key = format!("security.ssl.rest.private-key={key}");
@@ -496,11 +434,11 @@ async fn rest_over_mutual_tls_and_with_a_bearer_token() {
         &[],
     );
     assert!(out.status.success(), "{}", text(&out));
-    assert!(text(&out).contains(&job.id), "{}", text(&out));
+    assert!(text(&out).contains(&job.job_id()), "{}", text(&out));
     seen.add("ferry list (-D)", text(&out));
     let out = ferry(&["list", "-m", &jm], &tls_env);
     assert!(out.status.success(), "{}", text(&out));
-    assert!(text(&out).contains(&job.id), "{}", text(&out));
+    assert!(text(&out).contains(&job.job_id()), "{}", text(&out));
     // Without the client certificate: refused, and the error says why.
     let out = ferry(&["list", "-m", &jm, "-D", &d_ca], &[]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
@@ -526,7 +464,7 @@ async fn rest_over_mutual_tls_and_with_a_bearer_token() {
 
     // ferry savepoint over TLS.
     let sp2 = format!("file://{}", dir.path().join("cli-sp").display());
-    let out = ferry(&["savepoint", "-m", &jm, &job.id, &sp2], &tls_env);
+    let out = ferry(&["savepoint", "-m", &jm, &job.job_id(), &sp2], &tls_env);
     assert!(out.status.success(), "{}", text(&out));
     assert!(
         text(&out).contains(&format!("Savepoint completed. Path: {sp2}")),
@@ -539,7 +477,16 @@ async fn rest_over_mutual_tls_and_with_a_bearer_token() {
     // ferry stop over TLS: the job ends FINISHED with a savepoint.
     let out = ferry(
         &[
-            "stop", "-m", &jm, "-D", &d_ca, "-D", &d_cert, "-D", &d_key, &job.id,
+            "stop",
+            "-m",
+            &jm,
+            "-D",
+            &d_ca,
+            "-D",
+            &d_cert,
+            "-D",
+            &d_key,
+            &job.job_id(),
         ],
         &[],
     );
@@ -550,7 +497,8 @@ async fn rest_over_mutual_tls_and_with_a_bearer_token() {
         text(&out)
     );
     seen.add("ferry stop", text(&out));
-    let (status, stdout, log) = job.wait_exit(Duration::from_secs(60));
+    let status = job.wait_exit(Duration::from_secs(60));
+    let (stdout, log) = (job.stdout_text(), job.stderr_text());
     assert!(status.success(), "{stdout}{log}");
     assert!(log.contains("REST API and web page listening"), "{log}");
     assert!(log.contains("https://127.0.0.1"), "{log}");
@@ -560,7 +508,7 @@ async fn rest_over_mutual_tls_and_with_a_bearer_token() {
     // --- (b) TLS + bearer token --------------------------------------------
     let server_cert_flag = format!("--security.ssl.rest.keystore={}", pki.path("server.pem"));
     let server_key_flag = format!("--security.ssl.rest.private-key={}", pki.path("server.key"));
-    let mut job = Job::start(
+    let mut job = start_job(
         &masters,
         "sec",
         "_token",
@@ -584,7 +532,7 @@ async fn rest_over_mutual_tls_and_with_a_bearer_token() {
     let curl_conf = curl_conf.to_string_lossy().into_owned();
     let with_token: Vec<&str> = vec!["--cacert", &ca, "-K", &curl_conf];
     wait_replicating(&job, &with_token, &mut seen);
-    let jobs_url = format!("{}/jobs", job.https());
+    let jobs_url = format!("{}/jobs", https(&job));
     let (rc, status, body) = curl(&["--cacert", &ca], &jobs_url);
     assert_eq!((rc, status), (0, 401), "{body}");
     let v: serde_json::Value = serde_json::from_str(&body).expect("Flink error shape");
@@ -596,9 +544,9 @@ async fn rest_over_mutual_tls_and_with_a_bearer_token() {
     let wrong_header = format!("Authorization: Bearer {wrong}");
     for url in [
         jobs_url.clone(),
-        format!("{}/", job.https()),
-        format!("{}/no/such/route", job.https()),
-        format!("{}/jobs/{}/savepoints", job.https(), job.id),
+        format!("{}/", https(&job)),
+        format!("{}/no/such/route", https(&job)),
+        format!("{}/jobs/{}/savepoints", https(&job), job.job_id()),
     ] {
         let (rc, status, body) = curl(&["--cacert", &ca, "-H", &wrong_header], &url);
         assert_eq!((rc, status), (0, 401), "{url}: {body}");
@@ -612,14 +560,14 @@ async fn rest_over_mutual_tls_and_with_a_bearer_token() {
     assert_eq!((rc, status), (0, 401), "{body}");
     let (rc, status, body) = curl(&with_token, &jobs_url);
     assert_eq!((rc, status), (0, 200), "{body}");
-    assert!(body.contains(&job.id), "{body}");
+    assert!(body.contains(&job.job_id()), "{body}");
 
     let token_env = [
         ("FERRY_SECURITY_SSL_REST_TRUSTSTORE", ca.as_str()),
         ("FERRY_SECURITY_REST_TOKEN_FILE", token_file.as_str()),
     ];
     let out = Command::new("bash")
-        .args([SCRIPT, &job.https(), &sp_target])
+        .args([SCRIPT, &https(&job), &sp_target])
         .envs(token_env)
         .output()
         .expect("script");
@@ -631,21 +579,22 @@ async fn rest_over_mutual_tls_and_with_a_bearer_token() {
     seen.add("savepoint.sh (token)", text(&out));
     let d_token = format!("security.rest.token-file={token_file}");
     let out = ferry(
-        &["list", "-m", &job.https(), "-D", &d_ca, "-D", &d_token],
+        &["list", "-m", &https(&job), "-D", &d_ca, "-D", &d_token],
         &[],
     );
     assert!(out.status.success(), "{}", text(&out));
-    assert!(text(&out).contains(&job.id), "{}", text(&out));
+    assert!(text(&out).contains(&job.job_id()), "{}", text(&out));
     seen.add("ferry list (token)", text(&out));
-    let out = ferry(&["list", "-m", &job.https(), "-D", &d_ca], &[]);
+    let out = ferry(&["list", "-m", &https(&job), "-D", &d_ca], &[]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     assert!(text(&out).contains("401"), "{}", text(&out));
     seen.add("ferry list (no token)", text(&out));
     collect_answers(&job, &with_token, &mut seen);
-    let out = ferry(&["cancel", "-m", &job.https(), &job.id], &token_env);
+    let out = ferry(&["cancel", "-m", &https(&job), &job.job_id()], &token_env);
     assert!(out.status.success(), "{}", text(&out));
     seen.add("ferry cancel", text(&out));
-    let (status, stdout, log) = job.wait_exit(Duration::from_secs(60));
+    let status = job.wait_exit(Duration::from_secs(60));
+    let (stdout, log) = (job.stdout_text(), job.stderr_text());
     assert!(status.success(), "{stdout}{log}");
     assert!(log.contains("REST request refused"), "{log}");
     seen.add("ferry run (token) stdout", stdout);
@@ -671,12 +620,10 @@ fn bad_security_settings_are_usage_errors_naming_key_and_file() {
     let d = dir.path();
     let port = free_port().to_string();
     let server = |args: &[&str]| {
-        let out = Command::new(FERRY)
+        let out = crate::ferry()
             .args(["server", "--rest.port", &port, "--metrics.port", "0"])
             .args(args)
-            .env("FERRY_LOG", "warn")
-            .output()
-            .expect("ferry server");
+            .output();
         (out.status.code(), text(&out))
     };
     let missing = d.join("missing.pem").to_string_lossy().into_owned();
@@ -755,24 +702,16 @@ fn bearer_token_on_loopback_plain_http() {
     let token = format!("{:040x}", rand::random::<u128>());
     let token_file = dir.path().join("token");
     std::fs::write(&token_file, format!("{token}\r\n")).unwrap();
-    let (rest, metrics) = (free_port(), free_port());
-    let mut child = Command::new(FERRY)
-        .args(["server", "--rest.port", &rest.to_string()])
-        .args(["--metrics.port", &metrics.to_string()])
+    let mut child = crate::ferry()
+        .arg("server")
+        .free_ports()
         .arg(format!(
             "-Dsecurity.rest.token-file={}",
             token_file.display()
         ))
-        .env("FERRY_LOG", "info")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("ferry server");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while ferry_fixtures::http::try_http("GET", rest, "/jobs", None).is_err() {
-        assert!(Instant::now() < deadline, "ferry server did not start");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+        .log_level("info")
+        .start_server();
+    let (rest, metrics) = (child.rest(), child.metrics());
     let (status, body) = http("GET", rest, "/jobs", None);
     assert_eq!(status, 401, "{body}");
     assert!(body.starts_with("{\"errors\":["), "{body}");
@@ -789,7 +728,7 @@ fn bearer_token_on_loopback_plain_http() {
     // The metrics endpoint is not covered by the token (docs/security.md).
     let (status, _) = http("GET", metrics, "/metrics", None);
     assert_eq!(status, 200);
-    let _ = child.kill();
-    let out = child.wait_with_output().expect("wait");
-    assert!(!text(&out).contains(&token), "{}", text(&out));
+    child.kill9();
+    let out = child.output_text();
+    assert!(!out.contains(&token), "{out}");
 }
