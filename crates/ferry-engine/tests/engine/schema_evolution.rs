@@ -8,9 +8,7 @@
 //! column; once the sink is fixed by hand, a restart from the newest
 //! checkpoint resumes.
 
-mod common;
-
-use common::{assert_same, start_job, wait_windows};
+use crate::common::{assert_same, start_job, wait_windows};
 use ferry_engine::checkpoint::CheckpointStore;
 use ferry_engine::config::JobConfig;
 use ferry_engine::{JobHandle, JobStatus};
@@ -281,7 +279,7 @@ async fn alter(client: &KuduClient, name: &str, b: AlterTableBuilder) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn source_changes_are_followed_while_a_writer_writes() {
     const NAME: &str = "evo";
-    let (src, dst) = common::two_clusters();
+    let (src, dst) = crate::common::two_clusters();
     let source = KuduClient::new(&src.master_addrs()).expect("client");
     let sink = KuduClient::new(&dst.master_addrs()).expect("client");
     create_tables(&source, &sink, NAME).await;
@@ -375,7 +373,7 @@ async fn source_changes_are_followed_while_a_writer_writes() {
     writer.max_key.store(2 * RANGE, Ordering::SeqCst);
     writer.wait_rounds(5).await;
     caught_up(&job, &writer, &source, &sink, NAME).await;
-    let rows = common::read_all(&sink, NAME).await;
+    let rows = crate::common::read_all(&sink, NAME).await;
     assert!(
         rows.keys().any(|k| *k >= RANGE),
         "rows of the added range reached the sink"
@@ -389,7 +387,7 @@ async fn source_changes_are_followed_while_a_writer_writes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_type_change_stops_the_job_and_a_fixed_sink_resumes() {
     const NAME: &str = "evo_type";
-    let (src, dst) = common::two_clusters();
+    let (src, dst) = crate::common::two_clusters();
     let source = KuduClient::new(&src.master_addrs()).expect("client");
     let sink = KuduClient::new(&dst.master_addrs()).expect("client");
     create_tables(&source, &sink, NAME).await;
@@ -467,7 +465,7 @@ async fn a_type_change_stops_the_job_and_a_fixed_sink_resumes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_column_added_and_one_dropped_inside_one_window() {
     const NAME: &str = "evo_window";
-    let (src, dst) = common::two_clusters();
+    let (src, dst) = crate::common::two_clusters();
     let source = KuduClient::new(&src.master_addrs()).expect("client");
     let sink = KuduClient::new(&dst.master_addrs()).expect("client");
     create_tables(&source, &sink, NAME).await;
@@ -499,7 +497,7 @@ async fn a_column_added_and_one_dropped_inside_one_window() {
     alter(&source, NAME, AlterTableBuilder::new().drop_column("n")).await;
     writer.wait_rounds(3).await;
     caught_up(&job, &writer, &source, &sink, NAME).await;
-    let rows = common::read_all(&sink, NAME).await;
+    let rows = crate::common::read_all(&sink, NAME).await;
     assert!(
         rows.values()
             .any(|r| r.last().is_some_and(|v| !v.is_null())),

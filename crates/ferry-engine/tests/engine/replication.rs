@@ -3,9 +3,7 @@
 //! without a new snapshot, tablet server restarts on both sides, and the
 //! window metrics.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use ferry_engine::checkpoint::CheckpointStore;
 use ferry_engine::JobStatus;
 use ferry_testkit::{DaemonKind, MiniCluster};

@@ -4,9 +4,7 @@
 //! source as of the savepoint's last window end. A drain that cannot
 //! finish in time fails the request and leaves the job running.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use ferry_engine::checkpoint::CheckpointStore;
 use ferry_engine::{ControlError, JobStatus, StopMode};
 use ferry_fixtures::read_at;

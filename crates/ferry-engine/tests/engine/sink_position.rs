@@ -6,9 +6,7 @@
 //! job: the sink at `last_end_sink_time` is the source at `last_end`
 //! while a writer keeps changing the source.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use ferry_engine::checkpoint::WindowState;
 use ferry_engine::sink_position::{PositionError, PositionTable, SinkPosition};
 use ferry_fixtures::workload::{Workload, WorkloadOptions};
