@@ -107,7 +107,7 @@ impl Setup {
 
     /// `store`: the checkpoints directory and the replica, when not local.
     async fn with_store(table: &str, store: Option<(&str, &str)>) -> Setup {
-        let clusters = tokio::task::block_in_place(crate::two_clusters);
+        let clusters = tokio::task::block_in_place(crate::standby_clusters);
         let (src, dst) = (&clusters.0, &clusters.1);
         let source = KuduClient::new(&src.master_addrs()).expect("client");
         let sink = KuduClient::new(&dst.master_addrs()).expect("client");

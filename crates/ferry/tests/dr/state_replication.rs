@@ -115,9 +115,7 @@ fn u(v: &Value) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dr_store_outage_delays_the_replica_not_the_replication() {
-    // The clusters the binary's tests share (tables of their own).
-    let clusters = blocking(crate::two_clusters);
-    let (src, dst) = (&clusters.0, &clusters.1);
+    let (src, dst) = blocking(ferry_fixtures::two_clusters);
     let source = KuduClient::new(&src.master_addrs()).expect("source client");
     let sink = KuduClient::new(&dst.master_addrs()).expect("sink client");
     create_table(&source).await;

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 /// The clusters the binary's tests share (tables of their own).
 fn clusters() -> std::sync::Arc<(MiniCluster, MiniCluster)> {
-    tokio::task::block_in_place(crate::two_clusters)
+    tokio::task::block_in_place(crate::verify_clusters)
 }
 
 /// `ferry <verb> <args>`, waited for.
