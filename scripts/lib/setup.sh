@@ -1,7 +1,15 @@
 # Shared set-up for ferry's scripts: installs only what is missing, so a
 # second run does nothing but check. Sourced, not executed.
 
-log() { printf '==> %s\n' "$*" >&2; }
+# log MESSAGE: a step, with the seconds since the script started when
+# LOG_CLOCK is set (scripts/test: where the time goes).
+log() {
+  if [ -n "${LOG_CLOCK:-}" ]; then
+    printf '==> [%4ss] %s\n' "$SECONDS" "$*" >&2
+  else
+    printf '==> %s\n' "$*" >&2
+  fi
+}
 
 apt_updated=0
 # ensure_deb PKG...: installs the Debian packages that are not installed yet.
@@ -83,4 +91,44 @@ ensure_kafka() {
 # because ferry links libgssapi_krb5 through bindgen-generated bindings.
 ensure_kdc() {
   ensure_deb krb5-kdc krb5-admin-server krb5-user libkrb5-dev libclang-dev faketime
+}
+
+# ensure_servers: the Kudu binaries, s3s-fs and the Kafka jars. s3s-fs is
+# compiled (both cores for minutes on a fresh machine) while Maven fetches
+# the jars; the two Maven runs stay one after the other (one local
+# repository).
+ensure_servers() {
+  local s3_pid
+  ensure_s3 &
+  s3_pid=$!
+  ensure_kafka
+  ensure_kudu
+  wait "$s3_pid"
+}
+
+# test_runs ARTIFACTS: every test executable of a `cargo test --no-run
+# --message-format json` build, one a line: its package folder, target
+# name, source file (relative to the folder) and executable, tab-separated,
+# package by package.
+test_runs() {
+  jq -r --arg root "$PWD/" '
+    select(.reason == "compiler-artifact" and .profile.test and .executable != null)
+    | (.manifest_path | ltrimstr($root) | rtrimstr("/Cargo.toml")) as $dir
+    | [$dir, .target.name, (.target.src_path | ltrimstr($root + $dir + "/")), .executable]
+    | @tsv' "$1" | sort -u
+}
+
+# run_tests RUN...: runs each test executable (a line of test_runs) from its
+# package folder, as `cargo test` does; all of them, then fails if one did.
+run_tests() {
+  local run dir src exe failed=()
+  for run in "$@"; do
+    IFS=$'\t' read -r dir _ src exe <<<"$run"
+    printf '     Running %s (%s)\n' "$dir/$src" "${exe#"$PWD"/}"
+    (cd "$dir" && "$exe") || failed+=("$dir/$src")
+  done
+  if [ ${#failed[@]} -gt 0 ]; then
+    printf 'error: test failed: %s\n' "${failed[@]}" >&2
+    return 1
+  fi
 }

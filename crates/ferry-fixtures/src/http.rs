@@ -2,8 +2,11 @@
 //! metrics endpoint (no client library: the tests check the wire shapes).
 
 use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::net::{TcpStream, ToSocketAddrs};
 use std::time::Duration;
+
+/// How long a call waits for an answer unless told otherwise.
+const READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// One call to `127.0.0.1:port`: (status, body); 0 as the status when the
 /// answer has no status line. Panics when the server cannot be reached.
@@ -20,11 +23,29 @@ pub fn try_http(
     path: &str,
     body: Option<&str>,
 ) -> std::io::Result<(u16, String)> {
-    let mut s = TcpStream::connect(("127.0.0.1", port))?;
-    s.set_read_timeout(Some(Duration::from_secs(30)))?;
+    try_http_at("127.0.0.1", port, method, path, body, READ_TIMEOUT)
+}
+
+/// [`try_http`] to `host:port`, connecting and waiting for the answer at
+/// most `timeout` each (a process in a network namespace, a poll that must
+/// not hang on a stopped server).
+pub fn try_http_at(
+    host: &str,
+    port: u16,
+    method: &str,
+    path: &str,
+    body: Option<&str>,
+    timeout: Duration,
+) -> std::io::Result<(u16, String)> {
+    let addr = (host, port)
+        .to_socket_addrs()?
+        .next()
+        .ok_or_else(|| std::io::Error::other(format!("no address for {host}")))?;
+    let mut s = TcpStream::connect_timeout(&addr, timeout)?;
+    s.set_read_timeout(Some(timeout))?;
     let body = body.unwrap_or("");
     let req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        "{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
     );
     s.write_all(req.as_bytes())?;

@@ -3,7 +3,9 @@
 //! small `id`/`v` schema, a pair of clusters, full-table reads, a
 //! fault-tolerant mixed writer ([`workload`]) and a cell-by-cell table
 //! comparison ([`compare`]), a blocking HTTP client for ferry's REST
-//! API ([`http`]), and the tests' view of a test S3 server ([`s3`]).
+//! API ([`http`]), the tests' view of a test S3 server ([`s3`]), and the
+//! one harness for the `ferry` processes of end-to-end tests
+//! ([`process`]).
 //!
 //! For tests and benchmarks only: a dev-dependency of the crates whose
 //! tests use it (kudu-client's own integration tests too, which Cargo
@@ -205,26 +207,11 @@ impl<T> Default for Shared<T> {
 }
 
 /// A free TCP port on loopback, for a `ferry` process's REST or metrics
-/// listener.
+/// listener (see [`process::FerryCommand::free_ports`]).
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .expect("bind")
         .local_addr()
         .expect("addr")
         .port()
-}
-
-/// Reads `ferry run`'s first line on stdout ("Job has been submitted with
-/// JobID <id>") and returns the 32-hex-digit job id.
-pub fn read_job_id(out: &mut impl std::io::BufRead) -> String {
-    let mut line = String::new();
-    out.read_line(&mut line).expect("job id line");
-    let id = line
-        .trim()
-        .rsplit(' ')
-        .next()
-        .unwrap_or_default()
-        .to_string();
-    assert_eq!(id.len(), 32, "job id in {line:?}");
-    id
 }

@@ -1,0 +1,29 @@
+//! The `ferry` binary's command line: usage errors, `failover --dry-run`
+//! and `--report`, fatal start-up errors and SIGTERM of `ferry run`, the
+//! keys that change how rows are read and written. No server, or one
+//! small Kudu cluster.
+
+mod config_keys;
+mod failover_dry_run;
+mod failover_report;
+mod run_fatal_errors;
+mod validation;
+
+use std::sync::Arc;
+
+use ferry_fixtures::process::FerryCommand;
+use ferry_fixtures::Shared;
+use ferry_testkit::MiniCluster;
+
+/// `ferry` (the binary of this crate) with `FERRY_LOG=warn`.
+fn ferry() -> FerryCommand {
+    FerryCommand::new(env!("CARGO_BIN_EXE_ferry"))
+}
+
+static CLUSTER: Shared<MiniCluster> = Shared::new();
+
+/// The 1-tablet-server cluster the tests that need one share while they
+/// run; each uses its own tables and checkpoint directory.
+fn cluster() -> Arc<MiniCluster> {
+    CLUSTER.get(|| MiniCluster::builder().tservers(1).start().expect("cluster"))
+}

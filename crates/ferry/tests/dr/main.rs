@@ -1,0 +1,39 @@
+//! Disaster recovery with the real binary: warm standby with fencing,
+//! planned and unplanned cutover drills, the reverse job from a cutover
+//! report, `ferry verify`, state replication to a DR store and state on
+//! an S3 server.
+
+mod cutover_drills;
+mod from_cutover;
+mod s3_state;
+mod standby;
+mod state_replication;
+mod verify;
+
+use std::sync::Arc;
+
+use ferry_fixtures::process::FerryCommand;
+use ferry_fixtures::Shared;
+use ferry_testkit::MiniCluster;
+
+/// `ferry` (the binary of this crate) with `FERRY_LOG=warn`.
+fn ferry() -> FerryCommand {
+    FerryCommand::new(env!("CARGO_BIN_EXE_ferry"))
+}
+
+static STANDBY: Shared<(MiniCluster, MiniCluster)> = Shared::new();
+static VERIFY: Shared<(MiniCluster, MiniCluster)> = Shared::new();
+
+/// The source and sink clusters (3 tablet servers each) the standby tests
+/// share while they run (tables of their own).
+fn standby_clusters() -> Arc<(MiniCluster, MiniCluster)> {
+    STANDBY.get(ferry_fixtures::two_clusters)
+}
+
+/// The pair the `ferry verify` tests share while they run. Apart from the
+/// standby tests' pair, as before: beside their busy 3-replica tables, on
+/// a loaded machine, the planned cutover's reverse job once missed its
+/// 60 s to copy one write.
+fn verify_clusters() -> Arc<(MiniCluster, MiniCluster)> {
+    VERIFY.get(ferry_fixtures::two_clusters)
+}
