@@ -111,30 +111,53 @@ pub enum Change {
 pub enum DecodeError {
     /// The record's key or value is not JSON.
     #[error("the record's {part} is not JSON: {reason}")]
-    NotJson { part: &'static str, reason: String },
+    NotJson {
+        /// `key` or `value`.
+        part: &'static str,
+        /// The JSON parser's message.
+        reason: String,
+    },
     /// A part that must be a JSON object is something else.
     #[error("the record's {part} should be a JSON object, found {found}")]
-    NotAnObject { part: &'static str, found: String },
+    NotAnObject {
+        /// `key`, `value` or a part of the envelope.
+        part: &'static str,
+        /// What the part is instead (a JSON kind, e.g. `an array`).
+        found: String,
+    },
     /// Neither the record's value nor its key carries a key column.
     #[error("the record carries no value for key column '{column}'")]
-    MissingKey { column: String },
+    MissingKey {
+        /// The key column without a value.
+        column: String,
+    },
     /// The record's key and value disagree on a key column.
     #[error("the record's key and value disagree on key column '{column}'")]
-    KeyMismatch { column: String },
+    KeyMismatch {
+        /// The key column the two disagree on.
+        column: String,
+    },
     /// A JSON value that cannot be read as the column's type.
     #[error("column '{column}' ({column_type}): expected {expected}, found {found}")]
     WrongType {
+        /// The column.
         column: String,
+        /// Its Kudu type as the schema shows it (e.g. `DECIMAL(10, 2)`).
         column_type: String,
+        /// What the column accepts, in words.
         expected: &'static str,
+        /// What the record has instead, shortened.
         found: String,
     },
     /// A value of the right kind that the column cannot hold (integer
     /// range, DECIMAL precision or scale, VARCHAR length, DATE range).
     #[error("column '{column}' ({column_type}): {value} does not fit")]
     OutOfRange {
+        /// The column.
         column: String,
+        /// Its Kudu type as the schema shows it.
         column_type: String,
+        /// The value (shortened) or a description of it.
         value: String,
     },
     /// A JSON number for a DECIMAL with more digits than a double holds,
@@ -144,13 +167,19 @@ pub enum DecodeError {
          significant digits, which a double does not hold exactly (send decimals as strings)"
     )]
     InexactNumber {
+        /// The DECIMAL column.
         column: String,
+        /// Its Kudu type as the schema shows it.
         column_type: String,
+        /// The number as JSON text.
         value: String,
     },
     /// `null` for a NOT NULL column.
     #[error("column '{column}' is NOT NULL and the record has null")]
-    NullInNotNull { column: String },
+    NullInNotNull {
+        /// The NOT NULL column.
+        column: String,
+    },
     /// A Debezium envelope whose `op` is missing or not one of c, r, u, d, t.
     #[error("{}", unknown_op(.op.as_deref()))]
     UnknownOp {
@@ -160,12 +189,17 @@ pub enum DecodeError {
     },
     /// A change this decoder does not apply (a truncate).
     #[error("{what} is not supported")]
-    Unsupported { what: String },
+    Unsupported {
+        /// The change, in words (e.g. a truncate).
+        what: String,
+    },
     /// The decoded value was refused by the row (not expected: values are
     /// checked first).
     #[error("setting column '{column}'")]
     Refused {
+        /// The column.
         column: String,
+        /// The row's refusal.
         #[source]
         source: kudu_client::Error,
     },

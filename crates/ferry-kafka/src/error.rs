@@ -13,44 +13,71 @@ pub enum KafkaSinkError {
     /// A call to Kafka failed; `context` says what ferry was doing.
     #[error("{context}")]
     Kafka {
+        /// What ferry was doing.
         context: String,
+        /// librdkafka's error.
         #[source]
         source: KafkaError,
     },
     /// The topic cannot be used.
     #[error("Kafka topic '{topic}': {reason}")]
-    Topic { topic: String, reason: String },
+    Topic {
+        /// The topic.
+        topic: String,
+        /// Why it cannot be used.
+        reason: String,
+    },
     /// A call did not answer in time.
     #[error("{what}: no answer in time (are the brokers up?)")]
-    Timeout { what: String },
+    Timeout {
+        /// The call that did not answer.
+        what: String,
+    },
     /// A row could not be encoded.
     #[error("encoding a row of table '{table}' for topic '{topic}'")]
     Encode {
+        /// The Kudu table the row comes from.
         table: String,
+        /// The topic it was to be written to.
         topic: String,
+        /// Why the row could not be encoded.
         #[source]
         source: Box<crate::format::FormatError>,
     },
     /// A changelog record cannot be applied (`job.sourceErrorPolicy=fail`).
     #[error("record at offset {offset} of partition {partition} of topic '{topic}' cannot be applied to table '{table}': {reason}")]
     Record {
+        /// The topic the record was read from.
         topic: String,
+        /// Its partition.
         partition: i32,
+        /// Its offset in the partition.
         offset: i64,
+        /// The Kudu table it was to be applied to.
         table: String,
+        /// Why it cannot be applied.
         reason: String,
     },
     /// A writer was asked for before `prepare` made the producer (a bug).
     #[error("the Kafka sink for topic '{topic}' was used before it was prepared")]
-    NotPrepared { topic: String },
+    NotPrepared {
+        /// The sink's topic.
+        topic: String,
+    },
     /// Exactly-once: a write of the open transaction failed, so it cannot
     /// be committed (the job restarts and aborts it).
     #[error("the transaction of '{id}' cannot be committed: one of its writes failed")]
-    FailedTransaction { id: String },
+    FailedTransaction {
+        /// The producer's `transactional.id`.
+        id: String,
+    },
     /// A batch arrived before the engine said which window it belongs to
     /// (a bug).
     #[error("a batch for topic '{topic}' arrived before its window was recorded")]
-    NoWindow { topic: String },
+    NoWindow {
+        /// The sink's topic.
+        topic: String,
+    },
 }
 
 /// A [`KafkaSinkError::Kafka`] with `context`.

@@ -66,7 +66,9 @@ pub enum FormatError {
     /// A cell could not be read from the scan batch.
     #[error("reading column '{column}' of a row")]
     Cell {
+        /// The column.
         column: String,
+        /// The batch's error.
         #[source]
         source: kudu_client::Error,
     },
@@ -94,7 +96,9 @@ impl Cells for RowView<'_> {
 /// One encoded record: key and value (`None`: a tombstone).
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Record {
+    /// The record's key.
     pub key: Vec<u8>,
+    /// The record's value; `None` for a tombstone.
     pub value: Option<Vec<u8>>,
 }
 

@@ -42,7 +42,9 @@ pub struct TopicCounters {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TopicSnapshot {
+    /// The topic.
     pub topic: String,
+    /// Its counters.
     #[serde(flatten)]
     pub counters: TopicCounters,
 }
@@ -51,7 +53,9 @@ pub struct TopicSnapshot {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PartitionLag {
+    /// The topic.
     pub topic: String,
+    /// The partition of the topic.
     pub partition: i32,
     /// The partition's end offset (high watermark) when the job last
     /// looked (each window).
@@ -66,7 +70,9 @@ pub struct PartitionLag {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct KafkaSnapshot {
+    /// Every topic the job reads or writes, with its counters.
     pub topics: Vec<TopicSnapshot>,
+    /// Every partition the job reads (a source's), with its lag.
     pub partitions: Vec<PartitionLag>,
 }
 

@@ -41,16 +41,22 @@ const BATCH_BYTES: usize = 4 << 20;
 /// One record as read: where it is, and its bytes.
 #[derive(Debug, Clone)]
 pub struct RawRecord {
+    /// The partition it was read from.
     pub partition: i32,
+    /// Its offset in the partition.
     pub offset: i64,
+    /// Its key, if it has one.
     pub key: Option<Vec<u8>>,
+    /// Its value; `None` for a tombstone.
     pub value: Option<Vec<u8>>,
 }
 
 /// Records of one partition, in offset order.
 #[derive(Debug, Default)]
 pub struct RecordBatch {
+    /// The topic read.
     pub topic: String,
+    /// The records, in offset order.
     pub records: Vec<RawRecord>,
     bytes: usize,
 }

@@ -15,6 +15,7 @@ const ADMIN_TIMEOUT: Duration = Duration::from_secs(30);
 /// A topic the sink writes.
 #[derive(Debug, Clone, Copy)]
 pub struct TopicSpec<'a> {
+    /// The topic's name.
     pub name: &'a str,
     /// Partitions if created (0: the broker's default).
     pub partitions: u32,

@@ -57,7 +57,7 @@ pub(crate) struct Transactions {
 impl Transactions {
     /// A producer that fenced off every earlier one with this id (their
     /// open transaction aborted), with a transaction begun.
-    pub async fn start(&self) -> Result<FutureProducer, KafkaSinkError> {
+    pub(crate) async fn start(&self) -> Result<FutureProducer, KafkaSinkError> {
         let producer: FutureProducer = self.producer.create().map_err(|e| {
             kafka_error(
                 format!("creating the transactional producer '{}'", self.id),
@@ -84,7 +84,7 @@ impl Transactions {
 
     /// Commits the open transaction with `state` as the table's progress,
     /// then begins the next one.
-    pub async fn commit(
+    pub(crate) async fn commit(
         &self,
         producer: &FutureProducer,
         state: &TableState,
@@ -124,7 +124,7 @@ impl Transactions {
 
     /// The state of the last progress record committed under this id, if
     /// any (read to the end of what is committed).
-    pub async fn last_progress(&self) -> Result<Option<TableState>, KafkaSinkError> {
+    pub(crate) async fn last_progress(&self) -> Result<Option<TableState>, KafkaSinkError> {
         let reader = self.reader.clone();
         let topic = self.progress_topic.clone();
         let id = self.id.clone();

@@ -48,7 +48,7 @@ fn client_options(allow_http: bool) -> object_store::ClientOptions {
 
 /// A client for `bucket`. The error text names no secret (builder errors
 /// are about configuration values; the caller redacts anyway).
-pub fn build(
+pub(crate) fn build(
     scheme: ObjectScheme,
     bucket: &str,
     s3: Option<&ResolvedS3>,

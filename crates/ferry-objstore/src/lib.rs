@@ -223,7 +223,8 @@ impl StoreResolver for ObjectStoreResolver {
     }
 }
 
-#[cfg(all(test, feature = "s3"))]
+#[cfg(test)]
+#[cfg(feature = "s3")]
 mod tests {
     use super::*;
 

@@ -44,12 +44,20 @@ impl RangeDiff {
     }
 }
 
-/// The next row of the merge: only in the source (cursor), only in the
-/// sink (cursor), or on both sides (source cursor, sink cursor).
-enum Step {
-    Missing(usize),
-    Extra(usize),
-    Both(usize, usize),
+/// The next row of the merge: only in the source, only in the sink, or on
+/// both sides.
+enum Step<'s, 't> {
+    Missing(Head<'s>),
+    Extra(Head<'t>),
+    Both(Head<'s>, Head<'t>),
+}
+
+/// The current row of one side's cursor with the smallest key.
+struct Head<'a> {
+    /// The cursor's index.
+    cursor: usize,
+    key: &'a [u8],
+    row: RowView<'a>,
 }
 
 /// Compares `range` row by row (and repairs it when the verification does).
@@ -68,47 +76,51 @@ pub(crate) async fn diff_range(ctx: &Ctx, range: &KeyRange) -> Result<RangeDiff,
     loop {
         let step = match (source.head(), sink.head()) {
             (None, None) => break,
-            (Some(i), None) => Step::Missing(i),
-            (None, Some(j)) => Step::Extra(j),
-            (Some(i), Some(j)) => match source.cursors[i].key.cmp(&sink.cursors[j].key) {
-                Ordering::Less => Step::Missing(i),
-                Ordering::Greater => Step::Extra(j),
-                Ordering::Equal => Step::Both(i, j),
+            (Some(a), None) => Step::Missing(a),
+            (None, Some(b)) => Step::Extra(b),
+            (Some(a), Some(b)) => match a.key.cmp(b.key) {
+                Ordering::Less => Step::Missing(a),
+                Ordering::Greater => Step::Extra(b),
+                Ordering::Equal => Step::Both(a, b),
             },
         };
         match step {
-            Step::Missing(i) => {
-                let row = source.row(i);
-                let key = &source.cursors[i].key;
+            Step::Missing(a) => {
+                let Head { cursor, key, row } = a;
                 out.record(ctx, DiffKind::Missing, key, Some(&row), None, Vec::new())
                     .map_err(|e| ctx.source.error("reading a row", e))?;
                 if let Some(r) = repair.as_mut() {
                     r.upsert(&row).await?;
                 }
-                source.next(i).await?;
+                source.next(cursor).await?;
             }
-            Step::Extra(j) => {
-                let row = sink.row(j);
-                let key = &sink.cursors[j].key;
+            Step::Extra(b) => {
+                let Head { cursor, key, row } = b;
                 out.record(ctx, DiffKind::Extra, key, None, Some(&row), Vec::new())
                     .map_err(|e| ctx.sink.error("reading a row", e))?;
                 if let Some(r) = repair.as_mut() {
                     r.delete(&row, keys).await?;
                 }
-                sink.next(j).await?;
+                sink.next(cursor).await?;
             }
-            Step::Both(i, j) => {
-                let (a, b) = (source.row(i), sink.row(j));
-                let columns = differing_columns(&a, &b, keys)
+            Step::Both(a, b) => {
+                let columns = differing_columns(&a.row, &b.row, keys)
                     .map_err(|e| ctx.sink.error("reading a row", e))?;
                 if !columns.is_empty() {
-                    let key = &source.cursors[i].key;
-                    out.record(ctx, DiffKind::Differs, key, Some(&a), Some(&b), columns)
-                        .map_err(|e| ctx.sink.error("reading a row", e))?;
+                    out.record(
+                        ctx,
+                        DiffKind::Differs,
+                        a.key,
+                        Some(&a.row),
+                        Some(&b.row),
+                        columns,
+                    )
+                    .map_err(|e| ctx.sink.error("reading a row", e))?;
                     if let Some(r) = repair.as_mut() {
-                        r.upsert(&a).await?;
+                        r.upsert(&a.row).await?;
                     }
                 }
+                let (i, j) = (a.cursor, b.cursor);
                 source.next(i).await?;
                 sink.next(j).await?;
             }
@@ -222,22 +234,21 @@ impl<'a> Ordered<'a> {
         Ok(ordered)
     }
 
-    /// The cursor with the smallest current key.
-    fn head(&self) -> Option<usize> {
+    /// The current row with the smallest key; `None` when every cursor is
+    /// done.
+    fn head(&self) -> Option<Head<'_>> {
         self.cursors
             .iter()
             .enumerate()
-            .filter(|(_, c)| c.batch.is_some())
-            .min_by(|(_, a), (_, b)| a.key.cmp(&b.key))
-            .map(|(i, _)| i)
-    }
-
-    fn row(&self, i: usize) -> RowView<'_> {
-        let c = &self.cursors[i];
-        match &c.batch {
-            Some(batch) => batch.row(c.row),
-            None => unreachable!("head() only returns cursors with a row"),
-        }
+            .filter_map(|(cursor, c)| {
+                let batch = c.batch.as_ref()?;
+                Some(Head {
+                    cursor,
+                    key: &c.key,
+                    row: batch.row(c.row),
+                })
+            })
+            .min_by(|a, b| a.key.cmp(b.key))
     }
 
     async fn next(&mut self, i: usize) -> Result<(), VerifyError> {

@@ -12,6 +12,9 @@
 //! `FERRY_VERIFY_SCAN_TOO` also times `kudu table scan` of both tables, for
 //! the log.
 
+// Test code: a failed call is the test's failure.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod acceptance;
 mod common;
 mod snapshots;
