@@ -252,29 +252,29 @@ impl S3Settings {
             .filter(|v| !v.is_empty())
     }
 
-    /// Merges keys over environment and applies the defaults. Fails on an
-    /// endpoint from the environment that is not a usable URL, and on plain
-    /// http to a host other than loopback without `s3.allow-http=true`.
-    pub fn resolve(&self) -> Result<ResolvedS3, S3SettingError> {
-        let endpoint = match &self.endpoint {
-            Some(e) => Some(e.clone()),
-            None => {
-                let from_env = ["AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_ENDPOINT"]
-                    .iter()
-                    .find_map(|n| self.env(n));
-                match from_env {
-                    Some(e) => {
-                        check_endpoint(e).map_err(|reason| S3SettingError {
-                            key: "AWS_ENDPOINT_URL",
-                            reason,
-                        })?;
-                        Some(e.trim_end_matches('/').to_string())
-                    }
-                    None => None,
-                }
-            }
+    /// The endpoint: the key's, else the environment's (checked here: the
+    /// key's was checked when read), without a trailing slash.
+    fn endpoint(&self) -> Result<Option<String>, S3SettingError> {
+        if let Some(e) = &self.endpoint {
+            return Ok(Some(e.clone()));
+        }
+        let from_env = ["AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_ENDPOINT"]
+            .iter()
+            .find_map(|n| self.env(n));
+        let Some(e) = from_env else {
+            return Ok(None);
         };
-        let (credentials, session_token) = match &self.access_key {
+        check_endpoint(e).map_err(|reason| S3SettingError {
+            key: "AWS_ENDPOINT_URL",
+            reason,
+        })?;
+        Ok(Some(e.trim_end_matches('/').to_string()))
+    }
+
+    /// The access key id with its secret, and the session token: the keys'
+    /// if `s3.access-key` is set, else the environment's.
+    fn credentials(&self) -> (Option<(String, Secret)>, Option<Secret>) {
+        match &self.access_key {
             Some(key) => (
                 Some((
                     key.clone(),
@@ -294,7 +294,15 @@ impl S3Settings {
                 ),
                 _ => (None, self.session_token.clone()),
             },
-        };
+        }
+    }
+
+    /// Merges keys over environment and applies the defaults. Fails on an
+    /// endpoint from the environment that is not a usable URL, and on plain
+    /// http to a host other than loopback without `s3.allow-http=true`.
+    pub fn resolve(&self) -> Result<ResolvedS3, S3SettingError> {
+        let endpoint = self.endpoint()?;
+        let (credentials, session_token) = self.credentials();
         if matches!(&credentials, Some((_, secret)) if secret.expose().is_empty()) {
             return Err(S3SettingError {
                 key: S3_SECRET_KEY.name(),

@@ -26,17 +26,6 @@ fn expected(t: DataType) -> &'static str {
 
 /// The value of `column` that `json` holds.
 pub(super) fn cell(column: &ColumnSchema, json: &Json) -> Result<Value, DecodeError> {
-    let wrong = || DecodeError::WrongType {
-        column: column.name().to_string(),
-        column_type: column.type_display(),
-        expected: expected(column.data_type()),
-        found: describe(Some(json)),
-    };
-    let out_of_range = |value: String| DecodeError::OutOfRange {
-        column: column.name().to_string(),
-        column_type: column.type_display(),
-        value,
-    };
     if json.is_null() {
         return if column.is_nullable() {
             Ok(Value::Null)
@@ -46,81 +35,127 @@ pub(super) fn cell(column: &ColumnSchema, json: &Json) -> Result<Value, DecodeEr
             })
         };
     }
-    let int = || -> Result<i128, DecodeError> {
-        match integer(json) {
-            Int::Value(n) => Ok(n),
-            Int::TooLarge => Err(out_of_range(short(json))),
-            Int::Not => Err(wrong()),
-        }
-    };
-    let fits = |n: i128| out_of_range(n.to_string());
+    let c = Cell { column, json };
     Ok(match column.data_type() {
-        DataType::Bool => Value::Bool(json.as_bool().ok_or_else(wrong)?),
-        DataType::Int8 => Value::Int8(int().and_then(|n| i8::try_from(n).map_err(|_| fits(n)))?),
-        DataType::Int16 => Value::Int16(int().and_then(|n| i16::try_from(n).map_err(|_| fits(n)))?),
-        DataType::Int32 => Value::Int32(int().and_then(|n| i32::try_from(n).map_err(|_| fits(n)))?),
-        DataType::Int64 => Value::Int64(int().and_then(|n| i64::try_from(n).map_err(|_| fits(n)))?),
-        DataType::UnixtimeMicros => {
-            Value::UnixtimeMicros(int().and_then(|n| i64::try_from(n).map_err(|_| fits(n)))?)
-        }
-        // The shortest digits of the parsed double read back as a float:
-        // narrowing the double instead would round twice, which gets some
-        // floats wrong (7.038531e-26).
-        DataType::Float => {
-            let f: f32 = float(json).ok_or_else(wrong)?;
-            // A finite double beyond FLOAT's range would read as infinity.
-            if f.is_infinite() && json.is_number() {
-                return Err(out_of_range(short(json)));
-            }
-            Value::Float(f)
-        }
-        DataType::Double => Value::Double(float(json).ok_or_else(wrong)?),
-        DataType::Decimal32 | DataType::Decimal64 | DataType::Decimal128 => {
-            let text = match json {
-                Json::String(s) => s.clone(),
-                Json::Number(n) => {
-                    let text = n.to_string();
-                    if !n.is_i64() && !n.is_u64() && significant_digits(&text) > 15 {
-                        return Err(DecodeError::InexactNumber {
-                            column: column.name().to_string(),
-                            column_type: column.type_display(),
-                            value: text,
-                        });
-                    }
-                    text
-                }
-                _ => return Err(wrong()),
-            };
-            match Decimal::parse(&text, column.precision(), column.scale()) {
-                Ok(d) => Value::from(d),
-                Err(DecimalError::Syntax { .. }) => return Err(wrong()),
-                Err(_) => return Err(out_of_range(short(json))),
-            }
-        }
-        DataType::String | DataType::Varchar => {
-            let s = json.as_str().ok_or_else(wrong)?;
-            if let Some(max) = column.varchar_length() {
-                let chars = s.chars().count();
-                if column.data_type() == DataType::Varchar && chars > max as usize {
-                    return Err(out_of_range(format!("a string of {chars} characters")));
-                }
-            }
-            Value::String(s.to_string())
-        }
-        DataType::Binary => Value::Binary(json.as_str().and_then(base64_decode).ok_or_else(wrong)?),
-        DataType::Date => {
-            let days = match json.as_str().and_then(civil_date) {
-                Some(Ok(days)) => i128::from(days),
-                Some(Err(())) => return Err(out_of_range(short(json))),
-                None => int()?,
-            };
-            match i32::try_from(days) {
-                Ok(days) if (MIN_DATE..=MAX_DATE).contains(&days) => Value::Date(days),
-                _ => return Err(out_of_range(short(json))),
-            }
-        }
-        DataType::IsDeleted => return Err(wrong()),
+        DataType::Bool => Value::Bool(json.as_bool().ok_or_else(|| c.wrong())?),
+        DataType::Int8 => Value::Int8(c.int()?),
+        DataType::Int16 => Value::Int16(c.int()?),
+        DataType::Int32 => Value::Int32(c.int()?),
+        DataType::Int64 => Value::Int64(c.int()?),
+        DataType::UnixtimeMicros => Value::UnixtimeMicros(c.int()?),
+        DataType::Float => c.float()?,
+        DataType::Double => Value::Double(float(json).ok_or_else(|| c.wrong())?),
+        DataType::Decimal32 | DataType::Decimal64 | DataType::Decimal128 => c.decimal()?,
+        DataType::String | DataType::Varchar => c.string()?,
+        DataType::Binary => Value::Binary(
+            json.as_str()
+                .and_then(base64_decode)
+                .ok_or_else(|| c.wrong())?,
+        ),
+        DataType::Date => c.date()?,
+        DataType::IsDeleted => return Err(c.wrong()),
     })
+}
+
+/// A non-null JSON value read as the cell of a column: the reading of the
+/// types that take more than a line, and the errors that name both.
+struct Cell<'a> {
+    column: &'a ColumnSchema,
+    json: &'a Json,
+}
+
+impl Cell<'_> {
+    /// The value is not of a kind the column reads.
+    fn wrong(&self) -> DecodeError {
+        DecodeError::WrongType {
+            column: self.column.name().to_string(),
+            column_type: self.column.type_display(),
+            expected: expected(self.column.data_type()),
+            found: describe(Some(self.json)),
+        }
+    }
+
+    /// The value, shown as `value`, does not fit the column.
+    fn out_of_range(&self, value: String) -> DecodeError {
+        DecodeError::OutOfRange {
+            column: self.column.name().to_string(),
+            column_type: self.column.type_display(),
+            value,
+        }
+    }
+
+    /// The value does not fit the column, shown as the record has it.
+    fn too_large(&self) -> DecodeError {
+        self.out_of_range(short(self.json))
+    }
+
+    /// An integer that `T` holds.
+    fn int<T: TryFrom<i128>>(&self) -> Result<T, DecodeError> {
+        let n = match integer(self.json) {
+            Int::Value(n) => n,
+            Int::TooLarge => return Err(self.too_large()),
+            Int::Not => return Err(self.wrong()),
+        };
+        T::try_from(n).map_err(|_| self.out_of_range(n.to_string()))
+    }
+
+    // The shortest digits of the parsed double read back as a float:
+    // narrowing the double instead would round twice, which gets some
+    // floats wrong (7.038531e-26).
+    fn float(&self) -> Result<Value, DecodeError> {
+        let f: f32 = float(self.json).ok_or_else(|| self.wrong())?;
+        // A finite double beyond FLOAT's range would read as infinity.
+        if f.is_infinite() && self.json.is_number() {
+            return Err(self.too_large());
+        }
+        Ok(Value::Float(f))
+    }
+
+    fn decimal(&self) -> Result<Value, DecodeError> {
+        let text = match self.json {
+            Json::String(s) => s.clone(),
+            Json::Number(n) => {
+                let text = n.to_string();
+                if !n.is_i64() && !n.is_u64() && significant_digits(&text) > 15 {
+                    return Err(DecodeError::InexactNumber {
+                        column: self.column.name().to_string(),
+                        column_type: self.column.type_display(),
+                        value: text,
+                    });
+                }
+                text
+            }
+            _ => return Err(self.wrong()),
+        };
+        match Decimal::parse(&text, self.column.precision(), self.column.scale()) {
+            Ok(d) => Ok(Value::from(d)),
+            Err(DecimalError::Syntax { .. }) => Err(self.wrong()),
+            Err(_) => Err(self.too_large()),
+        }
+    }
+
+    fn string(&self) -> Result<Value, DecodeError> {
+        let s = self.json.as_str().ok_or_else(|| self.wrong())?;
+        if let Some(max) = self.column.varchar_length() {
+            let chars = s.chars().count();
+            if self.column.data_type() == DataType::Varchar && chars > max as usize {
+                return Err(self.out_of_range(format!("a string of {chars} characters")));
+            }
+        }
+        Ok(Value::String(s.to_string()))
+    }
+
+    fn date(&self) -> Result<Value, DecodeError> {
+        let days = match self.json.as_str().and_then(civil_date) {
+            Some(Ok(days)) => i128::from(days),
+            Some(Err(())) => return Err(self.too_large()),
+            None => self.int::<i128>()?,
+        };
+        match i32::try_from(days) {
+            Ok(days) if (MIN_DATE..=MAX_DATE).contains(&days) => Ok(Value::Date(days)),
+            _ => Err(self.too_large()),
+        }
+    }
 }
 
 /// Kudu's DATE range, 0001-01-01 ..= 9999-12-31, in days since the epoch.
