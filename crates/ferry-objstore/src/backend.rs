@@ -154,7 +154,8 @@ fn not_built(scheme: &str, feature: &str) -> String {
     format!("this ferry was built without {scheme} support (cargo feature '{feature}' of ferry-objstore)")
 }
 
-#[cfg(all(test, feature = "s3"))]
+#[cfg(test)]
+#[cfg(feature = "s3")]
 mod tests {
     use super::*;
 
