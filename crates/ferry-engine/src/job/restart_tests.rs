@@ -21,15 +21,7 @@ struct FlakySink {
 }
 
 fn timed_out() -> EngineError {
-    EngineError::Sink {
-        table: "t".into(),
-        source: kudu_client::Error::TimedOut {
-            operation: "Write".into(),
-            attempts: 3,
-            elapsed: Duration::from_secs(1),
-            last: "no answer".into(),
-        },
-    }
+    super::tests::timed_out("t", "Write")
 }
 
 struct FlakyWriter {

@@ -128,7 +128,8 @@ mod tests {
         );
         assert_eq!(e.kind_name(), "SinkWrite");
         assert!(e.is_transient() && !e.is_not_authorized());
-        let refused = crate::EngineError::from(kudu(Call::Create, StatusCode::NotAuthorized));
+        let refused =
+            ferry_engine::EngineError::from(kudu(Call::Create, StatusCode::NotAuthorized));
         assert!(!refused.is_transient());
         assert!(refused
             .advice()

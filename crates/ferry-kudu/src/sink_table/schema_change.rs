@@ -12,7 +12,7 @@
 //! Changes that would lose or mismatch data are refused with a
 //! [`SchemaChangeError`] naming the table and column.
 
-use crate::connector::SchemaRecord;
+use ferry_engine::connector::SchemaRecord;
 use kudu_client::partition::RangePartition;
 use kudu_client::{ColumnSchema, KuduTable};
 use serde::{Deserialize, Serialize};
