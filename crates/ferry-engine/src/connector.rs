@@ -43,15 +43,20 @@ pub trait Batch: Send + Sync + 'static {
 /// diff windows) and the resume key of the last row, where the split resumes.
 #[derive(Debug)]
 pub struct ReadBatch<B> {
+    /// The rows.
     pub rows: B,
+    /// Where the split resumes after this batch (`None`: from its start).
     pub resume_key: Option<Vec<u8>>,
 }
 
 /// What one written batch did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct WriteStats {
+    /// Rows upserted.
     pub upserts: u64,
+    /// Rows deleted.
     pub deletes: u64,
+    /// Bytes written.
     pub bytes: u64,
 }
 

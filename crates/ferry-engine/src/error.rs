@@ -256,8 +256,11 @@ pub enum RestoreError {
     /// would copy that table's rows.
     #[error("the savepoint at '{location}' was taken from table '{saved_table}' with splits in progress; it cannot resume table '{table}'")]
     OtherTable {
+        /// Where the savepoint is.
         location: String,
+        /// The table it was taken from.
         saved_table: String,
+        /// The table of this job.
         table: String,
     },
 }
@@ -289,7 +292,12 @@ pub enum ControlError {
     /// The job ended (failed or was cancelled) before a requested stop
     /// could write its savepoint.
     #[error("the job ended ({status}) while {}", if *.drain { "draining" } else { "stopping" })]
-    EndedWhileStopping { status: &'static str, drain: bool },
+    EndedWhileStopping {
+        /// How the job ended.
+        status: &'static str,
+        /// Whether the stop drained.
+        drain: bool,
+    },
     /// A savepoint needs a directory: the request named none and the job
     /// has no default.
     #[error("no savepoint directory given and none configured")]

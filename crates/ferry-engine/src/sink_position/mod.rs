@@ -66,10 +66,16 @@ pub fn state_end(state: &JobState) -> Option<SourceTime> {
 pub enum Resume {
     /// From the restored state (it is as far as the sink, or further, and
     /// has the finer split progress).
-    State { why: &'static str },
+    State {
+        /// Why the state wins.
+        why: &'static str,
+    },
     /// From the sink position: `last_end`, then exactly its window with
     /// freshly planned splits.
-    Position { position: SinkPosition },
+    Position {
+        /// The position to continue from.
+        position: SinkPosition,
+    },
 }
 
 /// Picks where a job restored from `state` continues, given the sink's
