@@ -173,7 +173,10 @@ impl crate::connector::SinkPositions for PositionSink {
     }
 
     fn sink_time(&self) -> crate::connector::CapabilityFuture<'_, Option<SinkTime>> {
-        Box::pin(async move { Ok(None) })
+        Box::pin(async move {
+            let now = 1_000 + self.clock.fetch_add(1, Ordering::SeqCst);
+            Ok(Some(SinkTime::from_raw(now)))
+        })
     }
 }
 
