@@ -337,3 +337,43 @@ pub fn display_chain(error: &(dyn std::error::Error + 'static)) -> String {
     }
     text
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("the tablet server is busy")]
+    struct Busy;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("write failed")]
+    struct WriteFailed(#[source] Busy);
+
+    #[test]
+    fn a_connector_error_says_each_cause_once_and_carries_its_hint() {
+        let e: EngineError = ConnectorError::new(Domain::Sink, "SinkWrite", WriteFailed(Busy))
+            .context("writing sink table 't'")
+            .table("t")
+            .retry(RetryHint::After(Duration::from_secs(2)))
+            .advice("wait")
+            .into();
+        assert_eq!(e.to_string(), "writing sink table 't': write failed");
+        assert_eq!(
+            display_chain(&e),
+            "writing sink table 't': write failed: the tablet server is busy"
+        );
+        assert_eq!(e.retry_hint(), RetryHint::After(Duration::from_secs(2)));
+        assert!(e.is_transient() && !e.is_table_fault());
+        assert_eq!((e.kind_name(), e.advice()), ("SinkWrite", Some("wait")));
+        let c = e.connector().expect("a connector's error");
+        assert_eq!((c.domain(), c.table_name()), (Domain::Sink, Some("t")));
+
+        let gone: EngineError = ConnectorError::new(Domain::Source, "SourceRead", "gone")
+            .table_fault()
+            .into();
+        assert_eq!(gone.retry_hint(), RetryHint::Fatal);
+        assert!(!gone.is_transient() && gone.is_table_fault());
+        assert_eq!(gone.to_string(), "gone");
+    }
+}
