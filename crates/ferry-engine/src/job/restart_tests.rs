@@ -184,7 +184,10 @@ async fn a_timed_out_sink_restarts_the_job_until_it_gets_through() {
 #[tokio::test]
 async fn a_retry_hint_with_a_delay_holds_the_restart_back_at_least_that_long() {
     let config = config_with(&[
-        ("restart-strategy.exponential-delay.initial-backoff", "10 ms"),
+        (
+            "restart-strategy.exponential-delay.initial-backoff",
+            "10 ms",
+        ),
         ("restart-strategy.exponential-delay.jitter-factor", "0"),
     ]);
     let store = CheckpointStore::new(
