@@ -6,8 +6,11 @@
 //! last row. A [`Sink`] is prepared once before the job starts (created or
 //! checked) and then makes [`SinkWriter`]s that apply a batch and return
 //! only when it is durably written, so "progress" can follow the flush.
-//! A sink may also keep a position record (which window its rows may come
-//! from) so that a restore from an older state resumes where the sink is.
+//! A sink's core is `prepare` / `writer` / `name`; what more it can do it
+//! opts into as a capability the engine asks for: two-phase commit
+//! ([`TwoPhaseCommit`]), position records ([`SinkPositions`]: which window
+//! its rows may come from, so that a restore from an older state resumes
+//! where the sink is) and schema following ([`SchemaFollower`]).
 //!
 //! The batch type is the source's choice ([`Source::Batch`]); a job pairs a
 //! source with a sink that accepts that type (`K: Sink<S::Batch>`), so
@@ -40,15 +43,20 @@ pub trait Batch: Send + Sync + 'static {
 /// diff windows) and the resume key of the last row, where the split resumes.
 #[derive(Debug)]
 pub struct ReadBatch<B> {
+    /// The rows.
     pub rows: B,
+    /// Where the split resumes after this batch (`None`: from its start).
     pub resume_key: Option<Vec<u8>>,
 }
 
 /// What one written batch did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct WriteStats {
+    /// Rows upserted.
     pub upserts: u64,
+    /// Rows deleted.
     pub deletes: u64,
+    /// Bytes written.
     pub bytes: u64,
 }
 
@@ -68,6 +76,33 @@ pub struct TableRef {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct SchemaRecord(pub serde_json::Value);
+
+/// What [`Source::plan`] makes of a window.
+#[derive(Debug, Default)]
+pub struct WindowPlan {
+    /// The splits that cover the window.
+    pub splits: Vec<SplitState>,
+    /// Where the next window starts, when that does not follow from this
+    /// window's end time alone (a Kafka source: each partition's next
+    /// offset). Opaque to the engine, which stores it with the window and
+    /// passes it to the next `plan`; `None` for sources whose windows
+    /// follow from their end times.
+    pub cursor: Option<serde_json::Value>,
+    /// Parts of the source (for Kudu: tablets) left out because they are
+    /// proven to have no change in the window: they need no read, and the
+    /// window's end holds for them as for the rest. For metrics.
+    pub skipped: u64,
+}
+
+impl WindowPlan {
+    /// A plan of `splits` with no cursor and nothing left out.
+    pub fn of(splits: Vec<SplitState>) -> Self {
+        WindowPlan {
+            splits,
+            ..WindowPlan::default()
+        }
+    }
+}
 
 /// Where changes come from.
 pub trait Source: Send + Sync + 'static {
@@ -90,11 +125,21 @@ pub trait Source: Send + Sync + 'static {
     /// from here, never from the local clock.
     fn now(&self) -> impl Future<Output = Result<SourceTime, EngineError>> + Send;
 
-    /// The splits covering `window` (snapshot or diff).
+    /// The plan of `window` (snapshot or diff): its splits, where the
+    /// window after it starts and what it left out. `cursor` is the one
+    /// the engine kept from the plan before (`None` on a first window, or
+    /// from a state that has none): where this window starts when that
+    /// does not follow from its start time alone.
+    ///
+    /// The engine keeps the returned cursor with the window (in its chain
+    /// and in checkpoints) and gives it back to the next `plan` and to
+    /// [`Source::window_committed`]: a source holds no per-window state,
+    /// and there is no call order for it to get right.
     fn plan(
         &self,
         window: WindowState,
-    ) -> impl Future<Output = Result<Vec<SplitState>, EngineError>> + Send;
+        cursor: Option<&serde_json::Value>,
+    ) -> impl Future<Output = Result<WindowPlan, EngineError>> + Send;
 
     /// Opens `split`, continuing after its resume key if it has one.
     fn open(
@@ -102,45 +147,21 @@ pub trait Source: Send + Sync + 'static {
         split: &SplitState,
     ) -> impl Future<Output = Result<Self::Reader, EngineError>> + Send;
 
-    /// Parts of the source (for Kudu: tablets) the last `plan` left out
-    /// because they are proven to have no change in its window: they need
-    /// no read, and the window's end holds for them as for the rest. For
-    /// metrics; sources that always read everything keep the default.
-    fn skipped_in_last_plan(&self) -> u64 {
-        0
-    }
-
-    /// Where the next window starts, after the window planned last, when
-    /// that does not follow from its end time alone (a Kafka source: each
-    /// partition's next offset). Asked right after each `plan`, stored
-    /// with the window in checkpoints, and given back to
-    /// [`Source::resume_from`] when a table continues from a state.
-    /// Opaque to the engine; sources whose windows follow from their end
-    /// times keep the default.
-    fn cursor(&self) -> Option<serde_json::Value> {
-        None
-    }
-
-    /// Continue planning from `cursor` (a state's, or `None`: from the
-    /// source's start). Called before the first `plan` and whenever the
-    /// table is reset to a state.
-    fn resume_from(&self, cursor: Option<&serde_json::Value>) {
+    /// Whether the source has nothing after the window whose plan returned
+    /// `cursor` (a bounded source read up to its end). Once every table's
+    /// source is exhausted and its last window completed, the job takes a
+    /// final checkpoint and ends FINISHED. Unbounded sources keep the
+    /// default.
+    fn exhausted(&self, cursor: Option<&serde_json::Value>) -> bool {
         let _ = cursor;
-    }
-
-    /// Whether the source has nothing after the windows planned so far (a
-    /// bounded source read up to its end). Once every table's source is
-    /// exhausted and its last window completed, the job takes a final
-    /// checkpoint and ends FINISHED. Unbounded sources keep the default.
-    fn exhausted(&self) -> bool {
         false
     }
 
-    /// The window planned last is complete and in a completed checkpoint,
-    /// which stores `cursor` with it ([`Source::cursor`]): everything
-    /// before it is in the sink for good. A notification (for monitoring,
-    /// e.g. a Kafka consumer group's offsets); it must not block, and
-    /// nothing depends on it succeeding.
+    /// The window planned with `cursor` ([`WindowPlan::cursor`]) is
+    /// complete and in a completed checkpoint: everything before it is in
+    /// the sink for good. A notification (for monitoring, e.g. a Kafka
+    /// consumer group's offsets); it must not block, and nothing depends
+    /// on it succeeding.
     fn window_committed(&self, cursor: Option<&serde_json::Value>) {
         let _ = cursor;
     }
@@ -186,79 +207,87 @@ pub trait Sink<B: Batch>: Send + Sync + 'static {
         String::new()
     }
 
-    /// Records on the sink how far it may be: `position`'s window may have
-    /// rows in the sink from now on (docs/semantics.md, "Restoring an older
-    /// state"). Durable when it returns. Sinks without a position keep the
-    /// default, which records nothing.
-    fn record_position(
-        &self,
-        position: &SinkPosition,
-    ) -> impl Future<Output = Result<(), EngineError>> + Send {
-        let _ = position;
-        async { Ok(()) }
+    /// Two-phase commit, for a sink whose writes stay invisible until
+    /// committed (exactly-once delivery through transactions). The engine
+    /// then commits at every checkpoint and savepoint, with no write in
+    /// flight, before it writes the state; and recovers after `prepare`
+    /// and after every restart, before any write. `None` (the default):
+    /// writes are visible when [`SinkWriter::write`] returns.
+    fn two_phase_commit(&self) -> Option<&dyn TwoPhaseCommit> {
+        None
     }
+
+    /// The sink's position records (docs/semantics.md, "Restoring an older
+    /// state"), so a restore from an older state resumes where the sink
+    /// is. `None` (the default): the sink keeps none.
+    fn positions(&self) -> Option<&dyn SinkPositions> {
+        None
+    }
+
+    /// Schema following (`job.schemaEvolution`). `None` (the default): the
+    /// sink does not follow source schemas, and the engine never asks.
+    fn schema_follower(&self) -> Option<&dyn SchemaFollower> {
+        None
+    }
+}
+
+/// The future of a sink capability's call. Capabilities are called a few
+/// times per window or checkpoint, so they are boxed (and dyn); the hot
+/// path, [`SinkWriter::write`], stays static.
+pub type CapabilityFuture<'a, T> =
+    std::pin::Pin<Box<dyn Future<Output = Result<T, EngineError>> + Send + 'a>>;
+
+/// A sink capability: two-phase commit ([`Sink::two_phase_commit`]).
+pub trait TwoPhaseCommit: Send + Sync {
+    /// Makes every write since the last commit visible, atomically with
+    /// `state`: the table's state as the checkpoint about to be written
+    /// records it, which covers exactly those writes. A failure leaves
+    /// the writes undone or done with `state` (the engine restarts and
+    /// asks [`TwoPhaseCommit::recover`] which).
+    fn commit<'a>(&'a self, state: &'a TableState) -> CapabilityFuture<'a, ()>;
+
+    /// Discards every write not committed (this process's, or an earlier
+    /// one's with the same identity, which it also fences off) and returns
+    /// the state stored with the last commit, if any: the writes visible
+    /// on the sink are exactly the ones it covers.
+    fn recover(&self) -> CapabilityFuture<'_, Option<TableState>>;
+}
+
+/// A sink capability: position records ([`Sink::positions`]).
+pub trait SinkPositions: Send + Sync {
+    /// Records on the sink how far it may be: `position`'s window may have
+    /// rows in the sink from now on. Durable when it returns.
+    fn record_position<'a>(&'a self, position: &'a SinkPosition) -> CapabilityFuture<'a, ()>;
+
+    /// The position last recorded on the sink, if any (after `prepare`).
+    fn read_position(&self) -> CapabilityFuture<'_, Option<SinkPosition>>;
 
     /// A time of the sink's own clock that is after every write
     /// acknowledged so far and before every later write of the job (for
     /// Kudu, a hybrid time of the sink cluster; docs/semantics.md, "The
     /// sink time"). Asked when a window opens, before the position write
     /// and any row of the window, and recorded as the position's
-    /// `last_end_sink_time`. Sinks without such a clock keep the default.
-    fn sink_time(&self) -> impl Future<Output = Result<Option<SinkTime>, EngineError>> + Send {
-        async { Ok(None) }
-    }
+    /// `last_end_sink_time`. `None`: the sink has no such clock.
+    fn sink_time(&self) -> CapabilityFuture<'_, Option<SinkTime>>;
+}
 
+/// A sink capability: following the source's schema
+/// ([`Sink::schema_follower`]).
+pub trait SchemaFollower: Send + Sync {
     /// Brings the sink in line with the source schema `now`, given the one
     /// applied last (`applied`, from the checkpoint; `None` on a first
     /// start or with a state of an older build). Called between windows,
     /// after `prepare`, before any row of the next window and only when
     /// `now` differs from `applied`. Must be idempotent: a crash after the
     /// sink changed and before the checkpoint recorded it calls it again
-    /// with the same `applied`. A change it will not apply is an
-    /// [`EngineError::SchemaChange`] (the table is paused, nothing more is
-    /// written to it). Sinks that do not follow schemas keep the default.
-    fn follow_schema(
-        &self,
-        applied: Option<&SchemaRecord>,
-        now: &SchemaRecord,
-    ) -> impl Future<Output = Result<(), EngineError>> + Send {
-        let _ = (applied, now);
-        async { Ok(()) }
-    }
-
-    /// The position last recorded on the sink, if any (after `prepare`).
-    fn read_position(
-        &self,
-    ) -> impl Future<Output = Result<Option<SinkPosition>, EngineError>> + Send {
-        async { Ok(None) }
-    }
-
-    /// Whether the sink's writes stay invisible until [`Sink::commit`]
-    /// (exactly-once delivery through transactions). The engine then
-    /// commits at every checkpoint and savepoint, with no write in flight,
-    /// before it writes the state; and calls [`Sink::recover`] after
-    /// `prepare` and after every restart, before any write.
-    fn transactional(&self) -> bool {
-        false
-    }
-
-    /// Makes every write since the last commit visible, atomically with
-    /// `state`: the table's state as the checkpoint about to be written
-    /// records it, which covers exactly those writes. A failure leaves
-    /// the writes undone or done with `state` (the engine restarts and
-    /// asks [`Sink::recover`] which).
-    fn commit(&self, state: &TableState) -> impl Future<Output = Result<(), EngineError>> + Send {
-        let _ = state;
-        async { Ok(()) }
-    }
-
-    /// Discards every write not committed (this process's, or an earlier
-    /// one's with the same identity, which it also fences off) and returns
-    /// the state stored with the last commit, if any: the writes visible
-    /// on the sink are exactly the ones it covers.
-    fn recover(&self) -> impl Future<Output = Result<Option<TableState>, EngineError>> + Send {
-        async { Ok(None) }
-    }
+    /// with the same `applied`. A change it will not apply is a table
+    /// fault ([`crate::error::ConnectorError::table_fault`]: the table is
+    /// paused, nothing more is written to it).
+    fn follow_schema<'a>(
+        &'a self,
+        applied: Option<&'a SchemaRecord>,
+        now: &'a SchemaRecord,
+    ) -> CapabilityFuture<'a, ()>;
 }
 
 /// Applies batches of type `B` to the sink.

@@ -23,8 +23,11 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 /// Split counts, as the reference job's metrics report them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SplitCounts {
+    /// Splits of the open window not handed out yet.
     pub unassigned: usize,
+    /// Splits handed out and not finished.
     pub pending: usize,
+    /// Finished splits waiting for a checkpoint to cover them.
     pub pending_removal: usize,
 }
 
@@ -34,8 +37,11 @@ pub struct SplitCounts {
 pub struct CheckpointCapture {
     /// `last_end_timestamp`, `window`, `unassigned` and `pending` to store.
     pub last_end_timestamp: Option<SourceTime>,
+    /// The open window, if any.
     pub window: Option<WindowState>,
+    /// Splits not handed out yet.
     pub unassigned: Vec<SplitState>,
+    /// Splits handed out and not finished, with their resume keys.
     pub pending: Vec<SplitState>,
     covered: BTreeSet<SplitId>,
 }
@@ -46,7 +52,12 @@ pub enum AfterCheckpoint {
     /// The window is still running.
     Running,
     /// The window completed; its end is the new `last_end`.
-    WindowCompleted { end: SourceTime, was_snapshot: bool },
+    WindowCompleted {
+        /// The window's end.
+        end: SourceTime,
+        /// Whether it was the snapshot window.
+        was_snapshot: bool,
+    },
     /// No window was open.
     Idle,
 }
@@ -55,14 +66,20 @@ pub enum AfterCheckpoint {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum EnumeratorError {
     #[error("a window is already open ({0:?})")]
+    /// A window was opened while one is open.
     WindowOpen(WindowState),
     #[error("window [{start:?}, {end}) does not start at the last completed end {last_end:?}")]
+    /// A window does not start where the last one ended.
     NotChained {
+        /// The window's start.
         start: Option<SourceTime>,
+        /// The window's end.
         end: SourceTime,
+        /// The last completed end.
         last_end: Option<SourceTime>,
     },
     #[error("split '{0}' is not pending")]
+    /// A split finished that was not handed out.
     NotPending(SplitId),
 }
 

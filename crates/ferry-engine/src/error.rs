@@ -3,40 +3,22 @@
 
 use crate::checkpoint::CheckpointError;
 use crate::enumerator::EnumeratorError;
-use crate::sink_position::PositionError;
-use crate::sink_table::SinkTableError;
 use std::time::Duration;
 
 /// Everything that can stop or disturb a job.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum EngineError {
-    /// Reading the source table failed.
-    #[error("reading source table '{table}': {source}")]
-    Source {
-        table: String,
-        #[source]
-        source: kudu_client::Error,
-    },
-    /// Writing the sink table failed.
-    #[error("writing sink table '{table}': {source}")]
-    Sink {
-        table: String,
-        #[source]
-        source: kudu_client::Error,
-    },
+    /// A connector (source or sink, or the sink's state such as its
+    /// position record) failed; the error says whether to retry.
+    #[error(transparent)]
+    Connector(Box<ConnectorError>),
     /// Checkpoint or savepoint storage failed.
     #[error(transparent)]
     Checkpoint(#[from] CheckpointError),
-    /// The sink table is missing or cannot receive the source rows.
-    #[error(transparent)]
-    SinkTable(Box<SinkTableError>),
     /// A restored state does not fit this job.
     #[error(transparent)]
     Restore(#[from] RestoreError),
-    /// The sink position could not be read or written.
-    #[error(transparent)]
-    Position(Box<PositionError>),
     /// An internal protocol error (a bug).
     #[error("internal error: {0}")]
     Internal(#[from] EnumeratorError),
@@ -46,23 +28,9 @@ pub enum EngineError {
     /// This instance lost its lease (high availability): it must not write.
     #[error(transparent)]
     Fenced(#[from] crate::lease::Fenced),
-    /// A source schema change cannot be applied to the sink safely
-    /// (`job.schemaEvolution`); the table is paused.
-    #[error(transparent)]
-    SchemaChange(Box<crate::sink_table::SchemaChangeError>),
     /// A restored table is not the table of that name now.
     #[error("{0}")]
     TableMismatch(String),
-    /// A connector that is not Kudu's (e.g. Kafka) failed: `context` says
-    /// what it was doing, `source` why; `transient` whether a restart of
-    /// the job may help.
-    #[error("{context}")]
-    Connector {
-        context: String,
-        transient: bool,
-        #[source]
-        source: Box<dyn std::error::Error + Send + Sync>,
-    },
     /// A checkpoint or savepoint was not taken because a pipeline failed
     /// while the job prepared it: a transactional sink must not commit a
     /// failed write. The failure itself is handled next (a restart).
@@ -74,101 +42,209 @@ pub enum EngineError {
     Config(#[from] crate::config::ConfigError),
 }
 
-impl From<crate::sink_table::SchemaChangeError> for EngineError {
-    fn from(e: crate::sink_table::SchemaChangeError) -> Self {
-        EngineError::SchemaChange(Box::new(e))
-    }
-}
-
-impl From<SinkTableError> for EngineError {
-    fn from(e: SinkTableError) -> Self {
-        EngineError::SinkTable(Box::new(e))
-    }
-}
-
-impl From<PositionError> for EngineError {
-    fn from(e: PositionError) -> Self {
-        EngineError::Position(Box::new(e))
+impl From<ConnectorError> for EngineError {
+    fn from(e: ConnectorError) -> Self {
+        EngineError::Connector(Box::new(e))
     }
 }
 
 impl EngineError {
-    /// Whether retrying (re-reading the split from its resume key) may
-    /// succeed. Fatal errors stop the job with a message saying what to do.
-    pub fn is_transient(&self) -> bool {
+    /// What retrying may do: the restart logic reads this, never the
+    /// connector's own error types.
+    pub fn retry_hint(&self) -> RetryHint {
         match self {
-            EngineError::Source { source, .. } | EngineError::Sink { source, .. } => {
-                source.is_transient()
-            }
-            EngineError::Checkpoint(e) => e.is_retryable(),
-            EngineError::SinkTable(e) => e.is_retryable(),
-            EngineError::Position(e) => e.is_transient(),
-            EngineError::Connector { transient, .. } => *transient,
-            EngineError::CheckpointSkipped => true,
-            _ => false,
+            EngineError::Connector(e) => e.retry,
+            EngineError::Checkpoint(e) if e.is_retryable() => RetryHint::Retryable,
+            EngineError::CheckpointSkipped => RetryHint::Retryable,
+            _ => RetryHint::Fatal,
         }
     }
 
+    /// Whether retrying (re-reading the split from its resume key) may
+    /// succeed. Fatal errors stop the job with a message saying what to do.
+    pub fn is_transient(&self) -> bool {
+        self.retry_hint() != RetryHint::Fatal
+    }
+
     /// Whether the error concerns one table only, so that a job
-    /// replicating several pauses that table and goes on with the others:
-    /// a schema change it cannot apply, a source table that is gone, a
-    /// window older than the source's history. (A job of one table fails.)
+    /// replicating several pauses that table and goes on with the others
+    /// (e.g. a schema change the sink will not apply, a source table that
+    /// is gone). A job of one table fails.
     pub fn is_table_fault(&self) -> bool {
+        matches!(self, EngineError::Connector(e) if e.table_fault)
+    }
+
+    /// The connector's error, if a connector failed.
+    pub fn connector(&self) -> Option<&ConnectorError> {
         match self {
-            EngineError::SchemaChange(_) => true,
-            EngineError::Source { source, .. } => matches!(
-                source,
-                kudu_client::Error::SnapshotTooOld { .. } | kudu_client::Error::TableNotFound(_)
-            ),
-            EngineError::SinkTable(e) => !e.is_retryable(),
-            _ => false,
+            EngineError::Connector(e) => Some(e),
+            _ => None,
         }
     }
 
     /// A short name of what failed, for exception histories.
     pub fn kind_name(&self) -> &'static str {
         match self {
-            EngineError::Source { .. } => "SourceRead",
-            EngineError::Sink { .. } => "SinkWrite",
+            EngineError::Connector(e) => e.kind,
             EngineError::Checkpoint(_) => "Checkpoint",
-            EngineError::SinkTable(_) => "SinkTable",
             EngineError::Restore(_) => "Restore",
-            EngineError::Position(e) => e.kind_name(),
             EngineError::Internal(_) => "Internal",
             EngineError::Cancelled => "Cancelled",
             EngineError::Fenced(_) => "Fenced",
-            EngineError::SchemaChange(_) => "SchemaChange",
             EngineError::TableMismatch(_) => "TableMismatch",
-            EngineError::Connector { .. } => "Connector",
             EngineError::CheckpointSkipped => "CheckpointSkipped",
             EngineError::Config(_) => "Config",
         }
     }
 
     /// What an operator should do about a fatal error.
-    pub fn advice(&self) -> Option<&'static str> {
+    pub fn advice(&self) -> Option<&str> {
         match self {
-            EngineError::Source {
-                source: kudu_client::Error::SnapshotTooOld { .. },
-                ..
-            } => Some(
-                "the job was down longer than the source's history retention (--tablet_history_max_age_sec); \
-                 start a fresh job without -s to take a new full snapshot",
-            ),
-            EngineError::Source {
-                source: kudu_client::Error::TableNotFound(_),
-                ..
-            } => Some("check --job.tableName and that the source table exists"),
-            EngineError::Sink {
-                source: kudu_client::Error::TableNotFound(_),
-                ..
-            } => Some("create the sink table or pass --job.createTable true"),
-            EngineError::Position(e) if e.is_not_authorized() => Some(
-                "the job's user needs SELECT, INSERT and UPDATE on the position table \
-                 (job.positionTable) on the sink cluster, and CREATE once if it does not exist yet",
-            ),
+            EngineError::Connector(e) => e.advice.as_deref(),
             _ => None,
         }
+    }
+}
+
+/// What retrying may do about a failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RetryHint {
+    /// A retry (the job's restart strategy) may succeed.
+    Retryable,
+    /// A retry may succeed, but not before this delay (e.g. a server
+    /// asked to back off): the restart waits at least this long.
+    After(Duration),
+    /// A retry cannot help: the job (or, for a table fault, the table)
+    /// stops and tells the operator.
+    Fatal,
+}
+
+/// Which part of the job a connector's error comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Domain {
+    /// Reading the source (planning, scanning, its schema).
+    Source,
+    /// Writing the sink (or preparing it, following a schema).
+    Sink,
+    /// State a connector keeps beside the data (e.g. the sink position
+    /// record, a transaction's stored state).
+    State,
+}
+
+/// A connector's failure as the engine handles it: what it concerns (a
+/// domain and a table), whether retrying may help, and what the operator
+/// can do. The connector's own error is its cause.
+///
+/// Its text is the context (what the connector was doing) followed by the
+/// cause, each once: [`std::error::Error::source`] continues with the
+/// cause's own sources.
+#[derive(Debug)]
+pub struct ConnectorError {
+    domain: Domain,
+    kind: &'static str,
+    retry: RetryHint,
+    table: Option<String>,
+    table_fault: bool,
+    advice: Option<String>,
+    context: Option<String>,
+    cause: Box<dyn std::error::Error + Send + Sync>,
+}
+
+impl ConnectorError {
+    /// A failure in `domain`, named `kind` in exception histories (e.g.
+    /// `SourceRead`), caused by `cause`; fatal until [`Self::retry`] says
+    /// otherwise.
+    pub fn new(
+        domain: Domain,
+        kind: &'static str,
+        cause: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        ConnectorError {
+            domain,
+            kind,
+            retry: RetryHint::Fatal,
+            table: None,
+            table_fault: false,
+            advice: None,
+            context: None,
+            cause: cause.into(),
+        }
+    }
+
+    /// Whether and when retrying may help.
+    pub fn retry(mut self, hint: RetryHint) -> Self {
+        self.retry = hint;
+        self
+    }
+
+    /// Retryable if `transient`, else fatal.
+    pub fn transient(self, transient: bool) -> Self {
+        self.retry(if transient {
+            RetryHint::Retryable
+        } else {
+            RetryHint::Fatal
+        })
+    }
+
+    /// The table the failure concerns.
+    pub fn table(mut self, table: impl Into<String>) -> Self {
+        self.table = Some(table.into());
+        self
+    }
+
+    /// The failure is the table's own (a multi-table job pauses the table
+    /// and goes on with the others).
+    pub fn table_fault(mut self) -> Self {
+        self.table_fault = true;
+        self
+    }
+
+    /// What the operator should do.
+    pub fn advice(mut self, advice: impl Into<String>) -> Self {
+        self.advice = Some(advice.into());
+        self
+    }
+
+    /// What the connector was doing (said before the cause).
+    pub fn context(mut self, context: impl Into<String>) -> Self {
+        self.context = Some(context.into());
+        self
+    }
+
+    /// Which part of the job failed.
+    pub fn domain(&self) -> Domain {
+        self.domain
+    }
+
+    /// The retry hint.
+    pub fn retry_hint(&self) -> RetryHint {
+        self.retry
+    }
+
+    /// The table the failure concerns, if known.
+    pub fn table_name(&self) -> Option<&str> {
+        self.table.as_deref()
+    }
+
+    /// The connector's own error.
+    pub fn cause(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+        &*self.cause
+    }
+}
+
+impl std::fmt::Display for ConnectorError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.context {
+            Some(context) => write!(f, "{context}: {}", self.cause),
+            None => write!(f, "{}", self.cause),
+        }
+    }
+}
+
+impl std::error::Error for ConnectorError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        // The cause's text is in ours already.
+        self.cause.source()
     }
 }
 
@@ -180,8 +256,11 @@ pub enum RestoreError {
     /// would copy that table's rows.
     #[error("the savepoint at '{location}' was taken from table '{saved_table}' with splits in progress; it cannot resume table '{table}'")]
     OtherTable {
+        /// Where the savepoint is.
         location: String,
+        /// The table it was taken from.
         saved_table: String,
+        /// The table of this job.
         table: String,
     },
 }
@@ -213,7 +292,12 @@ pub enum ControlError {
     /// The job ended (failed or was cancelled) before a requested stop
     /// could write its savepoint.
     #[error("the job ended ({status}) while {}", if *.drain { "draining" } else { "stopping" })]
-    EndedWhileStopping { status: &'static str, drain: bool },
+    EndedWhileStopping {
+        /// How the job ended.
+        status: &'static str,
+        /// Whether the stop drained.
+        drain: bool,
+    },
     /// A savepoint needs a directory: the request named none and the job
     /// has no default.
     #[error("no savepoint directory given and none configured")]
@@ -252,4 +336,44 @@ pub fn display_chain(error: &(dyn std::error::Error + 'static)) -> String {
         source = e.source();
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("the tablet server is busy")]
+    struct Busy;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("write failed")]
+    struct WriteFailed(#[source] Busy);
+
+    #[test]
+    fn a_connector_error_says_each_cause_once_and_carries_its_hint() {
+        let e: EngineError = ConnectorError::new(Domain::Sink, "SinkWrite", WriteFailed(Busy))
+            .context("writing sink table 't'")
+            .table("t")
+            .retry(RetryHint::After(Duration::from_secs(2)))
+            .advice("wait")
+            .into();
+        assert_eq!(e.to_string(), "writing sink table 't': write failed");
+        assert_eq!(
+            display_chain(&e),
+            "writing sink table 't': write failed: the tablet server is busy"
+        );
+        assert_eq!(e.retry_hint(), RetryHint::After(Duration::from_secs(2)));
+        assert!(e.is_transient() && !e.is_table_fault());
+        assert_eq!((e.kind_name(), e.advice()), ("SinkWrite", Some("wait")));
+        let c = e.connector().expect("a connector's error");
+        assert_eq!((c.domain(), c.table_name()), (Domain::Sink, Some("t")));
+
+        let gone: EngineError = ConnectorError::new(Domain::Source, "SourceRead", "gone")
+            .table_fault()
+            .into();
+        assert_eq!(gone.retry_hint(), RetryHint::Fatal);
+        assert!(!gone.is_transient() && gone.is_table_fault());
+        assert_eq!(gone.to_string(), "gone");
+    }
 }

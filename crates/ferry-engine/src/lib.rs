@@ -2,8 +2,8 @@
 //!
 //! Owns the window chain (snapshot at t0, then diff windows), the split
 //! enumerator, the reader→writer pipelines and the checkpoint coordinator.
-//! It talks to Kudu only through `kudu-client` and knows nothing of the CLI
-//! or HTTP.
+//! It knows no connector (Kudu's is `ferry-kudu`, Kafka's `ferry-kafka`;
+//! both plug in through [`connector`]) and nothing of the CLI or HTTP.
 //!
 //! # Layout
 //!
@@ -12,16 +12,14 @@
 //!   validated [`config::JobConfig`] built from key/value pairs (reading
 //!   argv and files is the binary's job).
 //! - [`connector`]: the small `Source` / `SplitReader` / `Sink` /
-//!   `SinkWriter` traits connectors implement.
+//!   `SinkWriter` traits connectors implement: `Source::plan` returns a
+//!   [`connector::WindowPlan`] (the engine keeps its cursor); a sink's core
+//!   is prepare / writer / name, and commit, positions and schema following
+//!   are capabilities it opts into.
 //! - [`time`]: [`SourceTime`] and [`SinkTime`] (points on the source's and
 //!   the sink's own clocks), the source's [`SourceClock`] (how its times
 //!   read as wall-clock time) and the one wall-clock [`time::now_ms`].
 //! - [`identity`]: [`SplitId`], [`TableId`], [`TableKey`].
-//! - [`kudu_source`], [`kudu_sink`]: the Kudu connectors (ORDERED snapshot
-//!   and diff scans in; UPSERT_IGNORE / key-only DELETE_IGNORE out);
-//!   `prefetch`: `reader.prefetching`; [`quiet_tablets`]: the tablets a
-//!   diff window may leave out, proven unchanged by their servers' write
-//!   counters after a safe-time barrier (`reader.quietTabletMaxSkips`).
 //! - [`job`]: the front door [`Job::start`] (restore check, sink
 //!   preparation, then the coordinator task) and [`JobHandle`] (checkpoint,
 //!   savepoint, stop with or without drain, cancel); `pipeline` runs splits
@@ -34,8 +32,9 @@
 //!   module below it): [`JobStatus`], the checkpoint and exception
 //!   records, and [`status::JobSnapshot`], one serde view of a job
 //!   (status, metrics, checkpoint history, tables).
-//! - [`error`]: [`EngineError`] (transient or fatal), and the typed errors of
-//!   the API: [`StartError`], [`RestoreError`], [`ControlError`].
+//! - [`error`]: [`EngineError`], a connector's [`error::ConnectorError`]
+//!   (retry hint, domain, table, advice), and the typed errors of the API:
+//!   [`StartError`], [`RestoreError`], [`ControlError`].
 //! - [`enumerator`]: the window chain and split queues (unassigned,
 //!   pending, pending-removal) as a pure state machine.
 //! - [`checkpoint`]: durable checkpoints and savepoints in Flink's on-disk
@@ -49,11 +48,10 @@
 //!   lag metrics; [`replication::mirror`] for `ferry state mirror`.
 //! - [`lease`]: high availability — find the newest valid state in a store,
 //!   the lease a standby takes over, the fence that stops a stale active.
-//! - [`sink_position`]: the sink position, a record on the sink cluster of
-//!   the window the sink may hold rows of, so a restore from an older state
-//!   resumes where the sink is.
-//! - [`sink_table`]: create the sink table as a copy of the source
-//!   (`job.createTable`), or check that an existing one can take its rows.
+//! - [`sink_position`]: the sink position, a record on the sink of the
+//!   window the sink may hold rows of, so a restore from an older state
+//!   resumes where the sink is (a sink keeps it through the
+//!   [`connector::SinkPositions`] capability).
 
 pub mod checkpoint;
 pub mod config;
@@ -63,23 +61,17 @@ pub mod error;
 pub mod failpoint;
 pub mod identity;
 pub mod job;
-pub mod kudu_sink;
-pub mod kudu_source;
-pub mod kudu_tables;
 pub mod lease;
 pub mod metrics;
 mod pipeline;
-mod prefetch;
-pub mod quiet_tablets;
 pub mod replication;
 pub mod restart;
 pub mod status;
 pub mod time;
 
-pub use error::{ControlError, EngineError, RestoreError, StartError};
+pub use error::{ConnectorError, ControlError, EngineError, RestoreError, RetryHint, StartError};
 pub use identity::{SplitId, TableId, TableKey};
 pub use job::{Job, JobHandle, JobOptions, RestorePoint, StopMode};
 pub use status::JobStatus;
 pub use time::{SinkTime, SourceClock, SourceTime};
 pub mod sink_position;
-pub mod sink_table;

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 /// A job's state, as Flink names them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum JobStatus {
+    /// Running (or preparing to).
     Running,
     /// A transient failure stopped the pipelines; the job restarts from its
     /// newest complete checkpoint once the restart strategy's delay passed.
@@ -25,10 +26,14 @@ pub enum JobStatus {
     /// Stopped with a savepoint at `savepoint`; or, every source being
     /// bounded and read to its end, finished with a final checkpoint there.
     Finished {
+        /// Where the savepoint (or final checkpoint) is.
         savepoint: String,
     },
+    /// Cancelled.
     Canceled,
+    /// Failed for good.
     Failed {
+        /// Why, with what to do.
         error: String,
     },
 }
@@ -59,11 +64,17 @@ impl JobStatus {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CheckpointRecord {
+    /// The checkpoint id.
     pub id: u64,
+    /// Where it is.
     pub path: String,
+    /// When it completed, epoch ms.
     pub completed_at_ms: u64,
+    /// How long it took, ms.
     pub duration_ms: u64,
+    /// Its size, bytes.
     pub size_bytes: u64,
+    /// Whether it is a savepoint.
     pub savepoint: bool,
 }
 
@@ -72,10 +83,15 @@ pub struct CheckpointRecord {
 #[serde(rename_all = "UPPERCASE")]
 #[non_exhaustive]
 pub enum FlinkState {
+    /// Running (or preparing to).
     Running,
+    /// Restarting after a failure.
     Restarting,
+    /// Finished (stopped with a savepoint, or bounded and done).
     Finished,
+    /// Cancelled.
     Canceled,
+    /// Failed for good.
     Failed,
 }
 
@@ -108,6 +124,7 @@ impl From<&JobStatus> for FlinkState {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct JobSnapshot {
+    /// The job's id.
     pub job_id: JobId,
     /// The state, as Flink names it.
     pub state: FlinkState,
@@ -153,11 +170,15 @@ pub struct TableSnapshot {
     pub window_open: bool,
     /// Split queues of the table's open window.
     pub unassigned_count: u64,
+    /// Splits handed out and not finished.
     pub pending_count: u64,
+    /// Finished splits waiting for a checkpoint.
     pub pending_removal_count: u64,
     /// Rows read from the table and written to its sink.
     pub rows_read: u64,
+    /// Rows upserted into the sink.
     pub rows_upserted: u64,
+    /// Rows deleted from the sink.
     pub rows_deleted: u64,
     /// Windows of this table completed since the job started.
     pub windows_completed: u64,

@@ -83,10 +83,7 @@ impl ChangelogSink {
     }
 
     fn err(&self, source: kudu_client::Error) -> EngineError {
-        EngineError::Sink {
-            table: self.table_name.clone(),
-            source,
-        }
+        ferry_kudu::error::sink_error(&self.table_name, source)
     }
 }
 
@@ -199,10 +196,7 @@ pub struct ChangelogWriter {
 
 impl ChangelogWriter {
     fn err(&self, source: kudu_client::Error) -> EngineError {
-        EngineError::Sink {
-            table: self.table_name.clone(),
-            source,
-        }
+        ferry_kudu::error::sink_error(&self.table_name, source)
     }
 
     /// The operation of `change`.

@@ -1,7 +1,8 @@
 //! The Kafka connectors' errors, and how they reach the engine: as
-//! [`EngineError::Connector`], transient (the job's restart strategy
+//! [`EngineError::Connector`], retryable (the job's restart strategy
 //! retries) unless the broker's answer cannot change by retrying.
 
+use ferry_engine::error::{ConnectorError, Domain};
 use ferry_engine::EngineError;
 use rdkafka::error::KafkaError;
 use rdkafka::types::RDKafkaErrorCode;
@@ -120,10 +121,19 @@ fn is_permanent(code: RDKafkaErrorCode) -> bool {
 
 impl From<KafkaSinkError> for EngineError {
     fn from(e: KafkaSinkError) -> Self {
-        EngineError::Connector {
-            context: "Kafka sink".to_string(),
-            transient: e.is_transient(),
-            source: Box::new(e),
+        let table = match &e {
+            KafkaSinkError::Encode { table, .. } | KafkaSinkError::Record { table, .. } => {
+                Some(table.clone())
+            }
+            _ => None,
+        };
+        let transient = e.is_transient();
+        let mut error = ConnectorError::new(Domain::Sink, "Connector", e)
+            .context("Kafka sink")
+            .transient(transient);
+        if let Some(table) = table {
+            error = error.table(table);
         }
+        error.into()
     }
 }

@@ -25,8 +25,8 @@
 use crate::config::RecordFormat;
 use ferry_engine::checkpoint::WindowState;
 use ferry_engine::connector::Source;
-use ferry_engine::kudu_source::KuduSource;
 use ferry_engine::SourceTime;
+use ferry_kudu::KuduSource;
 use kudu_client::scan::RowView;
 use kudu_client::schema::ValueRef;
 use kudu_client::{ColumnSchema, Decimal, Schema};

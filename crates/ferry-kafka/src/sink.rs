@@ -28,10 +28,14 @@ use crate::metrics::KafkaMetrics;
 use crate::topic::{ensure_topic, TopicSpec};
 use crate::transaction::Transactions;
 use ferry_engine::checkpoint::TableState;
-use ferry_engine::connector::{SchemaRecord, Sink, SinkWriter, TableRef, WriteStats};
+use ferry_engine::connector::{
+    CapabilityFuture, SchemaFollower, SchemaRecord, Sink, SinkPositions, SinkWriter, TableRef,
+    TwoPhaseCommit, WriteStats,
+};
 use ferry_engine::sink_position::SinkPosition;
 use ferry_engine::EngineError;
-use kudu_client::scan::RowBatch;
+use ferry_engine::SinkTime;
+use ferry_kudu::KuduBatch;
 use kudu_client::KuduClient;
 use rdkafka::error::KafkaError;
 use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord};
@@ -151,10 +155,8 @@ impl KafkaSink {
         } else {
             self.source.open_table_by_id(self.table.id.as_str()).await
         };
-        let table = opened.map_err(|source| EngineError::Source {
-            table: self.table.name.clone(),
-            source,
-        })?;
+        let table =
+            opened.map_err(|source| ferry_kudu::error::source_error(&self.table.name, source))?;
         let keys = table
             .schema()
             .key_columns()
@@ -188,7 +190,7 @@ fn client_config(config: &KafkaSinkConfig, job_name: &str) -> ClientConfig {
     client
 }
 
-impl Sink<RowBatch> for KafkaSink {
+impl Sink<KuduBatch> for KafkaSink {
     type Writer = KafkaSinkWriter;
 
     async fn prepare(&mut self) -> Result<(), EngineError> {
@@ -254,28 +256,65 @@ impl Sink<RowBatch> for KafkaSink {
         self.topic.clone()
     }
 
-    async fn follow_schema(
-        &self,
-        _applied: Option<&SchemaRecord>,
-        _now: &SchemaRecord,
-    ) -> Result<(), EngineError> {
-        // Records carry the columns each batch has; only the key names
-        // matter here.
-        self.read_keys().await
+    fn two_phase_commit(&self) -> Option<&dyn TwoPhaseCommit> {
+        // Exactly-once delivery only.
+        self.transactions
+            .as_ref()
+            .map(|_| self as &dyn TwoPhaseCommit)
     }
 
-    async fn record_position(&self, position: &SinkPosition) -> Result<(), EngineError> {
+    fn positions(&self) -> Option<&dyn SinkPositions> {
+        // Not kept on Kafka: the sink learns each window's bounds, which
+        // its records carry.
+        Some(self)
+    }
+
+    fn schema_follower(&self) -> Option<&dyn SchemaFollower> {
+        Some(self)
+    }
+}
+
+impl SchemaFollower for KafkaSink {
+    fn follow_schema<'a>(
+        &'a self,
+        _applied: Option<&'a SchemaRecord>,
+        _now: &'a SchemaRecord,
+    ) -> CapabilityFuture<'a, ()> {
+        // Records carry the columns each batch has; only the key names
+        // matter here.
+        Box::pin(self.read_keys())
+    }
+}
+
+impl SinkPositions for KafkaSink {
+    fn record_position<'a>(&'a self, position: &'a SinkPosition) -> CapabilityFuture<'a, ()> {
         if let Ok(mut window) = self.window.write() {
             *window = Some(position.window.into());
         }
-        Ok(())
+        Box::pin(async { Ok(()) })
     }
 
-    fn transactional(&self) -> bool {
-        self.transactions.is_some()
+    fn read_position(&self) -> CapabilityFuture<'_, Option<SinkPosition>> {
+        Box::pin(async { Ok(None) })
     }
 
-    async fn commit(&self, state: &TableState) -> Result<(), EngineError> {
+    fn sink_time(&self) -> CapabilityFuture<'_, Option<SinkTime>> {
+        Box::pin(async { Ok(None) })
+    }
+}
+
+impl TwoPhaseCommit for KafkaSink {
+    fn commit<'a>(&'a self, state: &'a TableState) -> CapabilityFuture<'a, ()> {
+        Box::pin(self.commit_transaction(state))
+    }
+
+    fn recover(&self) -> CapabilityFuture<'_, Option<TableState>> {
+        Box::pin(self.recover_transactions())
+    }
+}
+
+impl KafkaSink {
+    async fn commit_transaction(&self, state: &TableState) -> Result<(), EngineError> {
         let Some(t) = &self.transactions else {
             return Ok(());
         };
@@ -292,7 +331,7 @@ impl Sink<RowBatch> for KafkaSink {
         Ok(())
     }
 
-    async fn recover(&self) -> Result<Option<TableState>, EngineError> {
+    async fn recover_transactions(&self) -> Result<Option<TableState>, EngineError> {
         let Some(t) = &self.transactions else {
             return Ok(None);
         };
@@ -370,7 +409,7 @@ impl KafkaSinkWriter {
         }
     }
 
-    async fn write_rows(&mut self, batch: &RowBatch) -> Result<WriteStats, KafkaSinkError> {
+    async fn write_rows(&mut self, batch: &KuduBatch) -> Result<WriteStats, KafkaSinkError> {
         let window =
             self.window
                 .read()
@@ -438,8 +477,8 @@ impl KafkaSinkWriter {
     }
 }
 
-impl SinkWriter<RowBatch> for KafkaSinkWriter {
-    async fn write(&mut self, batch: &RowBatch) -> Result<WriteStats, EngineError> {
+impl SinkWriter<KuduBatch> for KafkaSinkWriter {
+    async fn write(&mut self, batch: &KuduBatch) -> Result<WriteStats, EngineError> {
         if batch.is_empty() {
             return Ok(WriteStats::default());
         }

@@ -19,7 +19,7 @@ use crate::config::{BoundedMode, KafkaSourceConfig, StartupMode};
 use crate::error::{kafka_error, KafkaSinkError};
 use crate::metrics::KafkaMetrics;
 use ferry_engine::checkpoint::{SplitState, WindowState};
-use ferry_engine::connector::{Batch, ReadBatch, Source, SplitReader};
+use ferry_engine::connector::{Batch, ReadBatch, Source, SplitReader, WindowPlan};
 use ferry_engine::time::now_ms;
 use ferry_engine::{EngineError, SourceClock, SourceTime, SplitId};
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, StreamConsumer};
@@ -106,7 +106,6 @@ pub struct KafkaSource {
     config: KafkaSourceConfig,
     /// Settings of the readers (and of the planner's consumer).
     consumer: ClientConfig,
-    cursor: Mutex<Option<Cursor>>,
     /// The consumer that looks up partitions and offsets (made on first use).
     planner: Mutex<Option<Arc<BaseConsumer>>>,
     /// The last window end handed out.
@@ -131,7 +130,6 @@ impl KafkaSource {
         KafkaSource {
             config: config.clone(),
             consumer,
-            cursor: Mutex::new(None),
             planner: Mutex::new(None),
             clock: AtomicU64::new(0),
             metrics: Arc::default(),
@@ -317,6 +315,18 @@ fn offsets_at(
     Ok(out)
 }
 
+/// The cursor the engine kept (a state's, or the plan before's); one it
+/// cannot read starts the topic as configured.
+fn read_cursor(cursor: Option<&serde_json::Value>) -> Option<Cursor> {
+    cursor.and_then(|v| match serde_json::from_value::<Cursor>(v.clone()) {
+        Ok(c) => Some(c),
+        Err(e) => {
+            tracing::warn!(error = %e, "the state's Kafka cursor is not readable; starting as configured");
+            None
+        }
+    })
+}
+
 impl Source for KafkaSource {
     type Batch = RecordBatch;
     type Reader = KafkaSplitReader;
@@ -337,20 +347,21 @@ impl Source for KafkaSource {
         Ok(SourceTime::from_raw(wall))
     }
 
-    async fn plan(&self, _window: WindowState) -> Result<Vec<SplitState>, EngineError> {
+    async fn plan(
+        &self,
+        _window: WindowState,
+        cursor: Option<&serde_json::Value>,
+    ) -> Result<WindowPlan, EngineError> {
         let consumer = self.planner()?;
         let config = self.config.clone();
-        let cursor = self.cursor.lock().ok().and_then(|c| c.clone());
+        let cursor = read_cursor(cursor);
         let metrics = self.metrics.clone();
         let (ranges, after) = tokio::task::spawn_blocking(move || {
             KafkaSource::plan_blocking(&consumer, &config, cursor, &metrics)
         })
         .await
         .map_err(|_| self.err("planning", KafkaError::Canceled))??;
-        if let Ok(mut c) = self.cursor.lock() {
-            *c = Some(after);
-        }
-        ranges
+        let splits = ranges
             .into_iter()
             .map(|r| {
                 let descriptor = serde_json::to_vec(&r).map_err(|e| {
@@ -365,7 +376,18 @@ impl Source for KafkaSource {
                     resume_key: None,
                 })
             })
-            .collect()
+            .collect::<Result<_, EngineError>>()?;
+        let cursor = serde_json::to_value(&after).map_err(|e| {
+            EngineError::from(KafkaSinkError::Topic {
+                topic: self.config.topic.clone(),
+                reason: format!("cannot encode the cursor: {e}"),
+            })
+        })?;
+        Ok(WindowPlan {
+            splits,
+            cursor: Some(cursor),
+            skipped: 0,
+        })
     }
 
     async fn open(&self, split: &SplitState) -> Result<KafkaSplitReader, EngineError> {
@@ -401,17 +423,11 @@ impl Source for KafkaSource {
         })
     }
 
-    fn cursor(&self) -> Option<serde_json::Value> {
-        let c = self.cursor.lock().ok()?.clone()?;
-        serde_json::to_value(c).ok()
-    }
-
-    fn exhausted(&self) -> bool {
-        self.cursor
-            .lock()
-            .ok()
-            .and_then(|c| c.as_ref().map(Cursor::at_stop))
-            .unwrap_or(false)
+    fn exhausted(&self, cursor: Option<&serde_json::Value>) -> bool {
+        // Quietly: `plan` read this cursor already (and said so if it could not).
+        cursor
+            .and_then(|v| serde_json::from_value::<Cursor>(v.clone()).ok())
+            .is_some_and(|c| c.at_stop())
     }
 
     fn window_committed(&self, cursor: Option<&serde_json::Value>) {
@@ -435,19 +451,6 @@ impl Source for KafkaSource {
         }
         if let Err(e) = consumer.commit(&list, CommitMode::Async) {
             tracing::debug!(error = %e, topic = %self.config.topic, "cannot commit offsets to the consumer group");
-        }
-    }
-
-    fn resume_from(&self, cursor: Option<&serde_json::Value>) {
-        let restored = cursor.and_then(|v| match serde_json::from_value::<Cursor>(v.clone()) {
-            Ok(c) => Some(c),
-            Err(e) => {
-                tracing::warn!(error = %e, "the state's Kafka cursor is not readable; starting as configured");
-                None
-            }
-        });
-        if let Ok(mut c) = self.cursor.lock() {
-            *c = restored;
         }
     }
 }

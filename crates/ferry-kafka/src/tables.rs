@@ -11,9 +11,9 @@ use crate::sink::KafkaSink;
 use crate::source::KafkaSource;
 use ferry_engine::config::JobConfig;
 use ferry_engine::connector::{TableRef, Tables};
-use ferry_engine::kudu_source::KuduSource;
-use ferry_engine::kudu_tables::discover_tables;
 use ferry_engine::{EngineError, TableId};
+use ferry_kudu::tables::discover_tables;
+use ferry_kudu::KuduSource;
 use kudu_client::KuduClient;
 use std::sync::Arc;
 

@@ -1,5 +1,5 @@
 //! A small HTTP/1.1 JSON client (hyper-util), used by the CLI verbs to talk
-//! to the REST API and by the poller that reads the Kudu daemons' web UIs.
+//! to the REST API.
 //! Plain HTTP by default; [`HttpClient::secured`] adds TLS (rustls, for
 //! `https://` URLs, with an optional client certificate) and a bearer
 //! token, for a REST API secured with `security.ssl.rest.*` /
@@ -52,20 +52,6 @@ pub struct Response {
 }
 
 impl Response {
-    /// The body as JSON (`null` for an empty body).
-    pub fn json(&self) -> Result<serde_json::Value> {
-        if self.body.is_empty() {
-            return Ok(serde_json::Value::Null);
-        }
-        serde_json::from_slice(&self.body).with_context(|| {
-            format!(
-                "the server answered {} with a body that is not JSON: {}",
-                self.status,
-                self.text()
-            )
-        })
-    }
-
     /// The body as text.
     pub fn text(&self) -> String {
         String::from_utf8_lossy(&self.body).into_owned()
@@ -96,11 +82,6 @@ impl Response {
 }
 
 impl HttpClient {
-    /// A plain-HTTP client.
-    pub fn new(timeout: Duration) -> Self {
-        Self::secured(timeout, ClientSecurity::default())
-    }
-
     /// A client with TLS and / or a bearer token.
     pub fn secured(timeout: Duration, security: ClientSecurity) -> Self {
         let mut connector = HttpConnector::new();
@@ -167,10 +148,6 @@ impl HttpClient {
             )),
         }
     }
-
-    pub async fn get(&self, url: &str) -> Result<Response> {
-        self.request::<()>(Method::GET, url, None).await
-    }
 }
 
 fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
@@ -184,14 +161,4 @@ fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
         source = s.source();
     }
     parts.join(": ")
-}
-
-/// `host:port` or `http://host:port[/]` → `http://host:port` (no slash).
-pub fn base_url(address: &str) -> String {
-    let a = address.trim().trim_end_matches('/');
-    if a.starts_with("http://") || a.starts_with("https://") {
-        a.to_string()
-    } else {
-        format!("http://{a}")
-    }
 }

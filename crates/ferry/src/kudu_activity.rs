@@ -1,87 +1,26 @@
-//! Per-table write activity on the source and sink clusters, read from the
-//! tablet servers' JSON `/metrics` (Kudu 1.17's `/metrics_prometheus` has
-//! no tablet metrics).
-//!
-//! The tablet servers are found through a master's web UI
-//! (`/dump-entities`, whose `tablet_servers[].http_addrs` lists each
-//! server's web address). Each poll asks every tablet server for
-//! `rows_inserted`, `rows_upserted`, `rows_updated` and `rows_deleted` of
-//! the replicated table's tablets. Followers count writes too, so a
-//! tablet's value is the highest among its replicas (not their sum, which
-//! would multiply by the replication factor); the table's value is the sum
-//! over its tablets. `ferry stop --drain-check` uses "the counters stopped
-//! moving" as "no writes".
+//! Per-table write activity on the source and sink clusters: each poll
+//! reads the replicated table's row counters through `ferry-kudu`'s
+//! tablet-server metrics reader (`ferry_kudu::tserver_metrics`, servers
+//! from the Kudu client's tablet-server list). `ferry stop --drain-check`
+//! uses "the counters stopped moving" as "no writes".
 //!
 //! The sink's counters also feed the write guard (`write_guard`): rows
 //! the servers counted beyond the rows the job wrote are foreign writes.
 
 mod write_guard;
 
+pub use ferry_kudu::tserver_metrics::TableCounters;
 pub use write_guard::ForeignWrites;
 use write_guard::WriteGuard;
 
-use crate::http_client::{base_url, HttpClient};
-use crate::process_opts::{KuduMetricsOptions, KUDU_MASTER_WEB_PORT};
+use crate::process_opts::KuduMetricsOptions;
 use ferry_engine::time::now_ms;
+use ferry_kudu::tserver_metrics::TserverMetrics;
+use kudu_client::KuduClient;
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio_util::sync::CancellationToken;
-
-/// The four write counters of one table.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TableCounters {
-    pub rows_inserted: u64,
-    pub rows_upserted: u64,
-    pub rows_updated: u64,
-    pub rows_deleted: u64,
-}
-
-impl TableCounters {
-    /// Rows written, all kinds.
-    pub fn total(&self) -> u64 {
-        self.rows_inserted + self.rows_upserted + self.rows_updated + self.rows_deleted
-    }
-
-    fn set(&mut self, name: &str, v: u64) {
-        match name {
-            "rows_inserted" => self.rows_inserted = v,
-            "rows_upserted" => self.rows_upserted = v,
-            "rows_updated" => self.rows_updated = v,
-            "rows_deleted" => self.rows_deleted = v,
-            _ => {}
-        }
-    }
-
-    fn max(self, o: TableCounters) -> TableCounters {
-        TableCounters {
-            rows_inserted: self.rows_inserted.max(o.rows_inserted),
-            rows_upserted: self.rows_upserted.max(o.rows_upserted),
-            rows_updated: self.rows_updated.max(o.rows_updated),
-            rows_deleted: self.rows_deleted.max(o.rows_deleted),
-        }
-    }
-
-    fn add(self, o: TableCounters) -> TableCounters {
-        TableCounters {
-            rows_inserted: self.rows_inserted + o.rows_inserted,
-            rows_upserted: self.rows_upserted + o.rows_upserted,
-            rows_updated: self.rows_updated + o.rows_updated,
-            rows_deleted: self.rows_deleted + o.rows_deleted,
-        }
-    }
-
-    /// Every counter with its name (metric suffix).
-    pub fn named(&self) -> [(&'static str, u64); 4] {
-        [
-            ("inserted", self.rows_inserted),
-            ("upserted", self.rows_upserted),
-            ("updated", self.rows_updated),
-            ("deleted", self.rows_deleted),
-        ]
-    }
-}
 
 /// What is known about one table on one cluster.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -104,18 +43,17 @@ pub struct TableActivity {
     pub error: Option<String>,
 }
 
-const METRICS: &str = "rows_inserted,rows_upserted,rows_updated,rows_deleted";
+/// How long one tablet server may take to answer.
+const CALL_TIMEOUT: Duration = Duration::from_secs(5);
 
 struct ClusterPoller {
-    masters_http: Vec<String>,
-    tservers: Vec<String>,
-    tservers_fetched: Option<Instant>,
+    /// `None`: the job has no Kudu table on this side.
+    metrics: Option<TserverMetrics>,
     state: Arc<Mutex<TableActivity>>,
 }
 
 /// Polls both clusters for one job.
 pub struct KuduActivity {
-    http: HttpClient,
     interval: Duration,
     source: Mutex<Option<ClusterPoller>>,
     sink: Mutex<Option<ClusterPoller>>,
@@ -129,27 +67,13 @@ pub struct KuduActivity {
 /// Reads the rows the job has written to the sink so far.
 pub type OwnWrites = Box<dyn Fn() -> u64 + Send + Sync>;
 
-/// Default master web addresses: each master's host on Kudu's default web
-/// port.
-pub fn default_master_http(masters: &[String]) -> Vec<String> {
-    masters
-        .iter()
-        .map(|m| {
-            let host = match m.rsplit_once(':') {
-                Some((h, p)) if p.chars().all(|c| c.is_ascii_digit()) => h,
-                _ => m.as_str(),
-            };
-            format!("{host}:{KUDU_MASTER_WEB_PORT}")
-        })
-        .collect()
-}
-
 impl KuduActivity {
-    /// A poller for `table` on the source and `sink_table` on the sink.
+    /// A poller for `table` on the source cluster (of `source`) and
+    /// `sink_table` on the sink cluster (of `sink`).
     pub fn new(
         opts: &KuduMetricsOptions,
-        source_masters: &[String],
-        sink_masters: &[String],
+        source: Option<KuduClient>,
+        sink: Option<KuduClient>,
         table: &str,
         sink_table: &str,
     ) -> Self {
@@ -162,27 +86,14 @@ impl KuduActivity {
         };
         let source_state = state("source", table);
         let sink_state = state("sink", sink_table);
-        let poller = |http: Vec<String>, st: &Arc<Mutex<TableActivity>>| ClusterPoller {
-            masters_http: http,
-            tservers: Vec::new(),
-            tservers_fetched: None,
+        let poller = |client: Option<KuduClient>, st: &Arc<Mutex<TableActivity>>| ClusterPoller {
+            metrics: client.map(|c| TserverMetrics::new(c, CALL_TIMEOUT)),
             state: st.clone(),
         };
         KuduActivity {
-            http: HttpClient::new(Duration::from_secs(5)),
             interval: opts.poll_interval,
-            source: Mutex::new(Some(poller(
-                opts.source_master_http
-                    .clone()
-                    .unwrap_or_else(|| default_master_http(source_masters)),
-                &source_state,
-            ))),
-            sink: Mutex::new(Some(poller(
-                opts.sink_master_http
-                    .clone()
-                    .unwrap_or_else(|| default_master_http(sink_masters)),
-                &sink_state,
-            ))),
+            source: Mutex::new(Some(poller(source, &source_state))),
+            sink: Mutex::new(Some(poller(sink, &sink_state))),
             source_state,
             sink_state,
             own_writes: Mutex::new(None),
@@ -268,7 +179,7 @@ impl KuduActivity {
                     _ = tick.tick() => {}
                     _ = stop.cancelled() => return,
                 }
-                tokio::join!(source.poll(&self.http), sink.poll(&self.http));
+                tokio::join!(source.poll(), sink.poll());
                 self.guard_sink();
             }
         });
@@ -276,13 +187,16 @@ impl KuduActivity {
 }
 
 impl ClusterPoller {
-    async fn poll(&mut self, http: &HttpClient) {
+    async fn poll(&mut self) {
+        let Some(metrics) = self.metrics.as_mut() else {
+            return;
+        };
         let table = self
             .state
             .lock()
             .map(|s| s.table_name.clone())
             .unwrap_or_default();
-        let result = self.poll_table(http, &table).await;
+        let result = metrics.table_counters(&table).await;
         let now = now_ms();
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         match result {
@@ -297,148 +211,10 @@ impl ClusterPoller {
                 st.error = None;
             }
             Err(e) => {
+                let e = ferry_engine::error::display_chain(&e);
                 tracing::debug!(cluster = %st.cluster, error = %e, "tablet server metrics poll failed");
                 st.error = Some(e);
             }
         }
-    }
-
-    async fn refresh_tservers(&mut self, http: &HttpClient) -> Result<(), String> {
-        let mut causes = Vec::new();
-        for master in &self.masters_http {
-            let url = format!("{}/dump-entities", base_url(master));
-            match http.get(&url).await.and_then(|r| r.json()) {
-                Ok(v) => {
-                    let addrs: Vec<String> = v
-                        .get("tablet_servers")
-                        .and_then(|t| t.as_array())
-                        .map(|list| {
-                            list.iter()
-                                .filter(|ts| {
-                                    ts.get("live").and_then(|l| l.as_bool()).unwrap_or(true)
-                                })
-                                .filter_map(|ts| {
-                                    ts.get("http_addrs")?.as_array()?.first()?.as_str()
-                                })
-                                .map(base_url)
-                                .collect()
-                        })
-                        .unwrap_or_default();
-                    if addrs.is_empty() {
-                        causes.push(format!("{url}: no live tablet servers listed"));
-                        continue;
-                    }
-                    self.tservers = addrs;
-                    self.tservers_fetched = Some(Instant::now());
-                    return Ok(());
-                }
-                Err(e) => causes.push(format!("{e:#}")),
-            }
-        }
-        Err(format!(
-            "cannot list tablet servers from the masters' web UIs ({}); set --metrics.kudu.*MasterHttpAddresses",
-            causes.join("; ")
-        ))
-    }
-
-    async fn poll_table(
-        &mut self,
-        http: &HttpClient,
-        table: &str,
-    ) -> Result<(TableCounters, usize), String> {
-        let stale = self
-            .tservers_fetched
-            .is_none_or(|t| t.elapsed() > Duration::from_secs(30));
-        if stale {
-            self.refresh_tservers(http).await?;
-        }
-        let query = format!(
-            "/metrics?types=tablet&metrics={METRICS}&attributes=table_name,{}&compact=1",
-            percent_encode(table)
-        );
-        let calls = self.tservers.iter().map(|ts| {
-            let url = format!("{ts}{query}");
-            async move { (ts.clone(), http.get(&url).await.and_then(|r| r.json())) }
-        });
-        let answers = futures::future::join_all(calls).await;
-        let mut per_tablet: HashMap<String, TableCounters> = HashMap::new();
-        let mut ok = 0;
-        let mut failures = Vec::new();
-        for (ts, answer) in answers {
-            match answer {
-                Ok(v) => {
-                    ok += 1;
-                    for entity in v.as_array().into_iter().flatten() {
-                        let attrs = entity.get("attributes");
-                        let name = attrs
-                            .and_then(|a| a.get("table_name"))
-                            .and_then(|n| n.as_str());
-                        if name != Some(table) {
-                            continue;
-                        }
-                        let Some(id) = entity.get("id").and_then(|i| i.as_str()) else {
-                            continue;
-                        };
-                        let mut c = TableCounters::default();
-                        for m in entity
-                            .get("metrics")
-                            .and_then(|m| m.as_array())
-                            .into_iter()
-                            .flatten()
-                        {
-                            if let (Some(n), Some(v)) = (
-                                m.get("name").and_then(|n| n.as_str()),
-                                m.get("value").and_then(|v| v.as_u64()),
-                            ) {
-                                c.set(n, v);
-                            }
-                        }
-                        let e = per_tablet.entry(id.to_string()).or_default();
-                        *e = e.max(c);
-                    }
-                }
-                Err(e) => failures.push(format!("{ts}: {e:#}")),
-            }
-        }
-        if !failures.is_empty() {
-            // A server may have moved or died: list them again next time.
-            self.tservers_fetched = None;
-        }
-        if ok == 0 {
-            return Err(format!(
-                "no tablet server answered: {}",
-                failures.join("; ")
-            ));
-        }
-        let total = per_tablet
-            .values()
-            .fold(TableCounters::default(), |a, c| a.add(*c));
-        Ok((total, ok))
-    }
-}
-
-fn percent_encode(s: &str) -> String {
-    let mut out = String::new();
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn default_master_web_addresses() {
-        assert_eq!(
-            default_master_http(&["127.1.2.1:7051".into(), "m2".into()]),
-            vec!["127.1.2.1:8051".to_string(), "m2:8051".to_string()]
-        );
-        assert_eq!(percent_encode("default.t 1"), "default.t%201");
     }
 }

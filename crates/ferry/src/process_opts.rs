@@ -34,8 +34,6 @@ pub const DEFAULT_REST_PORT: u16 = 8081;
 pub const DEFAULT_METRICS_PORT: u16 = 9250;
 /// Default listen address: loopback only.
 pub const DEFAULT_ADDRESS: &str = "127.0.0.1";
-/// Kudu's default master web UI port.
-pub const KUDU_MASTER_WEB_PORT: u16 = 8051;
 
 /// A port, and whether the user chose it (a chosen port that is busy is an
 /// error; a busy default only disables that endpoint with a warning).
@@ -95,11 +93,6 @@ impl ServerOptions {
 /// activity (`ferry_kudu_table_rows_*`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KuduMetricsOptions {
-    /// `metrics.kudu.sourceMasterHttpAddresses`: the source masters' web UI
-    /// (default: each master's host on port 8051).
-    pub source_master_http: Option<Vec<String>>,
-    /// `metrics.kudu.sinkMasterHttpAddresses`.
-    pub sink_master_http: Option<Vec<String>>,
     /// `metrics.kudu.pollIntervalMillis`; zero disables polling.
     pub poll_interval: Duration,
 }
@@ -107,8 +100,6 @@ pub struct KuduMetricsOptions {
 impl Default for KuduMetricsOptions {
     fn default() -> Self {
         KuduMetricsOptions {
-            source_master_http: None,
-            sink_master_http: None,
             poll_interval: Duration::from_millis(2000),
         }
     }
@@ -145,18 +136,10 @@ ferry_engine::config_section! {
     /// How a job polls its tablet servers' metrics: per job (`ferry run`
     /// and its `--jobmanager` submissions carry them), also given as `-D`.
     pub static KUDU_METRICS_KEYS = Section::job("metrics.kudu").dynamic();
-    /// `metrics.kudu.sourceMasterHttpAddresses`.
-    pub const SOURCE_MASTER_HTTP: ConfigOption<Vec<String>> = addresses("metrics.kudu.sourceMasterHttpAddresses")
-        .derived("<master host>:8051")
-        .doc("Source masters' web UIs, used to find the tablet servers whose /metrics are polled.");
-    /// `metrics.kudu.sinkMasterHttpAddresses`.
-    pub const SINK_MASTER_HTTP: ConfigOption<Vec<String>> = addresses("metrics.kudu.sinkMasterHttpAddresses")
-        .derived("<master host>:8051")
-        .doc("Sink masters' web UIs.");
     /// `metrics.kudu.pollIntervalMillis`; zero disables polling.
     pub const KUDU_POLL_INTERVAL: ConfigOption<Duration> = ConfigOption::new("metrics.kudu.pollIntervalMillis", ValueKind::MillisOrZero, poll_interval, print_millis)
         .default_value("2000")
-        .doc("How often tablet server metrics are polled; 0 disables.");
+        .doc("How often tablet server metrics are polled (the servers are the Kudu client's tablet-server list); 0 disables.");
 }
 
 ferry_engine::config_section! {
@@ -226,35 +209,6 @@ fn parse_port(value: &str) -> Result<u16, ValueError> {
 
 fn print_port(port: &u16) -> String {
     port.to_string()
-}
-
-const fn addresses(name: &'static str) -> ConfigOption<Vec<String>> {
-    ConfigOption::new(
-        name,
-        ValueKind::HttpAddresses,
-        parse_addresses,
-        print_addresses,
-    )
-}
-
-fn parse_addresses(value: &str) -> Result<Vec<String>, ValueError> {
-    let list: Vec<String> = value
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(String::from)
-        .collect();
-    if list.is_empty() {
-        return Err(ValueError::Invalid(
-            "expected comma-separated host:port addresses".to_string(),
-        ));
-    }
-    Ok(list)
-}
-
-#[allow(clippy::ptr_arg)] // the printer of a `Vec` key
-fn print_addresses(list: &Vec<String>) -> String {
-    list.join(",")
 }
 
 fn poll_interval(value: &str) -> Result<Duration, ValueError> {
@@ -413,8 +367,6 @@ impl ProcessOptions {
         if let Some(p) = given(keys, &METRICS_PORT)? {
             server.metrics_port = chosen(p);
         }
-        opts.kudu.source_master_http = given(keys, &SOURCE_MASTER_HTTP)?;
-        opts.kudu.sink_master_http = given(keys, &SINK_MASTER_HTTP)?;
         if let Some(d) = given(keys, &KUDU_POLL_INTERVAL)? {
             opts.kudu.poll_interval = d;
         }

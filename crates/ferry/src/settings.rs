@@ -50,7 +50,26 @@ pub static KEYS: Registry = Registry::new(&[
 /// A known key (by name or alias) and its section.
 type Known = (&'static Section, &'static dyn AnyOption);
 
+/// Keys that were removed, and what replaced them: an old configuration
+/// that sets one is refused with this (rather than "unknown key").
+const REMOVED_KEYS: &[(&str, &str)] = &[
+    (
+        "metrics.kudu.sourceMasterHttpAddresses",
+        "tablet servers are found through the Kudu client's tablet-server list; remove the key",
+    ),
+    (
+        "metrics.kudu.sinkMasterHttpAddresses",
+        "tablet servers are found through the Kudu client's tablet-server list; remove the key",
+    ),
+];
+
 fn lookup(name: &str) -> Result<Known, SettingsError> {
+    if let Some(&(key, reason)) = REMOVED_KEYS
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case(name))
+    {
+        return Err(SettingsError::RemovedKey { key, reason });
+    }
     KEYS.lookup(name).ok_or_else(|| SettingsError::UnknownKey {
         key: name.to_string(),
         suggestion: KEYS.suggest(name),
@@ -71,6 +90,12 @@ pub enum SettingsError {
     UnknownKey {
         key: String,
         suggestion: Option<&'static str>,
+    },
+    /// A key that ferry no longer has.
+    #[error("configuration key '{key}' was removed: {reason}")]
+    RemovedKey {
+        key: &'static str,
+        reason: &'static str,
     },
     /// The same key (or an alias of it) twice in one source.
     #[error("key '{key}' is given more than once in {place}")]

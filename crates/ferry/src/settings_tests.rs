@@ -115,6 +115,29 @@ fn missing_value_for_non_boolean() {
     );
 }
 
+/// The tablet servers come from the Kudu client now: an old configuration
+/// that names the masters' web UIs is refused, with the key named.
+#[test]
+fn removed_master_web_ui_keys_are_refused_by_name() {
+    for key in [
+        "metrics.kudu.sourceMasterHttpAddresses",
+        "metrics.kudu.sinkMasterHttpAddresses",
+    ] {
+        let flag = format!("--{key}");
+        let err = from_args(&[flag.as_str(), "m1:8051"]).unwrap_err();
+        assert!(
+            matches!(err, SettingsError::RemovedKey { key: k, .. } if k == key),
+            "{err:?}"
+        );
+        let msg = err.to_string();
+        assert!(msg.contains(&format!("'{key}' was removed")), "{msg}");
+        assert!(msg.contains("tablet-server list"), "{msg}");
+        let toml = format!("\"{key}\" = \"m1:8051\"\n");
+        let err = Settings::from_toml_str(&toml).unwrap_err();
+        assert!(err.to_string().contains(key), "{err}");
+    }
+}
+
 #[test]
 fn unknown_key_suggests_nearest() {
     let err = from_args(&["--job.tablename", "t"]).unwrap_err();
@@ -514,7 +537,7 @@ fn a_submission_is_the_key_map_as_given_with_locations_made_absolute() {
 
 /// The acceptance point of issue 30's keys: `writer.requestSizeBytes` is
 /// one constant in ferry-engine/src/config/writer.rs (its consumer one line
-/// in kudu_sink.rs), and nothing else names it, yet it is in `--help`,
+/// in ferry-kudu's sink.rs), and nothing else names it, yet it is in `--help`,
 /// docs/configuration.md, `--config` TOML and session mode, checked with
 /// the key and the value named.
 #[test]

@@ -18,13 +18,12 @@ use ferry_engine::checkpoint::{
 };
 use ferry_engine::config::{ClusterKerberos, HaKind, JobConfig, SinkKind, SourceKind};
 use ferry_engine::connector::{Source, Tables};
-use ferry_engine::kudu_source::KuduSource;
-use ferry_engine::kudu_tables::KuduTables;
 use ferry_engine::lease::Fence;
 use ferry_engine::time::now_ms;
 use ferry_engine::{Job, JobHandle, JobOptions, RestorePoint, SourceClock};
 use ferry_kafka::source::KafkaSource;
 use ferry_kafka::{ChangelogTables, KafkaTables};
+use ferry_kudu::{KuduSource, KuduTables};
 use ferry_objstore::ObjectStoreResolver;
 use kudu_client::{Kerberos, KerberosOptions, KuduClient, KuduClientBuilder};
 use std::sync::Arc;
@@ -248,8 +247,8 @@ pub async fn start_job_with(
     let activity = Arc::new(
         KuduActivity::new(
             &kudu_metrics,
-            &cfg.source_master_addresses,
-            &cfg.sink_master_addresses,
+            source_client.clone(),
+            sink_client.clone(),
             &cfg.table_name,
             &sink_table_name,
         )

@@ -3,6 +3,9 @@
 //! local disk, object_store in-memory; in ferry's tests: a real S3 server).
 //! The checks panic on a violation: this is test code.
 
+// A test suite for other crates' tests (feature `conformance`): it expects.
+#![allow(clippy::expect_used)]
+
 use std::sync::Arc;
 
 use bytes::Bytes;

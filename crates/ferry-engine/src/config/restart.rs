@@ -173,16 +173,27 @@ pub struct RestartConfig {
     /// `restart-strategy.type`, normalised to `exponential-delay`,
     /// `fixed-delay`, `failure-rate` or `none`.
     pub kind: &'static str,
+    /// `restart-strategy.fixed-delay.attempts`.
     pub fixed_delay_attempts: u32,
+    /// `restart-strategy.fixed-delay.delay`.
     pub fixed_delay: Duration,
+    /// `restart-strategy.failure-rate.max-failures-per-interval`.
     pub failure_rate_max_failures: u32,
+    /// `restart-strategy.failure-rate.failure-rate-interval`.
     pub failure_rate_interval: Duration,
+    /// `restart-strategy.failure-rate.delay`.
     pub failure_rate_delay: Duration,
+    /// `restart-strategy.exponential-delay.initial-backoff`.
     pub initial_backoff: Duration,
+    /// `restart-strategy.exponential-delay.max-backoff`.
     pub max_backoff: Duration,
+    /// `restart-strategy.exponential-delay.backoff-multiplier`.
     pub backoff_multiplier: Decimal,
+    /// `restart-strategy.exponential-delay.reset-backoff-threshold`.
     pub reset_backoff_threshold: Duration,
+    /// `restart-strategy.exponential-delay.jitter-factor`.
     pub jitter_factor: Decimal,
+    /// `restart-strategy.exponential-delay.attempts-before-reset-backoff`.
     pub attempts_before_reset_backoff: u32,
     /// `execution.checkpointing.tolerable-failed-checkpoints`.
     pub tolerable_failed_checkpoints: u32,

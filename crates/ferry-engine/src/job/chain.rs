@@ -46,7 +46,8 @@ pub(super) struct Chain<S, K> {
     /// restart continue from it.
     pub(super) own_commit: bool,
     /// The source's cursor after its last planned window
-    /// ([`crate::connector::Source::cursor`]).
+    /// ([`crate::connector::WindowPlan::cursor`]), given to its next
+    /// `plan`.
     pub(super) cursor: Option<serde_json::Value>,
 }
 
@@ -90,7 +91,6 @@ impl<S: Source, K> Chain<S, K> {
         };
         self.schema = state.and_then(|t| t.schema.clone()).map(SchemaRecord);
         self.cursor = state.and_then(|t| t.source_cursor.clone());
-        self.source.resume_from(self.cursor.as_ref());
         self.window_opened = self.enumerator.window().map(|_| Instant::now());
         self.publish();
     }
@@ -105,7 +105,11 @@ impl<S: Source, K> Chain<S, K> {
         K: Sink<S::Batch>,
     {
         self.load(state);
-        let recover = self.sink.transactional().then_some(self.own_commit);
+        let recover = self
+            .sink
+            .two_phase_commit()
+            .is_some()
+            .then_some(self.own_commit);
         let resumed = Resumed::restored(self.enumerator.window());
         self.advance(|phase| phase.restarted(resumed, recover));
     }

@@ -33,7 +33,11 @@ impl<T: Tables> Coordinator<T> {
         &mut self,
         workers: &mut JobWorkers<T>,
     ) -> Result<Option<OwnedRwLockWriteGuard<()>>, EngineError> {
-        if !self.chains.iter().any(|c| c.sink.transactional()) {
+        if !self
+            .chains
+            .iter()
+            .any(|c| c.sink.two_phase_commit().is_some())
+        {
             return Ok(None);
         }
         let guard = self.gate.clone().write_owned().await;
@@ -61,13 +65,19 @@ impl<T: Tables> Coordinator<T> {
             .iter()
             .zip(captures)
             .enumerate()
-            .filter(|(_, (chain, _))| chain.sink.transactional() && chain.phase.sink_writable())
+            .filter(|(_, (chain, _))| {
+                chain.sink.two_phase_commit().is_some() && chain.phase.sink_writable()
+            })
             .map(|(i, (chain, (_, capture)))| (i, chain.state(capture)))
             .collect();
         for (i, state) in commits {
             // A fenced instance commits nothing (lease module).
             self.options.fence.check()?;
-            if let Err(e) = self.chains[i].sink.commit(&state).await {
+            let sink = &self.chains[i].sink;
+            let Some(committer) = sink.two_phase_commit() else {
+                continue;
+            };
+            if let Err(e) = committer.commit(&state).await {
                 let flow = self.on_error(e);
                 self.recovery.defer(flow);
                 return Err(EngineError::CheckpointSkipped);
@@ -88,7 +98,10 @@ impl<T: Tables> Coordinator<T> {
         // A fenced instance touches nothing on the sink (lease module).
         self.options.fence.check()?;
         let chain = &mut self.chains[i];
-        let committed = chain.sink.recover().await?;
+        let committed = match chain.sink.two_phase_commit() {
+            Some(committer) => committer.recover().await?,
+            None => None,
+        };
         let further = committed
             .filter(|_| recovering.may_continue_from_commit())
             .filter(|c| chain.commit_is_further(c));

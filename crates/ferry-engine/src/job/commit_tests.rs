@@ -140,24 +140,30 @@ impl Source for NumberSource {
         Ok(SourceTime::from_raw(now))
     }
 
-    async fn plan(&self, window: WindowState) -> Result<Vec<SplitState>, EngineError> {
+    async fn plan(
+        &self,
+        window: WindowState,
+        _cursor: Option<&serde_json::Value>,
+    ) -> Result<crate::connector::WindowPlan, EngineError> {
         self.table
             .windows
             .lock()
             .expect("lock")
             .insert(window.end_timestamp, window.start_timestamp);
-        Ok((0..SPLITS)
-            .map(|split| {
-                let mut descriptor = window.end_timestamp.raw().to_be_bytes().to_vec();
-                descriptor.push(split);
-                descriptor.push(u8::from(!window.is_snapshot()));
-                SplitState {
-                    split_id: split_id(window.end_timestamp, split),
-                    descriptor,
-                    resume_key: None,
-                }
-            })
-            .collect())
+        Ok(crate::connector::WindowPlan::of(
+            (0..SPLITS)
+                .map(|split| {
+                    let mut descriptor = window.end_timestamp.raw().to_be_bytes().to_vec();
+                    descriptor.push(split);
+                    descriptor.push(u8::from(!window.is_snapshot()));
+                    SplitState {
+                        split_id: split_id(window.end_timestamp, split),
+                        descriptor,
+                        resume_key: None,
+                    }
+                })
+                .collect(),
+        ))
     }
 
     async fn open(&self, split: &SplitState) -> Result<NumberReader, EngineError> {
@@ -253,15 +259,7 @@ impl TxSink {
 struct TxWriter(TxSink);
 
 fn timed_out() -> EngineError {
-    EngineError::Sink {
-        table: "t".into(),
-        source: kudu_client::Error::TimedOut {
-            operation: "Write".into(),
-            attempts: 3,
-            elapsed: Duration::from_secs(1),
-            last: "no answer".into(),
-        },
-    }
+    super::tests::timed_out("t", "Write")
 }
 
 impl Sink<Numbers> for TxSink {
@@ -271,39 +269,45 @@ impl Sink<Numbers> for TxSink {
         Ok(TxWriter(self.clone()))
     }
 
-    fn transactional(&self) -> bool {
-        true
+    fn two_phase_commit(&self) -> Option<&dyn crate::connector::TwoPhaseCommit> {
+        Some(self)
+    }
+}
+
+impl crate::connector::TwoPhaseCommit for TxSink {
+    fn commit<'a>(&'a self, state: &'a TableState) -> crate::connector::CapabilityFuture<'a, ()> {
+        Box::pin(async move {
+            let covered = self.table.covered(state);
+            let mut ledger = self.ledger();
+            let staged = std::mem::take(&mut ledger.staged);
+            ledger.committed.extend(staged);
+            ledger.commits.push(state.clone());
+            if state.pending.iter().any(|s| s.resume_key.is_some()) {
+                ledger.mid_split += 1;
+            }
+            // The invariant, checked here and asserted by the test at the end
+            // (a panic would only end the coordinator task).
+            let problem = match covered {
+                Ok(covered) => mismatch(&ledger.committed, &covered),
+                Err(e) => Some(e),
+            };
+            if let Some(problem) = problem {
+                let n = ledger.commits.len();
+                ledger.violations.push(format!(
+                    "commit {n}: {problem}; state: last_end {:?}, window {:?}, pending {:?}, unassigned {:?}",
+                    state.last_end_timestamp, state.window, state.pending, state.unassigned
+                ));
+            }
+            Ok(())
+        })
     }
 
-    async fn commit(&self, state: &TableState) -> Result<(), EngineError> {
-        let covered = self.table.covered(state);
-        let mut ledger = self.ledger();
-        let staged = std::mem::take(&mut ledger.staged);
-        ledger.committed.extend(staged);
-        ledger.commits.push(state.clone());
-        if state.pending.iter().any(|s| s.resume_key.is_some()) {
-            ledger.mid_split += 1;
-        }
-        // The invariant, checked here and asserted by the test at the end
-        // (a panic would only end the coordinator task).
-        let problem = match covered {
-            Ok(covered) => mismatch(&ledger.committed, &covered),
-            Err(e) => Some(e),
-        };
-        if let Some(problem) = problem {
-            let n = ledger.commits.len();
-            ledger.violations.push(format!(
-                "commit {n}: {problem}; state: last_end {:?}, window {:?}, pending {:?}, unassigned {:?}",
-                state.last_end_timestamp, state.window, state.pending, state.unassigned
-            ));
-        }
-        Ok(())
-    }
-
-    async fn recover(&self) -> Result<Option<TableState>, EngineError> {
-        let mut ledger = self.ledger();
-        ledger.staged.clear();
-        Ok(ledger.commits.last().cloned())
+    fn recover(&self) -> crate::connector::CapabilityFuture<'_, Option<TableState>> {
+        Box::pin(async move {
+            let mut ledger = self.ledger();
+            ledger.staged.clear();
+            Ok(ledger.commits.last().cloned())
+        })
     }
 }
 

@@ -306,7 +306,7 @@ impl<T: Tables> Coordinator<T> {
             .iter()
             .filter(|c| {
                 c.phase.may_open()
-                    && !c.source.exhausted()
+                    && !c.source.exhausted(c.cursor.as_ref())
                     && self.mode.may_open_window(c.enumerator.last_end())
             })
             .map(|c| c.next_window_at)
@@ -407,7 +407,7 @@ impl<T: Tables> Coordinator<T> {
         let chain = &mut self.chains[i];
         if !chain.phase.may_open()
             || Instant::now() < chain.next_window_at
-            || chain.source.exhausted()
+            || chain.source.exhausted(chain.cursor.as_ref())
         {
             return Ok(());
         }
@@ -426,10 +426,13 @@ impl<T: Tables> Coordinator<T> {
                 if chain.schema.as_ref() != Some(&schema) {
                     // A fenced instance changes nothing on the sink.
                     fence.check()?;
-                    chain
-                        .sink
-                        .follow_schema(chain.schema.as_ref(), &schema)
-                        .await?;
+                    // The schema is recorded whether the sink follows it
+                    // or not (a sink that does not cannot refuse).
+                    if let Some(follower) = chain.sink.schema_follower() {
+                        follower
+                            .follow_schema(chain.schema.as_ref(), &schema)
+                            .await?;
+                    }
                     if chain.schema.is_some() {
                         chain.metrics.schema_changed();
                         tracing::info!(table = %chain.table.name, "source schema change applied to the sink");
@@ -441,8 +444,8 @@ impl<T: Tables> Coordinator<T> {
             }
         }
         let chain = &mut self.chains[i];
-        let splits = chain.source.plan(window).await?;
-        let skipped = chain.source.skipped_in_last_plan();
+        let plan = chain.source.plan(window, chain.cursor.as_ref()).await?;
+        let (splits, skipped) = (plan.splits, plan.skipped);
         chain.metrics.add_skipped(skipped);
         tracing::info!(
             table = %chain.table.name,
@@ -454,7 +457,7 @@ impl<T: Tables> Coordinator<T> {
             "window opened"
         );
         chain.open(window, splits)?;
-        chain.cursor = chain.source.cursor();
+        chain.cursor = plan.cursor;
         chain.next_window_at = Instant::now() + discovery;
         Ok(())
     }

@@ -188,7 +188,7 @@ impl<T: Tables> Coordinator<T> {
             Some(_) => Resumed::replanned(window),
             None => Resumed::restored(window),
         };
-        let transactional = chain.sink.transactional();
+        let transactional = chain.sink.two_phase_commit().is_some();
         if transactional {
             chain.own_commit = restored.is_some();
         }

@@ -39,7 +39,9 @@ impl<S: Source, K: Sink<S::Batch>> Chain<S, K> {
             window,
             last_end_sink_time: self.sink_time_for(durable, last_end).await?,
         };
-        self.sink.record_position(&position).await?;
+        if let Some(positions) = self.sink.positions() {
+            positions.record_position(&position).await?;
+        }
         tracing::debug!(table = %self.table.name, start = ?window.start_timestamp, end = %window.end_timestamp, "sink position recorded");
         self.phase = Phase::HandingOut(durable.position_recorded());
         Ok(())
@@ -59,7 +61,10 @@ impl<S: Source, K: Sink<S::Batch>> Chain<S, K> {
             return Ok(None);
         };
         if durable.fresh() {
-            let time = self.sink.sink_time().await?;
+            let time = match self.sink.positions() {
+                Some(positions) => positions.sink_time().await?,
+                None => None,
+            };
             self.sink_time = time.map(|t| (last_end, t));
             return Ok(time);
         }
@@ -93,7 +98,10 @@ impl<S: Source, K: Sink<S::Batch>> Chain<S, K> {
             Vec::new(),
         );
         state.set_tables(vec![table_state.clone()]);
-        let position = self.sink.read_position().await?;
+        let position = match self.sink.positions() {
+            Some(positions) => positions.read_position().await?,
+            None => None,
+        };
         // A window resumed below keeps the sink time of its opening.
         let names = [table_state.table_name.as_str(), self.table.name.as_str()];
         let position = position.filter(|p| names.contains(&p.source_table.as_str()));
@@ -115,7 +123,10 @@ impl<S: Source, K: Sink<S::Batch>> Chain<S, K> {
             }
             Resume::Position { position } => {
                 let window = position.window;
-                let splits = self.source.plan(window).await?;
+                let plan = self.source.plan(window, self.cursor.as_ref()).await?;
+                let splits = plan.splits;
+                // The window is open again: the next one follows its plan.
+                self.cursor = plan.cursor;
                 tracing::warn!(
                     table = %self.table.name,
                     state_end = ?state_end(&state),
@@ -130,6 +141,7 @@ impl<S: Source, K: Sink<S::Batch>> Chain<S, K> {
                 resumed.last_end_timestamp = position.last_end;
                 resumed.window = Some(window);
                 resumed.unassigned = splits;
+                resumed.source_cursor = self.cursor.clone();
                 resumed.pending = Vec::new();
                 self.enumerator = Enumerator::restore_table(&resumed);
                 Some(resumed)

@@ -34,14 +34,20 @@ impl Source for WindowSource {
         ))
     }
 
-    async fn plan(&self, window: WindowState) -> Result<Vec<SplitState>, EngineError> {
-        Ok((0..2u8)
-            .map(|i| SplitState {
-                split_id: format!("{}-{i}", window.end_timestamp).into(),
-                descriptor: window.end_timestamp.raw().to_be_bytes().to_vec(),
-                resume_key: None,
-            })
-            .collect())
+    async fn plan(
+        &self,
+        window: WindowState,
+        _cursor: Option<&serde_json::Value>,
+    ) -> Result<crate::connector::WindowPlan, EngineError> {
+        Ok(crate::connector::WindowPlan::of(
+            (0..2u8)
+                .map(|i| SplitState {
+                    split_id: format!("{}-{i}", window.end_timestamp).into(),
+                    descriptor: window.end_timestamp.raw().to_be_bytes().to_vec(),
+                    resume_key: None,
+                })
+                .collect(),
+        ))
     }
 
     async fn open(&self, split: &SplitState) -> Result<WindowReader, EngineError> {
@@ -125,53 +131,52 @@ impl Sink<Numbers> for PositionSink {
         Ok(LogWriter(self.clone()))
     }
 
-    async fn record_position(&self, position: &SinkPosition) -> Result<(), EngineError> {
-        let failing = self
-            .fail_records
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-            .is_ok();
-        if failing {
-            return Err(EngineError::Sink {
-                table: "positions".into(),
-                source: kudu_client::Error::TimedOut {
-                    operation: "Write".into(),
-                    attempts: 3,
-                    elapsed: Duration::from_secs(1),
-                    last: "no answer".into(),
-                },
-            });
-        }
-        *self.position.lock().expect("lock") = Some(position.clone());
-        self.recorded.lock().expect("lock").push(position.clone());
-        self.log
-            .lock()
-            .expect("lock")
-            .push(Event::Position(position.window));
-        Ok(())
+    fn positions(&self) -> Option<&dyn crate::connector::SinkPositions> {
+        Some(self)
+    }
+}
+
+impl crate::connector::SinkPositions for PositionSink {
+    fn record_position<'a>(
+        &'a self,
+        position: &'a SinkPosition,
+    ) -> crate::connector::CapabilityFuture<'a, ()> {
+        Box::pin(async move {
+            let failing = self
+                .fail_records
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok();
+            if failing {
+                return Err(super::tests::timed_out("positions", "Write"));
+            }
+            *self.position.lock().expect("lock") = Some(position.clone());
+            self.recorded.lock().expect("lock").push(position.clone());
+            self.log
+                .lock()
+                .expect("lock")
+                .push(Event::Position(position.window));
+            Ok(())
+        })
     }
 
-    async fn read_position(&self) -> Result<Option<SinkPosition>, EngineError> {
-        let failing = self
-            .fail_reads
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-            .is_ok();
-        if failing {
-            return Err(EngineError::Sink {
-                table: "positions".into(),
-                source: kudu_client::Error::TimedOut {
-                    operation: "Scan".into(),
-                    attempts: 3,
-                    elapsed: Duration::from_secs(1),
-                    last: "no answer".into(),
-                },
-            });
-        }
-        Ok(self.position.lock().expect("lock").clone())
+    fn read_position(&self) -> crate::connector::CapabilityFuture<'_, Option<SinkPosition>> {
+        Box::pin(async move {
+            let failing = self
+                .fail_reads
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok();
+            if failing {
+                return Err(super::tests::timed_out("positions", "Scan"));
+            }
+            Ok(self.position.lock().expect("lock").clone())
+        })
     }
 
-    async fn sink_time(&self) -> Result<Option<SinkTime>, EngineError> {
-        let now = 1_000 + self.clock.fetch_add(1, Ordering::SeqCst);
-        Ok(Some(SinkTime::from_raw(now)))
+    fn sink_time(&self) -> crate::connector::CapabilityFuture<'_, Option<SinkTime>> {
+        Box::pin(async move {
+            let now = 1_000 + self.clock.fetch_add(1, Ordering::SeqCst);
+            Ok(Some(SinkTime::from_raw(now)))
+        })
     }
 }
 

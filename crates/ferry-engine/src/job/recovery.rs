@@ -1,7 +1,8 @@
 //! Failures and restarts. In a job of several tables, a table's own fault
 //! pauses that table. A fatal error ends the job at once, with advice. A
-//! transient one — the classification is [`EngineError::is_transient`],
-//! which defers to the Kudu client's — asks the restart strategy: the job
+//! retryable one — the classification is [`EngineError::retry_hint`], a
+//! connector's own hint — asks the restart strategy (waiting at least the
+//! delay a hint asks for): the job
 //! either fails ("restart strategy exhausted") or goes RESTARTING, a mode
 //! of the coordinator (`stop`): its pipelines are dropped, every chain is
 //! reset to the newest complete checkpoint (a transactional sink to
@@ -18,7 +19,7 @@
 use super::coordinator::{Coordinator, Flow};
 use crate::config::JobConfig;
 use crate::connector::Tables;
-use crate::error::EngineError;
+use crate::error::{EngineError, RetryHint};
 use crate::restart::{RestartBackoff, RestartDecision};
 use crate::status::{ExceptionRecord, JobStatus};
 use std::time::Duration;
@@ -54,7 +55,8 @@ impl<T: Tables> Coordinator<T> {
         // With its causes: a connector's error says what it was doing, its
         // source why.
         let message = crate::error::display_chain(&error);
-        if !error.is_transient() {
+        let hint = error.retry_hint();
+        if hint == RetryHint::Fatal {
             self.record_exception(&error, false);
             let error = match error.advice() {
                 Some(advice) => format!("{message}. What to do: {advice}"),
@@ -74,6 +76,11 @@ impl<T: Tables> Coordinator<T> {
                 })
             }
             RestartDecision::RestartAfter(delay) => {
+                // A connector that asked for a pause gets at least that.
+                let delay = match hint {
+                    RetryHint::After(at_least) => delay.max(at_least),
+                    _ => delay,
+                };
                 self.record_exception(&error, true);
                 tracing::warn!(
                     restart = metrics.snapshot().restarts + 1,

@@ -18,23 +18,18 @@ struct FlakySink {
     failures_left: Arc<AtomicU64>,
     written: Arc<AtomicU64>,
     prepare_failures: u64,
+    /// A write failure asks for this pause before a retry.
+    pause: Option<Duration>,
 }
 
 fn timed_out() -> EngineError {
-    EngineError::Sink {
-        table: "t".into(),
-        source: kudu_client::Error::TimedOut {
-            operation: "Write".into(),
-            attempts: 3,
-            elapsed: Duration::from_secs(1),
-            last: "no answer".into(),
-        },
-    }
+    super::tests::timed_out("t", "Write")
 }
 
 struct FlakyWriter {
     failures_left: Arc<AtomicU64>,
     written: Arc<AtomicU64>,
+    pause: Option<Duration>,
 }
 
 impl Sink<Numbers> for FlakySink {
@@ -52,6 +47,7 @@ impl Sink<Numbers> for FlakySink {
         Ok(FlakyWriter {
             failures_left: self.failures_left.clone(),
             written: self.written.clone(),
+            pause: self.pause,
         })
     }
 }
@@ -63,7 +59,16 @@ impl SinkWriter<Numbers> for FlakyWriter {
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
             .is_ok();
         if failing {
-            return Err(timed_out());
+            return Err(match self.pause {
+                Some(pause) => crate::error::ConnectorError::new(
+                    crate::error::Domain::Sink,
+                    "SinkWrite",
+                    "the server asked to back off",
+                )
+                .retry(crate::error::RetryHint::After(pause))
+                .into(),
+                None => timed_out(),
+            });
         }
         self.written
             .fetch_add(batch.0.len() as u64, Ordering::SeqCst);
@@ -91,6 +96,7 @@ async fn run(failures: u64, restart: &[(&str, &str)]) -> Run {
         failures_left: Arc::new(AtomicU64::new(failures)),
         written: written.clone(),
         prepare_failures: 0,
+        pause: None,
     };
     let job = start(&config, sink, store, 2).await.expect("starts");
     Run { job, written }
@@ -173,6 +179,46 @@ async fn a_timed_out_sink_restarts_the_job_until_it_gets_through() {
     // Both splits' rows arrived (a restart may write some twice).
     assert!(r.written.load(Ordering::SeqCst) >= 6);
     r.job.cancel().await;
+}
+
+#[tokio::test]
+async fn a_retry_hint_with_a_delay_holds_the_restart_back_at_least_that_long() {
+    let config = config_with(&[
+        (
+            "restart-strategy.exponential-delay.initial-backoff",
+            "10 ms",
+        ),
+        ("restart-strategy.exponential-delay.jitter-factor", "0"),
+    ]);
+    let store = CheckpointStore::new(
+        Arc::new(MemoryStateStore::new()),
+        &config.checkpoints_directory,
+        NonZeroUsize::MIN,
+    );
+    let sink = FlakySink {
+        failures_left: Arc::new(AtomicU64::new(1)),
+        written: Arc::default(),
+        prepare_failures: 0,
+        pause: Some(Duration::from_millis(1500)),
+    };
+    let job = start(&config, sink, store, 2).await.expect("starts");
+    until(&job, "restarting", |s| {
+        s.state == crate::status::FlinkState::Restarting
+    })
+    .await;
+    let restarting = std::time::Instant::now();
+    until(&job, "running again", |s| {
+        s.state == crate::status::FlinkState::Running
+    })
+    .await;
+    // The strategy alone would wait 10 ms.
+    assert!(
+        restarting.elapsed() >= Duration::from_millis(1400),
+        "restarted after {:?}",
+        restarting.elapsed()
+    );
+    assert_eq!(job.snapshot().metrics.restarts, 1);
+    job.cancel().await;
 }
 
 #[tokio::test]
@@ -321,6 +367,7 @@ async fn unwritable_checkpoints_hold_the_job_at_its_durable_window_until_storage
         failures_left: Arc::new(AtomicU64::new(0)),
         written: Arc::new(AtomicU64::new(0)),
         prepare_failures: 0,
+        pause: None,
     };
     let job = start(&config, sink, store, 2).await.expect("starts");
     until(&job, "first window", |s| s.metrics.windows_completed >= 1).await;
@@ -364,6 +411,7 @@ async fn an_unreachable_sink_at_start_is_retried_with_the_job_visible() {
             failures_left: Arc::new(AtomicU64::new(0)),
             written: Arc::new(AtomicU64::new(0)),
             prepare_failures,
+            pause: None,
         };
         async move { start(&config, sink, store, 1).await }
     };
@@ -418,6 +466,7 @@ async fn a_drain_under_way_learns_of_a_restart_and_every_request_but_cancel_is_r
         failures_left: Arc::new(AtomicU64::new(1)),
         written: Arc::new(AtomicU64::new(0)),
         prepare_failures: 0,
+        pause: None,
     };
     let job = Job::start(&config, None, source, sink, store, JobOptions::new(2))
         .await

@@ -250,7 +250,7 @@ impl<T: Tables> Coordinator<T> {
                 .chains
                 .iter()
                 .filter(|c| c.active())
-                .all(|c| c.between_windows() && c.source.exhausted())
+                .all(|c| c.between_windows() && c.source.exhausted(c.cursor.as_ref()))
     }
 
     /// Ends a job whose sources are exhausted: a final checkpoint (which a

@@ -7,11 +7,11 @@
 use super::tests::Numbers;
 use super::*;
 use crate::checkpoint::{MemoryStateStore, SplitState, TableState, WindowState};
+use crate::connector::{CapabilityFuture, SchemaFollower};
 use crate::connector::{
     ReadBatch, SchemaRecord, SinkWriter, SplitReader, TableRef, Tables, WriteStats,
 };
-use crate::error::EngineError;
-use crate::sink_table::SchemaChangeError;
+use crate::error::{ConnectorError, Domain, EngineError};
 use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -98,12 +98,16 @@ impl Source for FakeSource {
         ))
     }
 
-    async fn plan(&self, window: WindowState) -> Result<Vec<SplitState>, EngineError> {
-        Ok(vec![SplitState {
+    async fn plan(
+        &self,
+        window: WindowState,
+        _cursor: Option<&serde_json::Value>,
+    ) -> Result<crate::connector::WindowPlan, EngineError> {
+        Ok(crate::connector::WindowPlan::of(vec![SplitState {
             split_id: format!("s-{}", window.end_timestamp).into(),
             descriptor: vec![1],
             resume_key: None,
-        }])
+        }]))
     }
 
     async fn open(&self, _split: &SplitState) -> Result<FakeReader, EngineError> {
@@ -154,25 +158,36 @@ impl Sink<Numbers> for FakeSink {
         })
     }
 
-    async fn follow_schema(
-        &self,
-        applied: Option<&SchemaRecord>,
-        _now: &SchemaRecord,
-    ) -> Result<(), EngineError> {
+    fn schema_follower(&self) -> Option<&dyn SchemaFollower> {
+        Some(self)
+    }
+}
+
+impl SchemaFollower for FakeSink {
+    fn follow_schema<'a>(
+        &'a self,
+        applied: Option<&'a SchemaRecord>,
+        _now: &'a SchemaRecord,
+    ) -> CapabilityFuture<'a, ()> {
         let refused = self
             .catalog
             .refuse
             .lock()
             .map(|r| r.contains(&self.id))
             .unwrap_or(false);
-        if applied.is_some() && refused {
-            return Err(SchemaChangeError::Refused(format!(
-                "column 'c' of table {} changed type",
-                self.id
-            ))
-            .into());
-        }
-        Ok(())
+        let result = if applied.is_some() && refused {
+            Err(ConnectorError::new(
+                Domain::Sink,
+                "SchemaChange",
+                format!("column 'c' of table {} changed type", self.id),
+            )
+            .table(self.id.clone())
+            .table_fault()
+            .into())
+        } else {
+            Ok(())
+        };
+        Box::pin(async move { result })
     }
 }
 

@@ -46,8 +46,12 @@ impl Source for GatedSource {
         ))
     }
 
-    async fn plan(&self, window: WindowState) -> Result<Vec<SplitState>, EngineError> {
-        Ok(two_splits(window))
+    async fn plan(
+        &self,
+        window: WindowState,
+        _cursor: Option<&serde_json::Value>,
+    ) -> Result<crate::connector::WindowPlan, EngineError> {
+        Ok(crate::connector::WindowPlan::of(two_splits(window)))
     }
 
     async fn open(&self, _split: &SplitState) -> Result<GatedReader, EngineError> {
@@ -292,10 +296,20 @@ impl Source for BoundedSource {
         ))
     }
 
-    async fn plan(&self, window: WindowState) -> Result<Vec<SplitState>, EngineError> {
+    async fn plan(
+        &self,
+        window: WindowState,
+        cursor: Option<&serde_json::Value>,
+    ) -> Result<crate::connector::WindowPlan, EngineError> {
         let n = self.planned.fetch_add(1, Ordering::SeqCst) + 1;
         assert!(n <= self.windows, "no window is planned once exhausted");
-        Ok(two_splits(window))
+        // The engine hands back the cursor of the plan before.
+        assert_eq!(cursor.and_then(|c| c.as_u64()).unwrap_or(0), n - 1);
+        Ok(crate::connector::WindowPlan {
+            splits: two_splits(window),
+            cursor: Some(serde_json::json!(n)),
+            skipped: 0,
+        })
     }
 
     async fn open(&self, _split: &SplitState) -> Result<GatedReader, EngineError> {
@@ -305,12 +319,8 @@ impl Source for BoundedSource {
         })
     }
 
-    fn cursor(&self) -> Option<serde_json::Value> {
-        Some(serde_json::json!(self.planned.load(Ordering::SeqCst)))
-    }
-
-    fn exhausted(&self) -> bool {
-        self.planned.load(Ordering::SeqCst) >= self.windows
+    fn exhausted(&self, cursor: Option<&serde_json::Value>) -> bool {
+        cursor.and_then(|c| c.as_u64()).unwrap_or(0) >= self.windows
     }
 
     fn window_committed(&self, cursor: Option<&serde_json::Value>) {
@@ -388,8 +398,12 @@ impl Source for MicrosSource {
         Ok(crate::time::SourceTime::from_raw(micros))
     }
 
-    async fn plan(&self, window: WindowState) -> Result<Vec<SplitState>, EngineError> {
-        Ok(two_splits(window))
+    async fn plan(
+        &self,
+        window: WindowState,
+        _cursor: Option<&serde_json::Value>,
+    ) -> Result<crate::connector::WindowPlan, EngineError> {
+        Ok(crate::connector::WindowPlan::of(two_splits(window)))
     }
 
     async fn open(&self, _split: &SplitState) -> Result<GatedReader, EngineError> {
@@ -473,4 +487,18 @@ async fn window_ends_reach_the_metrics_through_the_sources_clock() {
     let restored_end = job.metrics().snapshot().last_end_timestamp_ms;
     job.cancel().await;
     assert_eq!(restored_end, 1_700_000_000_123);
+}
+
+/// A retryable sink failure like a Kudu write timeout: `operation` on
+/// table `table` had no answer.
+pub(super) fn timed_out(table: &str, operation: &str) -> EngineError {
+    crate::error::ConnectorError::new(
+        crate::error::Domain::Sink,
+        "SinkWrite",
+        format!("{operation} timed out after 3 attempts in 1s: no answer"),
+    )
+    .context(format!("writing sink table '{table}'"))
+    .table(table)
+    .retry(crate::error::RetryHint::Retryable)
+    .into()
 }

@@ -12,15 +12,10 @@
 //! On a start from a restore point, [`choose`] picks the later of the
 //! restored state and the position.
 //!
-//! - this file: [`SinkPosition`], [`choose`] (pure, unit-tested);
-//! - `kudu`: the position table on the sink cluster ([`PositionTable`]);
-//! - `error`: [`PositionError`].
-
-mod error;
-mod kudu;
-
-pub use error::{Call, PositionError};
-pub use kudu::{PositionTable, DEFAULT_POSITION_TABLE};
+//! - this file: [`SinkPosition`], [`choose`] (pure, unit-tested). Where a
+//!   sink keeps the record is its own business
+//!   ([`crate::connector::SinkPositions`]; the Kudu sink's is in
+//!   `ferry-kudu`'s `position` module).
 
 use crate::checkpoint::{JobState, WindowState};
 use crate::time::{SinkTime, SourceTime};
@@ -71,10 +66,16 @@ pub fn state_end(state: &JobState) -> Option<SourceTime> {
 pub enum Resume {
     /// From the restored state (it is as far as the sink, or further, and
     /// has the finer split progress).
-    State { why: &'static str },
+    State {
+        /// Why the state wins.
+        why: &'static str,
+    },
     /// From the sink position: `last_end`, then exactly its window with
     /// freshly planned splits.
-    Position { position: SinkPosition },
+    Position {
+        /// The position to continue from.
+        position: SinkPosition,
+    },
 }
 
 /// Picks where a job restored from `state` continues, given the sink's

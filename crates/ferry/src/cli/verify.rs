@@ -16,7 +16,7 @@
 use crate::run_args::{self, RunArgs, RunCommand};
 use anyhow::Context;
 use ferry_engine::config::JobConfig;
-use ferry_engine::sink_position::PositionTable;
+use ferry_kudu::position::PositionTable;
 use ferry_verify::{At, Method, Progress, Side, VerifyError, VerifyOptions, VerifyReport};
 use kudu_client::{HybridTime, KuduClient};
 use std::process::ExitCode;

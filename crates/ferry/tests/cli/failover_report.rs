@@ -4,7 +4,8 @@
 //! output; exit 3 when no valid state exists. Nothing is started.
 
 use ferry_engine::checkpoint::{encode_metadata, JobId, JobState, SnapshotKind, WindowState};
-use ferry_engine::sink_position::{PositionTable, SinkPosition};
+use ferry_engine::sink_position::SinkPosition;
+use ferry_kudu::position::PositionTable;
 use ferry_testkit::MiniCluster;
 use kudu_client::{HybridTime, KuduClient, TableBuilder};
 use std::path::Path;

@@ -23,10 +23,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ferry_engine::sink_position::PositionTable;
 use ferry_fixtures::process::{output_text, FerryProcess};
 use ferry_fixtures::workload::Workload;
 use ferry_fixtures::{free_port, read_all};
+use ferry_kudu::position::PositionTable;
 use ferry_testkit::DaemonKind;
 use kudu_client::write::{FlushMode, Operation, SessionOptions};
 use kudu_client::{KuduClient, KuduTable, Row, TableBuilder};

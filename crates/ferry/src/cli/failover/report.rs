@@ -14,9 +14,10 @@
 
 use super::{search_all, DrArgs, Outcome};
 use anyhow::Result;
-use ferry_engine::sink_position::{PositionTable, SinkPosition};
+use ferry_engine::sink_position::SinkPosition;
 use ferry_engine::time::now_ms;
 use ferry_engine::{SinkTime, SourceClock, SourceTime};
+use ferry_kudu::position::PositionTable;
 use std::fmt;
 use std::time::Duration;
 
@@ -231,7 +232,7 @@ async fn sink_position(
 mod tests {
     use super::*;
     use ferry_engine::connector::Source;
-    use ferry_engine::kudu_source::KuduSource;
+    use ferry_kudu::KuduSource;
     use kudu_client::HybridTime;
 
     #[test]

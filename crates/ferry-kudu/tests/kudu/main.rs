@@ -4,6 +4,10 @@
 //! change how the Kudu connectors read and write. One test binary (a
 //! module per area) so the dependency tree is linked once.
 
+// Test code: a failed expect is a failed test, and the helpers are `pub`
+// for the modules of this one binary.
+#![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub)]
+
 mod common;
 mod config_effects;
 mod drain;

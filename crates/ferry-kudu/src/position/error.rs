@@ -16,31 +16,43 @@ pub enum PositionError {
     /// met it first.
     #[error("{}: {cause}", describe(*.call, .table, .sink_table.as_deref()))]
     Kudu {
+        /// The table concerned.
         table: String,
         /// The sink table whose position was read or written, if any.
         sink_table: Option<String>,
+        /// The call that failed.
         call: Call,
+        /// The Kudu error.
         cause: Box<KuduError>,
     },
     /// The position table exists but lacks a column ferry writes.
     #[error("position table '{table}' on the sink cluster has no {column} column of type {kind}; drop it (ferry creates it again) or name another table with job.positionTable")]
     Schema {
+        /// The table concerned.
         table: String,
+        /// The column.
         column: &'static str,
+        /// The type ferry needs.
         kind: &'static str,
     },
     /// The record of a sink table cannot be decoded.
     #[error("the position of sink table '{sink_table}' in position table '{table}' cannot be read ({reason}); delete that row and restore from the newest checkpoint")]
     Record {
+        /// The table concerned.
         table: String,
+        /// The sink table.
         sink_table: String,
+        /// Why.
         reason: String,
     },
     /// A value does not fit the table's INT64 columns.
     #[error("cannot record {what} {value} in position table '{table}': it does not fit an INT64")]
     OutOfRange {
+        /// The table concerned.
         table: String,
+        /// What is wrong or was recorded.
         what: &'static str,
+        /// The value.
         value: u64,
     },
 }
@@ -48,10 +60,15 @@ pub enum PositionError {
 /// Which call to the sink cluster failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Call {
+    /// Opening the position table.
     Open,
+    /// Creating the position table.
     Create,
+    /// Altering the position table.
     Alter,
+    /// Writing a record.
     Write,
+    /// Reading a record.
     Read,
 }
 
@@ -128,7 +145,8 @@ mod tests {
         );
         assert_eq!(e.kind_name(), "SinkWrite");
         assert!(e.is_transient() && !e.is_not_authorized());
-        let refused = crate::EngineError::from(kudu(Call::Create, StatusCode::NotAuthorized));
+        let refused =
+            ferry_engine::EngineError::from(kudu(Call::Create, StatusCode::NotAuthorized));
         assert!(!refused.is_transient());
         assert!(refused
             .advice()

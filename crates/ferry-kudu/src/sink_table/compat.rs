@@ -12,21 +12,39 @@ pub enum ColumnProblem {
     /// The primary keys differ (names, types or order); both listed as
     /// `name TYPE`.
     KeyMismatch {
+        /// The source key, `name TYPE` each.
         source: Vec<String>,
+        /// The sink key, `name TYPE` each.
         sink: Vec<String>,
     },
     /// A source column the sink does not have.
-    Missing { column: String, source_type: String },
+    Missing {
+        /// The column.
+        column: String,
+        /// The source column's type.
+        source_type: String,
+    },
     /// A source column whose sink column has another type or attributes.
     TypeMismatch {
+        /// The column.
         column: String,
+        /// The source column's type.
         source_type: String,
+        /// The sink column's type.
         sink_type: String,
     },
     /// A nullable source column whose sink column is NOT NULL.
-    NotNullable { column: String },
+    NotNullable {
+        /// The column.
+        column: String,
+    },
     /// A sink-only column that is NOT NULL without a default.
-    SinkOnlyRequired { column: String, sink_type: String },
+    SinkOnlyRequired {
+        /// The column.
+        column: String,
+        /// The sink column's type.
+        sink_type: String,
+    },
 }
 
 impl ColumnProblem {

@@ -8,10 +8,10 @@
 //! while they run (cluster start-up dominates the run time), so each uses
 //! its own table names.
 
-use ferry_engine::sink_table::{
+use ferry_fixtures::{key, nullable, small_schema_with, Shared};
+use ferry_kudu::sink_table::{
     prepare_sink_table, range_partitions, Side, SinkTableAction, SinkTableError, SinkTableOptions,
 };
-use ferry_fixtures::{key, nullable, small_schema_with, Shared};
 use ferry_testkit::MiniCluster;
 use kudu_client::schema::{ColumnSchemaBuilder, Compression, Encoding};
 use kudu_client::write::OpType;

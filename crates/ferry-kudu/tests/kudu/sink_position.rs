@@ -8,10 +8,11 @@
 
 use crate::common::*;
 use ferry_engine::checkpoint::WindowState;
-use ferry_engine::sink_position::{PositionError, PositionTable, SinkPosition};
+use ferry_engine::sink_position::SinkPosition;
 use ferry_engine::{SinkTime, SourceTime};
 use ferry_fixtures::workload::{Workload, WorkloadOptions};
 use ferry_fixtures::{read_at, small_schema};
+use ferry_kudu::position::{PositionError, PositionTable};
 use ferry_testkit::MiniCluster;
 use kudu_client::TableBuilder;
 use kudu_client::{ColumnSchema, DataType, HybridTime, KuduClient, KuduTable, Schema};

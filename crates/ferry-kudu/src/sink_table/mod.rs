@@ -75,7 +75,9 @@ pub struct SinkTablePlan {
 /// Which cluster a failed call went to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Side {
+    /// The source cluster.
     Source,
+    /// The sink cluster.
     Sink,
 }
 

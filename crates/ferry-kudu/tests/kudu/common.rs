@@ -6,9 +6,8 @@
 
 use ferry_engine::checkpoint::{CheckpointStore, JobState};
 use ferry_engine::config::JobConfig;
-use ferry_engine::kudu_sink::KuduSink;
-use ferry_engine::kudu_source::KuduSource;
 use ferry_engine::{Job, JobHandle, JobOptions, RestorePoint};
+use ferry_kudu::{KuduSink, KuduSource};
 use ferry_testkit::MiniCluster;
 use kudu_client::write::{FlushMode, Operation, Session, SessionOptions};
 use kudu_client::{KuduClient, KuduTable, Row, TableBuilder, Value};

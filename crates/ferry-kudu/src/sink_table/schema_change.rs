@@ -12,7 +12,7 @@
 //! Changes that would lose or mismatch data are refused with a
 //! [`SchemaChangeError`] naming the table and column.
 
-use crate::connector::SchemaRecord;
+use ferry_engine::connector::SchemaRecord;
 use kudu_client::partition::RangePartition;
 use kudu_client::{ColumnSchema, KuduTable};
 use serde::{Deserialize, Serialize};
@@ -25,30 +25,47 @@ pub enum SchemaChangeError {
     /// A column kept its name but now has another type.
     #[error("column '{column}' of source table '{table}' changed type from {from} to {to}: ferry does not change a column's type on the sink (its data would be lost); change column '{column}' of sink table '{sink}' to {to} yourself (e.g. drop and re-add it), then restart the job")]
     TypeChange {
+        /// The table concerned.
         table: String,
+        /// The sink table.
         sink: String,
+        /// The column.
         column: String,
+        /// The type before.
         from: String,
+        /// The type now.
         to: String,
     },
     /// The primary key columns changed.
     #[error("the primary key of source table '{table}' changed (now: {key}): ferry cannot follow a key change; re-create sink table '{sink}' from the source and start the job afresh")]
     KeyChange {
+        /// The table concerned.
         table: String,
+        /// The sink table.
         sink: String,
+        /// The primary key columns.
         key: String,
     },
     /// A sink column no longer matches the source column it copies.
     #[error("column '{column}' of sink table '{sink}' was changed by someone else ({what}): make it match source column '{column}' of table '{table}' again, then restart the job")]
     SinkColumnChanged {
+        /// The table concerned.
         table: String,
+        /// The sink table.
         sink: String,
+        /// The column.
         column: String,
+        /// What is wrong or was recorded.
         what: String,
     },
     /// A schema record that ferry cannot read.
     #[error("the recorded schema of table '{table}' is not readable ({reason}): restore from a state written by this version of ferry, or set job.schemaEvolution=false")]
-    BadRecord { table: String, reason: String },
+    BadRecord {
+        /// The table concerned.
+        table: String,
+        /// Why.
+        reason: String,
+    },
     /// Placeholder kept for callers: one message.
     #[error("{0}")]
     Refused(String),
@@ -57,18 +74,26 @@ pub enum SchemaChangeError {
 /// One column of a [`SchemaDoc`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ColumnDoc {
+    /// The id.
     pub id: u32,
+    /// The name.
     pub name: String,
     /// The type with its attributes, e.g. `DECIMAL(10, 2)`.
     #[serde(rename = "type")]
     pub type_name: String,
+    /// Whether it is a primary key column.
     pub key: bool,
+    /// Whether it is nullable.
     pub nullable: bool,
     /// The default value as text.
     pub default: Option<String>,
+    /// Its encoding.
     pub encoding: String,
+    /// Its compression.
     pub compression: String,
+    /// Its block size, if set.
     pub block_size: Option<i32>,
+    /// Its comment.
     pub comment: Option<String>,
 }
 
@@ -77,6 +102,7 @@ pub struct ColumnDoc {
 pub struct RangeDoc {
     /// Encoded range keys, hex (empty: unbounded).
     pub lower: String,
+    /// The upper bound (hex).
     pub upper: String,
     /// Hash dimensions: column names, buckets, seed.
     pub hash: Vec<(Vec<String>, u32, u32)>,
@@ -85,9 +111,13 @@ pub struct RangeDoc {
 /// The decoded form of a Kudu [`SchemaRecord`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SchemaDoc {
+    /// The table concerned.
     pub table: String,
+    /// The id.
     pub id: String,
+    /// The columns.
     pub columns: Vec<ColumnDoc>,
+    /// The range partitions.
     pub ranges: Vec<RangeDoc>,
 }
 

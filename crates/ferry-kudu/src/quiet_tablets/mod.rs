@@ -30,9 +30,7 @@
 //! row a tablet is skipped, as a safety net.
 //!
 //! - this file: [`QuietTablets`], the readings per tablet and the decision;
-//! - `web`: the `/metrics` reading of one tablet server.
-
-mod web;
+//! - [`crate::tserver_metrics`]: the `/metrics` reading of one tablet server.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Mutex;
@@ -41,11 +39,9 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use kudu_client::{HybridTime, KuduClient, KuduTable, RemoteTablet, TabletServerInfo};
 
-use crate::checkpoint::WindowState;
+use ferry_engine::checkpoint::WindowState;
 
-/// A replica's write counters ([`web::COUNTER_NAMES`], in that order).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Counters(pub [u64; 5]);
+use crate::tserver_metrics::{self as web, Counters};
 
 /// A tablet server process: its uuid and the number that changes when it
 /// restarts (its counters start over then).

@@ -13,12 +13,12 @@ use std::sync::Arc;
 
 use kudu_client::{KuduClient, TableSummary};
 
-use crate::config::JobConfig;
-use crate::connector::{TableRef, Tables};
-use crate::error::EngineError;
-use crate::identity::TableId;
-use crate::kudu_sink::KuduSink;
-use crate::kudu_source::KuduSource;
+use crate::sink::KuduSink;
+use crate::source::KuduSource;
+use ferry_engine::config::JobConfig;
+use ferry_engine::connector::{TableRef, Tables};
+use ferry_engine::identity::TableId;
+use ferry_engine::EngineError;
 
 /// The source tables of one job, on Kudu.
 pub struct KuduTables {
@@ -110,14 +110,10 @@ pub async fn discover_tables(
     config: &JobConfig,
     known: &[TableRef],
 ) -> Result<Vec<TableRef>, EngineError> {
-    let listed: Vec<TableSummary> =
-        source
-            .list_tables("")
-            .await
-            .map_err(|source| EngineError::Source {
-                table: config.table_name.clone(),
-                source,
-            })?;
+    let listed: Vec<TableSummary> = source
+        .list_tables("")
+        .await
+        .map_err(|source| crate::error::source_error(&config.table_name, source))?;
     let listed: Vec<TableRef> = listed
         .into_iter()
         .map(|t| TableRef {

@@ -4,19 +4,20 @@
 //! batch with `reader.prefetching`). A diff window leaves out the tablets
 //! [`QuietTablets`] proves unchanged in it.
 
-use crate::checkpoint::{SplitState, WindowState};
-use crate::config::{ReaderConfig, ReplicaSelection};
-use crate::connector::{Batch, ReadBatch, SchemaRecord, Source, SplitReader, TableRef};
-use crate::error::EngineError;
-use crate::identity::SplitId;
 use crate::prefetch::ScanBatches;
 use crate::quiet_tablets::QuietTablets;
-use crate::time::{SourceClock, SourceTime};
+use ferry_engine::checkpoint::{SplitState, WindowState};
+use ferry_engine::config::{ReaderConfig, ReplicaSelection};
+use ferry_engine::connector::{
+    Batch, ReadBatch, SchemaRecord, Source, SplitReader, TableRef, WindowPlan,
+};
+use ferry_engine::identity::SplitId;
+use ferry_engine::time::{SourceClock, SourceTime};
+use ferry_engine::EngineError;
 use kudu_client::scan::RowBatch;
 use kudu_client::scan::Split;
 use kudu_client::scan::{ReplicaSelection as ClientReplicaSelection, ScanSpec};
 use kudu_client::{HybridTime, KuduClient};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// Reads the source table.
@@ -33,8 +34,6 @@ pub struct KuduSource {
     names: std::sync::Arc<std::sync::RwLock<std::collections::HashMap<String, u32>>>,
     /// Readings of the tablets' write counters, to skip quiet tablets.
     quiet: Arc<QuietTablets>,
-    /// Tablets the last plan left out.
-    skipped: Arc<AtomicU64>,
 }
 
 impl KuduSource {
@@ -47,7 +46,6 @@ impl KuduSource {
             quiet: Arc::new(QuietTablets::new(reader.quiet_tablet_max_skips)),
             reader,
             names: Default::default(),
-            skipped: Default::default(),
         }
     }
 
@@ -61,7 +59,6 @@ impl KuduSource {
             quiet: Arc::new(QuietTablets::new(reader.quiet_tablet_max_skips)),
             reader,
             names: Default::default(),
-            skipped: Default::default(),
         }
     }
 
@@ -107,10 +104,7 @@ impl KuduSource {
     }
 
     fn err(&self, source: kudu_client::Error) -> EngineError {
-        EngineError::Source {
-            table: self.table_name.clone(),
-            source,
-        }
+        crate::error::source_error(&self.table_name, source)
     }
 
     fn spec(&self, window: WindowState) -> ScanSpec {
@@ -135,15 +129,26 @@ impl KuduSource {
     }
 }
 
-/// Scan batches go to the sink as they are: a projection's rows in Kudu's
-/// row-wise wire layout.
-impl Batch for RowBatch {
+/// A scan batch as the Kudu source yields it: a projection's rows in
+/// Kudu's row-wise wire layout, which go to the sink as they are (a
+/// newtype only because both the trait and `RowBatch` are foreign here).
+pub struct KuduBatch(pub RowBatch);
+
+impl std::ops::Deref for KuduBatch {
+    type Target = RowBatch;
+
+    fn deref(&self) -> &RowBatch {
+        &self.0
+    }
+}
+
+impl Batch for KuduBatch {
     fn len(&self) -> usize {
-        RowBatch::len(self)
+        self.0.len()
     }
 
     fn byte_size(&self) -> usize {
-        RowBatch::byte_size(self)
+        self.0.byte_size()
     }
 }
 
@@ -153,7 +158,7 @@ fn hybrid_time(t: SourceTime) -> HybridTime {
 }
 
 impl Source for KuduSource {
-    type Batch = RowBatch;
+    type Batch = KuduBatch;
     type Reader = KuduSplitReader;
 
     const NAME: &'static str = "KuduSource";
@@ -166,7 +171,11 @@ impl Source for KuduSource {
         Ok(SourceTime::from_raw(now.raw()))
     }
 
-    async fn plan(&self, window: WindowState) -> Result<Vec<SplitState>, EngineError> {
+    async fn plan(
+        &self,
+        window: WindowState,
+        _cursor: Option<&serde_json::Value>,
+    ) -> Result<WindowPlan, EngineError> {
         // Re-opened every window so a source schema change is picked up.
         let table = self.open_table().await?;
         self.remember_names(table.schema());
@@ -180,9 +189,7 @@ impl Source for KuduSource {
             splits.retain(|s| !quiet.skip.contains(s.tablet_id()));
             tracing::debug!(table = %self.table_name, skipped = quiet.skip.len(), "tablets proven unchanged in the window are not scanned");
         }
-        self.skipped
-            .store(quiet.skip.len() as u64, Ordering::Relaxed);
-        Ok(splits
+        let splits = splits
             .iter()
             .enumerate()
             .map(|(i, split)| SplitState {
@@ -190,11 +197,13 @@ impl Source for KuduSource {
                 descriptor: split.to_bytes(),
                 resume_key: None,
             })
-            .collect())
-    }
-
-    fn skipped_in_last_plan(&self) -> u64 {
-        self.skipped.load(Ordering::Relaxed)
+            .collect();
+        Ok(WindowPlan {
+            splits,
+            // A diff window starts where the one before ended.
+            cursor: None,
+            skipped: quiet.skip.len() as u64,
+        })
     }
 
     async fn schema(&self) -> Result<Option<SchemaRecord>, EngineError> {
@@ -246,17 +255,17 @@ pub struct KuduSplitReader {
 }
 
 impl SplitReader for KuduSplitReader {
-    type Batch = RowBatch;
+    type Batch = KuduBatch;
 
-    async fn next(&mut self) -> Result<Option<ReadBatch<RowBatch>>, EngineError> {
+    async fn next(&mut self) -> Result<Option<ReadBatch<KuduBatch>>, EngineError> {
         let batch = self
             .batches
             .next()
             .await
-            .map_err(|source| EngineError::Source {
-                table: self.table_name.clone(),
-                source,
-            })?;
-        Ok(batch.map(|(rows, resume_key)| ReadBatch { rows, resume_key }))
+            .map_err(|source| crate::error::source_error(&self.table_name, source))?;
+        Ok(batch.map(|(rows, resume_key)| ReadBatch {
+            rows: KuduBatch(rows),
+            resume_key,
+        }))
     }
 }

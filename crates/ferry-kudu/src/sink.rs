@@ -7,13 +7,17 @@
 //! the job records which window the sink may hold rows of
 //! ([`crate::sink_position`]).
 
-use crate::config::{FlushMode, JobConfig, WriterConfig, REQUEST_SIZE_BYTES};
-use crate::connector::{SchemaRecord, Sink, SinkWriter, TableRef, WriteStats};
-use crate::error::EngineError;
-use crate::sink_position::{PositionTable, SinkPosition};
+use crate::position::PositionTable;
 use crate::sink_table::{prepare_sink_table, SinkTableAction, SinkTableError, SinkTableOptions};
-use crate::time::SinkTime;
-use kudu_client::scan::RowBatch;
+use crate::source::KuduBatch;
+use ferry_engine::config::{FlushMode, JobConfig, WriterConfig, REQUEST_SIZE_BYTES};
+use ferry_engine::connector::{
+    CapabilityFuture, SchemaFollower, SchemaRecord, Sink, SinkPositions, SinkWriter, TableRef,
+    WriteStats,
+};
+use ferry_engine::sink_position::SinkPosition;
+use ferry_engine::time::SinkTime;
+use ferry_engine::EngineError;
 use kudu_client::write::{FlushMode as ClientFlushMode, OpType, RowCopy, Session, SessionOptions};
 use kudu_client::{KuduClient, KuduTable, Schema};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -171,7 +175,7 @@ impl KuduSink {
     /// The sink table and the position table; `None` without a position
     /// table. Fails closed: a position table that was not prepared is an
     /// error, never a silent no-op.
-    fn positions(&self) -> Result<Option<(&KuduTable, &PositionTable)>, EngineError> {
+    fn position_table(&self) -> Result<Option<(&KuduTable, &PositionTable)>, EngineError> {
         let Some(positions) = &self.position else {
             return Ok(None);
         };
@@ -200,14 +204,11 @@ impl KuduSink {
     }
 
     fn err(&self, source: kudu_client::Error) -> EngineError {
-        EngineError::Sink {
-            table: self.options.sink_table_name.clone(),
-            source,
-        }
+        crate::error::sink_error(&self.options.sink_table_name, source)
     }
 }
 
-impl Sink<RowBatch> for KuduSink {
+impl Sink<KuduBatch> for KuduSink {
     type Writer = KuduSinkWriter;
 
     async fn prepare(&mut self) -> Result<(), EngineError> {
@@ -238,92 +239,8 @@ impl Sink<RowBatch> for KuduSink {
         Ok(())
     }
 
-    async fn record_position(&self, position: &SinkPosition) -> Result<(), EngineError> {
-        match self.positions()? {
-            Some((table, positions)) => Ok(positions.write(table, position).await?),
-            None => Ok(()),
-        }
-    }
-
-    async fn sink_time(&self) -> Result<Option<SinkTime>, EngineError> {
-        // Why this separates the windows, on a snapshot scan of the sink
-        // (which sees the writes with a timestamp below the snapshot's; the
-        // gap below makes it hold with "at or below" too):
-        // - every sink write of this job, and the position write, goes
-        //   through `self.client` (the writers' sessions and the position
-        //   table share it), whose last propagated timestamp is folded from
-        //   every write answer; all writes so far were acknowledged (a
-        //   window opens only after the previous one's flushes), so each
-        //   has a timestamp ≤ L, read after `server_clock` folded the
-        //   master's clock in too;
-        // - T = L + 1;
-        // - the position write comes next, sends L as its propagated
-        //   timestamp, so the tablet server assigns it a timestamp > L,
-        //   i.e. ≥ T, and the client folds that in; every later write
-        //   carries ≥ T and gets a timestamp > T.
-        // Without a position table nothing records T, so none is taken.
-        if self.position.is_none() {
-            return Ok(None);
-        }
-        self.client.server_clock().await.map_err(|e| self.err(e))?;
-        let seen = self
-            .client
-            .last_propagated_timestamp()
-            .map_or(0, |t| t.raw());
-        Ok(Some(SinkTime::from_raw(seen.saturating_add(1))))
-    }
-
     fn name(&self) -> String {
         self.sink_name()
-    }
-
-    async fn follow_schema(
-        &self,
-        applied: Option<&SchemaRecord>,
-        now: &SchemaRecord,
-    ) -> Result<(), EngineError> {
-        use crate::sink_table::schema_change::{follow, parse, FollowTarget};
-        let sink_name = self.sink_name();
-        let outcome = follow(
-            FollowTarget {
-                sink: &self.client,
-                source: &self.source,
-                sink_name: &sink_name,
-                sink_id: self.table.as_ref().map(|t| t.id()),
-                rename_with_suffix: self.rename_with_suffix.as_deref(),
-            },
-            applied,
-            now,
-        )
-        .await?;
-        // Batches planned before the change still name columns as they
-        // were: remember every name a column id had, for the writers.
-        if let Ok(mut names) = self.names.write() {
-            for record in applied.into_iter().chain(Some(now)) {
-                if let Ok(doc) = parse(record, &sink_name) {
-                    for c in &doc.columns {
-                        names.by_old_name.insert(c.name.clone(), c.id);
-                    }
-                    if std::ptr::eq(record, now) {
-                        names.current =
-                            doc.columns.iter().map(|c| (c.id, c.name.clone())).collect();
-                    }
-                }
-            }
-            names.followed = true;
-        }
-        if let Ok(mut name) = self.current_name.write() {
-            *name = outcome.sink_name;
-        }
-        self.generation.fetch_add(1, Ordering::SeqCst);
-        Ok(())
-    }
-
-    async fn read_position(&self) -> Result<Option<SinkPosition>, EngineError> {
-        match self.positions()? {
-            Some((table, positions)) => Ok(positions.read(table).await?),
-            None => Ok(None),
-        }
     }
 
     async fn writer(&self) -> Result<KuduSinkWriter, EngineError> {
@@ -382,6 +299,111 @@ impl Sink<RowBatch> for KuduSink {
             rows_sent: self.rows_sent.clone(),
         })
     }
+
+    fn positions(&self) -> Option<&dyn SinkPositions> {
+        // Only with a position table (`job.positionTable` not empty).
+        self.position.as_ref().map(|_| self as &dyn SinkPositions)
+    }
+
+    fn schema_follower(&self) -> Option<&dyn SchemaFollower> {
+        Some(self)
+    }
+}
+
+impl SinkPositions for KuduSink {
+    fn record_position<'a>(&'a self, position: &'a SinkPosition) -> CapabilityFuture<'a, ()> {
+        Box::pin(async move {
+            match self.position_table()? {
+                Some((table, positions)) => Ok(positions.write(table, position).await?),
+                None => Ok(()),
+            }
+        })
+    }
+
+    fn read_position(&self) -> CapabilityFuture<'_, Option<SinkPosition>> {
+        Box::pin(async move {
+            match self.position_table()? {
+                Some((table, positions)) => Ok(positions.read(table).await?),
+                None => Ok(None),
+            }
+        })
+    }
+
+    fn sink_time(&self) -> CapabilityFuture<'_, Option<SinkTime>> {
+        Box::pin(async move {
+            // Why this separates the windows, on a snapshot scan of the sink
+            // (which sees the writes with a timestamp below the snapshot's; the
+            // gap below makes it hold with "at or below" too):
+            // - every sink write of this job, and the position write, goes
+            //   through `self.client` (the writers' sessions and the position
+            //   table share it), whose last propagated timestamp is folded from
+            //   every write answer; all writes so far were acknowledged (a
+            //   window opens only after the previous one's flushes), so each
+            //   has a timestamp ≤ L, read after `server_clock` folded the
+            //   master's clock in too;
+            // - T = L + 1;
+            // - the position write comes next, sends L as its propagated
+            //   timestamp, so the tablet server assigns it a timestamp > L,
+            //   i.e. ≥ T, and the client folds that in; every later write
+            //   carries ≥ T and gets a timestamp > T.
+            // Without a position table nothing records T, so none is taken.
+            if self.position.is_none() {
+                return Ok(None);
+            }
+            self.client.server_clock().await.map_err(|e| self.err(e))?;
+            let seen = self
+                .client
+                .last_propagated_timestamp()
+                .map_or(0, |t| t.raw());
+            Ok(Some(SinkTime::from_raw(seen.saturating_add(1))))
+        })
+    }
+}
+
+impl SchemaFollower for KuduSink {
+    fn follow_schema<'a>(
+        &'a self,
+        applied: Option<&'a SchemaRecord>,
+        now: &'a SchemaRecord,
+    ) -> CapabilityFuture<'a, ()> {
+        Box::pin(async move {
+            use crate::sink_table::schema_change::{follow, parse, FollowTarget};
+            let sink_name = self.sink_name();
+            let outcome = follow(
+                FollowTarget {
+                    sink: &self.client,
+                    source: &self.source,
+                    sink_name: &sink_name,
+                    sink_id: self.table.as_ref().map(|t| t.id()),
+                    rename_with_suffix: self.rename_with_suffix.as_deref(),
+                },
+                applied,
+                now,
+            )
+            .await?;
+            // Batches planned before the change still name columns as they
+            // were: remember every name a column id had, for the writers.
+            if let Ok(mut names) = self.names.write() {
+                for record in applied.into_iter().chain(Some(now)) {
+                    if let Ok(doc) = parse(record, &sink_name) {
+                        for c in &doc.columns {
+                            names.by_old_name.insert(c.name.clone(), c.id);
+                        }
+                        if std::ptr::eq(record, now) {
+                            names.current =
+                                doc.columns.iter().map(|c| (c.id, c.name.clone())).collect();
+                        }
+                    }
+                }
+                names.followed = true;
+            }
+            if let Ok(mut name) = self.current_name.write() {
+                *name = outcome.sink_name;
+            }
+            self.generation.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        })
+    }
 }
 
 /// Column mapping from a projection schema to the sink schema.
@@ -415,10 +437,7 @@ impl KuduSinkWriter {
     }
 
     fn err(&self, source: kudu_client::Error) -> EngineError {
-        EngineError::Sink {
-            table: self.table.name().to_owned(),
-            source,
-        }
+        crate::error::sink_error(self.table.name(), source)
     }
 
     fn mapping_for(&mut self, projection: &Schema) -> Result<&Mapping, EngineError> {
@@ -485,8 +504,8 @@ impl KuduSinkWriter {
     }
 }
 
-impl SinkWriter<RowBatch> for KuduSinkWriter {
-    async fn write(&mut self, batch: &RowBatch) -> Result<WriteStats, EngineError> {
+impl SinkWriter<KuduBatch> for KuduSinkWriter {
+    async fn write(&mut self, batch: &KuduBatch) -> Result<WriteStats, EngineError> {
         if batch.is_empty() {
             return Ok(WriteStats::default());
         }

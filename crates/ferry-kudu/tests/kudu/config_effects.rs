@@ -8,9 +8,8 @@ use std::time::Duration;
 use ferry_engine::checkpoint::WindowState;
 use ferry_engine::config::JobConfig;
 use ferry_engine::connector::{Sink, SinkWriter, Source, SplitReader};
-use ferry_engine::kudu_sink::KuduSink;
-use ferry_engine::kudu_source::KuduSource;
-use ferry_engine::sink_table::SinkTableOptions;
+use ferry_kudu::sink_table::SinkTableOptions;
+use ferry_kudu::{KuduSink, KuduSource};
 use ferry_testkit::{DaemonKind, MiniCluster};
 use kudu_client::write::{FlushMode, Operation, SessionOptions};
 use kudu_client::{KuduClient, KuduTable, TableBuilder};
@@ -62,7 +61,7 @@ async fn open_split(source: &KuduSource) -> <KuduSource as Source>::Reader {
         start_timestamp: None,
         end_timestamp: source.now().await.expect("now"),
     };
-    let splits = source.plan(window).await.expect("plan");
+    let splits = source.plan(window, None).await.expect("plan").splits;
     assert_eq!(splits.len(), 1, "one tablet, one split");
     source.open(&splits[0]).await.expect("open")
 }

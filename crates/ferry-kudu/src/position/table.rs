@@ -13,9 +13,10 @@
 //! lookup`] (for readers such as `ferry verify`) never creates or alters
 //! anything and reads such a column as NULL when it is missing.
 
-use super::{Call, PositionError, SinkPosition};
-use crate::checkpoint::WindowState;
-use crate::time::{SinkTime, SourceTime};
+use super::{Call, PositionError};
+use ferry_engine::checkpoint::WindowState;
+use ferry_engine::sink_position::SinkPosition;
+use ferry_engine::time::{SinkTime, SourceTime};
 use kudu_client::error::StatusCode;
 use kudu_client::scan::{ComparisonOp, Predicate, ReadMode, ReplicaSelection, RowView};
 use kudu_client::write::{FlushMode, Operation, SessionOptions};

@@ -1,0 +1,38 @@
+//! The Kudu connector for ferry, beside `ferry-kafka`: everything of the
+//! engine's contract (`ferry_engine::connector`) that speaks Kudu.
+//!
+//! - [`source`]: [`KuduSource`], ORDERED snapshot and diff scans, one split
+//!   per tablet (or per `reader.splitSizeBytes` key range), read with
+//!   `reader.prefetching`; a diff window leaves out the tablets
+//!   [`quiet_tablets`] proves unchanged in it.
+//! - [`sink`]: [`KuduSink`], UPSERT_IGNORE and key-only DELETE_IGNORE, a
+//!   scan batch written whole; it opts into the position and
+//!   schema-following capabilities.
+//! - [`tables`]: [`KuduTables`], the job's tables (a list, a pattern or one
+//!   table) and each one's source and sink.
+//! - [`sink_table`]: creating the sink table as a copy of the source
+//!   (`job.createTable`), checking an existing one, following schema
+//!   changes.
+//! - [`position`]: the sink position record on the sink cluster
+//!   ([`position::PositionTable`]).
+//! - [`tserver_metrics`]: the one reader of tablet servers' `/metrics`
+//!   (write counters and clocks), with servers from the client's
+//!   tablet-server list: used by quiet tablets, the drain check and the
+//!   write guard.
+//! - [`error`]: how Kudu errors reach the engine (a
+//!   `ferry_engine::error::ConnectorError` with a retry hint, the table and
+//!   advice).
+
+pub mod error;
+pub mod position;
+mod prefetch;
+pub mod quiet_tablets;
+pub mod sink;
+pub mod sink_table;
+pub mod source;
+pub mod tables;
+pub mod tserver_metrics;
+
+pub use sink::KuduSink;
+pub use source::{KuduBatch, KuduSource};
+pub use tables::KuduTables;
