@@ -6,7 +6,7 @@
 //! `security.rest.token-file`.
 
 use crate::api::flink::ErrorResponse;
-use crate::rest::security::Token;
+use crate::security::Token;
 use anyhow::{anyhow, Context, Result};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;

@@ -12,7 +12,7 @@
 //! settings and no credential travels in a job submission. The
 //! `security.ssl.rest.*` keys (Flink's names, PEM files instead of Java
 //! keystores) and ferry's `security.rest.token-file` secure the REST API
-//! and web page (`crate::rest::security`); the CLI verbs read the same keys
+//! and web page (`crate::security`); the CLI verbs read the same keys
 //! for their side. Each key is one constant of a section declared here
 //! (the `s3.*` section is `ferry_objstore`'s), like the job's keys;
 //! `crate::settings` reads them from `--key value`, `--key=value`,
@@ -22,7 +22,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::rest::security::RestSecurity;
+use crate::security::RestSecurity;
 use ferry_engine::config::{
     AnyOption, Config, ConfigOption, KeyOrigin::Flink, Section, ValueError, ValueKind,
 };
@@ -346,9 +346,9 @@ impl std::fmt::Display for OptionError {
     }
 }
 
-impl From<crate::rest::security::SecurityError> for OptionError {
+impl From<crate::security::SecurityError> for OptionError {
     /// The file is named, never its contents.
-    fn from(e: crate::rest::security::SecurityError) -> Self {
+    fn from(e: crate::security::SecurityError) -> Self {
         OptionError {
             key: e.key.to_string(),
             value: e.path.map(|p| p.display().to_string()).unwrap_or_default(),

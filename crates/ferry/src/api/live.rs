@@ -4,7 +4,6 @@
 //! `ferry stop --drain-check`.
 
 use crate::kudu_activity::{ForeignWrites, TableActivity, TableCounters};
-use crate::sampler::Rates;
 use serde::{Deserialize, Serialize};
 
 /// `POST /ferry/jobs`: a job for a session-mode server, as `ferry run
@@ -232,6 +231,15 @@ pub struct CheckpointEntry {
     pub duration_ms: u64,
     pub size_bytes: u64,
     pub savepoint: bool,
+}
+
+/// Records per second out of the source and into the sink.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Rates {
+    /// Records read from the source per second.
+    pub records_out_per_second: f64,
+    /// Records written to the sink per second.
+    pub records_in_per_second: f64,
 }
 
 #[cfg(test)]

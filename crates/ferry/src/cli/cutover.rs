@@ -21,7 +21,7 @@
 
 use super::failover::{report, DrArgs, Outcome, EXIT_NOTHING_FOUND};
 use super::verify::{method, number, Failure, DEFAULT_PARALLELISM};
-use super::{drain_then_stop, DrainCheck, Rest};
+use crate::client::{drain_then_stop, DrainCheck, Rest, RestClientOptions};
 use crate::cutover_report::{CutoverReport, CutoverSide, CUTOVER_REPORT_VERSION};
 use crate::run_args::{self, RunArgs, RunCommand};
 use anyhow::{anyhow, Context};
@@ -115,12 +115,11 @@ pub fn parse(args: &[String]) -> Result<Option<CutoverArgs>, String> {
     if unplanned && start_reverse {
         return Err("--start-reverse needs a planned cutover (an equal copy); after an unplanned failover start the job on the new primary with a snapshot".into());
     }
-    super::kudu_table_pair(&run.config, "cutover")?;
+    crate::wiring::kudu_table_pair(&run.config, "cutover")?;
     // The job's REST API: the job's own security.* keys (Flink's model,
     // one configuration for both sides); a bad one is a usage error.
     if !unplanned {
-        super::RestClientOptions::from_process(&run.process.server.security)
-            .prepare(&jobmanager)?;
+        RestClientOptions::from_process(&run.process.server.security).prepare(&jobmanager)?;
     }
     Ok(Some(CutoverArgs {
         run,
@@ -154,7 +153,7 @@ async fn side(client: &KuduClient, masters: &[String], table: &str) -> CutoverSi
 /// Steps 1–5: stop, read the savepoint, verify, write the report.
 async fn cut_over(args: &CutoverArgs, job: &str) -> Result<(CutoverReport, String), Failure> {
     let cfg = &args.run.config;
-    let security = super::RestClientOptions::from_process(&args.run.process.server.security);
+    let security = RestClientOptions::from_process(&args.run.process.server.security);
     let rest = Rest::new(&args.jobmanager, &security).map_err(Failure::Usage)?;
     let drain = DrainCheck {
         timeout: args.drain.timeout,
@@ -164,8 +163,8 @@ async fn cut_over(args: &CutoverArgs, job: &str) -> Result<(CutoverReport, Strin
     // passed finishes first, so the savepoint holds none.
     let savepoint =
         drain_then_stop(&rest, job, args.savepoint_path.as_deref(), drain, true).await?;
-    let resolver = crate::submit::resolver(&args.run.process);
-    let store = crate::submit::open_checkpoints(
+    let resolver = crate::wiring::resolver(&args.run.process);
+    let store = crate::wiring::open_checkpoints(
         &resolver,
         &cfg.checkpoints_directory,
         cfg.checkpoints_retained,
@@ -180,7 +179,7 @@ async fn cut_over(args: &CutoverArgs, job: &str) -> Result<(CutoverReport, Strin
     let final_end = state
         .last_end_timestamp
         .ok_or_else(|| anyhow!("the savepoint '{savepoint}' has no completed window"))?;
-    let (source, sink) = crate::submit::clients(cfg)?;
+    let (source, sink) = crate::wiring::clients(cfg)?;
     let sink_table = cfg.sink_table_name();
     // The job stopped: the sink takes no more of its writes, so any time
     // from now on sees the copy as it was left.
@@ -220,7 +219,7 @@ async fn cut_over(args: &CutoverArgs, job: &str) -> Result<(CutoverReport, Strin
         rpo_ms: if drained && equal {
             0
         } else {
-            created_at_ms.saturating_sub(crate::submit::source_clock(cfg).epoch_millis(final_end))
+            created_at_ms.saturating_sub(crate::wiring::source_clock(cfg).epoch_millis(final_end))
         },
         verify,
         created_at_ms,
@@ -306,7 +305,7 @@ async fn unplanned(args: CutoverArgs) -> anyhow::Result<ExitCode> {
 
 /// Whether the source cluster answers (its clock) within [`SOURCE_PROBE`].
 async fn source_answers(args: &CutoverArgs) -> bool {
-    let Ok((source, _)) = crate::submit::clients(&args.run.config) else {
+    let Ok((source, _)) = crate::wiring::clients(&args.run.config) else {
         return false;
     };
     matches!(
@@ -321,7 +320,7 @@ const SOURCE_PROBE: Duration = Duration::from_secs(15);
 
 /// `ferry cutover`.
 pub fn command(raw: &[String]) -> ExitCode {
-    let (args, runtime) = match crate::prepare(parse(raw), help, "cutover") {
+    let (args, runtime) = match crate::cli::prepare(parse(raw), help, "cutover") {
         Ok(ready) => ready,
         Err(code) => return code,
     };
@@ -351,7 +350,7 @@ pub fn command(raw: &[String]) -> ExitCode {
     let job = args.job_id.clone().unwrap_or_default();
     let (report, path) = match runtime.block_on(cut_over(&args, &job)) {
         Ok(done) => done,
-        Err(Failure::Usage(e)) => return crate::usage_error(&e, "ferry cutover --help"),
+        Err(Failure::Usage(e)) => return crate::cli::usage_error(&e, "ferry cutover --help"),
         Err(Failure::Failed(e)) => {
             eprintln!("error: {e:#}");
             return ExitCode::FAILURE;
@@ -367,10 +366,10 @@ pub fn command(raw: &[String]) -> ExitCode {
     let reverse = match run_args::parse(&reverse_options(&args, &report, &path)) {
         Ok(RunCommand::Run(run)) => *run,
         Ok(RunCommand::Help) => return ExitCode::FAILURE,
-        Err(e) => return crate::usage_error(&e.to_string(), "ferry run --help"),
+        Err(e) => return crate::cli::usage_error(&e.to_string(), "ferry run --help"),
     };
     crate::say!("Starting the reverse job ...");
-    match runtime.block_on(crate::run::run(reverse)) {
+    match runtime.block_on(crate::server::run::run(reverse)) {
         Ok(JobStatus::Finished { savepoint }) => {
             crate::say!("Job finished; savepoint at {savepoint}");
             ExitCode::SUCCESS

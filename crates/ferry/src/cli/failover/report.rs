@@ -12,7 +12,7 @@
 //!
 //! Also used by `ferry cutover` when the source is unreachable.
 
-use super::{search_all, DrArgs, Outcome};
+use super::{DrArgs, Outcome};
 use anyhow::Result;
 use ferry_engine::sink_position::{PositionTable, SinkPosition};
 use ferry_engine::time::now_ms;
@@ -158,8 +158,9 @@ impl fmt::Display for RpoReport {
 /// `ferry failover --report`: prints the report; `NothingFound` when no
 /// valid state exists.
 pub async fn report(args: &DrArgs) -> Result<Outcome> {
-    let resolver = crate::submit::resolver(&args.run.process);
-    let search = search_all(resolver.as_ref(), &args.from, args.job, &[]).await?;
+    let search = crate::wiring::state_search(&args.run.process, &args.from, args.job)
+        .find_newest()
+        .await?;
     for s in &search.skipped {
         tracing::warn!(path = %s.location, reason = %s.reason, "skipped a damaged state");
     }
@@ -172,7 +173,7 @@ pub async fn report(args: &DrArgs) -> Result<Outcome> {
         return Ok(Outcome::NothingFound);
     };
     let cfg = &args.run.config;
-    let clock = crate::submit::source_clock(cfg);
+    let clock = crate::wiring::source_clock(cfg);
     let (position, position_unknown) = match &cfg.position_table {
         None => (None, Some("job.positionTable is empty".to_string())),
         Some(table) => match sink_position(&args.run, table).await {
@@ -214,7 +215,7 @@ async fn sink_position(
     run: &crate::run_args::RunArgs,
     table: &str,
 ) -> Result<Option<SinkPosition>, String> {
-    let (_, sink) = crate::submit::clients(&run.config).map_err(|e| format!("{e:#}"))?;
+    let (_, sink) = crate::wiring::clients(&run.config).map_err(|e| format!("{e:#}"))?;
     let sink_table = run.config.sink_table_name();
     let lookup = PositionTable::lookup(&sink, table, &sink_table);
     match tokio::time::timeout(SINK_TIMEOUT, lookup).await {

@@ -24,8 +24,8 @@ use crate::api::live::{
     CheckpointEntry, FailureEntry, JobLive, KuduTables, PeriodicSavepoints, ProcessOverview,
     SnapshotProgress, SplitCounts, SubmitRequestBody, SubmitResponse, Totals,
 };
-use crate::registry::Mode;
-use crate::view::{JobView, VERSION};
+use crate::server::registry::Mode;
+use crate::server::view::{JobView, VERSION};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::Json;
@@ -53,7 +53,7 @@ pub async fn submit_job(
     let req: SubmitRequestBody = parse_body(&body, "SubmitRequestBody")?;
     let args =
         crate::run_args::from_submission(&req).map_err(|e| ApiError::bad_request(e.to_string()))?;
-    let entry = crate::submit::start_job(&state.registry, args)
+    let entry = crate::server::submit::start_job(&state.registry, args)
         .await
         .map_err(|e| ApiError::internal(format!("the job could not be started: {e:#}")))?;
     Ok(Json(SubmitResponse {

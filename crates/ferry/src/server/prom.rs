@@ -21,9 +21,9 @@
 //! source partition (labels `topic`, `partition`: end offset, position,
 //! consumer lag); docs/kafka.md, "Metrics".
 
-use crate::registry::Registry;
-use crate::sampler::METER_SPAN_MS;
-use crate::view::{JobView, SINK_NAME};
+use crate::server::registry::Registry;
+use crate::server::sampler::METER_SPAN_MS;
+use crate::server::view::{JobView, SINK_NAME};
 use ferry_kafka::metrics::KafkaSnapshot;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};

@@ -10,7 +10,7 @@ use crate::api::flink::{
     AsynchronousOperationResult, FailureCause, FormatType, QueueStatus, QueueStatusId,
     SavepointInfo, SavepointTriggerRequestBody, TriggerResponse,
 };
-use crate::registry::{JobEntry, OpKind, OpState, OpValue};
+use crate::server::registry::{JobEntry, OpKind, OpState, OpValue};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;

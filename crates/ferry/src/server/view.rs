@@ -6,7 +6,7 @@
 //! endpoint share (operator names, version, job-scope metrics), kept here
 //! so neither depends on the other.
 
-use crate::registry::JobEntry;
+use crate::server::registry::JobEntry;
 use ferry_engine::job::CheckpointRecord;
 use ferry_engine::metrics::MetricsSnapshot;
 use ferry_engine::replication::ReplicaSnapshot;

@@ -11,8 +11,8 @@ use crate::api::flink::{
     JobVertex, Metric, PlanInput, PlanNode, StateCounts, StopWithSavepointRequestBody,
     TriggerResponse, VertexMetrics,
 };
-use crate::registry::{JobEntry, OpKind, OpValue};
-use crate::view::{JobView, SINK_NAME};
+use crate::server::registry::{JobEntry, OpKind, OpValue};
+use crate::server::view::{JobView, SINK_NAME};
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;

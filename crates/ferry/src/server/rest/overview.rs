@@ -7,7 +7,7 @@ use crate::api::flink::{
     ClusterOverview, DashboardConfiguration, DashboardFeatures, JobIdWithStatus, JobIdsWithStatus,
     JobOverview, MultipleJobsDetails,
 };
-use crate::view::{JobView, VERSION};
+use crate::server::view::{JobView, VERSION};
 use axum::extract::State;
 use axum::Json;
 

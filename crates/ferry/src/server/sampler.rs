@@ -3,9 +3,10 @@
 //! the records-per-second rates exported as Flink's
 //! `numRecordsOutPerSecond` / `numRecordsInPerSecond` meters.
 
+use crate::api::live::Rates;
 use ferry_engine::metrics::{JobMetrics, MetricsSnapshot};
 use ferry_engine::time::now_ms;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -45,13 +46,6 @@ impl Sample {
             pending_removal: m.pending_removal_count,
         }
     }
-}
-
-/// Records per second out of the source and into the sink.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct Rates {
-    pub records_out_per_second: f64,
-    pub records_in_per_second: f64,
 }
 
 /// The sampler of one job.

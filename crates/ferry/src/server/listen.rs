@@ -16,8 +16,8 @@
 //! reaches the API. The Prometheus endpoint stays plain HTTP.
 
 use crate::process_opts::{PortChoice, ServerOptions};
-use crate::registry::Registry;
-use crate::rest::AppState;
+use crate::server::registry::Registry;
+use crate::server::rest::AppState;
 use anyhow::{bail, Result};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -123,8 +123,8 @@ pub async fn start(registry: Arc<Registry>, opts: &ServerOptions) -> Result<Boun
         bound.rest = l.local_addr().ok();
     }
     if let Some(listener) = metrics {
-        let prom = Arc::new(crate::prom::new_registry(registry.clone()));
-        let app = crate::prom::router(prom);
+        let prom = Arc::new(crate::server::prom::new_registry(registry.clone()));
+        let app = crate::server::prom::router(prom);
         let stop = registry.shutdown.clone();
         bound.tasks.push(tokio::spawn(async move {
             let serve = axum::serve(listener, app)
@@ -140,7 +140,7 @@ pub async fn start(registry: Arc<Registry>, opts: &ServerOptions) -> Result<Boun
             metrics_url: bound.metrics_url(),
             token: security.token.clone(),
         };
-        let app = crate::rest::router(state);
+        let app = crate::server::rest::router(state);
         let stop = registry.shutdown.clone();
         let tls = security.tls.clone();
         bound.tasks.push(tokio::spawn(async move {

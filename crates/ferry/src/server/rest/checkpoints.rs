@@ -13,8 +13,8 @@ use crate::api::flink::{
     CheckpointingStatistics, Externalization, FailureCause, LatestCheckpoints, RestoredCheckpoint,
     StatsSummary, TriggerResponse,
 };
-use crate::registry::{OpKind, OpValue};
-use crate::view::JobView;
+use crate::server::registry::{OpKind, OpValue};
+use crate::server::view::JobView;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;

@@ -23,7 +23,7 @@ use crate::process_opts::{
     REST_SECURITY_KEYS, REST_TOKEN_FILE, SSL_REST_AUTHENTICATION, SSL_REST_ENABLED,
     SSL_REST_KEYSTORE, SSL_REST_PRIVATE_KEY, SSL_REST_TRUSTSTORE,
 };
-use crate::rest::security::{self, RestSecurity, Token};
+use crate::security::{self, RestSecurity, Token};
 use ferry_engine::config::{AnyOption, Config, ConfigOption, ValueKind};
 
 /// The keys a verb takes with `-D`.

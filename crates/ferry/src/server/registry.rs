@@ -8,7 +8,7 @@
 
 use crate::api::live::VerifyLive;
 use crate::kudu_activity::KuduActivity;
-use crate::sampler::Sampler;
+use crate::server::sampler::Sampler;
 use ferry_engine::checkpoint::{JobId, StorageLocation};
 use ferry_engine::config::JobConfig;
 use ferry_engine::time::now_ms;

@@ -12,7 +12,7 @@ use super::AppState;
 use crate::api::flink::{
     ExceptionHistory, ExceptionInfo, ExecutionExceptionInfo, JobExceptionsInfo, RootExceptionInfo,
 };
-use crate::view::{JobView, SINK_NAME};
+use crate::server::view::{JobView, SINK_NAME};
 use axum::extract::{Path, Query, State};
 use axum::Json;
 use ferry_engine::status::ExceptionRecord;

@@ -9,44 +9,22 @@
 //! (exit code 1), before any cluster work.
 
 use crate::kudu_activity::KuduActivity;
-use crate::process_opts::ProcessOptions;
-use crate::registry::{JobEntry, Registry, RestoreInfo};
 use crate::run_args::RunArgs;
-use anyhow::{anyhow, bail, Context, Result};
+use crate::server::registry::{JobEntry, Registry, RestoreInfo};
+use crate::wiring::{clients, open_checkpoints, sink_client, source_client};
+use anyhow::{anyhow, bail, Result};
 use ferry_engine::checkpoint::{
     CheckpointStore, JobId, LoadedState, SnapshotKind, StorageLocation,
 };
-use ferry_engine::config::{ClusterKerberos, HaKind, JobConfig, SinkKind, SourceKind};
+use ferry_engine::config::{HaKind, JobConfig, SinkKind, SourceKind};
 use ferry_engine::connector::{Source, Tables};
-use ferry_engine::kudu_source::KuduSource;
 use ferry_engine::kudu_tables::KuduTables;
 use ferry_engine::lease::Fence;
 use ferry_engine::time::now_ms;
-use ferry_engine::{Job, JobHandle, JobOptions, RestorePoint, SourceClock};
-use ferry_kafka::source::KafkaSource;
+use ferry_engine::{Job, JobHandle, JobOptions, RestorePoint};
 use ferry_kafka::{ChangelogTables, KafkaTables};
-use ferry_objstore::ObjectStoreResolver;
-use kudu_client::{Kerberos, KerberosOptions, KuduClient, KuduClientBuilder};
+use kudu_client::KuduClient;
 use std::sync::Arc;
-
-/// The process's resolver: its `s3.*` settings over the `AWS_*` environment.
-pub fn resolver(process: &ProcessOptions) -> Arc<ObjectStoreResolver> {
-    Arc::new(ObjectStoreResolver::from_settings(
-        &process.s3.clone().with_process_env(),
-    ))
-}
-
-/// Opens the checkpoints directory through the process's resolver and
-/// checks that the store answers.
-pub async fn open_checkpoints(
-    resolver: &Arc<ObjectStoreResolver>,
-    dir: &StorageLocation,
-    retained: std::num::NonZeroUsize,
-) -> Result<CheckpointStore> {
-    resolver.probe(dir).await.map_err(|e| anyhow!("{e}"))?;
-    // Not `?` on the error itself: its text is already complete.
-    CheckpointStore::open(dir, retained, resolver.clone()).map_err(|e| anyhow!("{e}"))
-}
 
 /// What a takeover (`ferry standby`, `ferry failover`) or a lease holder
 /// (`ferry run` with `high-availability.type lease`) adds to a start.
@@ -61,56 +39,6 @@ pub struct StartExtras {
     pub fence: Fence,
     /// Clients connected beforehand (source, sink), kept warm by a standby.
     pub clients: Option<(KuduClient, KuduClient)>,
-}
-
-/// Connects to both clusters as a job does (clients are lazy: the first
-/// call connects). A job whose sink is Kafka has no sink cluster: an error.
-pub fn clients(cfg: &JobConfig) -> Result<(KuduClient, KuduClient)> {
-    if cfg.sink == SinkKind::Kafka {
-        bail!(
-            "this job's sink is Kafka (job.sinkType=kafka): it has no sink Kudu cluster \
-             (standby, failover, verify and cutover need one)"
-        );
-    }
-    if cfg.source == SourceKind::Kafka {
-        bail!(
-            "this job's source is Kafka (job.sourceType=kafka): it has no source Kudu cluster \
-             (standby, failover, verify and cutover need one)"
-        );
-    }
-    Ok((source_client(cfg)?, sink_client(cfg)?))
-}
-
-/// The sink cluster's client, as a job uses it.
-pub fn sink_client(cfg: &JobConfig) -> Result<KuduClient> {
-    let builder = KuduClient::builder(&cfg.sink_master_addresses)
-        .operation_timeout(cfg.writer.operation_timeout);
-    with_login(builder, cfg.kerberos.sink.as_ref())
-        .build()
-        .context("sink cluster")
-}
-
-/// The source cluster's client, as a job uses it.
-pub fn source_client(cfg: &JobConfig) -> Result<KuduClient> {
-    let builder = KuduClient::builder(&cfg.source_master_addresses)
-        .operation_timeout(cfg.reader.scan_request_timeout);
-    with_login(builder, cfg.kerberos.source.as_ref())
-        .build()
-        .context("source cluster")
-}
-
-/// Kerberos for a cluster that has a principal configured; SASL PLAIN
-/// otherwise.
-fn with_login(builder: KuduClientBuilder, login: Option<&ClusterKerberos>) -> KuduClientBuilder {
-    match login {
-        Some(k) => builder.kerberos(Kerberos::new(KerberosOptions {
-            principal: Some(k.principal.clone()),
-            keytab: k.keytab.clone(),
-            ticket_cache: None,
-            service_name: k.service_name.clone(),
-        })),
-        None => builder,
-    }
 }
 
 /// Starts the job described by `args` and registers it.
@@ -313,16 +241,6 @@ pub async fn start_job_with(
     .with_kafka(kafka_metrics)
     .with_keys(args.settings.effective_job_keys()?);
     Ok(registry.add(entry))
-}
-
-/// How the source of the job `cfg` describes reads its times as wall-clock
-/// time (its connector's `Source::CLOCK`): for a state's times when no job
-/// runs (failover reports, cutover).
-pub fn source_clock(cfg: &JobConfig) -> SourceClock {
-    match cfg.source {
-        SourceKind::Kafka => KafkaSource::CLOCK,
-        SourceKind::Kudu => KuduSource::CLOCK,
-    }
 }
 
 /// Starts the engine job of `tables`; with the name its source connector
