@@ -482,9 +482,9 @@ pub fn client_tls(
 // Bearer token
 
 /// A bearer token (`security.rest.token-file`): prints as `***`, compared
-/// in constant time.
+/// in constant time. The header is built once, when the token is read.
 #[derive(Clone)]
-pub struct Token(Arc<str>);
+pub struct Token(Arc<str>, HeaderValue);
 
 impl std::fmt::Debug for Token {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -530,7 +530,10 @@ impl Token {
                 ),
             ));
         }
-        Ok(Token(Arc::from(text)))
+        let mut header = HeaderValue::from_str(&format!("Bearer {text}"))
+            .map_err(|_| fail("the token must be visible ASCII characters"))?;
+        header.set_sensitive(true);
+        Ok(Token(Arc::from(text), header))
     }
 
     /// Whether `presented` is this token (constant time in its content).
@@ -541,10 +544,7 @@ impl Token {
 
     /// `Bearer <token>`, marked sensitive (never logged by hyper).
     pub fn header_value(&self) -> HeaderValue {
-        let mut v =
-            HeaderValue::from_str(&format!("Bearer {}", self.0)).expect("checked: visible ASCII");
-        v.set_sensitive(true);
-        v
+        self.1.clone()
     }
 }
 

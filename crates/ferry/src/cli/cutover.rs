@@ -163,22 +163,7 @@ async fn cut_over(args: &CutoverArgs, job: &str) -> Result<(CutoverReport, Strin
     // passed finishes first, so the savepoint holds none.
     let savepoint =
         drain_then_stop(&rest, job, args.savepoint_path.as_deref(), drain, true).await?;
-    let resolver = crate::wiring::resolver(&args.run.process);
-    let store = crate::wiring::open_checkpoints(
-        &resolver,
-        &cfg.checkpoints_directory,
-        cfg.checkpoints_retained,
-    )
-    .await?;
-    let state = store
-        .load(&savepoint)
-        .await
-        .map_err(|e| anyhow!("cannot read the savepoint '{savepoint}': {e}"))?
-        .state;
-    let drained = state.window.is_none() && state.pending.is_empty() && state.unassigned.is_empty();
-    let final_end = state
-        .last_end_timestamp
-        .ok_or_else(|| anyhow!("the savepoint '{savepoint}' has no completed window"))?;
+    let (drained, final_end) = read_savepoint(args, &savepoint).await?;
     let (source, sink) = crate::wiring::clients(cfg)?;
     let sink_table = cfg.sink_table_name();
     // The job stopped: the sink takes no more of its writes, so any time
@@ -234,6 +219,32 @@ async fn cut_over(args: &CutoverArgs, job: &str) -> Result<(CutoverReport, Strin
         .display()
         .to_string();
     Ok((report, shown))
+}
+
+/// Whether the stop's savepoint is drained (no window in progress), and
+/// its final window end.
+async fn read_savepoint(
+    args: &CutoverArgs,
+    savepoint: &str,
+) -> Result<(bool, ferry_engine::SourceTime), Failure> {
+    let cfg = &args.run.config;
+    let resolver = crate::wiring::resolver(&args.run.process);
+    let store = crate::wiring::open_checkpoints(
+        &resolver,
+        &cfg.checkpoints_directory,
+        cfg.checkpoints_retained,
+    )
+    .await?;
+    let state = store
+        .load(savepoint)
+        .await
+        .map_err(|e| anyhow!("cannot read the savepoint '{savepoint}': {e}"))?
+        .state;
+    let drained = state.window.is_none() && state.pending.is_empty() && state.unassigned.is_empty();
+    let final_end = state
+        .last_end_timestamp
+        .ok_or_else(|| anyhow!("the savepoint '{savepoint}' has no completed window"))?;
+    Ok((drained, final_end))
 }
 
 /// Prints the report (human or JSON) and the reverse command.

@@ -123,16 +123,7 @@ pub async fn start(registry: Arc<Registry>, opts: &ServerOptions) -> Result<Boun
         bound.rest = l.local_addr().ok();
     }
     if let Some(listener) = metrics {
-        let prom = Arc::new(crate::server::prom::new_registry(registry.clone()));
-        let app = crate::server::prom::router(prom);
-        let stop = registry.shutdown.clone();
-        bound.tasks.push(tokio::spawn(async move {
-            let serve = axum::serve(listener, app)
-                .with_graceful_shutdown(async move { stop.cancelled().await });
-            if let Err(e) = serve.await {
-                tracing::warn!(error = %e, "metrics endpoint stopped");
-            }
-        }));
+        bound.tasks.push(serve_metrics(listener, &registry));
     }
     if let Some(listener) = rest {
         let state = AppState {
@@ -140,31 +131,8 @@ pub async fn start(registry: Arc<Registry>, opts: &ServerOptions) -> Result<Boun
             metrics_url: bound.metrics_url(),
             token: security.token.clone(),
         };
-        let app = crate::server::rest::router(state);
-        let stop = registry.shutdown.clone();
         let tls = security.tls.clone();
-        bound.tasks.push(tokio::spawn(async move {
-            let graceful = {
-                let stop = stop.clone();
-                async move { stop.cancelled().await }
-            };
-            let served = match tls {
-                Some(config) => {
-                    let listener = TlsListener::start(listener, config, stop);
-                    axum::serve(listener, app)
-                        .with_graceful_shutdown(graceful)
-                        .await
-                }
-                None => {
-                    axum::serve(listener, app)
-                        .with_graceful_shutdown(graceful)
-                        .await
-                }
-            };
-            if let Err(e) = served {
-                tracing::warn!(error = %e, "REST API stopped");
-            }
-        }));
+        bound.tasks.push(serve_rest(listener, state, tls));
     }
     if let Some(url) = bound.rest_url() {
         tracing::info!(
@@ -178,6 +146,53 @@ pub async fn start(registry: Arc<Registry>, opts: &ServerOptions) -> Result<Boun
         tracing::info!(%url, "Prometheus metrics listening");
     }
     Ok(bound)
+}
+
+/// Serves the Prometheus endpoint until the registry shuts down.
+fn serve_metrics(listener: TcpListener, registry: &Arc<Registry>) -> tokio::task::JoinHandle<()> {
+    let prom = Arc::new(crate::server::prom::new_registry(registry.clone()));
+    let app = crate::server::prom::router(prom);
+    let stop = registry.shutdown.clone();
+    tokio::spawn(async move {
+        let serve = axum::serve(listener, app)
+            .with_graceful_shutdown(async move { stop.cancelled().await });
+        if let Err(e) = serve.await {
+            tracing::warn!(error = %e, "metrics endpoint stopped");
+        }
+    })
+}
+
+/// Serves the REST API and web page (TLS with `tls`) until the registry
+/// shuts down.
+fn serve_rest(
+    listener: TcpListener,
+    state: AppState,
+    tls: Option<Arc<rustls::ServerConfig>>,
+) -> tokio::task::JoinHandle<()> {
+    let app = crate::server::rest::router(state.clone());
+    let stop = state.registry.shutdown.clone();
+    tokio::spawn(async move {
+        let graceful = {
+            let stop = stop.clone();
+            async move { stop.cancelled().await }
+        };
+        let served = match tls {
+            Some(config) => {
+                let listener = TlsListener::start(listener, config, stop);
+                axum::serve(listener, app)
+                    .with_graceful_shutdown(graceful)
+                    .await
+            }
+            None => {
+                axum::serve(listener, app)
+                    .with_graceful_shutdown(graceful)
+                    .await
+            }
+        };
+        if let Err(e) = served {
+            tracing::warn!(error = %e, "REST API stopped");
+        }
+    })
 }
 
 /// A TLS listener for `axum::serve`: a task accepts TCP connections and

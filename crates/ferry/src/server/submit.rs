@@ -53,6 +53,7 @@ pub async fn start_job(registry: &Registry, args: RunArgs) -> Result<Arc<JobEntr
 }
 
 /// [`start_job`] with a takeover's or lease holder's extras.
+// Over 80 lines: one arm per source/sink pair in the connector match; every other step is a helper below.
 pub async fn start_job_with(
     registry: &Registry,
     args: RunArgs,
@@ -77,8 +78,83 @@ pub async fn start_job_with(
     };
     let sink_table_name = cfg.sink_table_name();
 
+    let (restore, restored) =
+        restore_point(extras.restore, args.from_savepoint.as_ref(), &store).await?;
+    let default_savepoint_dir = savepoint_dir(registry, &args).await?;
+
+    let single = cfg.tables.is_single();
+    let source_rows_estimate = rows_estimate(source_client.as_ref(), cfg).await;
+
+    let start_at = cutover_start(&args, source_client.as_ref()).await?;
+    let mut options = JobOptions::new(args.parallelism)
+        .default_savepoint_dir(default_savepoint_dir.clone())
+        .fence(extras.fence)
+        .start_at(start_at);
+    if let Some(job_id) = extras.job_id {
+        options = options.job_id(job_id);
+    }
+    let rows_sent = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let activity = kudu_activity(
+        &args,
+        single && sink_client.is_some() && source_client.is_some(),
+        rows_sent.clone(),
+    );
+    let kafka_metrics = (args.kafka_sink.is_some() || args.kafka_source.is_some())
+        .then(|| Arc::new(ferry_kafka::KafkaMetrics::default()));
+    let (handle, source_name) = match (source_client, sink_client) {
+        (Some(source_client), Some(sink_client)) => {
+            let tables =
+                KuduTables::new(source_client, sink_client, cfg.clone()).with_rows_sent(rows_sent);
+            start_tables(cfg, restore, tables, store, options).await?
+        }
+        (Some(source_client), None) => {
+            let kafka = args
+                .kafka_sink
+                .clone()
+                .ok_or_else(|| anyhow!("job.sinkType is not kafka"))?;
+            let tables = KafkaTables::new(source_client, cfg.clone(), kafka)
+                .with_metrics(kafka_metrics.clone().unwrap_or_default());
+            start_tables(cfg, restore, tables, store, options).await?
+        }
+        (None, Some(sink_client)) => {
+            let kafka = args
+                .kafka_source
+                .clone()
+                .ok_or_else(|| anyhow!("job.sourceType is not kafka"))?;
+            let tables = ChangelogTables::new(sink_client, cfg.clone(), kafka)
+                .with_metrics(kafka_metrics.clone().unwrap_or_default());
+            start_tables(cfg, restore, tables, store, options).await?
+        }
+        (None, None) => bail!("a job needs a Kudu cluster on one side"),
+    };
+    let start_time_ms = now_ms();
+    let job_id = handle.job_id();
+    log_started(&args, job_id, &sink_table_name);
+    let entry = JobEntry::new(
+        handle,
+        args.config.clone(),
+        source_name,
+        args.parallelism,
+        default_savepoint_dir,
+        restored,
+        source_rows_estimate,
+        activity,
+        start_time_ms,
+    )
+    .with_kafka(kafka_metrics)
+    .with_keys(args.settings.effective_job_keys()?);
+    Ok(registry.add(entry))
+}
+
+/// The state the job starts from: a takeover's (already found and
+/// verified), else `-s`'s; with what the REST API shows of it.
+async fn restore_point(
+    restore: Option<LoadedState>,
+    from_savepoint: Option<&String>,
+    store: &CheckpointStore,
+) -> Result<(Option<RestorePoint>, Option<RestoreInfo>)> {
     let mut restored = None;
-    let restore = match (extras.restore, &args.from_savepoint) {
+    let restore = match (restore, from_savepoint) {
         (Some(loaded), _) => {
             let state = loaded.state;
             let path = loaded.location.to_uri();
@@ -112,24 +188,32 @@ pub async fn start_job_with(
             })
         }
     };
-    let default_savepoint_dir = args
+    Ok((restore, restored))
+}
+
+/// `--savepointPath`, parsed and probed (an unreachable store is an error
+/// before any cluster work).
+async fn savepoint_dir(registry: &Registry, args: &RunArgs) -> Result<Option<StorageLocation>> {
+    let dir = args
         .savepoint_dir
         .as_deref()
         .map(StorageLocation::parse)
         .transpose()
         .map_err(|e| anyhow!("--savepointPath: {e}"))?;
-    if let Some(dir) = &default_savepoint_dir {
+    if let Some(dir) = &dir {
         registry
             .resolver
             .probe(dir)
             .await
             .map_err(|e| anyhow!("--savepointPath: {e}"))?;
     }
+    Ok(dir)
+}
 
-    // The snapshot progress estimate: the master's live row count (of
-    // the one table; a job of several tables has none, and asks nothing).
-    let single = cfg.tables.is_single();
-    let source_rows_estimate = match (&source_client, single) {
+/// The snapshot progress estimate: the master's live row count (of
+/// the one table; a job of several tables has none, and asks nothing).
+async fn rows_estimate(source_client: Option<&KuduClient>, cfg: &JobConfig) -> Option<u64> {
+    match (source_client, cfg.tables.is_single()) {
         (None, _) | (_, false) => None,
         (Some(source_client), true) => match source_client.list_tables(&cfg.table_name).await {
             Ok(tables) => tables
@@ -141,11 +225,18 @@ pub async fn start_job_with(
                 None
             }
         },
-    };
+    }
+}
 
+/// `--from-cutover`: the reverse job's start time, after checking the
+/// source still holds the history since then.
+async fn cutover_start(
+    args: &RunArgs,
+    source_client: Option<&KuduClient>,
+) -> Result<Option<ferry_engine::SourceTime>> {
     let start_at = match &args.from_cutover {
         Some(start) => {
-            let Some(source_client) = &source_client else {
+            let Some(source_client) = source_client else {
                 bail!("--from-cutover starts a Kudu-to-Kudu job; this job's source is Kafka");
             };
             crate::run_args::from_cutover::check_history(source_client, start).await?;
@@ -158,64 +249,12 @@ pub async fn start_job_with(
         }
         None => None,
     };
-    let mut options = JobOptions::new(args.parallelism)
-        .default_savepoint_dir(default_savepoint_dir.clone())
-        .fence(extras.fence)
-        .start_at(start_at);
-    if let Some(job_id) = extras.job_id {
-        options = options.job_id(job_id);
-    }
-    // The write guard and the tablet counters watch one source and one
-    // sink table: a job of several tables, or with a Kafka sink, has no
-    // such pair to watch.
-    let mut kudu_metrics = args.process.kudu.clone();
-    if !single || sink_client.is_none() || source_client.is_none() {
-        kudu_metrics.poll_interval = std::time::Duration::ZERO;
-    }
-    let rows_sent = Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let activity = Arc::new(
-        KuduActivity::new(
-            &kudu_metrics,
-            &cfg.source_master_addresses,
-            &cfg.sink_master_addresses,
-            &cfg.table_name,
-            &sink_table_name,
-        )
-        .with_own_writes({
-            let rows_sent = rows_sent.clone();
-            Box::new(move || rows_sent.load(std::sync::atomic::Ordering::Relaxed))
-        }),
-    );
-    let kafka_metrics = (args.kafka_sink.is_some() || args.kafka_source.is_some())
-        .then(|| Arc::new(ferry_kafka::KafkaMetrics::default()));
-    let (handle, source_name) = match (source_client, sink_client) {
-        (Some(source_client), Some(sink_client)) => {
-            let tables =
-                KuduTables::new(source_client, sink_client, cfg.clone()).with_rows_sent(rows_sent);
-            start_tables(cfg, restore, tables, store, options).await?
-        }
-        (Some(source_client), None) => {
-            let kafka = args
-                .kafka_sink
-                .clone()
-                .ok_or_else(|| anyhow!("job.sinkType is not kafka"))?;
-            let tables = KafkaTables::new(source_client, cfg.clone(), kafka)
-                .with_metrics(kafka_metrics.clone().unwrap_or_default());
-            start_tables(cfg, restore, tables, store, options).await?
-        }
-        (None, Some(sink_client)) => {
-            let kafka = args
-                .kafka_source
-                .clone()
-                .ok_or_else(|| anyhow!("job.sourceType is not kafka"))?;
-            let tables = ChangelogTables::new(sink_client, cfg.clone(), kafka)
-                .with_metrics(kafka_metrics.clone().unwrap_or_default());
-            start_tables(cfg, restore, tables, store, options).await?
-        }
-        (None, None) => bail!("a job needs a Kudu cluster on one side"),
-    };
-    let start_time_ms = now_ms();
-    let job_id = handle.job_id();
+    Ok(start_at)
+}
+
+/// The log line of a started job, naming what it replicates where.
+fn log_started(args: &RunArgs, job_id: JobId, sink_table_name: &str) {
+    let cfg = &args.config;
     match (&args.kafka_sink, &args.kafka_source) {
         (Some(kafka), _) => {
             tracing::info!(%job_id, table = %cfg.table_name, topic = %kafka.topic_for(&cfg.table_name), "replication to Kafka started")
@@ -227,20 +266,37 @@ pub async fn start_job_with(
             tracing::info!(%job_id, table = %cfg.table_name, sink_table = %sink_table_name, "replication started")
         }
     }
-    let entry = JobEntry::new(
-        handle,
-        args.config.clone(),
-        source_name,
-        args.parallelism,
-        default_savepoint_dir,
-        restored,
-        source_rows_estimate,
-        activity,
-        start_time_ms,
+}
+
+/// The tablet servers' write counters of the job's source and sink table
+/// (`rows_sent` counts ferry's own writes); off unless the job is `one_pair`.
+fn kudu_activity(
+    args: &RunArgs,
+    one_pair: bool,
+    rows_sent: Arc<std::sync::atomic::AtomicU64>,
+) -> Arc<KuduActivity> {
+    let cfg = &args.config;
+    let sink_table_name = cfg.sink_table_name();
+    // The write guard and the tablet counters watch one source and one
+    // sink table: a job of several tables, or with a Kafka sink, has no
+    // such pair to watch.
+    let mut kudu_metrics = args.process.kudu.clone();
+    if !one_pair {
+        kudu_metrics.poll_interval = std::time::Duration::ZERO;
+    }
+    Arc::new(
+        KuduActivity::new(
+            &kudu_metrics,
+            &cfg.source_master_addresses,
+            &cfg.sink_master_addresses,
+            &cfg.table_name,
+            &sink_table_name,
+        )
+        .with_own_writes({
+            let rows_sent = rows_sent.clone();
+            Box::new(move || rows_sent.load(std::sync::atomic::Ordering::Relaxed))
+        }),
     )
-    .with_kafka(kafka_metrics)
-    .with_keys(args.settings.effective_job_keys()?);
-    Ok(registry.add(entry))
 }
 
 /// Starts the engine job of `tables`; with the name its source connector
