@@ -47,7 +47,9 @@ pub struct ClientSecurity {
 /// A response: status and body (parsed as JSON when it is JSON).
 #[derive(Debug, Clone)]
 pub struct Response {
+    /// The HTTP status.
     pub status: StatusCode,
+    /// The body as received.
     pub body: Bytes,
 }
 
@@ -168,6 +170,7 @@ impl HttpClient {
         }
     }
 
+    /// `GET url`.
     pub async fn get(&self, url: &str) -> Result<Response> {
         self.request::<()>(Method::GET, url, None).await
     }

@@ -43,6 +43,8 @@ pub mod client;
 pub mod cutover_report;
 pub mod http_client;
 pub mod key_docs;
+// Left as it is: the ferry-kudu work moves it out of this crate.
+#[allow(missing_docs, unreachable_pub)]
 pub mod kudu_activity;
 pub mod process_opts;
 pub mod run_args;

@@ -41,7 +41,9 @@ pub const KUDU_MASTER_WEB_PORT: u16 = 8051;
 /// error; a busy default only disables that endpoint with a warning).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PortChoice {
+    /// The port.
     pub port: u16,
+    /// Whether the user gave it.
     pub explicit: bool,
 }
 
@@ -327,8 +329,11 @@ fn print_nothing(_: &()) -> String {
 /// that conflicts with another).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub struct OptionError {
+    /// The key.
     pub key: String,
+    /// Its value as given.
     pub value: String,
+    /// What is wrong with it.
     pub reason: String,
 }
 
@@ -360,7 +365,9 @@ impl From<crate::security::SecurityError> for OptionError {
 /// The typed process options.
 #[derive(Debug, Clone, Default)]
 pub struct ProcessOptions {
+    /// The REST and Prometheus listeners and their security.
     pub server: ServerOptions,
+    /// How the tablet servers' write counters are polled.
     pub kudu: KuduMetricsOptions,
     /// `s3.*` as given (secrets print as `***`); merged with the `AWS_*`
     /// environment when the resolver is built.

@@ -56,8 +56,11 @@ pub struct RestSecurity {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{key}{}: {reason}", .path.as_ref().map(|p| format!(" ({})", p.display())).unwrap_or_default())]
 pub struct SecurityError {
+    /// The key whose file is at fault.
     pub key: &'static str,
+    /// The file, if one was named.
     pub path: Option<PathBuf>,
+    /// What is wrong.
     pub reason: String,
 }
 

@@ -51,6 +51,9 @@ impl Target {
 }
 
 /// The verbs.
+// A doc comment on a clap field is its --help text: the fields are
+// documented there (and by the verbs that parse their own arguments).
+#[allow(missing_docs)]
 #[derive(Subcommand)]
 pub enum Command {
     /// Run a replication job (see `ferry run --help` for every key).

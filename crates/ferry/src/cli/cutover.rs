@@ -43,15 +43,25 @@ pub struct CutoverArgs {
     pub run: RunArgs,
     /// Its options as given (the reverse job starts from them).
     pub run_options: Vec<String>,
+    /// The active job's REST API (`--jobmanager`).
     pub jobmanager: String,
+    /// The job to cut over (`--job-id`, required).
     pub job_id: Option<String>,
+    /// Where the stop's savepoint goes (`--savepointPath`).
     pub savepoint_path: Option<String>,
+    /// The drain check's timeout and quiet period.
     pub drain: DrainCheck,
+    /// Where the report is written (`--report`).
     pub report: Option<PathBuf>,
+    /// Start the reverse job in this process (`--start-reverse`).
     pub start_reverse: bool,
+    /// Print the report as JSON.
     pub json: bool,
+    /// Verification parallelism.
     pub parallelism: usize,
+    /// Verification method.
     pub method: Method,
+    /// `--unplanned`: the source cluster is gone; print the failover report.
     pub unplanned: bool,
 }
 

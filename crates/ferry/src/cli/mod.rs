@@ -88,12 +88,14 @@ pub fn prepare<A>(
     }
 }
 
+/// Prints a usage error and where to find help; exit code 2.
 pub fn usage_error(message: &str, help: &str) -> ExitCode {
     eprintln!("error: {message}");
     eprintln!("Run '{help}' for every key and its default.");
     ExitCode::from(EXIT_USAGE)
 }
 
+/// The multi-threaded runtime a verb runs on.
 pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -117,6 +119,7 @@ pub fn verb<F: std::future::Future<Output = anyhow::Result<()>>>(f: F) -> ExitCo
     client(async move { f.await.map(|()| ExitCode::SUCCESS) }).unwrap_or(ExitCode::FAILURE)
 }
 
+/// Logs to stderr (`FERRY_LOG`, default `info`), around the progress line.
 pub fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("FERRY_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));

@@ -57,16 +57,23 @@ impl TimeArg {
 pub struct VerifyArgs {
     /// The job, as `ferry run` would take it.
     pub run: RunArgs,
+    /// `--source-time`.
     pub source_time: Option<TimeArg>,
+    /// `--sink-time`.
     pub sink_time: Option<TimeArg>,
     /// `-s/--fromSavepoint`: a drained savepoint or checkpoint.
     pub from_savepoint: Option<String>,
     /// `--sink-table`: compare with this table instead of the job's sink.
     pub sink_table: Option<String>,
+    /// Tablets compared at once.
     pub parallelism: usize,
+    /// Compare by checksum on the servers, or row by row.
     pub method: Method,
+    /// Write the source's rows over what differs.
     pub repair: bool,
+    /// Print the report as JSON.
     pub json: bool,
+    /// At most this many differing keys are listed.
     pub max_listed: usize,
 }
 
@@ -183,8 +190,11 @@ pub fn parse(args: &[String]) -> Result<Option<VerifyArgs>, String> {
 /// The times of a verification and where they came from.
 #[derive(Debug, Clone, Copy)]
 pub struct Times {
+    /// Where the source is read.
     pub source: At,
+    /// Where the sink is read.
     pub sink: At,
+    /// Where the times came from, for the report.
     pub origin: &'static str,
 }
 

@@ -41,12 +41,16 @@ const CLIENT_KEYS: &[&dyn AnyOption] = &[
 pub struct RestClientOptions {
     /// `security.ssl.rest.enabled`, if given.
     pub ssl_enabled: Option<bool>,
+    /// `security.ssl.rest.truststore`: the CAs the client trusts.
     pub truststore: Option<PathBuf>,
+    /// `security.ssl.rest.keystore`: the client certificate.
     pub keystore: Option<PathBuf>,
+    /// `security.ssl.rest.private-key`: its key, when not in the keystore.
     pub private_key: Option<PathBuf>,
     /// `security.ssl.rest.authentication-enabled`: a client certificate is
     /// required, so `keystore` must be given.
     pub authentication_enabled: bool,
+    /// `security.rest.token-file`: the bearer token.
     pub token_file: Option<PathBuf>,
 }
 

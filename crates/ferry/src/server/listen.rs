@@ -34,7 +34,9 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Where the listeners ended up.
 #[derive(Debug, Default)]
 pub struct Bound {
+    /// Where the REST API listens, if it does.
     pub rest: Option<SocketAddr>,
+    /// Where the Prometheus endpoint listens, if it does.
     pub metrics: Option<SocketAddr>,
     /// Whether the REST API speaks TLS.
     pub rest_tls: bool,
@@ -42,11 +44,13 @@ pub struct Bound {
 }
 
 impl Bound {
+    /// The REST API's URL, if it listens.
     pub fn rest_url(&self) -> Option<String> {
         let scheme = if self.rest_tls { "https" } else { "http" };
         self.rest.map(|a| format!("{scheme}://{a}"))
     }
 
+    /// The Prometheus endpoint's URL, if it listens.
     pub fn metrics_url(&self) -> Option<String> {
         self.metrics.map(|a| format!("http://{a}/metrics"))
     }

@@ -191,6 +191,7 @@ fn push_operators(out: &mut Families, v: &JobView, labels: &Labels) {
 }
 
 impl FerryCollector {
+    /// Collects the jobs of `registry`.
     pub fn new(registry: Arc<Registry>) -> Self {
         FerryCollector { registry }
     }
@@ -285,6 +286,8 @@ pub fn router(registry: Arc<prometheus_client::registry::Registry>) -> axum::Rou
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ferry_families::push_kafka_snapshot;
+    use ferry_kafka::metrics::KafkaSnapshot;
     use ferry_kafka::metrics::{PartitionLag, TopicCounters, TopicSnapshot};
 
     /// A collector rendering one Kafka snapshot, as a job's would be.

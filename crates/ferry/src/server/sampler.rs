@@ -24,12 +24,17 @@ pub struct Sample {
     pub t: u64,
     /// now − lastEndTimestamp in ms; `None` before the first window ended.
     pub lag_ms: Option<u64>,
+    /// Rows read so far (for rates).
     #[serde(skip)]
     pub rows_read: u64,
+    /// Rows written so far (for rates).
     #[serde(skip)]
     pub rows_written: u64,
+    /// Splits being read.
     pub pending: u64,
+    /// Splits not yet handed out.
     pub unassigned: u64,
+    /// Splits of tablets that went away.
     pub pending_removal: u64,
 }
 
@@ -56,6 +61,7 @@ pub struct Sampler {
 }
 
 impl Sampler {
+    /// Samples `metrics`.
     pub fn new(metrics: Arc<JobMetrics>) -> Self {
         Sampler {
             metrics,

@@ -29,8 +29,11 @@ pub fn source_operator(source: &str) -> String {
 
 /// A job as seen at one instant.
 pub struct JobView<'a> {
+    /// The job.
     pub job: &'a JobEntry,
+    /// Its status.
     pub status: JobStatus,
+    /// Its metrics.
     pub metrics: MetricsSnapshot,
     /// Completed checkpoints and savepoints, oldest first.
     pub checkpoints: Vec<CheckpointRecord>,

@@ -60,13 +60,18 @@ pub struct RpoReport {
 #[derive(Debug, Clone, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PositionView {
+    /// The sink table.
     pub table: String,
+    /// The job that wrote the record.
     pub job_id: String,
+    /// The end of the last completed window the sink holds.
     pub last_end: Option<SourceTime>,
+    /// The same as a UTC time.
     pub last_end_utc: Option<String>,
     /// A sink hybrid time at which the sink equals the source at
     /// `last_end` (what `ferry verify` compares with).
     pub last_end_sink_time: Option<SinkTime>,
+    /// The end of the window the record was written for.
     pub window_end: SourceTime,
 }
 

@@ -328,7 +328,7 @@ pub(super) fn push_kafka(out: &mut Families, v: &JobView, labels: &Labels) {
 
 /// The `ferry_kafka_*` families of one snapshot (apart from
 /// [`push_kafka`] so that tests can render a snapshot built by hand).
-fn push_kafka_snapshot(out: &mut Families, s: &KafkaSnapshot, labels: &Labels) {
+pub(super) fn push_kafka_snapshot(out: &mut Families, s: &KafkaSnapshot, labels: &Labels) {
     let counter = MetricType::Counter;
     let gauge = MetricType::Gauge;
     for t in &s.topics {

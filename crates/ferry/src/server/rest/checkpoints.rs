@@ -24,7 +24,7 @@ use ferry_engine::job::CheckpointRecord;
 /// Flink keeps this many checkpoints in `history` (`web.checkpoints.history`).
 const HISTORY_SIZE: usize = 10;
 
-pub async fn trigger_checkpoint(
+pub(super) async fn trigger_checkpoint(
     State(state): State<AppState>,
     Path(jobid): Path<String>,
     body: Bytes,
@@ -53,7 +53,7 @@ pub async fn trigger_checkpoint(
     ))
 }
 
-pub async fn checkpoint_status(
+pub(super) async fn checkpoint_status(
     State(state): State<AppState>,
     Path((jobid, triggerid)): Path<(String, String)>,
 ) -> Result<Json<AsynchronousOperationResult<CheckpointInfo>>, ApiError> {
@@ -144,7 +144,7 @@ fn summary(history: &[CheckpointRecord]) -> CheckpointSummary {
     }
 }
 
-pub async fn checkpoint_stats(
+pub(super) async fn checkpoint_stats(
     State(state): State<AppState>,
     Path(jobid): Path<String>,
 ) -> Result<Json<CheckpointingStatistics>, ApiError> {
@@ -189,7 +189,7 @@ pub async fn checkpoint_stats(
     }))
 }
 
-pub async fn checkpoint_config(
+pub(super) async fn checkpoint_config(
     State(state): State<AppState>,
     Path(jobid): Path<String>,
 ) -> Result<Json<CheckpointConfigInfo>, ApiError> {

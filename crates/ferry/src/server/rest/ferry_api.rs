@@ -33,7 +33,7 @@ use ferry_engine::job::CheckpointRecord;
 use ferry_engine::time::now_ms;
 use ferry_engine::JobStatus;
 
-pub async fn submit_job(
+pub(super) async fn submit_job(
     State(state): State<AppState>,
     body: Bytes,
 ) -> Result<Json<SubmitResponse>, ApiError> {
@@ -99,7 +99,7 @@ fn totals(v: &JobView) -> Totals {
 
 /// The live numbers of one job, from one view plus the job's sampler and
 /// tablet-server poller.
-pub fn job_live(v: &JobView) -> JobLive {
+pub(super) fn job_live(v: &JobView) -> JobLive {
     let (job, m) = (v.job, &v.metrics);
     let history = job
         .sampler
@@ -207,7 +207,7 @@ fn periodic_savepoints(v: &JobView) -> PeriodicSavepoints {
     }
 }
 
-pub async fn job_live_handler(
+pub(super) async fn job_live_handler(
     State(state): State<AppState>,
     Path(jobid): Path<String>,
 ) -> Result<Json<JobLive>, ApiError> {
@@ -215,7 +215,7 @@ pub async fn job_live_handler(
     Ok(Json(job_live(&job.view())))
 }
 
-pub async fn overview(State(state): State<AppState>) -> Json<ProcessOverview> {
+pub(super) async fn overview(State(state): State<AppState>) -> Json<ProcessOverview> {
     let jobs = state
         .registry
         .jobs()

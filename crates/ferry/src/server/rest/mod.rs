@@ -31,6 +31,7 @@ use std::sync::Arc;
 /// Shared state of the handlers.
 #[derive(Clone)]
 pub struct AppState {
+    /// The jobs of the process.
     pub registry: Arc<Registry>,
     /// Where the Prometheus endpoint listens (shown on the web page).
     pub metrics_url: Option<String>,

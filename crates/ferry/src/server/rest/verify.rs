@@ -40,7 +40,7 @@ struct VerifyRequestBody {
     max_listed: Option<usize>,
 }
 
-pub async fn trigger_verify(
+pub(super) async fn trigger_verify(
     State(state): State<AppState>,
     Path(jobid): Path<String>,
     body: Bytes,
@@ -107,7 +107,7 @@ pub async fn trigger_verify(
     ))
 }
 
-pub async fn verify_status(
+pub(super) async fn verify_status(
     State(state): State<AppState>,
     Path((jobid, requestid)): Path<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
