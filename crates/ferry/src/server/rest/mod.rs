@@ -7,7 +7,7 @@
 //! Every route is also served under `/v1/`, as Flink does. With
 //! `security.rest.token-file` every request (the web page too) must carry
 //! the bearer token ([`token::require_token`]); TLS and client
-//! certificates are the listener's (`crate::server`).
+//! certificates are the listener's (`crate::server::listen`).
 
 mod checkpoints;
 mod error;
