@@ -295,3 +295,148 @@ impl FoundState {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checkpoint::{
+        encode_metadata, JobState, MemoryStateStore, SingleStoreResolver, SnapshotKind, StateKey,
+    };
+    use crate::config::{HaConfig, JobConfig};
+
+    const JOB: &str = "00112233445566778899aabbccddeeff";
+
+    fn ha(duration_ms: u64) -> HaConfig {
+        let d = format!("{duration_ms} ms");
+        let r = format!("{} ms", duration_ms / 4);
+        let pairs = [
+            ("job.sourceMasterAddresses", "a:7051"),
+            ("job.sinkMasterAddresses", "b:7051"),
+            ("job.tableName", "t"),
+            ("job.checkpointsDirectory", "/chk"),
+            ("high-availability.type", "lease"),
+            ("high-availability.lease-duration", d.as_str()),
+            ("high-availability.renew-interval", r.as_str()),
+        ];
+        JobConfig::from_named_pairs(pairs).expect("config").ha
+    }
+
+    fn lease(store: &Arc<MemoryStateStore>, owner: &str) -> Arc<Lease> {
+        let dir = StorageLocation::parse("/chk").expect("dir");
+        let job: JobId = JOB.parse().expect("id");
+        Arc::new(Lease::new(store.clone(), &dir, &job, &ha(600), owner))
+    }
+
+    fn checkpoint(store: &MemoryStateStore, id: u64, last_end: u64) {
+        let mut s = JobState::new(
+            JOB.parse().expect("id"),
+            SnapshotKind::Checkpoint,
+            id,
+            "t",
+            vec![],
+            vec![],
+        );
+        s.last_end_timestamp = Some(crate::time::SourceTime::from_raw(last_end));
+        let key = StateKey::parse(&format!("chk/{JOB}/chk-{id}/_metadata")).expect("key");
+        store.overwrite(&key, encode_metadata(&s).expect("encode"));
+    }
+
+    #[tokio::test]
+    async fn a_standby_preloads_claims_a_silent_lease_and_takes_over_from_the_newest_state() {
+        let store = Arc::new(MemoryStateStore::new());
+        checkpoint(&store, 1, 100);
+        let active = lease(&store, "active");
+        let held = active.claim(None).await.expect("claim").expect("won");
+        let keeper = active.clone().keep(held);
+        let search = StateSearch::new(
+            Arc::new(SingleStoreResolver(store.clone())),
+            vec![StorageLocation::parse("/chk").expect("dir")],
+            Some(JOB.parse().expect("id")),
+        );
+        let mut standby = Standby::new(lease(&store, "standby"), search);
+        // The active writes one more checkpoint, then dies.
+        let dies = tokio::spawn({
+            let store = store.clone();
+            async move {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                checkpoint(&store, 2, 200);
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                keeper.abort();
+            }
+        });
+        let (mut preloaded, mut lapsed, mut refreshed) = (Vec::new(), Vec::new(), 0);
+        let started = Instant::now();
+        let claim = standby
+            .claim(
+                Role::Standby,
+                |event| match event {
+                    Event::Preloaded { newest, changed } => {
+                        preloaded.push((newest.map(|f| f.state.checkpoint_id), changed))
+                    }
+                    Event::Lapsed { holder, silent } => lapsed.push((holder.generation, silent)),
+                    _ => {}
+                },
+                async || refreshed += 1,
+            )
+            .await
+            .expect("claim");
+        dies.await.expect("joined");
+        // Not before the active's last renewal (at most one renew interval,
+        // 150 ms, before it died at 1000 ms) plus the lease duration.
+        assert!(
+            started.elapsed() >= Duration::from_millis(1450),
+            "{:?}",
+            started.elapsed()
+        );
+        assert_eq!(claim.held.generation, 2);
+        assert_eq!(lapsed.len(), 1);
+        assert_eq!(lapsed[0].0, 1);
+        assert!(lapsed[0].1 >= Duration::from_millis(600), "{lapsed:?}");
+        assert_eq!(claim.silent, lapsed[0].1);
+        // Pre-loaded while waiting; the caller's refresh ran with each.
+        assert_eq!(preloaded.first(), Some(&(Some(1), true)));
+        assert_eq!(refreshed, preloaded.len());
+        // The search after the claim sees the last checkpoint and reuses
+        // what the preload read.
+        let search = standby.find_newest().await.expect("search");
+        let newest = search.newest.expect("found");
+        assert_eq!(newest.state.checkpoint_id, 2);
+        assert_eq!(newest.loaded().location, newest.location);
+        assert_eq!(search.reused, 1);
+        // Holding renews: another claimant on the same view loses.
+        let seen = standby.lease().newest().await.expect("read");
+        let holding = standby.hold(claim.held);
+        assert_eq!(holding.generation, 2);
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        let late = lease(&store, "late");
+        let newest_now = late.newest().await.expect("read");
+        assert_ne!(
+            newest_now.as_ref().map(|r| r.seq),
+            seen.as_ref().map(|r| r.seq)
+        );
+        assert!(late.claim(seen.as_ref()).await.expect("claim").is_none());
+        holding.release();
+    }
+
+    #[tokio::test]
+    async fn an_active_instance_claims_a_lease_nobody_held_at_once() {
+        let store = Arc::new(MemoryStateStore::new());
+        let search = StateSearch::new(Arc::new(SingleStoreResolver(store.clone())), vec![], None);
+        let mut standby = Standby::new(lease(&store, "run"), search);
+        let mut waited = 0;
+        let claim = standby
+            .claim(
+                Role::Active,
+                |e| {
+                    if matches!(e, Event::Waiting { .. }) {
+                        waited += 1
+                    }
+                },
+                async || {},
+            )
+            .await
+            .expect("claim");
+        assert_eq!((claim.held.generation, claim.silent), (1, Duration::ZERO));
+        assert_eq!(waited, 0);
+    }
+}
