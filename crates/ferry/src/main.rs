@@ -10,7 +10,7 @@ use ferry::client;
 use std::process::ExitCode;
 use std::time::Duration;
 
-// Over 80 lines: one arm per verb, each only unpacking its flags.
+// Long on purpose: one arm per verb, each only unpacking its flags.
 fn main() -> ExitCode {
     cli::pin_mmap_threshold();
     let cli = match Cli::try_parse() {

@@ -53,7 +53,7 @@ pub async fn start_job(registry: &Registry, args: RunArgs) -> Result<Arc<JobEntr
 }
 
 /// [`start_job`] with a takeover's or lease holder's extras.
-// Over 80 lines: one arm per source/sink pair in the connector match; every other step is a helper below.
+// Long on purpose: one arm per source/sink pair in the connector match; every other step is a helper below.
 pub async fn start_job_with(
     registry: &Registry,
     args: RunArgs,
