@@ -60,6 +60,8 @@ pub struct CutoverReport {
 }
 
 /// Why a cutover report could not be written or read.
+// The fields are named in each variant's message.
+#[allow(missing_docs)]
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
     /// The file could not be written.

@@ -6,7 +6,7 @@
 //! `security.rest.token-file`.
 
 use crate::api::flink::ErrorResponse;
-use crate::rest::security::Token;
+use crate::security::Token;
 use anyhow::{anyhow, Context, Result};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
@@ -47,7 +47,9 @@ pub struct ClientSecurity {
 /// A response: status and body (parsed as JSON when it is JSON).
 #[derive(Debug, Clone)]
 pub struct Response {
+    /// The HTTP status.
     pub status: StatusCode,
+    /// The body as received.
     pub body: Bytes,
 }
 

@@ -12,7 +12,7 @@
 //! settings and no credential travels in a job submission. The
 //! `security.ssl.rest.*` keys (Flink's names, PEM files instead of Java
 //! keystores) and ferry's `security.rest.token-file` secure the REST API
-//! and web page (`crate::rest::security`); the CLI verbs read the same keys
+//! and web page (`crate::security`); the CLI verbs read the same keys
 //! for their side. Each key is one constant of a section declared here
 //! (the `s3.*` section is `ferry_objstore`'s), like the job's keys;
 //! `crate::settings` reads them from `--key value`, `--key=value`,
@@ -22,7 +22,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::rest::security::RestSecurity;
+use crate::security::RestSecurity;
 use ferry_engine::config::{
     AnyOption, Config, ConfigOption, KeyOrigin::Flink, Section, ValueError, ValueKind,
 };
@@ -39,7 +39,9 @@ pub const DEFAULT_ADDRESS: &str = "127.0.0.1";
 /// error; a busy default only disables that endpoint with a warning).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PortChoice {
+    /// The port.
     pub port: u16,
+    /// Whether the user gave it.
     pub explicit: bool,
 }
 
@@ -281,8 +283,11 @@ fn print_nothing(_: &()) -> String {
 /// that conflicts with another).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub struct OptionError {
+    /// The key.
     pub key: String,
+    /// Its value as given.
     pub value: String,
+    /// What is wrong with it.
     pub reason: String,
 }
 
@@ -300,9 +305,9 @@ impl std::fmt::Display for OptionError {
     }
 }
 
-impl From<crate::rest::security::SecurityError> for OptionError {
+impl From<crate::security::SecurityError> for OptionError {
     /// The file is named, never its contents.
-    fn from(e: crate::rest::security::SecurityError) -> Self {
+    fn from(e: crate::security::SecurityError) -> Self {
         OptionError {
             key: e.key.to_string(),
             value: e.path.map(|p| p.display().to_string()).unwrap_or_default(),
@@ -314,7 +319,9 @@ impl From<crate::rest::security::SecurityError> for OptionError {
 /// The typed process options.
 #[derive(Debug, Clone, Default)]
 pub struct ProcessOptions {
+    /// The REST and Prometheus listeners and their security.
     pub server: ServerOptions,
+    /// How the tablet servers' write counters are polled.
     pub kudu: KuduMetricsOptions,
     /// `s3.*` as given (secrets print as `***`); merged with the `AWS_*`
     /// environment when the resolver is built.

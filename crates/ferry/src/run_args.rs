@@ -94,25 +94,34 @@ pub fn from_submission(body: &SubmitRequestBody) -> Result<RunArgs, UsageError> 
 /// What the command line asked for.
 #[derive(Debug)]
 pub enum RunCommand {
+    /// Run (or, with `--jobmanager`, submit) this job.
     Run(Box<RunArgs>),
+    /// `--help`.
     Help,
 }
 
 /// A usage error: printed with exit code 2.
+// The fields are named in each variant's message.
+#[allow(missing_docs)]
 #[derive(Debug, thiserror::Error)]
 pub enum UsageError {
+    /// A job key's value.
     #[error(transparent)]
     Config(#[from] ConfigError),
+    /// A process key's value.
     #[error(transparent)]
     Option(#[from] OptionError),
+    /// The command line or the config file.
     #[error(transparent)]
     Settings(#[from] SettingsError),
+    /// A flag of `ferry run` itself.
     #[error("invalid value '{value}' for {flag}: {reason}")]
     InvalidValue {
         flag: String,
         value: String,
         reason: String,
     },
+    /// `--fromCutover`'s report cannot start this job.
     #[error("--fromCutover {path}: {reason}")]
     FromCutover { path: String, reason: String },
 }

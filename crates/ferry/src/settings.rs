@@ -82,6 +82,8 @@ pub fn all_specs() -> impl Iterator<Item = &'static engine::KeySpec> {
 }
 
 /// Why the command line or a config file could not be read.
+// The fields are named in each variant's message.
+#[allow(missing_docs)]
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SettingsError {

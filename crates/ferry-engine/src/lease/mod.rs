@@ -8,7 +8,11 @@
 //! - `protocol`: [`Lease`] — a create-only sequence of lease objects under
 //!   `<high-availability.storageDir>/<job-id>/_lease/`; renewals and claims
 //!   race for the same next name, so exactly one wins; [`Watcher`] measures
-//!   a holder's silence on this instance's monotonic clock; [`acquire`].
+//!   a holder's silence on this instance's monotonic clock.
+//! - `standby`: [`Standby`] — wait while a holder renews, claim the next
+//!   generation when it goes silent, find the newest retained state, hold
+//!   the lease while the job runs; `ferry run` (with a lease), `ferry
+//!   standby` and `ferry failover` all use it, reporting its [`Event`]s.
 //! - `fence`: [`Fence`] — the holder's local, lock-free check before every
 //!   checkpoint, savepoint and sink write (monotonic deadline + "a higher
 //!   generation was seen").
@@ -19,10 +23,12 @@
 mod fence;
 mod find;
 mod protocol;
+mod standby;
 
 pub use fence::{Fence, Fenced};
 pub use find::{
     find_newest, find_newest_reusing, sort_newest_first, FindError, FoundState, Search,
     SkippedState,
 };
-pub use protocol::{acquire, Held, Lease, LeaseError, LeaseRecord, Watcher, WhenEmpty, LEASE_DIR};
+pub use protocol::{Held, Lease, LeaseError, LeaseRecord, Watcher, LEASE_DIR};
+pub use standby::{Claim, Event, Holding, Role, Standby, StandbyError, StateSearch, PRELOAD_EVERY};

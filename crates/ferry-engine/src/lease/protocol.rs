@@ -330,48 +330,22 @@ impl Watcher {
     }
 }
 
-/// How [`acquire`] treats a lease nobody ever held.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WhenEmpty {
-    /// Claim generation 1 at once (`ferry run`).
-    Claim,
-    /// Wait for an active instance to appear (`ferry standby`).
-    Wait,
-}
-
-/// Waits until the lease is free (never held, or silent for the lease
-/// duration) and claims it. `on_wait` is called on every poll while an
-/// active holder renews (with its record and how long it has been silent).
-pub async fn acquire(
-    lease: &Lease,
-    when_empty: WhenEmpty,
-    mut on_wait: impl FnMut(Option<&LeaseRecord>, Duration),
-) -> Result<Held, LeaseError> {
-    let mut watcher = Watcher::new();
-    let poll = (lease.renew_interval / 2).max(Duration::from_millis(50));
-    loop {
-        let newest = watcher.poll(lease).await?.cloned();
-        let free = match &newest {
-            None => when_empty == WhenEmpty::Claim,
-            Some(_) => watcher.silent_for() >= lease.duration,
-        };
-        if free {
-            if let Some(held) = lease.claim(newest.as_ref()).await? {
-                return Ok(held);
-            }
-            watcher = Watcher::new();
-            continue;
-        }
-        on_wait(newest.as_ref(), watcher.silent_for());
-        tokio::time::sleep(poll).await;
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::checkpoint::MemoryStateStore;
     use crate::config::JobConfig;
+    use crate::lease::{Role, Standby, StateSearch};
+
+    /// Claims `lease` through a [`Standby`] with nowhere to look for state.
+    async fn claim_as(lease: &Arc<Lease>, role: Role) -> Result<Held, LeaseError> {
+        let search = StateSearch::new(Arc::new(crate::checkpoint::LocalResolver), Vec::new(), None);
+        let mut standby = Standby::new(lease.clone(), search);
+        standby
+            .claim(role, |_| {}, async || {})
+            .await
+            .map(|c| c.held)
+    }
 
     fn ha(duration_ms: u64) -> HaConfig {
         let d = format!("{duration_ms} ms");
@@ -434,9 +408,7 @@ mod tests {
         // The active stops renewing (killed): the standby takes over.
         keeper.abort();
         let took = Instant::now();
-        let held = acquire(&standby, WhenEmpty::Wait, |_, _| {})
-            .await
-            .expect("acquire");
+        let held = claim_as(&standby, Role::Standby).await.expect("claim");
         assert!(
             took.elapsed() >= Duration::from_millis(600),
             "{:?}",
@@ -481,7 +453,7 @@ mod tests {
         let standby = lease(&store, "standby", 800);
         let waiting = tokio::time::timeout(
             Duration::from_millis(1200),
-            acquire(&standby, WhenEmpty::Wait, |_, _| {}),
+            claim_as(&standby, Role::Standby),
         )
         .await;
         assert!(
@@ -489,9 +461,7 @@ mod tests {
             "a standby must not start a job nobody ran"
         );
         let run = lease(&store, "run", 800);
-        let held = acquire(&run, WhenEmpty::Claim, |_, _| {})
-            .await
-            .expect("claim");
+        let held = claim_as(&run, Role::Active).await.expect("claim");
         assert_eq!(held.generation, 1);
     }
 }

@@ -4,7 +4,6 @@
 //! `ferry stop --drain-check`.
 
 use crate::kudu_activity::{ForeignWrites, TableActivity, TableCounters};
-use crate::sampler::Rates;
 use serde::{Deserialize, Serialize};
 
 /// `POST /ferry/jobs`: a job for a session-mode server, as `ferry run
@@ -29,25 +28,33 @@ pub struct SubmitRequestBody {
 /// The answer to [`SubmitRequestBody`] (like Flink's `/jars/:jarid/run`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SubmitResponse {
+    /// The new job's id.
     pub jobid: String,
 }
 
 /// `GET /ferry/overview`: process facts and every job, newest first.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProcessOverview {
+    /// ferry's version.
     pub version: String,
     /// `application` or `session`.
     pub mode: String,
+    /// When the process started, epoch ms.
     pub started_at: u64,
+    /// The process's clock when it answered, epoch ms.
     pub now: u64,
+    /// The Prometheus endpoint, if it listens.
     pub metrics_url: Option<String>,
+    /// Every job of the process, newest first.
     pub jobs: Vec<JobLive>,
 }
 
 /// `GET /ferry/jobs/:jobid/live`: one job's live numbers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JobLive {
+    /// The job id.
     pub jid: String,
+    /// The job's name.
     pub name: String,
     /// Flink's state name.
     pub state: String,
@@ -57,10 +64,15 @@ pub struct JobLive {
     pub error: Option<String>,
     /// Where a stopped job's final savepoint is.
     pub final_savepoint: Option<String>,
+    /// The source table (`job.tableName`).
     pub table: String,
+    /// The sink table.
     pub sink_table: String,
+    /// Splits read at once.
     pub parallelism: usize,
+    /// How often diff windows are planned, in ms.
     pub discovery_interval_ms: u64,
+    /// When the job started, epoch ms.
     pub start_time: u64,
     /// -1 while the job runs.
     pub end_time: i64,
@@ -70,6 +82,7 @@ pub struct JobLive {
     pub uptime_ms: u64,
     /// In the current outage (RESTARTING); 0 otherwise.
     pub downtime_ms: u64,
+    /// Restarts after transient failures.
     pub restarts: u64,
     /// The newest failures (at most ten), newest first.
     pub failures: Vec<FailureEntry>,
@@ -77,16 +90,23 @@ pub struct JobLive {
     pub last_end_timestamp: u64,
     /// `now - last_end_timestamp`, once a window completed.
     pub lag_ms: Option<u64>,
+    /// Split counts of the open windows.
     pub splits: SplitCounts,
+    /// Records per second, over the last seconds.
     pub rates: Rates,
+    /// The job's counters.
     pub totals: Totals,
+    /// Progress of the initial snapshot.
     pub snapshot: SnapshotProgress,
+    /// Recent lag and split samples, oldest first.
     pub lag_history: Vec<LagPoint>,
+    /// The tablet servers' write counters.
     pub kudu: KuduTables,
     /// The ten newest checkpoints, newest first.
     pub checkpoints: Vec<CheckpointEntry>,
     /// Every savepoint, newest first.
     pub savepoints: Vec<CheckpointEntry>,
+    /// The checkpoint or savepoint the job was restored from.
     pub restored_from: Option<String>,
     /// Each state replica (`job.stateReplicas`): lag, last success,
     /// failures, newest state copied.
@@ -134,10 +154,13 @@ pub struct VerifyLive {
 pub struct PeriodicSavepoints {
     /// The interval in ms (0 = off).
     pub interval_ms: u64,
+    /// Periodic savepoints completed.
     pub completed: u64,
+    /// Periodic savepoints failed.
     pub failed: u64,
     /// When the last one completed, epoch ms (0 = none yet).
     pub last_at: u64,
+    /// Where the last one is.
     pub last_path: Option<String>,
 }
 
@@ -148,8 +171,11 @@ pub type LagPoint = (u64, Option<u64>, u64, u64, u64);
 /// The enumerator's split counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SplitCounts {
+    /// Splits being read.
     pub pending: u64,
+    /// Splits not yet handed out.
     pub unassigned: u64,
+    /// Splits of tablets that went away, being removed.
     pub pending_removal: u64,
 }
 
@@ -163,22 +189,34 @@ impl SplitCounts {
 /// The job's counters since it started.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Totals {
+    /// Rows read from the source.
     pub rows_read: u64,
+    /// Rows upserted into the sink.
     pub rows_upserted: u64,
+    /// Rows deleted from the sink.
     pub rows_deleted: u64,
+    /// Bytes of row data read from the source.
     pub bytes_read: u64,
+    /// Windows (snapshot or diff) completed.
     pub windows_completed: u64,
+    /// Full-snapshot windows completed.
     pub snapshot_windows: u64,
+    /// Duration of the last completed window, ms.
     pub last_window_duration_ms: u64,
+    /// Checkpoints completed.
     pub checkpoints_completed: u64,
+    /// Checkpoints failed.
     pub checkpoints_failed: u64,
+    /// Duration of the last checkpoint, ms.
     pub last_checkpoint_duration_ms: u64,
 }
 
 /// Progress of the initial snapshot.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SnapshotProgress {
+    /// Whether the snapshot is still being copied.
     pub in_progress: bool,
+    /// Rows copied so far.
     pub rows_copied: u64,
     /// The source's live row count at job start, if the master gave one.
     pub rows_estimate: Option<u64>,
@@ -189,7 +227,9 @@ pub struct SnapshotProgress {
 pub struct KuduTables {
     /// False when polling is off (`metrics.kudu.pollIntervalMillis=0`).
     pub enabled: bool,
+    /// How often the tablet servers are polled, ms.
     pub poll_interval_ms: u64,
+    /// One entry per watched table.
     pub tables: Vec<TableActivity>,
     /// The write guard: rows written to the sink table by others than
     /// ferry (docs/operations.md, "Write guard").
@@ -226,12 +266,27 @@ pub struct FailureEntry {
 /// A completed checkpoint or savepoint.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CheckpointEntry {
+    /// The checkpoint id.
     pub id: u64,
+    /// Its directory.
     pub path: String,
+    /// When it completed, epoch ms.
     pub completed_at: u64,
+    /// How long it took, ms.
     pub duration_ms: u64,
+    /// Its size in bytes.
     pub size_bytes: u64,
+    /// Whether it is a savepoint.
     pub savepoint: bool,
+}
+
+/// Records per second out of the source and into the sink.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Rates {
+    /// Records read from the source per second.
+    pub records_out_per_second: f64,
+    /// Records written to the sink per second.
+    pub records_in_per_second: f64,
 }
 
 #[cfg(test)]

@@ -21,7 +21,7 @@
 
 use super::failover::{report, DrArgs, Outcome, EXIT_NOTHING_FOUND};
 use super::verify::{method, number, Failure, DEFAULT_PARALLELISM};
-use super::{drain_then_stop, DrainCheck, Rest};
+use crate::client::{drain_then_stop, DrainCheck, Rest, RestClientOptions};
 use crate::cutover_report::{CutoverReport, CutoverSide, CUTOVER_REPORT_VERSION};
 use crate::run_args::{self, RunArgs, RunCommand};
 use anyhow::{anyhow, Context};
@@ -43,15 +43,25 @@ pub struct CutoverArgs {
     pub run: RunArgs,
     /// Its options as given (the reverse job starts from them).
     pub run_options: Vec<String>,
+    /// The active job's REST API (`--jobmanager`).
     pub jobmanager: String,
+    /// The job to cut over (`--job-id`, required).
     pub job_id: Option<String>,
+    /// Where the stop's savepoint goes (`--savepointPath`).
     pub savepoint_path: Option<String>,
+    /// The drain check's timeout and quiet period.
     pub drain: DrainCheck,
+    /// Where the report is written (`--report`).
     pub report: Option<PathBuf>,
+    /// Start the reverse job in this process (`--start-reverse`).
     pub start_reverse: bool,
+    /// Print the report as JSON.
     pub json: bool,
+    /// Verification parallelism.
     pub parallelism: usize,
+    /// Verification method.
     pub method: Method,
+    /// `--unplanned`: the source cluster is gone; print the failover report.
     pub unplanned: bool,
 }
 
@@ -115,12 +125,11 @@ pub fn parse(args: &[String]) -> Result<Option<CutoverArgs>, String> {
     if unplanned && start_reverse {
         return Err("--start-reverse needs a planned cutover (an equal copy); after an unplanned failover start the job on the new primary with a snapshot".into());
     }
-    super::kudu_table_pair(&run.config, "cutover")?;
+    crate::wiring::kudu_table_pair(&run.config, "cutover")?;
     // The job's REST API: the job's own security.* keys (Flink's model,
     // one configuration for both sides); a bad one is a usage error.
     if !unplanned {
-        super::RestClientOptions::from_process(&run.process.server.security)
-            .prepare(&jobmanager)?;
+        RestClientOptions::from_process(&run.process.server.security).prepare(&jobmanager)?;
     }
     Ok(Some(CutoverArgs {
         run,
@@ -154,7 +163,7 @@ async fn side(client: &KuduClient, masters: &[String], table: &str) -> CutoverSi
 /// Steps 1–5: stop, read the savepoint, verify, write the report.
 async fn cut_over(args: &CutoverArgs, job: &str) -> Result<(CutoverReport, String), Failure> {
     let cfg = &args.run.config;
-    let security = super::RestClientOptions::from_process(&args.run.process.server.security);
+    let security = RestClientOptions::from_process(&args.run.process.server.security);
     let rest = Rest::new(&args.jobmanager, &security).map_err(Failure::Usage)?;
     let drain = DrainCheck {
         timeout: args.drain.timeout,
@@ -164,23 +173,8 @@ async fn cut_over(args: &CutoverArgs, job: &str) -> Result<(CutoverReport, Strin
     // passed finishes first, so the savepoint holds none.
     let savepoint =
         drain_then_stop(&rest, job, args.savepoint_path.as_deref(), drain, true).await?;
-    let resolver = crate::submit::resolver(&args.run.process);
-    let store = crate::submit::open_checkpoints(
-        &resolver,
-        &cfg.checkpoints_directory,
-        cfg.checkpoints_retained,
-    )
-    .await?;
-    let state = store
-        .load(&savepoint)
-        .await
-        .map_err(|e| anyhow!("cannot read the savepoint '{savepoint}': {e}"))?
-        .state;
-    let drained = state.window.is_none() && state.pending.is_empty() && state.unassigned.is_empty();
-    let final_end = state
-        .last_end_timestamp
-        .ok_or_else(|| anyhow!("the savepoint '{savepoint}' has no completed window"))?;
-    let (source, sink) = crate::submit::clients(cfg)?;
+    let (drained, final_end) = read_savepoint(args, &savepoint).await?;
+    let (source, sink) = crate::wiring::clients(cfg)?;
     let sink_table = cfg.sink_table_name();
     // The job stopped: the sink takes no more of its writes, so any time
     // from now on sees the copy as it was left.
@@ -220,7 +214,7 @@ async fn cut_over(args: &CutoverArgs, job: &str) -> Result<(CutoverReport, Strin
         rpo_ms: if drained && equal {
             0
         } else {
-            created_at_ms.saturating_sub(crate::submit::source_clock(cfg).epoch_millis(final_end))
+            created_at_ms.saturating_sub(crate::wiring::source_clock(cfg).epoch_millis(final_end))
         },
         verify,
         created_at_ms,
@@ -235,6 +229,32 @@ async fn cut_over(args: &CutoverArgs, job: &str) -> Result<(CutoverReport, Strin
         .display()
         .to_string();
     Ok((report, shown))
+}
+
+/// Whether the stop's savepoint is drained (no window in progress), and
+/// its final window end.
+async fn read_savepoint(
+    args: &CutoverArgs,
+    savepoint: &str,
+) -> Result<(bool, ferry_engine::SourceTime), Failure> {
+    let cfg = &args.run.config;
+    let resolver = crate::wiring::resolver(&args.run.process);
+    let store = crate::wiring::open_checkpoints(
+        &resolver,
+        &cfg.checkpoints_directory,
+        cfg.checkpoints_retained,
+    )
+    .await?;
+    let state = store
+        .load(savepoint)
+        .await
+        .map_err(|e| anyhow!("cannot read the savepoint '{savepoint}': {e}"))?
+        .state;
+    let drained = state.window.is_none() && state.pending.is_empty() && state.unassigned.is_empty();
+    let final_end = state
+        .last_end_timestamp
+        .ok_or_else(|| anyhow!("the savepoint '{savepoint}' has no completed window"))?;
+    Ok((drained, final_end))
 }
 
 /// Prints the report (human or JSON) and the reverse command.
@@ -306,7 +326,7 @@ async fn unplanned(args: CutoverArgs) -> anyhow::Result<ExitCode> {
 
 /// Whether the source cluster answers (its clock) within [`SOURCE_PROBE`].
 async fn source_answers(args: &CutoverArgs) -> bool {
-    let Ok((source, _)) = crate::submit::clients(&args.run.config) else {
+    let Ok((source, _)) = crate::wiring::clients(&args.run.config) else {
         return false;
     };
     matches!(
@@ -321,7 +341,7 @@ const SOURCE_PROBE: Duration = Duration::from_secs(15);
 
 /// `ferry cutover`.
 pub fn command(raw: &[String]) -> ExitCode {
-    let (args, runtime) = match crate::prepare(parse(raw), help, "cutover") {
+    let (args, runtime) = match crate::cli::prepare(parse(raw), help, "cutover") {
         Ok(ready) => ready,
         Err(code) => return code,
     };
@@ -351,7 +371,7 @@ pub fn command(raw: &[String]) -> ExitCode {
     let job = args.job_id.clone().unwrap_or_default();
     let (report, path) = match runtime.block_on(cut_over(&args, &job)) {
         Ok(done) => done,
-        Err(Failure::Usage(e)) => return crate::usage_error(&e, "ferry cutover --help"),
+        Err(Failure::Usage(e)) => return crate::cli::usage_error(&e, "ferry cutover --help"),
         Err(Failure::Failed(e)) => {
             eprintln!("error: {e:#}");
             return ExitCode::FAILURE;
@@ -367,10 +387,10 @@ pub fn command(raw: &[String]) -> ExitCode {
     let reverse = match run_args::parse(&reverse_options(&args, &report, &path)) {
         Ok(RunCommand::Run(run)) => *run,
         Ok(RunCommand::Help) => return ExitCode::FAILURE,
-        Err(e) => return crate::usage_error(&e.to_string(), "ferry run --help"),
+        Err(e) => return crate::cli::usage_error(&e.to_string(), "ferry run --help"),
     };
     crate::say!("Starting the reverse job ...");
-    match runtime.block_on(crate::run::run(reverse)) {
+    match runtime.block_on(crate::server::run::run(reverse)) {
         Ok(JobStatus::Finished { savepoint }) => {
             crate::say!("Job finished; savepoint at {savepoint}");
             ExitCode::SUCCESS

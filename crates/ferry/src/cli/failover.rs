@@ -18,18 +18,19 @@
 
 pub mod report;
 
-use crate::registry::JobEntry;
 use crate::run_args::{self, RunArgs, RunCommand};
-use crate::submit::StartExtras;
-use anyhow::{bail, Context, Result};
-use ferry_engine::checkpoint::{JobId, LoadedState, StateStore, StorageLocation, StoreResolver};
+use crate::server::lease::{run_holding, standby_for};
+use crate::server::rto::Rto;
+use crate::server::submit::StartExtras;
+use crate::wiring::connect;
+use anyhow::{bail, Result};
+use ferry_engine::checkpoint::{JobId, StorageLocation};
 use ferry_engine::config::HaKind;
-use ferry_engine::lease::{find_newest_reusing, sort_newest_first, FoundState, Search};
+use ferry_engine::lease::{FoundState, Search};
 use ferry_engine::time::now_ms;
 use ferry_engine::{JobStatus, SourceClock};
-use kudu_client::KuduClient;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::process::ExitCode;
+use std::time::Instant;
 
 /// Exit code of `ferry failover` when no valid state was found.
 pub const EXIT_NOTHING_FOUND: u8 = 3;
@@ -109,37 +110,6 @@ pub fn parse(args: &[String], verb: &str) -> Result<Option<DrArgs>, String> {
     }))
 }
 
-/// The store a location lives in (`s3://` through the process's `s3.*`
-/// settings); the error names the location, never a secret.
-pub fn store_for(
-    resolver: &dyn StoreResolver,
-    location: &StorageLocation,
-) -> Result<Arc<dyn StateStore>> {
-    // Not `?` on the error itself: its text is already complete.
-    resolver.open(location).map_err(|e| anyhow::anyhow!("{e}"))
-}
-
-/// Searches every location; states already in `known` are not read again.
-pub async fn search_all(
-    resolver: &dyn StoreResolver,
-    from: &[StorageLocation],
-    job: Option<JobId>,
-    known: &[FoundState],
-) -> Result<Search> {
-    let mut all = Search::default();
-    for location in from {
-        let store = store_for(resolver, location)?;
-        let search = find_newest_reusing(store.as_ref(), location, job, known).await?;
-        all.valid.extend(search.valid);
-        all.skipped.extend(search.skipped);
-        all.listed_in += search.listed_in;
-        all.reused += search.reused;
-    }
-    sort_newest_first(&mut all.valid);
-    all.newest = all.valid.first().cloned();
-    Ok(all)
-}
-
 /// What `ferry failover` did.
 #[derive(Debug)]
 pub enum Outcome {
@@ -149,74 +119,6 @@ pub enum Outcome {
     Reported,
     /// No valid state anywhere.
     NothingFound,
-}
-
-/// Timings of a takeover, printed when the first window completes.
-/// [`Rto::default`] records but prints nothing (a plain `ferry run`).
-#[derive(Debug, Clone, Default)]
-pub struct Rto {
-    /// Steps before the job started, in order, with their durations.
-    pub steps: Vec<(&'static str, Duration)>,
-    print: bool,
-}
-
-impl Rto {
-    /// A breakdown that is printed.
-    pub fn printed() -> Self {
-        Rto {
-            steps: Vec::new(),
-            print: true,
-        }
-    }
-
-    /// Adds a step.
-    pub fn step(&mut self, name: &'static str, took: Duration) {
-        self.steps.push((name, took));
-    }
-
-    /// Watches `entry` and prints the breakdown once its first window
-    /// completed (`began`: when the takeover began).
-    pub fn report_when_first_window_completes(
-        self,
-        entry: &Arc<JobEntry>,
-        began: Instant,
-        json: bool,
-    ) {
-        if !self.print {
-            return;
-        }
-        let entry = entry.clone();
-        let started = Instant::now();
-        tokio::spawn(async move {
-            let metrics = entry.handle.metrics().clone();
-            while metrics.snapshot().windows_completed == 0 {
-                if entry.status().is_terminal() {
-                    return;
-                }
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-            let mut rto = self;
-            rto.step("first window completed", started.elapsed());
-            let total = began.elapsed();
-            let ms = |d: Duration| d.as_millis() as u64;
-            if json {
-                let steps: serde_json::Map<String, serde_json::Value> = rto
-                    .steps
-                    .iter()
-                    .map(|(n, d)| (n.replace(' ', "_"), ms(*d).into()))
-                    .collect();
-                let line = serde_json::json!({ "rtoMs": ms(total), "steps": steps });
-                crate::say!("{line}");
-            } else {
-                let parts: Vec<String> = rto
-                    .steps
-                    .iter()
-                    .map(|(n, d)| format!("{n} {} ms", ms(*d)))
-                    .collect();
-                crate::say!("RTO: {} ms ({})", ms(total), parts.join(", "));
-            }
-        });
-    }
 }
 
 /// Prints a search's result (human or JSON).
@@ -293,24 +195,6 @@ fn found_json(f: &FoundState, clock: SourceClock, now: u64) -> serde_json::Value
     })
 }
 
-/// Connects to both clusters and opens the tables (the sink table may not
-/// exist yet: `job.createTable` makes it).
-pub async fn connect(run: &RunArgs) -> Result<(KuduClient, KuduClient)> {
-    let (source, sink) = crate::submit::clients(&run.config)?;
-    if !run.config.tables.is_single() {
-        // A job of several tables finds its tables when it starts.
-        return Ok((source, sink));
-    }
-    source
-        .open_table(&run.config.table_name)
-        .await
-        .with_context(|| format!("opening source table '{}'", run.config.table_name))?;
-    if let Err(e) = sink.open_table(&run.config.sink_table_name()).await {
-        tracing::debug!(error = %e, "sink table not open yet");
-    }
-    Ok((source, sink))
-}
-
 /// `ferry failover`.
 pub async fn failover(args: DrArgs) -> Result<Outcome> {
     if args.report {
@@ -319,20 +203,26 @@ pub async fn failover(args: DrArgs) -> Result<Outcome> {
     let began = Instant::now();
     let mut rto = Rto::printed();
     let ha = args.run.config.ha.kind == HaKind::Lease;
-    let claimed = if ha && !args.dry_run {
-        Some(super::standby::claim(&args.run, &mut rto).await?)
-    } else {
-        None
-    };
+    // With a lease: claim first (the engine's Standby, as the active
+    // instance), then search; without one, only search.
+    let mut claimed = None;
+    let mut search = crate::wiring::state_search(&args.run.process, &args.from, args.job);
+    if ha && !args.dry_run {
+        let mut standby = standby_for(&args.run, &args.from, args.job)?;
+        let claim = crate::server::lease::claim(&mut standby, &mut rto).await?;
+        claimed = Some((standby, claim));
+    }
     let t = Instant::now();
-    let resolver = crate::submit::resolver(&args.run.process);
-    let search = search_all(resolver.as_ref(), &args.from, args.job, &[]).await?;
+    let search = match &mut claimed {
+        Some((standby, _)) => standby.find_newest().await?,
+        None => search.find_newest().await?,
+    };
     rto.step("find", search.listed_in);
     rto.step("verify", t.elapsed().saturating_sub(search.listed_in));
     print_search(
         &search,
         &args.from,
-        crate::submit::source_clock(&args.run.config),
+        crate::wiring::source_clock(&args.run.config),
         args.json,
     );
     let Some(found) = search.newest else {
@@ -351,19 +241,18 @@ pub async fn failover(args: DrArgs) -> Result<Outcome> {
     };
     let extras = StartExtras {
         job_id: Some(job_id),
-        restore: Some(LoadedState {
-            location: found.location.clone(),
-            state: found.state.clone(),
-        }),
+        restore: Some(found.loaded()),
         clients: Some(clients),
         ..StartExtras::default()
     };
     crate::say!("Starting job {job_id} from {}", found.location);
     let json = args.json;
     let status = match claimed {
-        Some(claimed) => claimed.run(args.run, extras, rto, began, json).await?,
+        Some((standby, claim)) => {
+            run_holding(&standby, claim, args.run, extras, rto, began, json).await?
+        }
         None => {
-            crate::run::run_with(args.run, extras, |entry| {
+            crate::server::run::run_with(args.run, extras, |entry| {
                 rto.report_when_first_window_completes(entry, began, json)
             })
             .await?
@@ -373,4 +262,90 @@ pub async fn failover(args: DrArgs) -> Result<Outcome> {
         bail!("the job failed: {error}");
     }
     Ok(Outcome::Ran(status))
+}
+
+/// `ferry failover` and `ferry standby`: help, or the takeover.
+pub fn command(args: &[String], verb: &str) -> ExitCode {
+    let (parsed, runtime) = match super::prepare(parse(args, verb), || dr_help(verb), verb) {
+        Ok(ready) => ready,
+        Err(code) => return code,
+    };
+    if verb == "standby" && parsed.run.config.ha.kind != ferry_engine::config::HaKind::Lease {
+        return super::usage_error(
+            "ferry standby needs high-availability.type lease (the active instance must hold a lease to be taken over from)",
+            "ferry standby --help",
+        );
+    }
+    let outcome = if verb == "standby" {
+        runtime
+            .block_on(super::standby::standby(parsed))
+            .map(Outcome::Ran)
+    } else {
+        runtime.block_on(failover(parsed))
+    };
+    match outcome {
+        Ok(Outcome::Reported) | Ok(Outcome::Ran(JobStatus::Canceled)) => ExitCode::SUCCESS,
+        Ok(Outcome::Ran(JobStatus::Finished { savepoint })) => {
+            crate::say!("{}", super::finished_line(&savepoint));
+            ExitCode::SUCCESS
+        }
+        Ok(Outcome::NothingFound) => ExitCode::from(EXIT_NOTHING_FOUND),
+        Ok(Outcome::Ran(JobStatus::Failed { error })) => {
+            eprintln!("error: the job failed: {error}");
+            ExitCode::FAILURE
+        }
+        Ok(Outcome::Ran(other)) => {
+            eprintln!("error: the job ended in state {other:?}");
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn dr_help(verb: &str) -> String {
+    let what = if verb == "failover" {
+        "Find the newest complete, valid savepoint or checkpoint of the job (chosen by the window
+         end it records, torn and damaged directories skipped with a warning), print it (path,
+         window end, age = RPO of that copy) and start the job from it in this process, under
+         the state's job id. Prints an RTO breakdown once the first window completes.
+
+         Usage: ferry failover [--from LOCATION]... [--job-id ID] [--dry-run | --report] [--json] <ferry run options>
+
+               --from LOCATION   where to look (repeatable) [default: job.checkpointsDirectory]
+               --job-id ID       only this job's state [default: the HA job id with
+                                 high-availability.type lease, else any job's]
+               --dry-run         only report what would be started
+               --report          only print the data RPO of a failover now: now − the end of the last
+                                 window the sink holds (newest valid state, and the sink position if
+                                 the sink cluster answers), as a span and a UTC time; starts nothing
+               --json            report as JSON
+
+         With high-availability.type lease it claims the lease first (waiting for a live holder's
+         lease to lapse).
+
+         Exit codes: 0 the job ended cleanly or --dry-run / --report found a state, 1 runtime failure,
+         2 usage or configuration error, 3 no valid state found.
+"
+    } else {
+        "Watch the job's lease (high-availability.type lease) with warm Kudu connections and the
+         newest valid state pre-loaded; when the lease has not been renewed for
+         high-availability.lease-duration, claim the next generation and start the job from the
+         newest valid state (same job id), with REST and metrics like `ferry run`.
+
+         Usage: ferry standby [--from LOCATION]... <ferry run options>
+
+               --from LOCATION   where to look for state, e.g. the DR replica (repeatable)
+                                 [default: job.checkpointsDirectory]
+
+         Exit codes: 0 the job ended cleanly, 1 runtime failure, 2 usage or configuration error.
+"
+    };
+    format!(
+        "{what}
+The job's options are `ferry run`'s (see `ferry run --help`); docs/dr.md has the runbook.
+"
+    )
 }

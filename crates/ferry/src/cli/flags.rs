@@ -4,7 +4,7 @@
 //! everything else for `run_args::parse`.
 
 /// One argument as a verb sees it.
-pub struct Arg {
+pub(super) struct Arg {
     flag: String,
     inline: Option<String>,
     raw: String,
@@ -12,20 +12,20 @@ pub struct Arg {
 
 impl Arg {
     /// The flag, without an inline `=value`.
-    pub fn flag(&self) -> &str {
+    pub(super) fn flag(&self) -> &str {
         &self.flag
     }
 }
 
 /// A walk over a verb's arguments.
-pub struct Flags<'a> {
+pub(super) struct Flags<'a> {
     args: &'a [String],
     next: usize,
     rest: Vec<String>,
 }
 
 impl<'a> Flags<'a> {
-    pub fn new(args: &'a [String]) -> Self {
+    pub(super) fn new(args: &'a [String]) -> Self {
         Flags {
             args,
             next: 0,
@@ -34,7 +34,7 @@ impl<'a> Flags<'a> {
     }
 
     /// The next argument; `--flag=value` is split at the first `=`.
-    pub fn next_arg(&mut self) -> Option<Arg> {
+    pub(super) fn next_arg(&mut self) -> Option<Arg> {
         let raw = self.args.get(self.next)?.clone();
         self.next += 1;
         let (flag, inline) = match raw.split_once('=') {
@@ -45,7 +45,7 @@ impl<'a> Flags<'a> {
     }
 
     /// The value of `arg`: inline, else the next argument.
-    pub fn value(&mut self, arg: &Arg) -> Result<String, String> {
+    pub(super) fn value(&mut self, arg: &Arg) -> Result<String, String> {
         if let Some(v) = &arg.inline {
             return Ok(v.clone());
         }
@@ -59,12 +59,12 @@ impl<'a> Flags<'a> {
     }
 
     /// Leaves `arg` to `ferry run`'s parser.
-    pub fn keep(&mut self, arg: Arg) {
+    pub(super) fn keep(&mut self, arg: Arg) {
         self.rest.push(arg.raw);
     }
 
     /// The arguments left to `ferry run`'s parser, in their order.
-    pub fn into_rest(self) -> Vec<String> {
+    pub(super) fn into_rest(self) -> Vec<String> {
         self.rest
     }
 }

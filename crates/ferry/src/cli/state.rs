@@ -134,7 +134,7 @@ fn run_mirror(args: MirrorArgs) -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    let runtime = match crate::runtime() {
+    let runtime = match crate::cli::runtime() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: {e}");
@@ -168,7 +168,7 @@ fn run_mirror(args: MirrorArgs) -> ExitCode {
             };
         }
         let interval = Duration::from_secs_f64(args.interval);
-        let stop = crate::run::shutdown_signal();
+        let stop = crate::server::run::shutdown_signal();
         tokio::pin!(stop);
         loop {
             mirror.pass().await;

@@ -14,9 +14,7 @@
 //! Exit codes: 0 equal, 1 differs or a runtime failure, 2 bad input.
 
 use crate::run_args::{self, RunArgs, RunCommand};
-use anyhow::Context;
-use ferry_engine::config::JobConfig;
-use ferry_kudu::position::PositionTable;
+use crate::wiring::{no_position_message, position_times};
 use ferry_verify::{At, Method, Progress, Side, VerifyError, VerifyOptions, VerifyReport};
 use kudu_client::{HybridTime, KuduClient};
 use std::process::ExitCode;
@@ -59,16 +57,23 @@ impl TimeArg {
 pub struct VerifyArgs {
     /// The job, as `ferry run` would take it.
     pub run: RunArgs,
+    /// `--source-time`.
     pub source_time: Option<TimeArg>,
+    /// `--sink-time`.
     pub sink_time: Option<TimeArg>,
     /// `-s/--fromSavepoint`: a drained savepoint or checkpoint.
     pub from_savepoint: Option<String>,
     /// `--sink-table`: compare with this table instead of the job's sink.
     pub sink_table: Option<String>,
+    /// Tablets compared at once.
     pub parallelism: usize,
+    /// Compare by checksum on the servers, or row by row.
     pub method: Method,
+    /// Write the source's rows over what differs.
     pub repair: bool,
+    /// Print the report as JSON.
     pub json: bool,
+    /// At most this many differing keys are listed.
     pub max_listed: usize,
 }
 
@@ -167,7 +172,7 @@ pub fn parse(args: &[String]) -> Result<Option<VerifyArgs>, String> {
     if run.jobmanager.is_some() {
         return Err("ferry verify reads the tables itself; --jobmanager is not accepted (use POST /ferry/jobs/:jobid/verify for a job's process)".into());
     }
-    super::kudu_table_pair(&run.config, "verify")?;
+    crate::wiring::kudu_table_pair(&run.config, "verify")?;
     Ok(Some(VerifyArgs {
         run,
         source_time,
@@ -185,47 +190,20 @@ pub fn parse(args: &[String]) -> Result<Option<VerifyArgs>, String> {
 /// The times of a verification and where they came from.
 #[derive(Debug, Clone, Copy)]
 pub struct Times {
+    /// Where the source is read.
     pub source: At,
+    /// Where the sink is read.
     pub sink: At,
+    /// Where the times came from, for the report.
     pub origin: &'static str,
-}
-
-/// The sink position record's times for `sink_table`: the end of the last
-/// completed window (source) and the sink time at which the sink held
-/// exactly the windows up to it. `None` when there is no usable record.
-pub async fn position_times(
-    sink: &KuduClient,
-    cfg: &JobConfig,
-    sink_table: &str,
-) -> anyhow::Result<Option<(ferry_engine::SourceTime, ferry_engine::SinkTime)>> {
-    let Some(table) = &cfg.position_table else {
-        return Ok(None);
-    };
-    let position = PositionTable::lookup(sink, table, sink_table)
-        .await
-        .with_context(|| format!("reading the sink position of '{sink_table}'"))?;
-    Ok(position.and_then(|p| Some((p.last_end?, p.last_end_sink_time?))))
-}
-
-/// The usage error when no time was given and no position record exists.
-pub fn no_position_message(cfg: &JobConfig, sink_table: &str) -> String {
-    let table = cfg
-        .position_table
-        .as_deref()
-        .unwrap_or("(job.positionTable is off)");
-    format!(
-        "no sink position with a sink time for '{sink_table}' in the position table {table}: \
-         give the times (--source-time T --sink-time T, raw hybrid times or 'now'), or \
-         -s/--fromSavepoint PATH of a drained savepoint of a stopped job"
-    )
 }
 
 /// Resolves the times of `args` (see the module docs).
 pub async fn resolve_times(args: &VerifyArgs, sink: &KuduClient) -> Result<Times, Failure> {
     if let Some(path) = &args.from_savepoint {
         let cfg = &args.run.config;
-        let resolver = crate::submit::resolver(&args.run.process);
-        let store = crate::submit::open_checkpoints(
+        let resolver = crate::wiring::resolver(&args.run.process);
+        let store = crate::wiring::open_checkpoints(
             &resolver,
             &cfg.checkpoints_directory,
             cfg.checkpoints_retained,
@@ -280,7 +258,7 @@ pub async fn run(
     progress: Option<tokio::sync::watch::Sender<Progress>>,
 ) -> Result<(VerifyReport, Times), Failure> {
     let cfg = &args.run.config;
-    let (source, sink) = crate::submit::clients(cfg)?;
+    let (source, sink) = crate::wiring::clients(cfg)?;
     let times = resolve_times(args, &sink).await?;
     let mut opts = VerifyOptions::new(
         Side {
@@ -312,18 +290,18 @@ pub fn summary(report: &VerifyReport) -> String {
 /// `ferry verify`: parses, verifies, prints, and maps the outcome to the
 /// exit code.
 pub fn command(args: &[String]) -> ExitCode {
-    let (parsed, runtime) = match crate::prepare(parse(args), help, "verify") {
+    let (parsed, runtime) = match crate::cli::prepare(parse(args), help, "verify") {
         Ok(ready) => ready,
         Err(code) => return code,
     };
     let outcome = runtime.block_on(async {
         let interactive = std::io::IsTerminal::is_terminal(&std::io::stderr());
         let (tx, rx) = tokio::sync::watch::channel(Progress::default());
-        let bar = interactive.then(|| crate::progress::spawn_verify(rx));
+        let bar = interactive.then(|| crate::server::progress::spawn_verify(rx));
         let result = run(&parsed, interactive.then_some(tx)).await;
         if let Some(bar) = bar {
             bar.abort();
-            crate::progress::clear_line();
+            crate::server::progress::clear_line();
         }
         result
     });
@@ -347,7 +325,7 @@ pub fn command(args: &[String]) -> ExitCode {
                 ExitCode::FAILURE
             }
         }
-        Err(Failure::Usage(e)) => crate::usage_error(&e, "ferry verify --help"),
+        Err(Failure::Usage(e)) => crate::cli::usage_error(&e, "ferry verify --help"),
         Err(Failure::Failed(e)) => {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE

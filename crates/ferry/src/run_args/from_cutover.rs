@@ -128,6 +128,8 @@ impl Side {
 }
 
 /// Why the new primary cannot serve a diff from the cutover time.
+// The fields are named in each variant's message.
+#[allow(missing_docs)]
 #[derive(Debug, thiserror::Error)]
 pub enum HistoryError {
     /// The table is not the one the cutover verified.

@@ -3,6 +3,9 @@
 //! keys that change how rows are read and written. No server, or one
 //! small Kudu cluster.
 
+// Test code: a failed unwrap is a failed test, which is what it should be.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod config_keys;
 mod failover_dry_run;
 mod failover_report;

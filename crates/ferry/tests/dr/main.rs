@@ -3,6 +3,9 @@
 //! report, `ferry verify`, state replication to a DR store and state on
 //! an S3 server.
 
+// Test code: a failed unwrap is a failed test, which is what it should be.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod cutover_drills;
 mod from_cutover;
 mod s3_state;

@@ -10,6 +10,9 @@
 //! and that after the fault the sink equals the source cell by cell. Needs
 //! root (namespaces, nftables, mounts).
 
+// Test code: a failed unwrap is a failed test, which is what it should be.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use ferry_engine::checkpoint::{CheckpointStore, JobId, StorageLocation};
 use ferry_fixtures::compare::compare_tables;
 use ferry_fixtures::process::{tail, FerryCommand, FerryProcess};

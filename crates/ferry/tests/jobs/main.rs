@@ -4,6 +4,9 @@
 //! operator sees, stop with drain, the write guard, kill -9 crash loops and
 //! restores of an older state.
 
+// Test code: a failed unwrap is a failed test, which is what it should be.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod crash_loop;
 mod live_tables;
 mod older_state;

@@ -2,6 +2,9 @@
 //! Kudu → Kafka (at-least-once and exactly-once) and Kafka → Kudu
 //! (changelogs, dead letters, bounded runs, a round trip).
 
+// Test code: a failed unwrap is a failed test, which is what it should be.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod sink;
 mod source;
 

@@ -2,6 +2,9 @@
 //! (a real MIT KDC) and the REST API over mutual TLS or with a bearer
 //! token.
 
+// Test code: a failed unwrap is a failed test, which is what it should be.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod kerberos;
 mod rest_security;
 

@@ -12,7 +12,7 @@
 //!
 //! Also used by `ferry cutover` when the source is unreachable.
 
-use super::{search_all, DrArgs, Outcome};
+use super::{DrArgs, Outcome};
 use anyhow::Result;
 use ferry_engine::sink_position::SinkPosition;
 use ferry_engine::time::now_ms;
@@ -61,13 +61,18 @@ pub struct RpoReport {
 #[derive(Debug, Clone, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PositionView {
+    /// The sink table.
     pub table: String,
+    /// The job that wrote the record.
     pub job_id: String,
+    /// The end of the last completed window the sink holds.
     pub last_end: Option<SourceTime>,
+    /// The same as a UTC time.
     pub last_end_utc: Option<String>,
     /// A sink hybrid time at which the sink equals the source at
     /// `last_end` (what `ferry verify` compares with).
     pub last_end_sink_time: Option<SinkTime>,
+    /// The end of the window the record was written for.
     pub window_end: SourceTime,
 }
 
@@ -159,8 +164,9 @@ impl fmt::Display for RpoReport {
 /// `ferry failover --report`: prints the report; `NothingFound` when no
 /// valid state exists.
 pub async fn report(args: &DrArgs) -> Result<Outcome> {
-    let resolver = crate::submit::resolver(&args.run.process);
-    let search = search_all(resolver.as_ref(), &args.from, args.job, &[]).await?;
+    let search = crate::wiring::state_search(&args.run.process, &args.from, args.job)
+        .find_newest()
+        .await?;
     for s in &search.skipped {
         tracing::warn!(path = %s.location, reason = %s.reason, "skipped a damaged state");
     }
@@ -173,7 +179,7 @@ pub async fn report(args: &DrArgs) -> Result<Outcome> {
         return Ok(Outcome::NothingFound);
     };
     let cfg = &args.run.config;
-    let clock = crate::submit::source_clock(cfg);
+    let clock = crate::wiring::source_clock(cfg);
     let (position, position_unknown) = match &cfg.position_table {
         None => (None, Some("job.positionTable is empty".to_string())),
         Some(table) => match sink_position(&args.run, table).await {
@@ -215,7 +221,7 @@ async fn sink_position(
     run: &crate::run_args::RunArgs,
     table: &str,
 ) -> Result<Option<SinkPosition>, String> {
-    let (_, sink) = crate::submit::clients(&run.config).map_err(|e| format!("{e:#}"))?;
+    let (_, sink) = crate::wiring::clients(&run.config).map_err(|e| format!("{e:#}"))?;
     let sink_table = run.config.sink_table_name();
     let lookup = PositionTable::lookup(&sink, table, &sink_table);
     match tokio::time::timeout(SINK_TIMEOUT, lookup).await {

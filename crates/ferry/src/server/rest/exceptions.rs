@@ -12,7 +12,7 @@ use super::AppState;
 use crate::api::flink::{
     ExceptionHistory, ExceptionInfo, ExecutionExceptionInfo, JobExceptionsInfo, RootExceptionInfo,
 };
-use crate::view::{JobView, SINK_NAME};
+use crate::server::view::{JobView, SINK_NAME};
 use axum::extract::{Path, Query, State};
 use axum::Json;
 use ferry_engine::status::ExceptionRecord;
@@ -27,10 +27,10 @@ const UNASSIGNED: &str = "(unassigned)";
 
 /// The failure label saying whether the job restarted after the failure
 /// (`"true"`) or the failure ended it (`"false"`).
-pub const LABEL_RESTARTED: &str = "restarted";
+pub(super) const LABEL_RESTARTED: &str = "restarted";
 
 #[derive(Deserialize)]
-pub struct ExceptionsQuery {
+pub(super) struct ExceptionsQuery {
     #[serde(rename = "maxExceptions")]
     max_exceptions: Option<String>,
     #[serde(rename = "failureLabelFilter")]
@@ -39,7 +39,7 @@ pub struct ExceptionsQuery {
 
 /// What a request asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Selection {
+pub(super) struct Selection {
     pub max: usize,
     /// (key, value) pairs an entry must all carry.
     pub labels: Vec<(String, String)>,
@@ -109,7 +109,7 @@ fn history_entry(r: &ExceptionRecord, source: &str) -> RootExceptionInfo {
 /// The body for `records` (newest first) of a job whose source operator is
 /// `source`; `failing` when the job is RESTARTING or FAILED now, so its
 /// newest failure is the tasks' current one.
-pub fn exceptions_body(
+pub(super) fn exceptions_body(
     records: &[ExceptionRecord],
     source: &str,
     failing: bool,
@@ -162,7 +162,7 @@ fn view_body(v: &JobView, selection: &Selection) -> JobExceptionsInfo {
     exceptions_body(&v.exceptions, &v.source_operator(), failing, selection)
 }
 
-pub async fn job_exceptions(
+pub(super) async fn job_exceptions(
     State(state): State<AppState>,
     Path(jobid): Path<String>,
     Query(q): Query<ExceptionsQuery>,

@@ -16,8 +16,8 @@
 //! reaches the API. The Prometheus endpoint stays plain HTTP.
 
 use crate::process_opts::{PortChoice, ServerOptions};
-use crate::registry::Registry;
-use crate::rest::AppState;
+use crate::server::registry::Registry;
+use crate::server::rest::AppState;
 use anyhow::{bail, Result};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -34,7 +34,9 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Where the listeners ended up.
 #[derive(Debug, Default)]
 pub struct Bound {
+    /// Where the REST API listens, if it does.
     pub rest: Option<SocketAddr>,
+    /// Where the Prometheus endpoint listens, if it does.
     pub metrics: Option<SocketAddr>,
     /// Whether the REST API speaks TLS.
     pub rest_tls: bool,
@@ -42,11 +44,13 @@ pub struct Bound {
 }
 
 impl Bound {
+    /// The REST API's URL, if it listens.
     pub fn rest_url(&self) -> Option<String> {
         let scheme = if self.rest_tls { "https" } else { "http" };
         self.rest.map(|a| format!("{scheme}://{a}"))
     }
 
+    /// The Prometheus endpoint's URL, if it listens.
     pub fn metrics_url(&self) -> Option<String> {
         self.metrics.map(|a| format!("http://{a}/metrics"))
     }
@@ -123,16 +127,7 @@ pub async fn start(registry: Arc<Registry>, opts: &ServerOptions) -> Result<Boun
         bound.rest = l.local_addr().ok();
     }
     if let Some(listener) = metrics {
-        let prom = Arc::new(crate::prom::new_registry(registry.clone()));
-        let app = crate::prom::router(prom);
-        let stop = registry.shutdown.clone();
-        bound.tasks.push(tokio::spawn(async move {
-            let serve = axum::serve(listener, app)
-                .with_graceful_shutdown(async move { stop.cancelled().await });
-            if let Err(e) = serve.await {
-                tracing::warn!(error = %e, "metrics endpoint stopped");
-            }
-        }));
+        bound.tasks.push(serve_metrics(listener, &registry));
     }
     if let Some(listener) = rest {
         let state = AppState {
@@ -140,31 +135,8 @@ pub async fn start(registry: Arc<Registry>, opts: &ServerOptions) -> Result<Boun
             metrics_url: bound.metrics_url(),
             token: security.token.clone(),
         };
-        let app = crate::rest::router(state);
-        let stop = registry.shutdown.clone();
         let tls = security.tls.clone();
-        bound.tasks.push(tokio::spawn(async move {
-            let graceful = {
-                let stop = stop.clone();
-                async move { stop.cancelled().await }
-            };
-            let served = match tls {
-                Some(config) => {
-                    let listener = TlsListener::start(listener, config, stop);
-                    axum::serve(listener, app)
-                        .with_graceful_shutdown(graceful)
-                        .await
-                }
-                None => {
-                    axum::serve(listener, app)
-                        .with_graceful_shutdown(graceful)
-                        .await
-                }
-            };
-            if let Err(e) = served {
-                tracing::warn!(error = %e, "REST API stopped");
-            }
-        }));
+        bound.tasks.push(serve_rest(listener, state, tls));
     }
     if let Some(url) = bound.rest_url() {
         tracing::info!(
@@ -178,6 +150,53 @@ pub async fn start(registry: Arc<Registry>, opts: &ServerOptions) -> Result<Boun
         tracing::info!(%url, "Prometheus metrics listening");
     }
     Ok(bound)
+}
+
+/// Serves the Prometheus endpoint until the registry shuts down.
+fn serve_metrics(listener: TcpListener, registry: &Arc<Registry>) -> tokio::task::JoinHandle<()> {
+    let prom = Arc::new(crate::server::prom::new_registry(registry.clone()));
+    let app = crate::server::prom::router(prom);
+    let stop = registry.shutdown.clone();
+    tokio::spawn(async move {
+        let serve = axum::serve(listener, app)
+            .with_graceful_shutdown(async move { stop.cancelled().await });
+        if let Err(e) = serve.await {
+            tracing::warn!(error = %e, "metrics endpoint stopped");
+        }
+    })
+}
+
+/// Serves the REST API and web page (TLS with `tls`) until the registry
+/// shuts down.
+fn serve_rest(
+    listener: TcpListener,
+    state: AppState,
+    tls: Option<Arc<rustls::ServerConfig>>,
+) -> tokio::task::JoinHandle<()> {
+    let app = crate::server::rest::router(state.clone());
+    let stop = state.registry.shutdown.clone();
+    tokio::spawn(async move {
+        let graceful = {
+            let stop = stop.clone();
+            async move { stop.cancelled().await }
+        };
+        let served = match tls {
+            Some(config) => {
+                let listener = TlsListener::start(listener, config, stop);
+                axum::serve(listener, app)
+                    .with_graceful_shutdown(graceful)
+                    .await
+            }
+            None => {
+                axum::serve(listener, app)
+                    .with_graceful_shutdown(graceful)
+                    .await
+            }
+        };
+        if let Err(e) = served {
+            tracing::warn!(error = %e, "REST API stopped");
+        }
+    })
 }
 
 /// A TLS listener for `axum::serve`: a task accepts TCP connections and

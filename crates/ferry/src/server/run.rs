@@ -11,9 +11,9 @@
 //!   stops every job (with a savepoint where one is configured).
 
 use crate::process_opts::ProcessOptions;
-use crate::registry::{JobEntry, Mode, Registry};
 use crate::run_args::RunArgs;
-use crate::submit::StartExtras;
+use crate::server::registry::{JobEntry, Mode, Registry};
+use crate::server::submit::StartExtras;
 use anyhow::{bail, Result};
 use ferry_engine::config::HaKind;
 use ferry_engine::JobStatus;
@@ -27,10 +27,10 @@ const RESULT_GRACE: Duration = Duration::from_secs(10);
 
 /// Runs the job in this process until it ends; returns its final status.
 /// With `high-availability.type lease` it first waits for and claims the
-/// lease (see `cli::standby`).
+/// lease (see [`super::lease`]).
 pub async fn run(args: RunArgs) -> Result<JobStatus> {
     if args.config.ha.kind == HaKind::Lease {
-        return crate::cli::standby::run_leased(args).await;
+        return super::lease::run_leased(args).await;
     }
     run_with(args, StartExtras::default(), |_| {}).await
 }
@@ -42,9 +42,9 @@ pub async fn run_with(
     extras: StartExtras,
     on_started: impl FnOnce(&Arc<JobEntry>),
 ) -> Result<JobStatus> {
-    let registry = Registry::new(Mode::Application, crate::submit::resolver(&args.process));
-    let bound = crate::server::start(registry.clone(), &args.process.server).await?;
-    let entry = match crate::submit::start_job_with(&registry, args, extras).await {
+    let registry = Registry::new(Mode::Application, crate::wiring::resolver(&args.process));
+    let bound = crate::server::listen::start(registry.clone(), &args.process.server).await?;
+    let entry = match crate::server::submit::start_job_with(&registry, args, extras).await {
         Ok(e) => e,
         Err(e) => {
             registry.shutdown.cancel();
@@ -60,7 +60,7 @@ pub async fn run_with(
     if let Some(url) = bound.metrics_url() {
         eprintln!("ferry: Prometheus metrics at {url}");
     }
-    crate::progress::spawn(
+    crate::server::progress::spawn(
         entry.clone(),
         std::io::stderr().is_terminal(),
         registry.shutdown.clone(),
@@ -109,12 +109,12 @@ async fn stop_on_signal(entry: &Arc<JobEntry>) -> JobStatus {
 
 /// `ferry server`: session mode.
 pub async fn serve(opts: ProcessOptions) -> Result<()> {
-    let registry = Registry::new(Mode::Session, crate::submit::resolver(&opts));
+    let registry = Registry::new(Mode::Session, crate::wiring::resolver(&opts));
     let mut server = opts.server.clone();
     // The REST API is the point of a session server: a busy default port
     // is an error here.
     server.rest_port.explicit = true;
-    let bound = crate::server::start(registry.clone(), &server).await?;
+    let bound = crate::server::listen::start(registry.clone(), &server).await?;
     let Some(url) = bound.rest_url() else {
         bail!("the REST API could not be started")
     };

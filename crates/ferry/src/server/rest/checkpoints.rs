@@ -13,8 +13,8 @@ use crate::api::flink::{
     CheckpointingStatistics, Externalization, FailureCause, LatestCheckpoints, RestoredCheckpoint,
     StatsSummary, TriggerResponse,
 };
-use crate::registry::{OpKind, OpValue};
-use crate::view::JobView;
+use crate::server::registry::{OpKind, OpValue};
+use crate::server::view::JobView;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -24,7 +24,7 @@ use ferry_engine::job::CheckpointRecord;
 /// Flink keeps this many checkpoints in `history` (`web.checkpoints.history`).
 const HISTORY_SIZE: usize = 10;
 
-pub async fn trigger_checkpoint(
+pub(super) async fn trigger_checkpoint(
     State(state): State<AppState>,
     Path(jobid): Path<String>,
     body: Bytes,
@@ -53,7 +53,7 @@ pub async fn trigger_checkpoint(
     ))
 }
 
-pub async fn checkpoint_status(
+pub(super) async fn checkpoint_status(
     State(state): State<AppState>,
     Path((jobid, triggerid)): Path<(String, String)>,
 ) -> Result<Json<AsynchronousOperationResult<CheckpointInfo>>, ApiError> {
@@ -144,7 +144,7 @@ fn summary(history: &[CheckpointRecord]) -> CheckpointSummary {
     }
 }
 
-pub async fn checkpoint_stats(
+pub(super) async fn checkpoint_stats(
     State(state): State<AppState>,
     Path(jobid): Path<String>,
 ) -> Result<Json<CheckpointingStatistics>, ApiError> {
@@ -189,7 +189,7 @@ pub async fn checkpoint_stats(
     }))
 }
 
-pub async fn checkpoint_config(
+pub(super) async fn checkpoint_config(
     State(state): State<AppState>,
     Path(jobid): Path<String>,
 ) -> Result<Json<CheckpointConfigInfo>, ApiError> {

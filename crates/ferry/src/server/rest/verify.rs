@@ -18,8 +18,8 @@ use super::error::{parse_body, ApiError};
 use super::jobs::find_job;
 use super::AppState;
 use crate::api::flink::{FailureCause, TriggerResponse};
-use crate::cli::verify::{no_position_message, position_times};
-use crate::registry::{OpKind, OpState, OpValue};
+use crate::server::registry::{OpKind, OpState, OpValue};
+use crate::wiring::{no_position_message, position_times};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -40,14 +40,14 @@ struct VerifyRequestBody {
     max_listed: Option<usize>,
 }
 
-pub async fn trigger_verify(
+pub(super) async fn trigger_verify(
     State(state): State<AppState>,
     Path(jobid): Path<String>,
     body: Bytes,
 ) -> Result<(StatusCode, Json<TriggerResponse>), ApiError> {
     let job = find_job(&state, &jobid)?;
     let req: VerifyRequestBody = parse_body(&body, "VerifyRequestBody")?;
-    crate::cli::kudu_table_pair(&job.config, "verify").map_err(ApiError::bad_request)?;
+    crate::wiring::kudu_table_pair(&job.config, "verify").map_err(ApiError::bad_request)?;
     let parallelism = req.parallelism.unwrap_or(4);
     if !(1..=1024).contains(&parallelism) {
         return Err(ApiError::bad_request(format!(
@@ -55,7 +55,7 @@ pub async fn trigger_verify(
         )));
     }
     let (source, sink) =
-        crate::submit::clients(&job.config).map_err(|e| ApiError::internal(format!("{e:#}")))?;
+        crate::wiring::clients(&job.config).map_err(|e| ApiError::internal(format!("{e:#}")))?;
     let sink_table = job.sink_table_name();
     let Some((source_time, sink_time)) = position_times(&sink, &job.config, &sink_table)
         .await
@@ -107,7 +107,7 @@ pub async fn trigger_verify(
     ))
 }
 
-pub async fn verify_status(
+pub(super) async fn verify_status(
     State(state): State<AppState>,
     Path((jobid, requestid)): Path<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {

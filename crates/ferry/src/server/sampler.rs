@@ -3,9 +3,10 @@
 //! the records-per-second rates exported as Flink's
 //! `numRecordsOutPerSecond` / `numRecordsInPerSecond` meters.
 
+use crate::api::live::Rates;
 use ferry_engine::metrics::{JobMetrics, MetricsSnapshot};
 use ferry_engine::time::now_ms;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -23,12 +24,17 @@ pub struct Sample {
     pub t: u64,
     /// now − lastEndTimestamp in ms; `None` before the first window ended.
     pub lag_ms: Option<u64>,
+    /// Rows read so far (for rates).
     #[serde(skip)]
     pub rows_read: u64,
+    /// Rows written so far (for rates).
     #[serde(skip)]
     pub rows_written: u64,
+    /// Splits being read.
     pub pending: u64,
+    /// Splits not yet handed out.
     pub unassigned: u64,
+    /// Splits of tablets that went away.
     pub pending_removal: u64,
 }
 
@@ -47,13 +53,6 @@ impl Sample {
     }
 }
 
-/// Records per second out of the source and into the sink.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct Rates {
-    pub records_out_per_second: f64,
-    pub records_in_per_second: f64,
-}
-
 /// The sampler of one job.
 #[derive(Debug)]
 pub struct Sampler {
@@ -62,6 +61,7 @@ pub struct Sampler {
 }
 
 impl Sampler {
+    /// Samples `metrics`.
     pub fn new(metrics: Arc<JobMetrics>) -> Self {
         Sampler {
             metrics,

@@ -2,7 +2,8 @@
 //! keys, with PEM files instead of Java keystores), mutual TLS
 //! (`security.ssl.rest.authentication-enabled`) and ferry's bearer token
 //! (`security.rest.token-file`), for both sides: the server's rustls
-//! configuration and token check, and the CLI's client configuration.
+//! configuration and token, and the CLI's client configuration (the
+//! server's token check is `server::rest::token`).
 //!
 //! Secrets never leave this module in text: errors name the key and the
 //! file, never a file's contents; the token prints as `***`; PEM parse
@@ -12,15 +13,10 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use axum::extract::{Request, State};
-use axum::http::{header, HeaderValue, StatusCode};
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::http::HeaderValue;
 use rustls::pki_types::pem::{PemObject, SectionKind};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::{ClientConfig, RootCertStore, ServerConfig};
-
-use super::ApiError;
 
 /// `security.ssl.rest.enabled` (Flink).
 pub const KEY_ENABLED: &str = crate::process_opts::SSL_REST_ENABLED.name();
@@ -60,8 +56,11 @@ pub struct RestSecurity {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{key}{}: {reason}", .path.as_ref().map(|p| format!(" ({})", p.display())).unwrap_or_default())]
 pub struct SecurityError {
+    /// The key whose file is at fault.
     pub key: &'static str,
+    /// The file, if one was named.
     pub path: Option<PathBuf>,
+    /// What is wrong.
     pub reason: String,
 }
 
@@ -486,9 +485,9 @@ pub fn client_tls(
 // Bearer token
 
 /// A bearer token (`security.rest.token-file`): prints as `***`, compared
-/// in constant time.
+/// in constant time. The header is built once, when the token is read.
 #[derive(Clone)]
-pub struct Token(Arc<str>);
+pub struct Token(Arc<str>, HeaderValue);
 
 impl std::fmt::Debug for Token {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -534,7 +533,10 @@ impl Token {
                 ),
             ));
         }
-        Ok(Token(Arc::from(text)))
+        let mut header = HeaderValue::from_str(&format!("Bearer {text}"))
+            .map_err(|_| fail("the token must be visible ASCII characters"))?;
+        header.set_sensitive(true);
+        Ok(Token(Arc::from(text), header))
     }
 
     /// Whether `presented` is this token (constant time in its content).
@@ -545,49 +547,7 @@ impl Token {
 
     /// `Bearer <token>`, marked sensitive (never logged by hyper).
     pub fn header_value(&self) -> HeaderValue {
-        let mut v =
-            HeaderValue::from_str(&format!("Bearer {}", self.0)).expect("checked: visible ASCII");
-        v.set_sensitive(true);
-        v
-    }
-}
-
-/// Middleware: every request carries `Authorization: Bearer <token>`;
-/// else 401 in Flink's error shape. The answer never repeats what was sent.
-pub async fn require_token(State(token): State<Token>, request: Request, next: Next) -> Response {
-    let presented = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .map(|v| v.as_bytes());
-    let verdict = match presented {
-        None => Err("this REST API needs an 'Authorization: Bearer <token>' header (the token of security.rest.token-file)"),
-        Some(v) => match v.get(..7) {
-            Some(scheme) if scheme.eq_ignore_ascii_case(b"bearer ") => {
-                if token.matches(v[7..].trim_ascii()) {
-                    Ok(())
-                } else {
-                    Err("the bearer token is not valid")
-                }
-            }
-            _ => Err("the Authorization header must be 'Bearer <token>'"),
-        },
-    };
-    match verdict {
-        Ok(()) => next.run(request).await,
-        Err(why) => {
-            tracing::info!(
-                method = %request.method(),
-                path = %request.uri().path(),
-                "REST request refused: {why}"
-            );
-            let mut resp = ApiError::new(StatusCode::UNAUTHORIZED, format!("Unauthorized: {why}"))
-                .into_response();
-            resp.headers_mut().insert(
-                header::WWW_AUTHENTICATE,
-                HeaderValue::from_static("Bearer realm=\"ferry\""),
-            );
-            resp
-        }
+        self.1.clone()
     }
 }
 

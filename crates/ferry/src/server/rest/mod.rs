@@ -6,8 +6,8 @@
 //!
 //! Every route is also served under `/v1/`, as Flink does. With
 //! `security.rest.token-file` every request (the web page too) must carry
-//! the bearer token ([`security::require_token`]); TLS and client
-//! certificates are the listener's (`crate::server`).
+//! the bearer token ([`token::require_token`]); TLS and client
+//! certificates are the listener's (`crate::server::listen`).
 
 mod checkpoints;
 mod error;
@@ -16,12 +16,12 @@ mod ferry_api;
 mod jobs;
 mod overview;
 mod savepoints;
-pub mod security;
+pub mod token;
 mod verify;
 
 pub use error::ApiError;
 
-use crate::registry::Registry;
+use crate::server::registry::Registry;
 use axum::http::{header, StatusCode, Uri};
 use axum::response::{Html, IntoResponse};
 use axum::routing::{get, post};
@@ -31,14 +31,15 @@ use std::sync::Arc;
 /// Shared state of the handlers.
 #[derive(Clone)]
 pub struct AppState {
+    /// The jobs of the process.
     pub registry: Arc<Registry>,
     /// Where the Prometheus endpoint listens (shown on the web page).
     pub metrics_url: Option<String>,
     /// `security.rest.token-file`: the bearer token every request needs.
-    pub token: Option<security::Token>,
+    pub token: Option<crate::security::Token>,
 }
 
-const INDEX_HTML: &str = include_str!("../../web/index.html");
+const INDEX_HTML: &str = include_str!("../../../web/index.html");
 
 fn api() -> Router<AppState> {
     Router::new()
@@ -101,7 +102,7 @@ pub fn router(state: AppState) -> Router {
         // Outermost layer: unknown routes and wrong methods need it too.
         Some(token) => router.layer(axum::middleware::from_fn_with_state(
             token,
-            security::require_token,
+            token::require_token,
         )),
         None => router,
     }

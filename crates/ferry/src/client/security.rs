@@ -23,7 +23,7 @@ use crate::process_opts::{
     REST_SECURITY_KEYS, REST_TOKEN_FILE, SSL_REST_AUTHENTICATION, SSL_REST_ENABLED,
     SSL_REST_KEYSTORE, SSL_REST_PRIVATE_KEY, SSL_REST_TRUSTSTORE,
 };
-use crate::rest::security::{self, RestSecurity, Token};
+use crate::security::{self, RestSecurity, Token};
 use ferry_engine::config::{AnyOption, Config, ConfigOption, ValueKind};
 
 /// The keys a verb takes with `-D`.
@@ -41,12 +41,16 @@ const CLIENT_KEYS: &[&dyn AnyOption] = &[
 pub struct RestClientOptions {
     /// `security.ssl.rest.enabled`, if given.
     pub ssl_enabled: Option<bool>,
+    /// `security.ssl.rest.truststore`: the CAs the client trusts.
     pub truststore: Option<PathBuf>,
+    /// `security.ssl.rest.keystore`: the client certificate.
     pub keystore: Option<PathBuf>,
+    /// `security.ssl.rest.private-key`: its key, when not in the keystore.
     pub private_key: Option<PathBuf>,
     /// `security.ssl.rest.authentication-enabled`: a client certificate is
     /// required, so `keystore` must be given.
     pub authentication_enabled: bool,
+    /// `security.rest.token-file`: the bearer token.
     pub token_file: Option<PathBuf>,
 }
 

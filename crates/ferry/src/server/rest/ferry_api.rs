@@ -24,8 +24,8 @@ use crate::api::live::{
     CheckpointEntry, FailureEntry, JobLive, KuduTables, PeriodicSavepoints, ProcessOverview,
     SnapshotProgress, SplitCounts, SubmitRequestBody, SubmitResponse, Totals,
 };
-use crate::registry::Mode;
-use crate::view::{JobView, VERSION};
+use crate::server::registry::{JobEntry, Mode};
+use crate::server::view::{JobView, VERSION};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::Json;
@@ -33,7 +33,7 @@ use ferry_engine::job::CheckpointRecord;
 use ferry_engine::time::now_ms;
 use ferry_engine::JobStatus;
 
-pub async fn submit_job(
+pub(super) async fn submit_job(
     State(state): State<AppState>,
     body: Bytes,
 ) -> Result<Json<SubmitResponse>, ApiError> {
@@ -53,7 +53,7 @@ pub async fn submit_job(
     let req: SubmitRequestBody = parse_body(&body, "SubmitRequestBody")?;
     let args =
         crate::run_args::from_submission(&req).map_err(|e| ApiError::bad_request(e.to_string()))?;
-    let entry = crate::submit::start_job(&state.registry, args)
+    let entry = crate::server::submit::start_job(&state.registry, args)
         .await
         .map_err(|e| ApiError::internal(format!("the job could not be started: {e:#}")))?;
     Ok(Json(SubmitResponse {
@@ -99,7 +99,7 @@ fn totals(v: &JobView) -> Totals {
 
 /// The live numbers of one job, from one view plus the job's sampler and
 /// tablet-server poller.
-pub fn job_live(v: &JobView) -> JobLive {
+pub(super) fn job_live(v: &JobView) -> JobLive {
     let (job, m) = (v.job, &v.metrics);
     let history = job
         .sampler
@@ -136,17 +136,7 @@ pub fn job_live(v: &JobView) -> JobLive {
         uptime_ms: if v.is_terminal() { 0 } else { v.uptime_ms() },
         downtime_ms: if v.is_terminal() { 0 } else { v.downtime_ms() },
         restarts: v.num_restarts(),
-        failures: v
-            .exceptions
-            .iter()
-            .take(PAGE_FAILURES)
-            .map(|e| FailureEntry {
-                timestamp: e.timestamp_ms,
-                name: e.exception_name.clone(),
-                message: e.message.clone(),
-                restarted: e.restarted,
-            })
-            .collect(),
+        failures: failures(v),
         last_end_timestamp: m.last_end_timestamp_ms,
         lag_ms: v.lag_ms(),
         splits: SplitCounts {
@@ -162,12 +152,7 @@ pub fn job_live(v: &JobView) -> JobLive {
             rows_estimate: job.source_rows_estimate,
         },
         lag_history: history,
-        kudu: KuduTables {
-            enabled: job.activity.enabled(),
-            poll_interval_ms: job.activity.interval().as_millis() as u64,
-            tables: job.activity.snapshot(),
-            sink_foreign_writes: job.activity.foreign_writes(),
-        },
+        kudu: kudu_tables(job),
         checkpoints: newest(false)
             .take(PAGE_CHECKPOINTS)
             .map(checkpoint_entry)
@@ -175,23 +160,54 @@ pub fn job_live(v: &JobView) -> JobLive {
         savepoints: newest(true).map(checkpoint_entry).collect(),
         restored_from: job.restored.as_ref().map(|r| r.path.clone()),
         replicas: v.replicas.clone(),
-        periodic_savepoints: PeriodicSavepoints {
-            interval_ms: job
-                .config
-                .periodic_savepoint_interval
-                .map_or(0, |d| d.as_millis() as u64),
-            completed: m.periodic_savepoints_completed,
-            failed: m.periodic_savepoints_failed,
-            last_at: m.last_periodic_savepoint_ms,
-            last_path: v.last_periodic_savepoint.clone(),
-        },
+        periodic_savepoints: periodic_savepoints(v),
         verify: job.verify_live(),
         tables: v.tables.clone(),
         kafka: job.kafka.as_ref().map(|k| k.snapshot()),
     }
 }
 
-pub async fn job_live_handler(
+/// The newest failures, for the web page.
+fn failures(v: &JobView) -> Vec<FailureEntry> {
+    v.exceptions
+        .iter()
+        .take(PAGE_FAILURES)
+        .map(|e| FailureEntry {
+            timestamp: e.timestamp_ms,
+            name: e.exception_name.clone(),
+            message: e.message.clone(),
+            restarted: e.restarted,
+        })
+        .collect()
+}
+
+/// The tablet servers' write counters of the job's tables.
+fn kudu_tables(job: &JobEntry) -> KuduTables {
+    KuduTables {
+        enabled: job.activity.enabled(),
+        poll_interval_ms: job.activity.interval().as_millis() as u64,
+        tables: job.activity.snapshot(),
+        sink_foreign_writes: job.activity.foreign_writes(),
+    }
+}
+
+/// Periodic savepoints: the interval and how they went.
+fn periodic_savepoints(v: &JobView) -> PeriodicSavepoints {
+    let m = &v.metrics;
+    PeriodicSavepoints {
+        interval_ms: v
+            .job
+            .config
+            .periodic_savepoint_interval
+            .map_or(0, |d| d.as_millis() as u64),
+        completed: m.periodic_savepoints_completed,
+        failed: m.periodic_savepoints_failed,
+        last_at: m.last_periodic_savepoint_ms,
+        last_path: v.last_periodic_savepoint.clone(),
+    }
+}
+
+pub(super) async fn job_live_handler(
     State(state): State<AppState>,
     Path(jobid): Path<String>,
 ) -> Result<Json<JobLive>, ApiError> {
@@ -199,7 +215,7 @@ pub async fn job_live_handler(
     Ok(Json(job_live(&job.view())))
 }
 
-pub async fn overview(State(state): State<AppState>) -> Json<ProcessOverview> {
+pub(super) async fn overview(State(state): State<AppState>) -> Json<ProcessOverview> {
     let jobs = state
         .registry
         .jobs()

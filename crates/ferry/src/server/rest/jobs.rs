@@ -11,8 +11,8 @@ use crate::api::flink::{
     JobVertex, Metric, PlanInput, PlanNode, StateCounts, StopWithSavepointRequestBody,
     TriggerResponse, VertexMetrics,
 };
-use crate::registry::{JobEntry, OpKind, OpValue};
-use crate::view::{JobView, SINK_NAME};
+use crate::server::registry::{JobEntry, OpKind, OpValue};
+use crate::server::view::{JobView, SINK_NAME};
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
@@ -109,7 +109,7 @@ pub(super) fn task_counts(v: &JobView, upper: bool) -> StateCounts {
     m
 }
 
-pub async fn job_status(
+pub(super) async fn job_status(
     State(state): State<AppState>,
     Path(jobid): Path<String>,
 ) -> ApiResult<JobStatusBody> {
@@ -209,7 +209,7 @@ fn plan(v: &JobView) -> JobPlan {
     }
 }
 
-pub async fn job_details(
+pub(super) async fn job_details(
     State(state): State<AppState>,
     Path(jobid): Path<String>,
 ) -> ApiResult<JobDetails> {
@@ -280,7 +280,7 @@ fn restart_description(r: &RestartConfig) -> String {
     }
 }
 
-pub async fn job_config(
+pub(super) async fn job_config(
     State(state): State<AppState>,
     Path(jobid): Path<String>,
 ) -> ApiResult<JobConfigInfo> {
@@ -308,11 +308,11 @@ pub async fn job_config(
 }
 
 #[derive(Deserialize)]
-pub struct MetricsQuery {
+pub(super) struct MetricsQuery {
     get: Option<String>,
 }
 
-pub async fn job_metrics(
+pub(super) async fn job_metrics(
     State(state): State<AppState>,
     Path(jobid): Path<String>,
     Query(q): Query<MetricsQuery>,
@@ -350,11 +350,11 @@ fn format_metric(v: f64) -> String {
 }
 
 #[derive(Deserialize)]
-pub struct CancelQuery {
+pub(super) struct CancelQuery {
     mode: Option<String>,
 }
 
-pub async fn cancel_job(
+pub(super) async fn cancel_job(
     State(state): State<AppState>,
     Path(jobid): Path<String>,
     Query(q): Query<CancelQuery>,
@@ -394,7 +394,7 @@ pub async fn cancel_job(
 /// How long `drain: true` waits for the open window to finish.
 const DRAIN_TIMEOUT: Duration = ferry_engine::job::DEFAULT_DRAIN_TIMEOUT;
 
-pub async fn stop_job(
+pub(super) async fn stop_job(
     State(state): State<AppState>,
     Path(jobid): Path<String>,
     body: Bytes,

@@ -4,7 +4,7 @@
 //! Log records clear the status line first (see [`LogWriter`]), so the two
 //! never interleave. `ferry verify` shows its ranges and rows the same way.
 
-use crate::registry::JobEntry;
+use crate::server::registry::JobEntry;
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

@@ -8,7 +8,7 @@
 
 use crate::api::live::VerifyLive;
 use crate::kudu_activity::KuduActivity;
-use crate::sampler::Sampler;
+use crate::server::sampler::Sampler;
 use ferry_engine::checkpoint::{JobId, StorageLocation};
 use ferry_engine::config::JobConfig;
 use ferry_engine::time::now_ms;
@@ -28,23 +28,31 @@ pub fn random_hex_id() -> String {
 /// Whether the process runs one job (`ferry run`) or accepts submissions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
+    /// `ferry run`: one job; the process ends with it.
     Application,
+    /// `ferry server`: jobs submitted over REST.
     Session,
 }
 
 /// What a job was restored from.
 #[derive(Debug, Clone)]
 pub struct RestoreInfo {
+    /// Its checkpoint id.
     pub checkpoint_id: u64,
+    /// Its directory.
     pub path: String,
+    /// Whether it is a savepoint.
     pub is_savepoint: bool,
+    /// When the job was restored, epoch ms.
     pub restored_at_ms: u64,
 }
 
 /// The kind of an asynchronous operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OpKind {
+    /// `POST /jobs/:jobid/savepoints` or stop-with-savepoint.
     Savepoint,
+    /// `POST /jobs/:jobid/checkpoints`.
     Checkpoint,
     /// `POST /ferry/jobs/:jobid/verify`.
     Verify,
@@ -64,7 +72,9 @@ pub enum OpValue {
 /// An operation's progress.
 #[derive(Debug, Clone, PartialEq)]
 pub enum OpState {
+    /// Still running.
     InProgress,
+    /// Finished: its value, or the failure's message.
     Done(Result<OpValue, String>),
 }
 
@@ -88,22 +98,32 @@ struct VerifyRuns {
 
 /// One job and what is known about it.
 pub struct JobEntry {
+    /// The running engine job.
     pub handle: JobHandle,
+    /// The job id.
     pub id: JobId,
+    /// The job's name.
     pub name: String,
+    /// The job's configuration.
     pub config: JobConfig,
     /// The job's source as its connector names it (`Source::NAME`:
     /// `KuduSource`, `KafkaSource`), for operator names.
     pub source_name: &'static str,
+    /// Splits read at once.
     pub parallelism: usize,
+    /// The default savepoint directory (`--savepointPath`).
     pub savepoint_dir: Option<StorageLocation>,
+    /// When the job started, epoch ms.
     pub start_time_ms: u64,
     end_time_ms: AtomicU64,
+    /// What the job was restored from.
     pub restored: Option<RestoreInfo>,
     /// The source table's live row count when the job started (snapshot
     /// progress estimate), if the master reported one.
     pub source_rows_estimate: Option<u64>,
+    /// Lag history and rates.
     pub sampler: Arc<Sampler>,
+    /// The tablet servers' write counters of its tables.
     pub activity: Arc<KuduActivity>,
     /// The Kafka connectors' counters (jobs with a Kafka side).
     pub kafka: Option<Arc<ferry_kafka::KafkaMetrics>>,
@@ -306,7 +326,9 @@ impl JobEntry {
 
 /// All jobs of this process.
 pub struct Registry {
+    /// Application or session mode.
     pub mode: Mode,
+    /// When the process started, epoch ms.
     pub started_at_ms: u64,
     jobs: RwLock<Vec<Arc<JobEntry>>>,
     /// Cancelled at process shutdown.
@@ -317,6 +339,7 @@ pub struct Registry {
 }
 
 impl Registry {
+    /// An empty registry; `resolver` opens the jobs' stores.
     pub fn new(mode: Mode, resolver: Arc<ferry_objstore::ObjectStoreResolver>) -> Arc<Self> {
         Arc::new(Registry {
             mode,

@@ -18,7 +18,9 @@ use std::time::{Duration, Instant};
 /// Options of `ferry stop --drain-check`.
 #[derive(Debug, Clone, Copy)]
 pub struct DrainCheck {
+    /// Give up after this long.
     pub timeout: Duration,
+    /// A table is quiet when its write counters did not move for this long.
     pub quiet: Duration,
 }
 

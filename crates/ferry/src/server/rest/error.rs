@@ -8,11 +8,14 @@ use axum::Json;
 /// A REST error answered as `{"errors": [message]}`.
 #[derive(Debug, Clone)]
 pub struct ApiError {
+    /// The HTTP status.
     pub status: StatusCode,
+    /// The message, as Flink's `errors` list.
     pub message: String,
 }
 
 impl ApiError {
+    /// An error with `status`.
     pub fn new(status: StatusCode, message: impl Into<String>) -> Self {
         ApiError {
             status,
@@ -20,18 +23,22 @@ impl ApiError {
         }
     }
 
+    /// 400.
     pub fn bad_request(message: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, message)
     }
 
+    /// 404.
     pub fn not_found(message: impl Into<String>) -> Self {
         Self::new(StatusCode::NOT_FOUND, message)
     }
 
+    /// 409.
     pub fn conflict(message: impl Into<String>) -> Self {
         Self::new(StatusCode::CONFLICT, message)
     }
 
+    /// 500.
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(StatusCode::INTERNAL_SERVER_ERROR, message)
     }
@@ -51,7 +58,7 @@ impl IntoResponse for ApiError {
 
 /// Parses a JSON request body; an empty body counts as `{}`. Errors name
 /// the expected body type, as Flink's do.
-pub fn parse_body<T: serde::de::DeserializeOwned>(
+pub(super) fn parse_body<T: serde::de::DeserializeOwned>(
     body: &[u8],
     type_name: &str,
 ) -> Result<T, ApiError> {

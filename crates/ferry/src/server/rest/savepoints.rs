@@ -10,7 +10,7 @@ use crate::api::flink::{
     AsynchronousOperationResult, FailureCause, FormatType, QueueStatus, QueueStatusId,
     SavepointInfo, SavepointTriggerRequestBody, TriggerResponse,
 };
-use crate::registry::{JobEntry, OpKind, OpState, OpValue};
+use crate::server::registry::{JobEntry, OpKind, OpState, OpValue};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -62,7 +62,7 @@ pub(super) fn operation_result<O>(
     }
 }
 
-pub async fn trigger_savepoint(
+pub(super) async fn trigger_savepoint(
     State(state): State<AppState>,
     Path(jobid): Path<String>,
     body: Bytes,
@@ -94,7 +94,7 @@ pub async fn trigger_savepoint(
     ))
 }
 
-pub async fn savepoint_status(
+pub(super) async fn savepoint_status(
     State(state): State<AppState>,
     Path((jobid, triggerid)): Path<(String, String)>,
 ) -> Result<Json<AsynchronousOperationResult<SavepointInfo>>, ApiError> {

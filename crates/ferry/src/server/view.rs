@@ -6,7 +6,7 @@
 //! endpoint share (operator names, version, job-scope metrics), kept here
 //! so neither depends on the other.
 
-use crate::registry::JobEntry;
+use crate::server::registry::JobEntry;
 use ferry_engine::job::CheckpointRecord;
 use ferry_engine::metrics::MetricsSnapshot;
 use ferry_engine::replication::ReplicaSnapshot;
@@ -29,8 +29,11 @@ pub fn source_operator(source: &str) -> String {
 
 /// A job as seen at one instant.
 pub struct JobView<'a> {
+    /// The job.
     pub job: &'a JobEntry,
+    /// Its status.
     pub status: JobStatus,
+    /// Its metrics.
     pub metrics: MetricsSnapshot,
     /// Completed checkpoints and savepoints, oldest first.
     pub checkpoints: Vec<CheckpointRecord>,

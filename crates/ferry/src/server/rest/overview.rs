@@ -7,7 +7,7 @@ use crate::api::flink::{
     ClusterOverview, DashboardConfiguration, DashboardFeatures, JobIdWithStatus, JobIdsWithStatus,
     JobOverview, MultipleJobsDetails,
 };
-use crate::view::{JobView, VERSION};
+use crate::server::view::{JobView, VERSION};
 use axum::extract::State;
 use axum::Json;
 
@@ -18,7 +18,7 @@ fn commit() -> String {
         .to_string()
 }
 
-pub async fn cluster_overview(State(state): State<AppState>) -> Json<ClusterOverview> {
+pub(super) async fn cluster_overview(State(state): State<AppState>) -> Json<ClusterOverview> {
     let jobs = state.registry.jobs();
     let views: Vec<JobView> = jobs.iter().map(|j| j.view()).collect();
     let count = |name: &str| views.iter().filter(|v| v.state() == name).count();
@@ -41,7 +41,7 @@ pub async fn cluster_overview(State(state): State<AppState>) -> Json<ClusterOver
     })
 }
 
-pub async fn dashboard_config(State(_): State<AppState>) -> Json<DashboardConfiguration> {
+pub(super) async fn dashboard_config(State(_): State<AppState>) -> Json<DashboardConfiguration> {
     Json(DashboardConfiguration {
         refresh_interval: 3000,
         timezone_name: "Coordinated Universal Time".into(),
@@ -57,7 +57,7 @@ pub async fn dashboard_config(State(_): State<AppState>) -> Json<DashboardConfig
     })
 }
 
-pub async fn list_jobs(State(state): State<AppState>) -> Json<JobIdsWithStatus> {
+pub(super) async fn list_jobs(State(state): State<AppState>) -> Json<JobIdsWithStatus> {
     let jobs = state
         .registry
         .jobs()
@@ -91,7 +91,7 @@ fn job_overview(v: &JobView) -> JobOverview {
     }
 }
 
-pub async fn jobs_overview(State(state): State<AppState>) -> Json<MultipleJobsDetails> {
+pub(super) async fn jobs_overview(State(state): State<AppState>) -> Json<MultipleJobsDetails> {
     let jobs = state
         .registry
         .jobs()

@@ -189,7 +189,7 @@ pub async fn run(args: DemoWriterArgs) -> Result<()> {
     let mut counts = [0u64; 4];
     let mut last_report = Instant::now();
     let started = Instant::now();
-    let stop = crate::run::shutdown_signal();
+    let stop = crate::server::run::shutdown_signal();
     tokio::pin!(stop);
     loop {
         tokio::select! {

@@ -9,43 +9,22 @@
 //! (exit code 1), before any cluster work.
 
 use crate::kudu_activity::KuduActivity;
-use crate::process_opts::ProcessOptions;
-use crate::registry::{JobEntry, Registry, RestoreInfo};
 use crate::run_args::RunArgs;
-use anyhow::{anyhow, bail, Context, Result};
+use crate::server::registry::{JobEntry, Registry, RestoreInfo};
+use crate::wiring::{clients, open_checkpoints, sink_client, source_client};
+use anyhow::{anyhow, bail, Result};
 use ferry_engine::checkpoint::{
     CheckpointStore, JobId, LoadedState, SnapshotKind, StorageLocation,
 };
-use ferry_engine::config::{ClusterKerberos, HaKind, JobConfig, SinkKind, SourceKind};
+use ferry_engine::config::{HaKind, JobConfig, SinkKind, SourceKind};
 use ferry_engine::connector::{Source, Tables};
 use ferry_engine::lease::Fence;
 use ferry_engine::time::now_ms;
-use ferry_engine::{Job, JobHandle, JobOptions, RestorePoint, SourceClock};
-use ferry_kafka::source::KafkaSource;
+use ferry_engine::{Job, JobHandle, JobOptions, RestorePoint};
 use ferry_kafka::{ChangelogTables, KafkaTables};
-use ferry_kudu::{KuduSource, KuduTables};
-use ferry_objstore::ObjectStoreResolver;
-use kudu_client::{Kerberos, KerberosOptions, KuduClient, KuduClientBuilder};
+use ferry_kudu::KuduTables;
+use kudu_client::KuduClient;
 use std::sync::Arc;
-
-/// The process's resolver: its `s3.*` settings over the `AWS_*` environment.
-pub fn resolver(process: &ProcessOptions) -> Arc<ObjectStoreResolver> {
-    Arc::new(ObjectStoreResolver::from_settings(
-        &process.s3.clone().with_process_env(),
-    ))
-}
-
-/// Opens the checkpoints directory through the process's resolver and
-/// checks that the store answers.
-pub async fn open_checkpoints(
-    resolver: &Arc<ObjectStoreResolver>,
-    dir: &StorageLocation,
-    retained: std::num::NonZeroUsize,
-) -> Result<CheckpointStore> {
-    resolver.probe(dir).await.map_err(|e| anyhow!("{e}"))?;
-    // Not `?` on the error itself: its text is already complete.
-    CheckpointStore::open(dir, retained, resolver.clone()).map_err(|e| anyhow!("{e}"))
-}
 
 /// What a takeover (`ferry standby`, `ferry failover`) or a lease holder
 /// (`ferry run` with `high-availability.type lease`) adds to a start.
@@ -62,56 +41,6 @@ pub struct StartExtras {
     pub clients: Option<(KuduClient, KuduClient)>,
 }
 
-/// Connects to both clusters as a job does (clients are lazy: the first
-/// call connects). A job whose sink is Kafka has no sink cluster: an error.
-pub fn clients(cfg: &JobConfig) -> Result<(KuduClient, KuduClient)> {
-    if cfg.sink == SinkKind::Kafka {
-        bail!(
-            "this job's sink is Kafka (job.sinkType=kafka): it has no sink Kudu cluster \
-             (standby, failover, verify and cutover need one)"
-        );
-    }
-    if cfg.source == SourceKind::Kafka {
-        bail!(
-            "this job's source is Kafka (job.sourceType=kafka): it has no source Kudu cluster \
-             (standby, failover, verify and cutover need one)"
-        );
-    }
-    Ok((source_client(cfg)?, sink_client(cfg)?))
-}
-
-/// The sink cluster's client, as a job uses it.
-pub fn sink_client(cfg: &JobConfig) -> Result<KuduClient> {
-    let builder = KuduClient::builder(&cfg.sink_master_addresses)
-        .operation_timeout(cfg.writer.operation_timeout);
-    with_login(builder, cfg.kerberos.sink.as_ref())
-        .build()
-        .context("sink cluster")
-}
-
-/// The source cluster's client, as a job uses it.
-pub fn source_client(cfg: &JobConfig) -> Result<KuduClient> {
-    let builder = KuduClient::builder(&cfg.source_master_addresses)
-        .operation_timeout(cfg.reader.scan_request_timeout);
-    with_login(builder, cfg.kerberos.source.as_ref())
-        .build()
-        .context("source cluster")
-}
-
-/// Kerberos for a cluster that has a principal configured; SASL PLAIN
-/// otherwise.
-fn with_login(builder: KuduClientBuilder, login: Option<&ClusterKerberos>) -> KuduClientBuilder {
-    match login {
-        Some(k) => builder.kerberos(Kerberos::new(KerberosOptions {
-            principal: Some(k.principal.clone()),
-            keytab: k.keytab.clone(),
-            ticket_cache: None,
-            service_name: k.service_name.clone(),
-        })),
-        None => builder,
-    }
-}
-
 /// Starts the job described by `args` and registers it.
 pub async fn start_job(registry: &Registry, args: RunArgs) -> Result<Arc<JobEntry>> {
     if args.config.ha.kind == HaKind::Lease {
@@ -124,6 +53,7 @@ pub async fn start_job(registry: &Registry, args: RunArgs) -> Result<Arc<JobEntr
 }
 
 /// [`start_job`] with a takeover's or lease holder's extras.
+// Long on purpose: one arm per source/sink pair in the connector match; every other step is a helper below.
 pub async fn start_job_with(
     registry: &Registry,
     args: RunArgs,
@@ -148,8 +78,84 @@ pub async fn start_job_with(
     };
     let sink_table_name = cfg.sink_table_name();
 
+    let (restore, restored) =
+        restore_point(extras.restore, args.from_savepoint.as_ref(), &store).await?;
+    let default_savepoint_dir = savepoint_dir(registry, &args).await?;
+
+    let single = cfg.tables.is_single();
+    let source_rows_estimate = rows_estimate(source_client.as_ref(), cfg).await;
+
+    let start_at = cutover_start(&args, source_client.as_ref()).await?;
+    let mut options = JobOptions::new(args.parallelism)
+        .default_savepoint_dir(default_savepoint_dir.clone())
+        .fence(extras.fence)
+        .start_at(start_at);
+    if let Some(job_id) = extras.job_id {
+        options = options.job_id(job_id);
+    }
+    let rows_sent = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let activity = kudu_activity(
+        &args,
+        single && sink_client.is_some() && source_client.is_some(),
+        (source_client.clone(), sink_client.clone()),
+        rows_sent.clone(),
+    );
+    let kafka_metrics = (args.kafka_sink.is_some() || args.kafka_source.is_some())
+        .then(|| Arc::new(ferry_kafka::KafkaMetrics::default()));
+    let (handle, source_name) = match (source_client, sink_client) {
+        (Some(source_client), Some(sink_client)) => {
+            let tables =
+                KuduTables::new(source_client, sink_client, cfg.clone()).with_rows_sent(rows_sent);
+            start_tables(cfg, restore, tables, store, options).await?
+        }
+        (Some(source_client), None) => {
+            let kafka = args
+                .kafka_sink
+                .clone()
+                .ok_or_else(|| anyhow!("job.sinkType is not kafka"))?;
+            let tables = KafkaTables::new(source_client, cfg.clone(), kafka)
+                .with_metrics(kafka_metrics.clone().unwrap_or_default());
+            start_tables(cfg, restore, tables, store, options).await?
+        }
+        (None, Some(sink_client)) => {
+            let kafka = args
+                .kafka_source
+                .clone()
+                .ok_or_else(|| anyhow!("job.sourceType is not kafka"))?;
+            let tables = ChangelogTables::new(sink_client, cfg.clone(), kafka)
+                .with_metrics(kafka_metrics.clone().unwrap_or_default());
+            start_tables(cfg, restore, tables, store, options).await?
+        }
+        (None, None) => bail!("a job needs a Kudu cluster on one side"),
+    };
+    let start_time_ms = now_ms();
+    let job_id = handle.job_id();
+    log_started(&args, job_id, &sink_table_name);
+    let entry = JobEntry::new(
+        handle,
+        args.config.clone(),
+        source_name,
+        args.parallelism,
+        default_savepoint_dir,
+        restored,
+        source_rows_estimate,
+        activity,
+        start_time_ms,
+    )
+    .with_kafka(kafka_metrics)
+    .with_keys(args.settings.effective_job_keys()?);
+    Ok(registry.add(entry))
+}
+
+/// The state the job starts from: a takeover's (already found and
+/// verified), else `-s`'s; with what the REST API shows of it.
+async fn restore_point(
+    restore: Option<LoadedState>,
+    from_savepoint: Option<&String>,
+    store: &CheckpointStore,
+) -> Result<(Option<RestorePoint>, Option<RestoreInfo>)> {
     let mut restored = None;
-    let restore = match (extras.restore, &args.from_savepoint) {
+    let restore = match (restore, from_savepoint) {
         (Some(loaded), _) => {
             let state = loaded.state;
             let path = loaded.location.to_uri();
@@ -183,24 +189,32 @@ pub async fn start_job_with(
             })
         }
     };
-    let default_savepoint_dir = args
+    Ok((restore, restored))
+}
+
+/// `--savepointPath`, parsed and probed (an unreachable store is an error
+/// before any cluster work).
+async fn savepoint_dir(registry: &Registry, args: &RunArgs) -> Result<Option<StorageLocation>> {
+    let dir = args
         .savepoint_dir
         .as_deref()
         .map(StorageLocation::parse)
         .transpose()
         .map_err(|e| anyhow!("--savepointPath: {e}"))?;
-    if let Some(dir) = &default_savepoint_dir {
+    if let Some(dir) = &dir {
         registry
             .resolver
             .probe(dir)
             .await
             .map_err(|e| anyhow!("--savepointPath: {e}"))?;
     }
+    Ok(dir)
+}
 
-    // The snapshot progress estimate: the master's live row count (of
-    // the one table; a job of several tables has none, and asks nothing).
-    let single = cfg.tables.is_single();
-    let source_rows_estimate = match (&source_client, single) {
+/// The snapshot progress estimate: the master's live row count (of
+/// the one table; a job of several tables has none, and asks nothing).
+async fn rows_estimate(source_client: Option<&KuduClient>, cfg: &JobConfig) -> Option<u64> {
+    match (source_client, cfg.tables.is_single()) {
         (None, _) | (_, false) => None,
         (Some(source_client), true) => match source_client.list_tables(&cfg.table_name).await {
             Ok(tables) => tables
@@ -212,11 +226,18 @@ pub async fn start_job_with(
                 None
             }
         },
-    };
+    }
+}
 
+/// `--from-cutover`: the reverse job's start time, after checking the
+/// source still holds the history since then.
+async fn cutover_start(
+    args: &RunArgs,
+    source_client: Option<&KuduClient>,
+) -> Result<Option<ferry_engine::SourceTime>> {
     let start_at = match &args.from_cutover {
         Some(start) => {
-            let Some(source_client) = &source_client else {
+            let Some(source_client) = source_client else {
                 bail!("--from-cutover starts a Kudu-to-Kudu job; this job's source is Kafka");
             };
             crate::run_args::from_cutover::check_history(source_client, start).await?;
@@ -229,64 +250,12 @@ pub async fn start_job_with(
         }
         None => None,
     };
-    let mut options = JobOptions::new(args.parallelism)
-        .default_savepoint_dir(default_savepoint_dir.clone())
-        .fence(extras.fence)
-        .start_at(start_at);
-    if let Some(job_id) = extras.job_id {
-        options = options.job_id(job_id);
-    }
-    // The write guard and the tablet counters watch one source and one
-    // sink table: a job of several tables, or with a Kafka sink, has no
-    // such pair to watch.
-    let mut kudu_metrics = args.process.kudu.clone();
-    if !single || sink_client.is_none() || source_client.is_none() {
-        kudu_metrics.poll_interval = std::time::Duration::ZERO;
-    }
-    let rows_sent = Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let activity = Arc::new(
-        KuduActivity::new(
-            &kudu_metrics,
-            source_client.clone(),
-            sink_client.clone(),
-            &cfg.table_name,
-            &sink_table_name,
-        )
-        .with_own_writes({
-            let rows_sent = rows_sent.clone();
-            Box::new(move || rows_sent.load(std::sync::atomic::Ordering::Relaxed))
-        }),
-    );
-    let kafka_metrics = (args.kafka_sink.is_some() || args.kafka_source.is_some())
-        .then(|| Arc::new(ferry_kafka::KafkaMetrics::default()));
-    let (handle, source_name) = match (source_client, sink_client) {
-        (Some(source_client), Some(sink_client)) => {
-            let tables =
-                KuduTables::new(source_client, sink_client, cfg.clone()).with_rows_sent(rows_sent);
-            start_tables(cfg, restore, tables, store, options).await?
-        }
-        (Some(source_client), None) => {
-            let kafka = args
-                .kafka_sink
-                .clone()
-                .ok_or_else(|| anyhow!("job.sinkType is not kafka"))?;
-            let tables = KafkaTables::new(source_client, cfg.clone(), kafka)
-                .with_metrics(kafka_metrics.clone().unwrap_or_default());
-            start_tables(cfg, restore, tables, store, options).await?
-        }
-        (None, Some(sink_client)) => {
-            let kafka = args
-                .kafka_source
-                .clone()
-                .ok_or_else(|| anyhow!("job.sourceType is not kafka"))?;
-            let tables = ChangelogTables::new(sink_client, cfg.clone(), kafka)
-                .with_metrics(kafka_metrics.clone().unwrap_or_default());
-            start_tables(cfg, restore, tables, store, options).await?
-        }
-        (None, None) => bail!("a job needs a Kudu cluster on one side"),
-    };
-    let start_time_ms = now_ms();
-    let job_id = handle.job_id();
+    Ok(start_at)
+}
+
+/// The log line of a started job, naming what it replicates where.
+fn log_started(args: &RunArgs, job_id: JobId, sink_table_name: &str) {
+    let cfg = &args.config;
     match (&args.kafka_sink, &args.kafka_source) {
         (Some(kafka), _) => {
             tracing::info!(%job_id, table = %cfg.table_name, topic = %kafka.topic_for(&cfg.table_name), "replication to Kafka started")
@@ -298,30 +267,39 @@ pub async fn start_job_with(
             tracing::info!(%job_id, table = %cfg.table_name, sink_table = %sink_table_name, "replication started")
         }
     }
-    let entry = JobEntry::new(
-        handle,
-        args.config.clone(),
-        source_name,
-        args.parallelism,
-        default_savepoint_dir,
-        restored,
-        source_rows_estimate,
-        activity,
-        start_time_ms,
-    )
-    .with_kafka(kafka_metrics)
-    .with_keys(args.settings.effective_job_keys()?);
-    Ok(registry.add(entry))
 }
 
-/// How the source of the job `cfg` describes reads its times as wall-clock
-/// time (its connector's `Source::CLOCK`): for a state's times when no job
-/// runs (failover reports, cutover).
-pub fn source_clock(cfg: &JobConfig) -> SourceClock {
-    match cfg.source {
-        SourceKind::Kafka => KafkaSource::CLOCK,
-        SourceKind::Kudu => KuduSource::CLOCK,
+/// The tablet servers' write counters of the job's source and sink table
+/// (`rows_sent` counts ferry's own writes); off unless the job is `one_pair`.
+/// The tablet servers come from the `clients`' tablet-server lists.
+fn kudu_activity(
+    args: &RunArgs,
+    one_pair: bool,
+    clients: (Option<KuduClient>, Option<KuduClient>),
+    rows_sent: Arc<std::sync::atomic::AtomicU64>,
+) -> Arc<KuduActivity> {
+    let cfg = &args.config;
+    let sink_table_name = cfg.sink_table_name();
+    // The write guard and the tablet counters watch one source and one
+    // sink table: a job of several tables, or with a Kafka sink, has no
+    // such pair to watch.
+    let mut kudu_metrics = args.process.kudu.clone();
+    if !one_pair {
+        kudu_metrics.poll_interval = std::time::Duration::ZERO;
     }
+    Arc::new(
+        KuduActivity::new(
+            &kudu_metrics,
+            clients.0,
+            clients.1,
+            &cfg.table_name,
+            &sink_table_name,
+        )
+        .with_own_writes({
+            let rows_sent = rows_sent.clone();
+            Box::new(move || rows_sent.load(std::sync::atomic::Ordering::Relaxed))
+        }),
+    )
 }
 
 /// Starts the engine job of `tables`; with the name its source connector

@@ -1,0 +1,442 @@
+//! [`Standby`]: how an instance comes to run a job under its lease — stand
+//! by while a holder renews, claim the next generation when it goes silent
+//! (or at once when nobody ever held it), find the newest retained state
+//! and hold the lease while the job runs. `ferry run` (with a lease),
+//! `ferry standby` and `ferry failover` all go through it; they differ only
+//! in their [`Role`] and in what they print of its [`Event`]s.
+//!
+//! Claim first, search after: once the lease is ours the state cannot
+//! move on, so the search that follows a claim sees the last state the
+//! previous holder wrote.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::find::{find_newest_reusing, sort_newest_first, FindError, FoundState, Search};
+use super::protocol::{Held, Lease, LeaseError, LeaseRecord, Watcher};
+use super::Fence;
+use crate::checkpoint::{JobId, LoadedState, StorageLocation, StoreError, StoreResolver};
+
+/// How often a standby refreshes its pre-loaded state while it waits.
+pub const PRELOAD_EVERY: Duration = Duration::from_secs(2);
+
+/// Who is claiming, which decides what a never-held lease and a failed
+/// lease read mean.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// The job's active instance (`ferry run`, `ferry failover`): claims a
+    /// lease nobody ever held at once; a failed lease read is an error.
+    Active,
+    /// A standby (`ferry standby`): waits for an active instance to appear
+    /// and go silent, keeps the newest state pre-loaded meanwhile
+    /// ([`PRELOAD_EVERY`]), and retries a failed lease read.
+    Standby,
+}
+
+/// What a [`Standby`] tells its caller while it waits; the caller decides
+/// what to print or log.
+#[derive(Debug)]
+pub enum Event<'a> {
+    /// Still waiting: `holder` renews (or nobody holds the lease yet);
+    /// `silent` is how long its newest object has not changed. Sent on
+    /// every poll.
+    Waiting {
+        /// The newest lease record, if any.
+        holder: Option<&'a LeaseRecord>,
+        /// How long it has not changed, on this instance's clock.
+        silent: Duration,
+    },
+    /// The holder has not renewed for the lease duration: claiming now.
+    Lapsed {
+        /// Its last record.
+        holder: &'a LeaseRecord,
+        /// How long it has been silent.
+        silent: Duration,
+    },
+    /// A standby could not read the lease; it tries again.
+    ReadFailed(&'a LeaseError),
+    /// A standby refreshed its pre-loaded state; `changed` when the newest
+    /// valid state is not the one it had.
+    Preloaded {
+        /// The newest valid state now.
+        newest: Option<&'a FoundState>,
+        /// Whether it differs from the previous newest.
+        changed: bool,
+    },
+    /// A standby's refresh failed; it tries again.
+    SearchFailed(&'a StandbyError),
+}
+
+/// A claimed lease, not yet renewed.
+#[derive(Debug)]
+pub struct Claim {
+    /// The claimed generation and its fence.
+    pub held: Held,
+    /// When the lease was seen free (lapsed, or never held).
+    pub detected: Instant,
+    /// How long the previous holder had been silent then (zero for a lease
+    /// nobody held).
+    pub silent: Duration,
+    /// How long the claim took, from the call.
+    pub waited: Duration,
+}
+
+impl Claim {
+    /// When the previous holder was last seen renewing, on this instance's
+    /// clock: where a takeover's recovery time starts.
+    pub fn last_renewal_seen(&self) -> Instant {
+        self.detected
+            .checked_sub(self.silent)
+            .unwrap_or(self.detected)
+    }
+}
+
+/// A lease being renewed while the job runs.
+#[derive(Debug)]
+pub struct Holding {
+    /// The generation held.
+    pub generation: u64,
+    /// Its fence (for the job's checkpoints, savepoints and sink writes).
+    pub fence: Fence,
+    keeper: tokio::task::JoinHandle<()>,
+}
+
+impl Holding {
+    /// Stops renewing (the job ended): the lease lapses for the next
+    /// instance after its duration.
+    pub fn release(self) {
+        self.keeper.abort();
+    }
+}
+
+/// Opening a store or searching it failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StandbyError {
+    /// The lease could not be read or written.
+    #[error(transparent)]
+    Lease(#[from] LeaseError),
+    /// A location's store could not be opened (its text is complete and
+    /// names the location).
+    #[error("{0}")]
+    Open(StoreError),
+    /// A listing or a read failed.
+    #[error(transparent)]
+    Find(#[from] FindError),
+}
+
+/// Where a job's retained state is looked for, remembering what earlier
+/// searches found so a standby re-reads only new directories.
+#[derive(Debug)]
+pub struct StateSearch {
+    resolver: Arc<dyn StoreResolver>,
+    from: Vec<StorageLocation>,
+    job: Option<JobId>,
+    known: Vec<FoundState>,
+}
+
+impl StateSearch {
+    /// Looks in every location of `from` (through `resolver`) for the state
+    /// of `job` (any one job's if `None`).
+    pub fn new(
+        resolver: Arc<dyn StoreResolver>,
+        from: Vec<StorageLocation>,
+        job: Option<JobId>,
+    ) -> Self {
+        StateSearch {
+            resolver,
+            from,
+            job,
+            known: Vec::new(),
+        }
+    }
+
+    /// Where it looks.
+    pub fn locations(&self) -> &[StorageLocation] {
+        &self.from
+    }
+
+    /// The newest complete, valid state over every location (states found
+    /// by an earlier search are not read again).
+    pub async fn find_newest(&mut self) -> Result<Search, StandbyError> {
+        let mut all = Search::default();
+        for location in &self.from {
+            let store = self.resolver.open(location).map_err(StandbyError::Open)?;
+            let search =
+                find_newest_reusing(store.as_ref(), location, self.job, &self.known).await?;
+            all.valid.extend(search.valid);
+            all.skipped.extend(search.skipped);
+            all.listed_in += search.listed_in;
+            all.reused += search.reused;
+        }
+        sort_newest_first(&mut all.valid);
+        all.newest = all.valid.first().cloned();
+        Ok(all)
+    }
+
+    /// [`find_newest`](Self::find_newest), keeping what it found for the
+    /// next search; `changed` when the newest valid state is a new one.
+    async fn preload(&mut self) -> Result<(Option<&FoundState>, bool), StandbyError> {
+        let search = self.find_newest().await?;
+        let before = self.known.first().map(|f| f.location.clone());
+        let changed = before.as_ref() != search.newest.as_ref().map(|f| &f.location);
+        self.known = search.valid;
+        Ok((self.known.first(), changed))
+    }
+}
+
+/// One instance's way to a job's lease: wait, claim, find, hold.
+#[derive(Debug)]
+pub struct Standby {
+    lease: Arc<Lease>,
+    search: StateSearch,
+}
+
+impl Standby {
+    /// Stands by for `lease`, taking state from `search`.
+    pub fn new(lease: Arc<Lease>, search: StateSearch) -> Self {
+        Standby { lease, search }
+    }
+
+    /// The lease.
+    pub fn lease(&self) -> &Arc<Lease> {
+        &self.lease
+    }
+
+    /// The state search (for a search without a claim).
+    pub fn search(&mut self) -> &mut StateSearch {
+        &mut self.search
+    }
+
+    /// Waits until the lease is free (see [`Role`]) and claims the next
+    /// generation; a lost race waits again. `on_event` hears every poll;
+    /// `refresh` runs after each [`Role::Standby`] preload (the caller
+    /// keeps its own resources warm there).
+    pub async fn claim(
+        &mut self,
+        role: Role,
+        mut on_event: impl FnMut(Event<'_>),
+        mut refresh: impl AsyncFnMut(),
+    ) -> Result<Claim, LeaseError> {
+        let began = Instant::now();
+        let poll = (self.lease.renew_interval / 2).max(Duration::from_millis(50));
+        let mut watcher = Watcher::new();
+        let mut preloaded_at: Option<Instant> = None;
+        loop {
+            if let Err(e) = watcher.poll(&self.lease).await {
+                match role {
+                    Role::Active => return Err(e),
+                    Role::Standby => on_event(Event::ReadFailed(&e)),
+                }
+            }
+            let silent = watcher.silent_for();
+            let free = match &watcher.newest {
+                None => role == Role::Active,
+                Some(_) => silent >= self.lease.duration,
+            };
+            if free {
+                let detected = Instant::now();
+                let silent = match &watcher.newest {
+                    Some(holder) => {
+                        on_event(Event::Lapsed { holder, silent });
+                        silent
+                    }
+                    None => Duration::ZERO,
+                };
+                if let Some(held) = self.lease.claim(watcher.newest.as_ref()).await? {
+                    return Ok(Claim {
+                        held,
+                        detected,
+                        silent,
+                        waited: began.elapsed(),
+                    });
+                }
+                watcher = Watcher::new();
+                continue;
+            }
+            if role == Role::Standby && preloaded_at.is_none_or(|t| t.elapsed() >= PRELOAD_EVERY) {
+                preloaded_at = Some(Instant::now());
+                match self.search.preload().await {
+                    Ok((newest, changed)) => on_event(Event::Preloaded { newest, changed }),
+                    Err(e) => on_event(Event::SearchFailed(&e)),
+                }
+                refresh().await;
+            }
+            on_event(Event::Waiting {
+                holder: watcher.newest.as_ref(),
+                silent,
+            });
+            tokio::time::sleep(poll).await;
+        }
+    }
+
+    /// After a claim: the newest retained state to take over from.
+    pub async fn find_newest(&mut self) -> Result<Search, StandbyError> {
+        self.search.find_newest().await
+    }
+
+    /// Renews `held` until [`Holding::release`].
+    pub fn hold(&self, held: Held) -> Holding {
+        let generation = held.generation;
+        let fence = held.fence.clone();
+        Holding {
+            generation,
+            fence,
+            keeper: self.lease.clone().keep(held),
+        }
+    }
+}
+
+impl FoundState {
+    /// The state as a job restores it.
+    pub fn loaded(&self) -> LoadedState {
+        LoadedState {
+            location: self.location.clone(),
+            state: self.state.clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checkpoint::{
+        encode_metadata, JobState, MemoryStateStore, SingleStoreResolver, SnapshotKind, StateKey,
+    };
+    use crate::config::{HaConfig, JobConfig};
+
+    const JOB: &str = "00112233445566778899aabbccddeeff";
+
+    fn ha(duration_ms: u64) -> HaConfig {
+        let d = format!("{duration_ms} ms");
+        let r = format!("{} ms", duration_ms / 4);
+        let pairs = [
+            ("job.sourceMasterAddresses", "a:7051"),
+            ("job.sinkMasterAddresses", "b:7051"),
+            ("job.tableName", "t"),
+            ("job.checkpointsDirectory", "/chk"),
+            ("high-availability.type", "lease"),
+            ("high-availability.lease-duration", d.as_str()),
+            ("high-availability.renew-interval", r.as_str()),
+        ];
+        JobConfig::from_named_pairs(pairs).expect("config").ha
+    }
+
+    fn lease(store: &Arc<MemoryStateStore>, owner: &str) -> Arc<Lease> {
+        let dir = StorageLocation::parse("/chk").expect("dir");
+        let job: JobId = JOB.parse().expect("id");
+        Arc::new(Lease::new(store.clone(), &dir, &job, &ha(600), owner))
+    }
+
+    fn checkpoint(store: &MemoryStateStore, id: u64, last_end: u64) {
+        let mut s = JobState::new(
+            JOB.parse().expect("id"),
+            SnapshotKind::Checkpoint,
+            id,
+            "t",
+            vec![],
+            vec![],
+        );
+        s.last_end_timestamp = Some(crate::time::SourceTime::from_raw(last_end));
+        let key = StateKey::parse(&format!("chk/{JOB}/chk-{id}/_metadata")).expect("key");
+        store.overwrite(&key, encode_metadata(&s).expect("encode"));
+    }
+
+    #[tokio::test]
+    async fn a_standby_preloads_claims_a_silent_lease_and_takes_over_from_the_newest_state() {
+        let store = Arc::new(MemoryStateStore::new());
+        checkpoint(&store, 1, 100);
+        let active = lease(&store, "active");
+        let held = active.claim(None).await.expect("claim").expect("won");
+        let keeper = active.clone().keep(held);
+        let search = StateSearch::new(
+            Arc::new(SingleStoreResolver(store.clone())),
+            vec![StorageLocation::parse("/chk").expect("dir")],
+            Some(JOB.parse().expect("id")),
+        );
+        let mut standby = Standby::new(lease(&store, "standby"), search);
+        // The active writes one more checkpoint, then dies.
+        let dies = tokio::spawn({
+            let store = store.clone();
+            async move {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                checkpoint(&store, 2, 200);
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                keeper.abort();
+            }
+        });
+        let (mut preloaded, mut lapsed, mut refreshed) = (Vec::new(), Vec::new(), 0);
+        let started = Instant::now();
+        let claim = standby
+            .claim(
+                Role::Standby,
+                |event| match event {
+                    Event::Preloaded { newest, changed } => {
+                        preloaded.push((newest.map(|f| f.state.checkpoint_id), changed))
+                    }
+                    Event::Lapsed { holder, silent } => lapsed.push((holder.generation, silent)),
+                    _ => {}
+                },
+                async || refreshed += 1,
+            )
+            .await
+            .expect("claim");
+        dies.await.expect("joined");
+        // Not before the active's last renewal (at most one renew interval,
+        // 150 ms, before it died at 1000 ms) plus the lease duration.
+        assert!(
+            started.elapsed() >= Duration::from_millis(1450),
+            "{:?}",
+            started.elapsed()
+        );
+        assert_eq!(claim.held.generation, 2);
+        assert_eq!(lapsed.len(), 1);
+        assert_eq!(lapsed[0].0, 1);
+        assert!(lapsed[0].1 >= Duration::from_millis(600), "{lapsed:?}");
+        assert_eq!(claim.silent, lapsed[0].1);
+        // Pre-loaded while waiting; the caller's refresh ran with each.
+        assert_eq!(preloaded.first(), Some(&(Some(1), true)));
+        assert_eq!(refreshed, preloaded.len());
+        // The search after the claim sees the last checkpoint and reuses
+        // what the preload read.
+        let search = standby.find_newest().await.expect("search");
+        let newest = search.newest.expect("found");
+        assert_eq!(newest.state.checkpoint_id, 2);
+        assert_eq!(newest.loaded().location, newest.location);
+        assert_eq!(search.reused, 1);
+        // Holding renews: another claimant on the same view loses.
+        let seen = standby.lease().newest().await.expect("read");
+        let holding = standby.hold(claim.held);
+        assert_eq!(holding.generation, 2);
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        let late = lease(&store, "late");
+        let newest_now = late.newest().await.expect("read");
+        assert_ne!(
+            newest_now.as_ref().map(|r| r.seq),
+            seen.as_ref().map(|r| r.seq)
+        );
+        assert!(late.claim(seen.as_ref()).await.expect("claim").is_none());
+        holding.release();
+    }
+
+    #[tokio::test]
+    async fn an_active_instance_claims_a_lease_nobody_held_at_once() {
+        let store = Arc::new(MemoryStateStore::new());
+        let search = StateSearch::new(Arc::new(SingleStoreResolver(store.clone())), vec![], None);
+        let mut standby = Standby::new(lease(&store, "run"), search);
+        let mut waited = 0;
+        let claim = standby
+            .claim(
+                Role::Active,
+                |e| {
+                    if matches!(e, Event::Waiting { .. }) {
+                        waited += 1
+                    }
+                },
+                async || {},
+            )
+            .await
+            .expect("claim");
+        assert_eq!((claim.held.generation, claim.silent), (1, Duration::ZERO));
+        assert_eq!(waited, 0);
+    }
+}

@@ -1,0 +1,156 @@
+//! Running a job as the holder of its lease (`high-availability.type
+//! lease`): `ferry run`, `ferry failover` and `ferry standby` all get the
+//! lease through the engine's [`Standby`] (wait, claim, find the newest
+//! state) and run the job with [`run_holding`], which renews it until the
+//! job ends. This module prints what they share: the waiting lines, the
+//! generation held, and the rows a generation wrote.
+//!
+//! `ferry run` with a lease claims it at once if nobody ever held it, and
+//! otherwise waits like a standby until it lapses; without `-s` it resumes
+//! from the newest valid state of the HA job in its checkpoints directory.
+
+use super::rto::Rto;
+use super::submit::StartExtras;
+use crate::run_args::RunArgs;
+use anyhow::Result;
+use ferry_engine::checkpoint::{JobId, StorageLocation};
+use ferry_engine::config::JobConfig;
+use ferry_engine::lease::{Claim, Event, Lease, LeaseRecord, Role, Standby};
+use ferry_engine::JobStatus;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How often a waiting instance says what it waits for.
+pub const SAY_WAITING_EVERY: Duration = Duration::from_secs(10);
+
+/// This instance's name in lease objects: host and pid.
+fn owner() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "unknown-host".to_string());
+    format!("{host}/{}", std::process::id())
+}
+
+/// The lease of `run`'s HA job, with `from` searched for the state of
+/// `job` (any one job's if `None`).
+pub fn standby_for(run: &RunArgs, from: &[StorageLocation], job: Option<JobId>) -> Result<Standby> {
+    let cfg: &JobConfig = &run.config;
+    let resolver = crate::wiring::resolver(&run.process);
+    let dir = cfg.ha_storage_dir();
+    let lease = Arc::new(Lease::new(
+        crate::wiring::store_for(resolver.as_ref(), dir)?,
+        dir,
+        &cfg.ha_job_id(),
+        &cfg.ha,
+        owner(),
+    ));
+    let search = crate::wiring::state_search(&run.process, from, job);
+    Ok(Standby::new(lease, search))
+}
+
+/// The line a waiting instance prints every [`SAY_WAITING_EVERY`].
+pub fn waiting_line(record: Option<&LeaseRecord>, silent: Duration) -> String {
+    match record {
+        Some(r) => format!(
+            "ferry: waiting for the lease: generation {} held by {} (last change seen {} ms ago)",
+            r.generation,
+            r.owner,
+            silent.as_millis()
+        ),
+        None => "ferry: waiting for an active instance to take the lease".to_string(),
+    }
+}
+
+/// Prints [`Event::Waiting`] at most every [`SAY_WAITING_EVERY`] (the
+/// first after one period).
+#[derive(Debug)]
+pub struct WaitingLines {
+    said: Instant,
+}
+
+impl Default for WaitingLines {
+    fn default() -> Self {
+        WaitingLines {
+            said: Instant::now(),
+        }
+    }
+}
+
+impl WaitingLines {
+    /// Prints the waiting line of `event` when one is due.
+    pub fn on_event(&mut self, event: &Event<'_>) {
+        if let Event::Waiting { holder, silent } = event {
+            if self.said.elapsed() >= SAY_WAITING_EVERY {
+                eprintln!("{}", waiting_line(*holder, *silent));
+                self.said = Instant::now();
+            }
+        }
+    }
+}
+
+/// Claims the lease as the job's active instance (`ferry run`, `ferry
+/// failover`), waiting while another instance holds it.
+pub async fn claim(standby: &mut Standby, rto: &mut Rto) -> Result<Claim> {
+    let mut lines = WaitingLines::default();
+    let claim = standby
+        .claim(Role::Active, |e| lines.on_event(&e), async || {})
+        .await?;
+    rto.step("lease", claim.waited);
+    eprintln!(
+        "ferry: holding generation {} of the lease at {}",
+        claim.held.generation,
+        standby.lease().location()
+    );
+    Ok(claim)
+}
+
+/// Runs the job under `claim`'s fence and the HA job id, renewing the
+/// lease until the job ends.
+pub async fn run_holding(
+    standby: &Standby,
+    claim: Claim,
+    run: RunArgs,
+    mut extras: StartExtras,
+    rto: Rto,
+    began: Instant,
+    json: bool,
+) -> Result<JobStatus> {
+    extras.fence = claim.held.fence.clone();
+    extras.job_id = Some(run.config.ha_job_id());
+    let holding = standby.hold(claim.held);
+    let generation = holding.generation;
+    let mut metrics = None;
+    let status = super::run::run_with(run, extras, |entry| {
+        metrics = Some(entry.handle.metrics().clone());
+        rto.report_when_first_window_completes(entry, began, json)
+    })
+    .await;
+    holding.release();
+    // What this generation wrote, for operators (and the fencing test).
+    if let Some(m) = metrics.map(|m| m.snapshot()) {
+        eprintln!(
+            "ferry: generation {generation} ended; rows written by this instance: {}",
+            m.rows_upserted + m.rows_deleted
+        );
+    }
+    status
+}
+
+/// `ferry run` with `high-availability.type lease`.
+pub async fn run_leased(run: RunArgs) -> Result<JobStatus> {
+    let mut rto = Rto::default();
+    let from = [run.config.checkpoints_directory.clone()];
+    let mut standby = standby_for(&run, &from, Some(run.config.ha_job_id()))?;
+    let claim = claim(&mut standby, &mut rto).await?;
+    let mut extras = StartExtras::default();
+    if run.from_savepoint.is_none() {
+        // Like a restarted Flink JobManager: continue from the HA job's
+        // newest valid state, if it has one.
+        let search = standby.find_newest().await?;
+        if let Some(found) = search.newest {
+            eprintln!("ferry: resuming from {}", found.location);
+            extras.restore = Some(found.loaded());
+        }
+    }
+    run_holding(&standby, claim, run, extras, rto, Instant::now(), false).await
+}
