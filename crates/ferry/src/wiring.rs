@@ -41,6 +41,19 @@ pub async fn open_checkpoints(
     CheckpointStore::open(dir, retained, resolver.clone()).map_err(|e| anyhow!("{e}"))
 }
 
+/// The checkpoints directory of the job `run` describes, opened through a
+/// resolver of the process's settings (the verbs that read a job's state
+/// in this process: `cutover`, `verify`).
+pub async fn open_job_checkpoints(run: &RunArgs) -> Result<CheckpointStore> {
+    let cfg = &run.config;
+    open_checkpoints(
+        &resolver(&run.process),
+        &cfg.checkpoints_directory,
+        cfg.checkpoints_retained,
+    )
+    .await
+}
+
 /// Connects to both clusters as a job does (clients are lazy: the first
 /// call connects). A job whose sink is Kafka has no sink cluster: an error.
 pub fn clients(cfg: &JobConfig) -> Result<(KuduClient, KuduClient)> {

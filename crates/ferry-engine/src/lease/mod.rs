@@ -25,6 +25,26 @@ mod find;
 mod protocol;
 mod standby;
 
+/// The HA settings of a lease job whose lease lasts `duration_ms` (renewed
+/// every quarter of it), for the lease tests.
+#[cfg(test)]
+fn test_ha(duration_ms: u64) -> crate::config::HaConfig {
+    let d = format!("{duration_ms} ms");
+    let r = format!("{} ms", duration_ms / 4);
+    let pairs = [
+        ("job.sourceMasterAddresses", "a:7051"),
+        ("job.sinkMasterAddresses", "b:7051"),
+        ("job.tableName", "t"),
+        ("job.checkpointsDirectory", "/chk"),
+        ("high-availability.type", "lease"),
+        ("high-availability.lease-duration", d.as_str()),
+        ("high-availability.renew-interval", r.as_str()),
+    ];
+    crate::config::JobConfig::from_named_pairs(pairs)
+        .expect("config")
+        .ha
+}
+
 pub use fence::{Fence, Fenced};
 pub use find::{
     find_newest, find_newest_reusing, sort_newest_first, FindError, FoundState, Search,

@@ -334,7 +334,6 @@ impl Watcher {
 mod tests {
     use super::*;
     use crate::checkpoint::MemoryStateStore;
-    use crate::config::JobConfig;
     use crate::lease::{Role, Standby, StateSearch};
 
     /// Claims `lease` through a [`Standby`] with nowhere to look for state.
@@ -347,20 +346,7 @@ mod tests {
             .map(|c| c.held)
     }
 
-    fn ha(duration_ms: u64) -> HaConfig {
-        let d = format!("{duration_ms} ms");
-        let r = format!("{} ms", duration_ms / 4);
-        let pairs = [
-            ("job.sourceMasterAddresses", "a:7051"),
-            ("job.sinkMasterAddresses", "b:7051"),
-            ("job.tableName", "t"),
-            ("job.checkpointsDirectory", "/chk"),
-            ("high-availability.type", "lease"),
-            ("high-availability.lease-duration", d.as_str()),
-            ("high-availability.renew-interval", r.as_str()),
-        ];
-        JobConfig::from_named_pairs(pairs).expect("config").ha
-    }
+    use super::super::test_ha as ha;
 
     fn lease(store: &Arc<MemoryStateStore>, owner: &str, duration_ms: u64) -> Arc<Lease> {
         let job: JobId = "00112233445566778899aabbccddeeff".parse().expect("id");

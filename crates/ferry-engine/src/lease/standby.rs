@@ -302,24 +302,10 @@ mod tests {
     use crate::checkpoint::{
         encode_metadata, JobState, MemoryStateStore, SingleStoreResolver, SnapshotKind, StateKey,
     };
-    use crate::config::{HaConfig, JobConfig};
 
     const JOB: &str = "00112233445566778899aabbccddeeff";
 
-    fn ha(duration_ms: u64) -> HaConfig {
-        let d = format!("{duration_ms} ms");
-        let r = format!("{} ms", duration_ms / 4);
-        let pairs = [
-            ("job.sourceMasterAddresses", "a:7051"),
-            ("job.sinkMasterAddresses", "b:7051"),
-            ("job.tableName", "t"),
-            ("job.checkpointsDirectory", "/chk"),
-            ("high-availability.type", "lease"),
-            ("high-availability.lease-duration", d.as_str()),
-            ("high-availability.renew-interval", r.as_str()),
-        ];
-        JobConfig::from_named_pairs(pairs).expect("config").ha
-    }
+    use super::super::test_ha as ha;
 
     fn lease(store: &Arc<MemoryStateStore>, owner: &str) -> Arc<Lease> {
         let dir = StorageLocation::parse("/chk").expect("dir");

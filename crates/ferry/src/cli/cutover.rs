@@ -237,14 +237,7 @@ async fn read_savepoint(
     args: &CutoverArgs,
     savepoint: &str,
 ) -> Result<(bool, ferry_engine::SourceTime), Failure> {
-    let cfg = &args.run.config;
-    let resolver = crate::wiring::resolver(&args.run.process);
-    let store = crate::wiring::open_checkpoints(
-        &resolver,
-        &cfg.checkpoints_directory,
-        cfg.checkpoints_retained,
-    )
-    .await?;
+    let store = crate::wiring::open_job_checkpoints(&args.run).await?;
     let state = store
         .load(savepoint)
         .await

@@ -201,14 +201,7 @@ pub struct Times {
 /// Resolves the times of `args` (see the module docs).
 pub async fn resolve_times(args: &VerifyArgs, sink: &KuduClient) -> Result<Times, Failure> {
     if let Some(path) = &args.from_savepoint {
-        let cfg = &args.run.config;
-        let resolver = crate::wiring::resolver(&args.run.process);
-        let store = crate::wiring::open_checkpoints(
-            &resolver,
-            &cfg.checkpoints_directory,
-            cfg.checkpoints_retained,
-        )
-        .await?;
+        let store = crate::wiring::open_job_checkpoints(&args.run).await?;
         let loaded = store
             .load(path)
             .await
