@@ -7,7 +7,6 @@
 //! wrote.
 
 use crate::checkpoint::JobId;
-use crate::metrics::MetricsSnapshot;
 use serde::{Deserialize, Serialize};
 
 /// A job's state, as Flink names them.
@@ -252,6 +251,60 @@ impl JobSnapshot {
             },
         }
     }
+}
+
+/// A consistent-enough copy of every metric.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MetricsSnapshot {
+    /// Time since the job last became RUNNING (0 while it is not), as
+    /// Flink's `uptime`.
+    pub uptime_ms: u64,
+    /// Time since the current outage (restart) began (0 while running),
+    /// as Flink's `downtime`.
+    #[serde(default)]
+    pub downtime_ms: u64,
+    /// End of the last completed window, epoch ms (0: none yet).
+    pub last_end_timestamp_ms: u64,
+    /// Splits handed out and not finished.
+    pub pending_count: u64,
+    /// Splits not handed out yet.
+    pub unassigned_count: u64,
+    /// Finished splits waiting for a checkpoint.
+    pub pending_removal_count: u64,
+    /// Rows read from the source.
+    pub rows_read: u64,
+    /// Rows upserted into the sink.
+    pub rows_upserted: u64,
+    /// Rows deleted from the sink.
+    pub rows_deleted: u64,
+    /// Bytes read from the source.
+    pub bytes_read: u64,
+    /// Windows completed.
+    pub windows_completed: u64,
+    /// Completed full-snapshot windows (1 for a fresh job, 0 after a resume).
+    pub snapshot_windows: u64,
+    /// How long the last completed window took, ms.
+    pub last_window_duration_ms: u64,
+    /// How long the last checkpoint took, ms.
+    pub last_checkpoint_duration_ms: u64,
+    /// Size of the last checkpoint, bytes.
+    pub last_checkpoint_size_bytes: u64,
+    /// Checkpoints completed.
+    pub checkpoints_completed: u64,
+    /// Checkpoints failed.
+    pub checkpoints_failed: u64,
+    /// Restarts after failures.
+    pub restarts: u64,
+    /// Periodic savepoints written (`job.periodicSavepointInterval`).
+    #[serde(default)]
+    pub periodic_savepoints_completed: u64,
+    /// Periodic savepoints that failed (the job went on).
+    #[serde(default)]
+    pub periodic_savepoints_failed: u64,
+    /// When the last periodic savepoint completed (epoch ms; 0 = none).
+    #[serde(default)]
+    pub last_periodic_savepoint_ms: u64,
 }
 
 #[cfg(test)]
