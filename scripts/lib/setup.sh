@@ -52,7 +52,7 @@ ensure_toolchain() {
   fi
 }
 
-# ensure_kudu: the Kudu 1.17.1 binaries, fetched once into ~/.cache/ferry.
+# ensure_kudu: the Kudu 1.17.1 and 1.18.1 binaries, fetched once into ~/.cache/ferry.
 ensure_kudu() {
   cargo build -q -p ferry-testkit --bin ferry-testkit
   ./target/debug/ferry-testkit install

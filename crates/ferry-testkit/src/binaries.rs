@@ -1,6 +1,9 @@
-//! The Kudu server binaries: `org.apache.kudu:kudu-binary:1.17.1`
-//! (classifier `linux-x86_64`) from Maven Central, unpacked once into a cache
-//! folder that survives between runs (`~/.cache/ferry/kudu-1.17.1`).
+//! The Kudu server binaries: `org.apache.kudu:kudu-binary:<version>`
+//! (classifier `linux-x86_64`) from Maven Central, unpacked once per release
+//! into a cache folder that survives between runs
+//! (`~/.cache/ferry/kudu-1.17.1`, `~/.cache/ferry/kudu-1.18.1`). A cluster
+//! picks its release ([`KuduVersion`]); 1.17.1 is the default, and
+//! `FERRY_KUDU_VERSION` changes the default (to run a suite on 1.18.1).
 //!
 //! The jar's `bin/kudu` carries a RUNPATH of `$ORIGIN/../lib`, but its bundled
 //! libraries do not, so on Debian 12 the dynamic loader would resolve their
@@ -10,6 +13,7 @@
 //! bundled SASL plugins. Nothing is written outside the cache folder.
 
 use crate::{io_err, Error, Result};
+use serde::{Deserialize, Serialize};
 use std::ffi::OsString;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -17,11 +21,78 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-/// The Kudu release whose binaries the kit runs.
+/// The Kudu release the kit runs unless told otherwise.
 pub const KUDU_VERSION: &str = "1.17.1";
-const ARTIFACT: &str = "org.apache.kudu:kudu-binary:1.17.1:jar:linux-x86_64";
-const JAR_PREFIX: &str = "kudu-binary-1.17.1-linux-x86_64";
 const MARKER: &str = ".ferry-installed";
+
+/// A Kudu release the kit can run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum KuduVersion {
+    /// 1.17.1: immutable columns and non-unique primary keys arrived in 1.17.
+    #[serde(rename = "1.17.1")]
+    V1_17_1,
+    /// 1.18.1, the newest release: explicit `auto_incrementing_id` in
+    /// UPSERT, tablet metrics in `/metrics_prometheus`.
+    #[serde(rename = "1.18.1")]
+    V1_18_1,
+}
+
+impl KuduVersion {
+    /// Every release the kit knows, oldest first.
+    pub const ALL: [KuduVersion; 2] = [KuduVersion::V1_17_1, KuduVersion::V1_18_1];
+
+    /// `1.17.1`, `1.18.1`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KuduVersion::V1_17_1 => "1.17.1",
+            KuduVersion::V1_18_1 => "1.18.1",
+        }
+    }
+
+    /// `FERRY_KUDU_VERSION`, else 1.17.1.
+    pub fn default_version() -> Result<KuduVersion> {
+        match std::env::var("FERRY_KUDU_VERSION") {
+            Ok(v) if !v.is_empty() => v
+                .parse()
+                .map_err(|e: Error| Error::Invalid(format!("FERRY_KUDU_VERSION: {e}"))),
+            _ => Ok(KuduVersion::V1_17_1),
+        }
+    }
+
+    fn artifact(self) -> String {
+        format!(
+            "org.apache.kudu:kudu-binary:{}:jar:linux-x86_64",
+            self.as_str()
+        )
+    }
+
+    fn jar_prefix(self) -> String {
+        format!("kudu-binary-{}-linux-x86_64", self.as_str())
+    }
+}
+
+impl std::fmt::Display for KuduVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for KuduVersion {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        KuduVersion::ALL
+            .into_iter()
+            .find(|v| v.as_str() == s)
+            .ok_or_else(|| {
+                let known: Vec<&str> = KuduVersion::ALL.iter().map(|v| v.as_str()).collect();
+                Error::Invalid(format!(
+                    "unknown Kudu version '{s}' (the kit runs {})",
+                    known.join(", ")
+                ))
+            })
+    }
+}
 
 /// How [`KuduBinaries::ensure`] found the binaries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,43 +110,73 @@ pub enum Provenance {
 pub struct KuduBinaries {
     prefix: PathBuf,
     provenance: Provenance,
+    version: KuduVersion,
 }
 
 impl KuduBinaries {
-    /// The process-wide binaries, installed on first use.
+    /// The process-wide binaries of the default release
+    /// ([`KuduVersion::default_version`]), installed on first use.
     pub fn get() -> Result<&'static KuduBinaries> {
-        static BINARIES: OnceLock<std::result::Result<KuduBinaries, String>> = OnceLock::new();
-        BINARIES
-            .get_or_init(|| Self::ensure().map_err(|e| e.to_string()))
+        Self::of(KuduVersion::default_version()?)
+    }
+
+    /// The process-wide binaries of `version`, installed on first use.
+    pub fn of(version: KuduVersion) -> Result<&'static KuduBinaries> {
+        type Slot = OnceLock<std::result::Result<KuduBinaries, String>>;
+        static BINARIES: [Slot; KuduVersion::ALL.len()] = [OnceLock::new(), OnceLock::new()];
+        let slot = KuduVersion::ALL
+            .iter()
+            .position(|v| *v == version)
+            .and_then(|i| BINARIES.get(i))
+            .ok_or_else(|| Error::Binaries(format!("no slot for Kudu {version}")))?;
+        slot.get_or_init(|| Self::ensure_version(version).map_err(|e| e.to_string()))
             .as_ref()
             .map_err(|e| Error::Binaries(e.clone()))
     }
 
-    /// Finds the binaries (`FERRY_KUDU_HOME`, else the cache folder) and
-    /// installs them into the cache folder if they are not there yet.
+    /// [`ensure_version`](Self::ensure_version) of the default release.
     pub fn ensure() -> Result<Self> {
+        Self::ensure_version(KuduVersion::default_version()?)
+    }
+
+    /// Finds the binaries of `version` (`FERRY_KUDU_HOME` for the default
+    /// release, else the cache folder) and installs them into the cache
+    /// folder if they are not there yet.
+    pub fn ensure_version(version: KuduVersion) -> Result<Self> {
         if let Some(home) = std::env::var_os("FERRY_KUDU_HOME") {
-            let bins = KuduBinaries {
-                prefix: PathBuf::from(home),
-                provenance: Provenance::Override,
-            };
-            bins.check_runs()?;
-            return Ok(bins);
+            if version == KuduVersion::default_version()? {
+                let bins = KuduBinaries {
+                    prefix: PathBuf::from(home),
+                    provenance: Provenance::Override,
+                    version,
+                };
+                bins.check_runs()?;
+                return Ok(bins);
+            }
         }
         let cache = cache_dir();
         fs::create_dir_all(&cache).map_err(io_err(format!("creating {}", cache.display())))?;
-        let prefix = cache.join(format!("kudu-{KUDU_VERSION}"));
+        let prefix = cache.join(format!("kudu-{version}"));
         // Serialise installers: test binaries run in parallel on a fresh machine.
-        let _lock = FileLock::acquire(&cache.join(format!("kudu-{KUDU_VERSION}.lock")))?;
+        let _lock = FileLock::acquire(&cache.join(format!("kudu-{version}.lock")))?;
         let provenance = if prefix.join(MARKER).exists() {
             Provenance::Cached
         } else {
-            install(&cache, &prefix)?;
+            install(version, &cache, &prefix)?;
             Provenance::Installed
         };
-        let bins = KuduBinaries { prefix, provenance };
+        let bins = KuduBinaries {
+            prefix,
+            provenance,
+            version,
+        };
         bins.check_runs()?;
         Ok(bins)
+    }
+
+    /// The release these binaries are.
+    pub fn version(&self) -> KuduVersion {
+        self.version
     }
 
     /// Root of the unpacked tree (holds `bin/`, `lib/`, `www/`).
@@ -159,20 +260,18 @@ pub fn cache_dir() -> PathBuf {
     }
 }
 
-fn install(cache: &Path, prefix: &Path) -> Result<()> {
+fn install(version: KuduVersion, cache: &Path, prefix: &Path) -> Result<()> {
+    let artifact = version.artifact();
     eprintln!(
-        "ferry-testkit: fetching {ARTIFACT} with Maven into {}",
+        "ferry-testkit: fetching {artifact} with Maven into {}",
         cache.display()
     );
-    let staging = cache.join(format!(
-        "kudu-{KUDU_VERSION}.partial-{}",
-        std::process::id()
-    ));
+    let staging = cache.join(format!("kudu-{version}.partial-{}", std::process::id()));
     let _ = fs::remove_dir_all(&staging);
     fs::create_dir_all(&staging).map_err(io_err(format!("creating {}", staging.display())))?;
     let out = Command::new("mvn")
         .args(["-q", "-B", "dependency:copy"])
-        .arg(format!("-Dartifact={ARTIFACT}"))
+        .arg(format!("-Dartifact={artifact}"))
         .arg(format!("-DoutputDirectory={}", staging.display()))
         .output()
         .map_err(|e| {
@@ -182,14 +281,15 @@ fn install(cache: &Path, prefix: &Path) -> Result<()> {
         })?;
     if !out.status.success() {
         return Err(Error::Binaries(format!(
-            "mvn dependency:copy -Dartifact={ARTIFACT} failed: {}{}",
+            "mvn dependency:copy -Dartifact={artifact} failed: {}{}",
             String::from_utf8_lossy(&out.stdout).trim(),
             String::from_utf8_lossy(&out.stderr).trim()
         )));
     }
-    let jar = staging.join(format!("{JAR_PREFIX}.jar"));
+    let jar_prefix = version.jar_prefix();
+    let jar = staging.join(format!("{jar_prefix}.jar"));
     unzip(&jar, &staging)?;
-    let unpacked = staging.join(JAR_PREFIX);
+    let unpacked = staging.join(&jar_prefix);
     for entry in fs::read_dir(unpacked.join("bin")).map_err(io_err("reading unpacked bin/"))? {
         let path = entry.map_err(io_err("reading unpacked bin/"))?.path();
         fs::set_permissions(&path, fs::Permissions::from_mode(0o755))
@@ -202,13 +302,14 @@ fn install(cache: &Path, prefix: &Path) -> Result<()> {
     let bins = KuduBinaries {
         prefix: prefix.to_path_buf(),
         provenance: Provenance::Installed,
+        version,
     };
     bins.check_runs()?;
     // The marker is written last: a crash mid-install leaves no marker and the
     // next run starts over.
-    fs::write(prefix.join(MARKER), ARTIFACT).map_err(io_err("writing install marker"))?;
+    fs::write(prefix.join(MARKER), &artifact).map_err(io_err("writing install marker"))?;
     eprintln!(
-        "ferry-testkit: Kudu {KUDU_VERSION} installed at {}",
+        "ferry-testkit: Kudu {version} installed at {}",
         prefix.display()
     );
     Ok(())

@@ -42,7 +42,7 @@ pub mod net;
 pub mod process;
 pub mod s3;
 
-pub use binaries::KuduBinaries;
+pub use binaries::{KuduBinaries, KuduVersion};
 pub use cluster::{ClusterBuilder, ClusterInfo, Daemon, DaemonKind, MiniCluster};
 pub use kafka::{KafkaBroker, KafkaInfo};
 pub use kdc::{Kdc, KdcBuilder, KdcInfo};

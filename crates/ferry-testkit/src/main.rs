@@ -6,7 +6,8 @@
 //! ferry-testkit status demo
 //! ferry-testkit kudu -- table list 127.a.b.1:7051
 //! ferry-testkit down demo | ferry-testkit down --all
-//! ferry-testkit install                         # fetch the Kudu binaries once
+//! ferry-testkit up --name new --kudu-version 1.18.1  # default 1.17.1
+//! ferry-testkit install                         # fetch the Kudu binaries (1.17.1, 1.18.1) once
 //! ferry-testkit netns up                        # prints "ferry-nsN 10.200.x.y"
 //! ip netns exec ferry-nsN ferry run ...         # clusters stay reachable inside
 //! ferry-testkit netns partition ferry-nsN 127.a.b.0/24 | heal ferry-nsN
@@ -29,7 +30,7 @@ use clap::{Parser, Subcommand};
 use ferry_testkit::binaries::Provenance;
 use ferry_testkit::fault::NetNs;
 use ferry_testkit::process::alive;
-use ferry_testkit::{KafkaBroker, Kdc, KuduBinaries, MiniCluster, S3Server};
+use ferry_testkit::{KafkaBroker, Kdc, KuduBinaries, KuduVersion, MiniCluster, S3Server};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -67,6 +68,10 @@ enum Command {
         /// from this running KDC (`ferry-testkit kdc up --name NAME`).
         #[arg(long)]
         kerberos: Option<String>,
+        /// The Kudu release to run (1.17.1 or 1.18.1; default 1.17.1, or
+        /// FERRY_KUDU_VERSION).
+        #[arg(long = "kudu-version", value_parser = parse_version)]
+        kudu_version: Option<KuduVersion>,
     },
     /// Show the daemons of one cluster (or of every cluster).
     Status {
@@ -83,8 +88,13 @@ enum Command {
         #[arg(long)]
         all: bool,
     },
-    /// Fetch and unpack the Kudu binaries (once; later runs reuse the cache).
-    Install,
+    /// Fetch and unpack the Kudu binaries of every release the kit runs
+    /// (once; later runs reuse the cache).
+    Install {
+        /// Only this release.
+        #[arg(long = "kudu-version", value_parser = parse_version)]
+        kudu_version: Option<KuduVersion>,
+    },
     /// Network namespaces for partition experiments (needs root).
     Netns {
         #[command(subcommand)]
@@ -327,17 +337,21 @@ fn run(command: Command) -> ferry_testkit::Result<ExitCode> {
             master_flags,
             tserver_flags,
             kerberos,
+            kudu_version,
         } => up(
-            name,
-            masters,
-            tservers,
-            master_flags,
-            tserver_flags,
-            kerberos,
+            UpArgs {
+                name,
+                masters,
+                tservers,
+                master_flags,
+                tserver_flags,
+                kerberos,
+            },
+            kudu_version,
         ),
         Command::Status { name } => status(name),
         Command::Down { name, all } => down(name, all),
-        Command::Install => install(),
+        Command::Install { kudu_version } => install(kudu_version),
         Command::Kudu { cluster, args } => kudu(cluster, &args),
         Command::Netns { command } => netns(command),
         Command::S3 { command } => s3(command),
@@ -539,19 +553,33 @@ fn netns(command: NetnsCommand) -> ferry_testkit::Result<ExitCode> {
 }
 
 /// `up`: starts a detached cluster and prints its name and master addresses.
-fn up(
+/// `up`'s cluster shape.
+struct UpArgs {
     name: String,
     masters: usize,
     tservers: u16,
     master_flags: Vec<String>,
     tserver_flags: Vec<String>,
     kerberos: Option<String>,
-) -> ferry_testkit::Result<ExitCode> {
+}
+
+fn up(args: UpArgs, version: Option<KuduVersion>) -> ferry_testkit::Result<ExitCode> {
+    let UpArgs {
+        name,
+        masters,
+        tservers,
+        master_flags,
+        tserver_flags,
+        kerberos,
+    } = args;
     let mut builder = MiniCluster::builder()
         .name(name)
         .masters(masters)
         .tservers(usize::from(tservers))
         .detached(true);
+    if let Some(v) = version {
+        builder = builder.version(v);
+    }
     for f in master_flags {
         builder = builder.master_flag(f);
     }
@@ -582,9 +610,10 @@ fn status(name: Option<String>) -> ferry_testkit::Result<ExitCode> {
         let c = MiniCluster::attach(&name)?;
         let info = c.info();
         println!(
-            "{} {} ({})",
+            "{} {} (Kudu {}, {})",
             info.name,
             info.master_addrs_joined(),
+            info.version,
             info.root.display()
         );
         for d in info.masters.iter().chain(info.tservers.iter()) {
@@ -633,29 +662,41 @@ fn down(name: Option<String>, all: bool) -> ferry_testkit::Result<ExitCode> {
 }
 
 /// `install`: makes sure the Kudu binaries are present and says where.
-fn install() -> ferry_testkit::Result<ExitCode> {
-    let bins = KuduBinaries::ensure()?;
-    let how = match bins.provenance() {
-        Provenance::Cached => "cached, not downloaded again",
-        Provenance::Installed => "downloaded and installed",
-        Provenance::Override => "from FERRY_KUDU_HOME",
+fn install(only: Option<KuduVersion>) -> ferry_testkit::Result<ExitCode> {
+    let versions = match only {
+        Some(v) => vec![v],
+        None => KuduVersion::ALL.to_vec(),
     };
-    println!(
-        "Kudu {} binaries at {} ({how})",
-        ferry_testkit::binaries::KUDU_VERSION,
-        bins.prefix().display()
-    );
+    for version in versions {
+        let bins = KuduBinaries::ensure_version(version)?;
+        let how = match bins.provenance() {
+            Provenance::Cached => "cached, not downloaded again",
+            Provenance::Installed => "downloaded and installed",
+            Provenance::Override => "from FERRY_KUDU_HOME",
+        };
+        println!(
+            "Kudu {version} binaries at {} ({how})",
+            bins.prefix().display()
+        );
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+fn parse_version(s: &str) -> Result<KuduVersion, String> {
+    s.parse().map_err(|e: ferry_testkit::Error| e.to_string())
 }
 
 /// `kudu`: runs the bundled `kudu` CLI and passes on its exit code; with
 /// `--cluster`, as that cluster's kit superuser (Kerberos).
 fn kudu(cluster: Option<String>, args: &[String]) -> ferry_testkit::Result<ExitCode> {
-    let env = match cluster {
-        Some(name) => MiniCluster::attach(&name)?.kerberos_env()?,
-        None => Vec::new(),
+    let (env, bins) = match cluster {
+        Some(name) => {
+            let c = MiniCluster::attach(&name)?;
+            (c.kerberos_env()?, KuduBinaries::of(c.version())?)
+        }
+        None => (Vec::new(), KuduBinaries::get()?),
     };
-    let status = KuduBinaries::get()?
+    let status = bins
         .command()
         .envs(env)
         .args(args)

@@ -3,7 +3,7 @@
 
 use super::kerberos::{self, KerberosInfo};
 use super::{validate_name, ClusterInfo, Daemon, DaemonKind, MiniCluster};
-use crate::binaries::KuduBinaries;
+use crate::binaries::{KuduBinaries, KuduVersion};
 use crate::kdc::{Kdc, KdcInfo};
 use crate::net::{self, Block};
 use crate::process;
@@ -23,6 +23,7 @@ pub struct ClusterBuilder {
     tserver_flags: Vec<String>,
     detached: bool,
     kdc: Option<KdcInfo>,
+    version: Option<KuduVersion>,
 }
 
 impl Default for ClusterBuilder {
@@ -35,6 +36,7 @@ impl Default for ClusterBuilder {
             tserver_flags: Vec::new(),
             detached: false,
             kdc: None,
+            version: None,
         }
     }
 }
@@ -78,6 +80,13 @@ impl ClusterBuilder {
         self.master_flag(flag.clone()).tserver_flag(flag)
     }
 
+    /// The Kudu release the daemons run (default:
+    /// [`KuduVersion::default_version`]).
+    pub fn version(mut self, version: KuduVersion) -> Self {
+        self.version = Some(version);
+        self
+    }
+
     /// Detached clusters outlive this process (for `ferry-testkit up`).
     pub fn detached(mut self, detached: bool) -> Self {
         self.detached = detached;
@@ -102,7 +111,11 @@ impl ClusterBuilder {
                 self.masters
             )));
         }
-        let bins = KuduBinaries::get()?.clone();
+        let version = match self.version {
+            Some(v) => v,
+            None => KuduVersion::default_version()?,
+        };
+        let bins = KuduBinaries::of(version)?.clone();
         let name = match &self.name {
             Some(n) => validate_name(n)?,
             None => unique_name(),
@@ -113,7 +126,7 @@ impl ClusterBuilder {
             Error::NotReady("no free 127.x.y.0/24 loopback block with free Kudu ports".into())
         })?;
         let krb = self.kdc.as_ref().map(|k| KerberosInfo::new(k, &root));
-        let info = plan(&self, name, root, block, krb);
+        let info = plan(&self, name, root, block, krb, version);
         let mut cluster = MiniCluster {
             info,
             bins,
@@ -173,6 +186,7 @@ fn plan(
     root: PathBuf,
     block: Block,
     kerberos: Option<KerberosInfo>,
+    version: KuduVersion,
 ) -> ClusterInfo {
     let all_masters = (0..b.masters)
         .map(|i| format!("{}:{}", block.master(i), net::MASTER_RPC_PORT))
@@ -224,6 +238,7 @@ fn plan(
         masters,
         tservers,
         kerberos,
+        version,
     }
 }
 

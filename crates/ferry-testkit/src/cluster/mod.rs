@@ -23,7 +23,7 @@ pub use builder::ClusterBuilder;
 pub use kerberos::{KerberosInfo, TESTKIT_PRINCIPAL};
 pub use query::{MasterStatus, TserverStatus};
 
-use crate::binaries::KuduBinaries;
+use crate::binaries::{KuduBinaries, KuduVersion};
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -91,6 +91,14 @@ pub struct ClusterInfo {
     /// Set for a Kerberized cluster.
     #[serde(default)]
     pub kerberos: Option<KerberosInfo>,
+    /// The Kudu release the daemons run (1.17.1 for clusters recorded
+    /// before the kit knew more than one).
+    #[serde(default = "legacy_version")]
+    pub version: KuduVersion,
+}
+
+fn legacy_version() -> KuduVersion {
+    KuduVersion::V1_17_1
 }
 
 impl ClusterInfo {
@@ -152,9 +160,10 @@ impl MiniCluster {
         let name = validate_name(name)?;
         let info: ClusterInfo =
             crate::load_description("clusters", &name, "cluster.json", "cluster")?;
+        let bins = KuduBinaries::of(info.version)?.clone();
         Ok(MiniCluster {
             info,
-            bins: KuduBinaries::get()?.clone(),
+            bins,
             children: HashMap::new(),
             owned: false,
         })
@@ -163,6 +172,11 @@ impl MiniCluster {
     /// Names of the clusters recorded under the kit's home folder.
     pub fn list_names() -> Vec<String> {
         crate::recorded_names("clusters", "cluster.json")
+    }
+
+    /// The Kudu release the cluster runs.
+    pub fn version(&self) -> KuduVersion {
+        self.info.version
     }
 
     /// The cluster's name.
