@@ -245,6 +245,27 @@ impl KuduClient {
         catalog::list_tablet_servers(&self.inner.masters, self.inner.admin_timeout).await
     }
 
+    /// The Kudu release of every tablet server the leader master knows,
+    /// to ask before relying on a [`Feature`](crate::Feature). Bounded by
+    /// the admin timeout.
+    pub async fn cluster_releases(&self) -> Result<crate::ClusterReleases> {
+        let servers = self.list_tablet_servers().await?;
+        Ok(crate::ClusterReleases::new(
+            servers
+                .into_iter()
+                .map(|s| {
+                    let release = crate::KuduRelease::from_software_version(&s.software_version);
+                    crate::features::ServerRelease {
+                        address: s.rpc_addresses.first().cloned().unwrap_or_default(),
+                        uuid: s.uuid,
+                        software_version: s.software_version,
+                        release,
+                    }
+                })
+                .collect(),
+        ))
+    }
+
     /// Whether the masters support a `MasterFeatures` flag.
     pub async fn supports_master_feature(&self, feature: u32) -> Result<bool> {
         catalog::supports_feature(&self.inner.masters, feature, self.inner.admin_timeout).await

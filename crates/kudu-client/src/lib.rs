@@ -106,6 +106,7 @@ macro_rules! wire_module {
 
 mod client;
 pub mod error;
+pub mod features;
 mod hybrid_time;
 mod master;
 pub mod partition;
@@ -129,6 +130,7 @@ pub mod internals;
 
 pub use client::{KuduClient, KuduClientBuilder};
 pub use error::{Error, Result, RetryAction};
+pub use features::{ClusterReleases, Feature, KuduRelease, ServerRelease};
 pub use hybrid_time::HybridTime;
 pub use master::catalog::{TableSummary, TabletServerInfo};
 pub use meta::{RemoteTablet, Replica, Role as ReplicaRole};

@@ -79,6 +79,7 @@ fn server(uuid: &str, seqno: i64, https: bool) -> TabletServerInfo {
         http_addresses: vec![format!("{uuid}:8050")],
         https_enabled: https,
         millis_since_heartbeat: Some(10),
+        software_version: "kudu 1.17.1 (rev x)".to_owned(),
     }
 }
 

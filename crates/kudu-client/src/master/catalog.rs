@@ -57,6 +57,9 @@ pub struct TabletServerInfo {
     pub https_enabled: bool,
     /// Milliseconds since its last heartbeat to the master, if known.
     pub millis_since_heartbeat: Option<i32>,
+    /// What the server reported as its software version
+    /// (`kudu 1.18.1 (rev …)`); empty if nothing.
+    pub software_version: String,
 }
 
 fn by_name(name: &str) -> TableIdentifierPb {
@@ -134,6 +137,7 @@ pub(crate) async fn list_tablet_servers(
                 http_addresses: addrs(&reg.http_addresses),
                 https_enabled: reg.https_enabled.unwrap_or(false),
                 millis_since_heartbeat: e.millis_since_heartbeat,
+                software_version: reg.software_version.clone().unwrap_or_default(),
             }
         })
         .collect();
