@@ -18,11 +18,11 @@ use ferry_fixtures::Shared;
 use ferry_testkit::{KuduVersion, MiniCluster};
 
 /// The binary under test.
-#[allow(dead_code)]
+#[allow(dead_code)] // for the version-pair tests of ferry itself
 const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
 
 /// `ferry` with `FERRY_LOG=warn`.
-#[allow(dead_code)]
+#[allow(dead_code)] // for the version-pair tests of ferry itself
 fn ferry() -> FerryCommand {
     FerryCommand::new(FERRY)
 }
@@ -104,4 +104,29 @@ fn every_pair_names_two_releases_the_kit_runs() {
     assert_eq!(labels, ["1.17.1-1.17.1", "1.17.1-1.18.1", "1.18.1-1.18.1"]);
     assert_eq!(Pair::ALL[1].table("t"), "t_1171_1181");
     assert!(!pairs().is_empty());
+}
+
+/// Each side reports the release it runs, and the client reads it: what
+/// ferry asks before it relies on a feature.
+#[test]
+fn each_side_reports_its_release() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    for pair in pairs() {
+        let (source, sink) = pair.clusters();
+        for (cluster, version) in [(&source, pair.source), (&sink, pair.sink)] {
+            let releases = rt.block_on(async {
+                let client = kudu_client::KuduClient::new(&cluster.master_addrs()).unwrap();
+                client.cluster_releases().await.unwrap()
+            });
+            let oldest = releases.oldest().expect("a release");
+            assert_eq!(oldest.to_string(), version.as_str(), "{}", pair.label());
+            let explicit_ids = kudu_client::Feature::UpsertAutoIncrementingId;
+            assert_eq!(
+                releases.supports(explicit_ids),
+                version >= KuduVersion::V1_18_1,
+                "{}",
+                pair.label()
+            );
+        }
+    }
 }
