@@ -32,9 +32,15 @@ impl KuduRelease {
 
     /// The release in a server's `software_version`
     /// (`kudu 1.18.1 (rev 3a9f…)`, `1.19.0-SNAPSHOT`), if it has one.
+    /// Vendor builds append their own numbers (`1.17.0.7.2.18.0-123`):
+    /// the first three count.
     pub fn from_software_version(text: &str) -> Option<Self> {
-        text.split_whitespace()
-            .find_map(|word| word.split('-').next().and_then(|w| w.parse().ok()))
+        text.split_whitespace().find_map(|word| {
+            let numbers = word.split('-').next()?;
+            let mut parts = numbers.split('.').map(|p| p.parse::<u32>().ok());
+            let (major, minor, patch) = (parts.next()??, parts.next()??, parts.next()??);
+            Some(KuduRelease::new(major, minor, patch))
+        })
     }
 }
 
@@ -220,6 +226,10 @@ mod tests {
         assert_eq!(
             KuduRelease::from_software_version("kudu 1.19.0-SNAPSHOT (rev x)"),
             Some(KuduRelease::new(1, 19, 0))
+        );
+        assert_eq!(
+            KuduRelease::from_software_version("kudu 1.17.0.7.2.18.0-123 (rev z)"),
+            Some(KuduRelease::new(1, 17, 0))
         );
         assert_eq!(KuduRelease::from_software_version(""), None);
         assert_eq!(KuduRelease::from_software_version("kudu dev"), None);
