@@ -314,6 +314,12 @@ fn parse_masters(s: &str) -> Result<usize, String> {
 }
 
 fn main() -> ExitCode {
+    // `ferry-testkit status | head` closes the pipe early: die quietly as
+    // shell tools do instead of panicking in println!.
+    // SAFETY: resetting a signal disposition before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     match run(cli.command) {
         Ok(code) => code,
