@@ -15,10 +15,11 @@
 //!   changes.
 //! - [`position`]: the sink position record on the sink cluster
 //!   ([`position::PositionTable`]).
-//! - [`tserver_metrics`]: the one reader of tablet servers' `/metrics`
-//!   (write counters and clocks), with servers from the client's
-//!   tablet-server list: used by quiet tablets, the drain check and the
-//!   write guard.
+//! - [`tserver_metrics`]: the one reader of tablet servers' metrics
+//!   (write counters and clocks; the JSON `/metrics`, or per server
+//!   `/metrics_prometheus` where its release has tablets there), with
+//!   servers from the client's tablet-server list: used by quiet tablets,
+//!   the drain check and the write guard.
 //! - [`error`]: how Kudu errors reach the engine (a
 //!   `ferry_engine::error::ConnectorError` with a retry hint, the table and
 //!   advice).

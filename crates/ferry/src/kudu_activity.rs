@@ -200,7 +200,8 @@ impl ClusterPoller {
         let now = now_ms();
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         match result {
-            Ok((counters, tservers)) => {
+            Ok(reading) => {
+                let (counters, tservers) = (reading.counters, reading.servers.len());
                 if st.counters != Some(counters) || st.polls == 0 {
                     st.unchanged_since_ms = now;
                 }

@@ -5,9 +5,10 @@
 //! change: a walk of every row ordinal and an LLVM compile that never hits
 //! the code cache (docs/operations.md, "What a diff window costs the
 //! source"). Kudu has no "changed since T?" call; what it has, per replica,
-//! are write counters on the web server's `/metrics` and the server's
-//! hybrid clock. They prove a tablet T unchanged in a window `[s, e)` on
-//! replica L when all three hold:
+//! are write counters on the web server (the JSON `/metrics`; since 1.18
+//! `/metrics_prometheus` too) and the server's hybrid clock. They prove a
+//! tablet T unchanged in a window `[s, e)` on replica L when all three
+//! hold:
 //!
 //! 1. **a baseline**: a reading of L's counters whose clock, read after
 //!    the counters, is below `s`. A write is counted once applied, and by
@@ -30,7 +31,8 @@
 //! row a tablet is skipped, as a safety net.
 //!
 //! - this file: [`QuietTablets`], the readings per tablet and the decision;
-//! - [`crate::tserver_metrics`]: the `/metrics` reading of one tablet server.
+//! - [`crate::tserver_metrics`]: the reading of one tablet server, from
+//!   the endpoint [`EndpointChoice`] picks for its release.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Mutex;
@@ -41,7 +43,7 @@ use kudu_client::{HybridTime, KuduClient, KuduTable, RemoteTablet, TabletServerI
 
 use ferry_engine::checkpoint::WindowState;
 
-use crate::tserver_metrics::{self as web, Counters};
+use crate::tserver_metrics::{self as web, Counters, Endpoint, EndpointChoice};
 
 /// A tablet server process: its uuid and the number that changes when it
 /// restarts (its counters start over then).
@@ -100,6 +102,7 @@ impl TabletHistory {
 #[derive(Debug)]
 pub struct QuietTablets {
     max_skips: u32,
+    endpoints: EndpointChoice,
     tablets: Mutex<HashMap<String, TabletHistory>>,
     /// Web servers already reported unreadable (logged once each).
     unreadable: Mutex<HashSet<String>>,
@@ -110,6 +113,9 @@ pub struct QuietTablets {
 pub struct Selection {
     /// Tablets proven unchanged in the window: no scan needed.
     pub skip: HashSet<String>,
+    /// The servers read for the window (web address) and the endpoint
+    /// each reading came from.
+    pub read_from: HashMap<String, Endpoint>,
 }
 
 /// One tablet server's share of a window: its process, web address and the
@@ -117,18 +123,27 @@ pub struct Selection {
 struct ServerWork<'a> {
     process: Process,
     http_addr: String,
+    endpoint: Endpoint,
     tablets: Vec<&'a RemoteTablet>,
     candidates: Vec<&'a RemoteTablet>,
 }
 
 impl QuietTablets {
-    /// Skips at most `max_skips` windows in a row per tablet (0: never).
+    /// Skips at most `max_skips` windows in a row per tablet (0: never);
+    /// reads the JSON `/metrics` of every server.
     pub fn new(max_skips: u32) -> Self {
         QuietTablets {
             max_skips,
+            endpoints: EndpointChoice::default(),
             tablets: Mutex::new(HashMap::new()),
             unreadable: Mutex::new(HashSet::new()),
         }
+    }
+
+    /// Reads each server from the endpoint `choice` picks for its release.
+    pub fn with_endpoints(mut self, choice: EndpointChoice) -> Self {
+        self.endpoints = choice;
+        self
     }
 
     /// The tablets of `table` that the diff `window` may leave out. Takes a
@@ -165,10 +180,14 @@ impl QuietTablets {
             futures::future::join_all(work.iter().map(|w| self.read_server(client, table, w, end)))
                 .await;
         let mut skip = HashSet::new();
+        let mut read_from = HashMap::new();
         let Ok(mut history) = self.tablets.lock() else {
             return Selection::default();
         };
         for (w, (proven, reading)) in work.iter().zip(outcomes) {
+            if reading.is_some() {
+                read_from.insert(w.http_addr.clone(), w.endpoint);
+            }
             for t in &w.candidates {
                 let h = history.entry(t.tablet_id.clone()).or_default();
                 let unchanged = proven.contains(t.tablet_id.as_str())
@@ -200,7 +219,8 @@ impl QuietTablets {
                 0
             };
         }
-        Selection { skip }
+        tracing::debug!(table = %table.name(), servers = ?read_from, skipped = skip.len(), "tablet write counters read");
+        Selection { skip, read_from }
     }
 
     /// Groups `tablets` by leader and picks the candidates: a baseline for
@@ -232,6 +252,7 @@ impl QuietTablets {
                     seqno: server.instance_seqno,
                 },
                 http_addr: http_addr.clone(),
+                endpoint: self.endpoints.for_server(&server.software_version),
                 tablets: Vec::new(),
                 candidates: Vec::new(),
             });
@@ -283,7 +304,7 @@ impl QuietTablets {
             .collect()
             .await;
         let ids: Vec<&str> = w.tablets.iter().map(|t| t.tablet_id.as_str()).collect();
-        match web::read(&w.http_addr, &ids, CALL_TIMEOUT).await {
+        match web::read(&w.http_addr, w.endpoint, &ids, CALL_TIMEOUT).await {
             Ok(reading) => {
                 if let Ok(mut u) = self.unreadable.lock() {
                     u.remove(&w.http_addr);
