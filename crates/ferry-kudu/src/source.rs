@@ -6,8 +6,11 @@
 
 use crate::prefetch::ScanBatches;
 use crate::quiet_tablets::QuietTablets;
+use crate::tserver_metrics::EndpointChoice;
 use ferry_engine::checkpoint::{SplitState, WindowState};
-use ferry_engine::config::{ReaderConfig, ReplicaSelection};
+use ferry_engine::config::{
+    ReaderConfig, ReplicaSelection, TabletMetricsEndpoint, TABLET_METRICS_ENDPOINT,
+};
 use ferry_engine::connector::{
     Batch, ReadBatch, SchemaRecord, Source, SplitReader, TableRef, WindowPlan,
 };
@@ -43,7 +46,7 @@ impl KuduSource {
             client,
             table_name: table_name.into(),
             table_id: None,
-            quiet: Arc::new(QuietTablets::new(reader.quiet_tablet_max_skips)),
+            quiet: Arc::new(quiet_tablets(&reader)),
             reader,
             names: Default::default(),
         }
@@ -56,7 +59,7 @@ impl KuduSource {
             client,
             table_name: table.name.clone(),
             table_id: (!table.id.is_unknown()).then(|| table.id.as_str().to_owned()),
-            quiet: Arc::new(QuietTablets::new(reader.quiet_tablet_max_skips)),
+            quiet: Arc::new(quiet_tablets(&reader)),
             reader,
             names: Default::default(),
         }
@@ -267,5 +270,23 @@ impl SplitReader for KuduSplitReader {
             rows: KuduBatch(rows),
             resume_key,
         }))
+    }
+}
+
+/// Quiet tablets as `reader.*` configures them.
+fn quiet_tablets(reader: &ReaderConfig) -> QuietTablets {
+    QuietTablets::new(reader.quiet_tablet_max_skips).with_endpoints(endpoint_choice(reader))
+}
+
+/// `reader.tabletMetricsEndpoint` as the metrics reader's choice (the
+/// value was checked when the job's configuration was parsed).
+pub fn endpoint_choice(reader: &ReaderConfig) -> EndpointChoice {
+    match reader
+        .keys
+        .get(&TABLET_METRICS_ENDPOINT)
+        .unwrap_or_default()
+    {
+        TabletMetricsEndpoint::Json => EndpointChoice::Json,
+        TabletMetricsEndpoint::Prometheus => EndpointChoice::PrometheusWhereAvailable,
     }
 }

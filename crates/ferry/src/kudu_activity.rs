@@ -15,7 +15,7 @@ use write_guard::WriteGuard;
 
 use crate::process_opts::KuduMetricsOptions;
 use ferry_engine::time::now_ms;
-use ferry_kudu::tserver_metrics::TserverMetrics;
+use ferry_kudu::tserver_metrics::{EndpointChoice, TserverMetrics};
 use kudu_client::KuduClient;
 use serde::{Deserialize, Serialize};
 use std::sync::{Arc, Mutex};
@@ -69,9 +69,11 @@ pub type OwnWrites = Box<dyn Fn() -> u64 + Send + Sync>;
 
 impl KuduActivity {
     /// A poller for `table` on the source cluster (of `source`) and
-    /// `sink_table` on the sink cluster (of `sink`).
+    /// `sink_table` on the sink cluster (of `sink`), reading each server's
+    /// endpoint as `endpoints` says (`reader.tabletMetricsEndpoint`).
     pub fn new(
         opts: &KuduMetricsOptions,
+        endpoints: EndpointChoice,
         source: Option<KuduClient>,
         sink: Option<KuduClient>,
         table: &str,
@@ -87,7 +89,7 @@ impl KuduActivity {
         let source_state = state("source", table);
         let sink_state = state("sink", sink_table);
         let poller = |client: Option<KuduClient>, st: &Arc<Mutex<TableActivity>>| ClusterPoller {
-            metrics: client.map(|c| TserverMetrics::new(c, CALL_TIMEOUT)),
+            metrics: client.map(|c| TserverMetrics::new(c, CALL_TIMEOUT).with_endpoints(endpoints)),
             state: st.clone(),
         };
         KuduActivity {

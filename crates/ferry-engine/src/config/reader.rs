@@ -24,6 +24,22 @@ choice! {
     }
 }
 
+choice! {
+    /// Which endpoint of each tablet server ferry reads per-tablet write
+    /// counters from (`reader.tabletMetricsEndpoint`): quiet tablets, the
+    /// drain check and the write guard.
+    #[derive(Default)]
+    pub enum TabletMetricsEndpoint {
+        /// The JSON `/metrics`, filtered to the counters ferry reads, on
+        /// every release.
+        #[default]
+        Json = "json",
+        /// `/metrics_prometheus` on servers whose release has tablet metrics
+        /// there (Kudu 1.18+), the JSON `/metrics` on older ones.
+        Prometheus = "prometheus",
+    }
+}
+
 crate::config_section! {
     /// The reader's keys (the reference job's, and quiet tablets).
     pub static READER_KEYS = Section::job("reader");
@@ -61,6 +77,10 @@ crate::config_section! {
     pub const QUIET_TABLET_MAX_SKIPS: ConfigOption<u32> = ConfigOption::count_or_zero("reader.quietTabletMaxSkips")
         .default_value("30")
         .doc("Diff windows in a row that may skip a tablet whose write counters prove it unchanged (read from the tablet servers' /metrics after a safe-time barrier at the window's end); every tablet is still scanned at least every N+1 windows. 0 scans every tablet every window.");
+    /// `reader.tabletMetricsEndpoint`.
+    pub const TABLET_METRICS_ENDPOINT: ConfigOption<TabletMetricsEndpoint> = ConfigOption::choice("reader.tabletMetricsEndpoint")
+        .default_value("json")
+        .doc("Where the tablet servers' per-tablet write counters are read (quiet tablets, drain check, write guard): json (/metrics, filtered to those counters, every release) or prometheus (/metrics_prometheus on Kudu 1.18+ servers, /metrics on older ones; the whole dump, ~65 KB per replica).");
 }
 
 /// Kudu's scan request carries the batch size as a 32-bit field.

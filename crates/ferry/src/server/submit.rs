@@ -290,6 +290,7 @@ fn kudu_activity(
     Arc::new(
         KuduActivity::new(
             &kudu_metrics,
+            ferry_kudu::source::endpoint_choice(&cfg.reader),
             clients.0,
             clients.1,
             &cfg.table_name,
