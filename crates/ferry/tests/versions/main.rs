@@ -17,6 +17,8 @@ use ferry_fixtures::process::FerryCommand;
 use ferry_fixtures::Shared;
 use ferry_testkit::{KuduVersion, MiniCluster};
 
+mod non_unique;
+
 /// The binary under test.
 #[allow(dead_code)] // for the version-pair tests of ferry itself
 const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
