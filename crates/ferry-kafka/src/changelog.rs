@@ -131,6 +131,15 @@ pub enum DecodeError {
         /// The key column without a value.
         column: String,
     },
+    /// The table has a non-unique primary key and the record does not name
+    /// the row's hidden id. Applying it anyway would need an INSERT, which
+    /// adds another row on every redelivery, and a delete or update could
+    /// not say which row it means.
+    #[error("the record carries no value for '{column}', the hidden key column of a table with a non-unique primary key: only records that name the row's id (as ferry's Kafka sink writes them) can be applied")]
+    MissingAutoIncrementingId {
+        /// The hidden key column (`auto_incrementing_id`).
+        column: String,
+    },
     /// The record's key and value disagree on a key column.
     #[error("the record's key and value disagree on key column '{column}'")]
     KeyMismatch {
@@ -420,6 +429,11 @@ fn build(
                     value
                 }
                 (Some(json), None) | (None, Some(json)) => cell(column, json)?,
+                (None, None) if column.is_auto_incrementing() => {
+                    return Err(DecodeError::MissingAutoIncrementingId {
+                        column: column.name().to_string(),
+                    })
+                }
                 (None, None) => {
                     return Err(DecodeError::MissingKey {
                         column: column.name().to_string(),

@@ -157,17 +157,25 @@ impl KafkaSink {
         };
         let table =
             opened.map_err(|source| ferry_kudu::error::source_error(&self.table.name, source))?;
-        let keys = table
-            .schema()
-            .key_columns()
-            .iter()
-            .map(|c| c.name().to_string())
-            .collect();
+        let keys = record_key_columns(table.schema());
         if let Ok(mut k) = self.keys.write() {
             *k = keys;
         }
         Ok(())
     }
+}
+
+/// The columns of a record's key: the table's whole primary key. For a
+/// table with a non-unique primary key that includes the hidden
+/// `auto_incrementing_id`, the only thing that tells apart rows with the
+/// same key values, so an update or a delete lands on its own row's record
+/// (and a compacted topic keeps one record per row).
+pub fn record_key_columns(schema: &kudu_client::Schema) -> Vec<String> {
+    schema
+        .key_columns()
+        .iter()
+        .map(|c| c.name().to_string())
+        .collect()
 }
 
 /// The producer's settings for `config`'s delivery guarantee.

@@ -31,8 +31,9 @@ pub enum KuduVersion {
     /// 1.17.1: immutable columns and non-unique primary keys arrived in 1.17.
     #[serde(rename = "1.17.1")]
     V1_17_1,
-    /// 1.18.1, the newest release: explicit `auto_incrementing_id` in
-    /// UPSERT, tablet metrics in `/metrics_prometheus`.
+    /// 1.18.1, the newest release: tablet metrics in
+    /// `/metrics_prometheus` (UPSERT with an explicit
+    /// `auto_incrementing_id` works on 1.17.1 already).
     #[serde(rename = "1.18.1")]
     V1_18_1,
 }

@@ -1,5 +1,7 @@
 //! Which columns are compared: the primary keys must be identical (names,
-//! types, order); value columns are matched by name and compared when type
+//! types, order, and a non-unique key's hidden `auto_incrementing_id` on
+//! both sides or neither, so rows match by their full key, id included);
+//! value columns are matched by name and compared when type
 //! and nullability agree, else left out with the reason.
 
 use kudu_client::{ColumnSchema, Schema};
@@ -23,10 +25,11 @@ pub(crate) struct Columns {
 pub(crate) fn match_columns(source: &Schema, sink: &Schema) -> Result<Columns, VerifyError> {
     let (sk, kk) = (source.key_columns(), sink.key_columns());
     let same_key = sk.len() == kk.len()
-        && sk
-            .iter()
-            .zip(kk)
-            .all(|(a, b)| a.name() == b.name() && same_type(a, b));
+        && sk.iter().zip(kk).all(|(a, b)| {
+            a.name() == b.name()
+                && same_type(a, b)
+                && a.is_auto_incrementing() == b.is_auto_incrementing()
+        });
     if !same_key {
         return Err(VerifyError::Incomparable(format!(
             "the primary keys differ: source ({}), sink ({})",
@@ -92,7 +95,14 @@ fn nullability(c: &ColumnSchema) -> &'static str {
 fn describe_key(columns: &[ColumnSchema]) -> String {
     columns
         .iter()
-        .map(|c| format!("{} {}", c.name(), c.type_display()))
+        .map(|c| {
+            let hidden = if c.is_auto_incrementing() {
+                " hidden auto-incrementing"
+            } else {
+                ""
+            };
+            format!("{} {}{hidden}", c.name(), c.type_display())
+        })
         .collect::<Vec<_>>()
         .join(", ")
 }
@@ -156,6 +166,36 @@ mod tests {
         assert!(
             err.to_string()
                 .contains("source (id INT64), sink (id INT32)"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_non_unique_key_is_compared_with_its_hidden_id() {
+        let id = |auto: bool| {
+            ColumnSchema::builder("auto_incrementing_id", DataType::Int64)
+                .key(true)
+                .auto_incrementing(auto)
+                .build()
+                .unwrap()
+        };
+        let non_unique = |auto: bool| {
+            Schema::new(vec![
+                col("k", DataType::Int32, true, false),
+                id(auto),
+                col("v", DataType::Int64, false, true),
+            ])
+            .unwrap()
+        };
+        let m = match_columns(&non_unique(true), &non_unique(true)).unwrap();
+        assert_eq!(m.projection, ["k", "auto_incrementing_id", "v"]);
+        assert_eq!(m.keys, 2);
+        // A unique key that only borrows the hidden column's name.
+        let err = match_columns(&non_unique(true), &non_unique(false)).unwrap_err();
+        assert!(
+            err.to_string().contains(
+                "source (k INT32, auto_incrementing_id INT64 hidden auto-incrementing), sink (k INT32, auto_incrementing_id INT64)"
+            ),
             "{err}"
         );
     }

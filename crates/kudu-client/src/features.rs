@@ -76,7 +76,13 @@ pub enum Feature {
     /// column (KUDU-1945).
     NonUniquePrimaryKeys,
     /// UPSERT / UPSERT_IGNORE that name an explicit `auto_incrementing_id`
-    /// and advance the tablet's counter past it.
+    /// and advance the tablet's counter past it. Shipped with 1.17.0 (the
+    /// server change was taken into the 1.17 branch before its release;
+    /// Kudu's own docs still say UPSERT is unsupported on such tables, and
+    /// 1.18.0's notes announce the backup and restore built on it). Real
+    /// 1.17.1 and 1.18.1 tablet servers store the id as given and count on
+    /// past it, across restarts and leader changes
+    /// (`crates/ferry/tests/versions/non_unique.rs`).
     UpsertAutoIncrementingId,
     /// Tablet-level metrics in `/metrics_prometheus` (KUDU-3563).
     TabletPrometheusMetrics,
@@ -94,10 +100,10 @@ impl Feature {
     /// The first release that has it.
     pub fn since(self) -> KuduRelease {
         match self {
-            Feature::ImmutableColumns | Feature::NonUniquePrimaryKeys => KuduRelease::new(1, 17, 0),
-            Feature::UpsertAutoIncrementingId | Feature::TabletPrometheusMetrics => {
-                KuduRelease::new(1, 18, 0)
-            }
+            Feature::ImmutableColumns
+            | Feature::NonUniquePrimaryKeys
+            | Feature::UpsertAutoIncrementingId => KuduRelease::new(1, 17, 0),
+            Feature::TabletPrometheusMetrics => KuduRelease::new(1, 18, 0),
         }
     }
 
@@ -245,9 +251,10 @@ mod tests {
         ]);
         assert_eq!(mixed.oldest(), Some(KuduRelease::new(1, 17, 1)));
         assert!(mixed.supports(Feature::ImmutableColumns));
-        assert!(!mixed.supports(Feature::UpsertAutoIncrementingId));
+        assert!(mixed.supports(Feature::UpsertAutoIncrementingId));
+        assert!(!mixed.supports(Feature::TabletPrometheusMetrics));
         let why = mixed
-            .explain_missing(Feature::UpsertAutoIncrementingId)
+            .explain_missing(Feature::TabletPrometheusMetrics)
             .unwrap();
         assert!(why.contains("1.18.0"), "{why}");
         assert!(why.contains("b:7050 runs 1.17.1"), "{why}");

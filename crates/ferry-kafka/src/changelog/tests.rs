@@ -946,3 +946,83 @@ fn null_into_not_null_is_refused() {
     let err = upsert(json!({"id": null, "k": "a"})).expect_err("null key");
     assert!(matches!(&err, DecodeError::NullInNotNull { column } if column == "id"));
 }
+
+/// `k INT32` as a non-unique primary key (the hidden id after it), `v`,
+/// and a diff scan's IS_DELETED.
+fn non_unique_schema() -> Schema {
+    Schema::new(vec![
+        key("k", DataType::Int32),
+        ColumnSchema::builder("auto_incrementing_id", DataType::Int64)
+            .key(true)
+            .auto_incrementing(true)
+            .build()
+            .expect("hidden id"),
+        nullable("v", DataType::Int64),
+        ColumnSchema::is_deleted("is_deleted"),
+    ])
+    .expect("schema")
+}
+
+fn id_of(values: &[Value]) -> i64 {
+    match values[1] {
+        Value::Int64(id) => id,
+        ref other => panic!("not an id: {other:?}"),
+    }
+}
+
+#[test]
+fn a_non_unique_key_travels_with_its_hidden_id_both_ways() {
+    let schema = non_unique_schema();
+    let keys = crate::sink::record_key_columns(&schema);
+    assert_eq!(keys, ["k", "auto_incrementing_id"]);
+    // Two rows with the same key value, told apart by their ids.
+    let rows = [(41, 10), (42, 20)]
+        .map(|(id, v)| vec![Value::Int32(1), Value::Int64(id), Value::Int64(v)]);
+    for format in [RecordFormat::UpsertJson, RecordFormat::DebeziumJson] {
+        let changelog = match format {
+            RecordFormat::UpsertJson => ChangelogFormat::UpsertJson,
+            _ => ChangelogFormat::DebeziumJson,
+        };
+        let mut encoder = Encoder::new(format, "events", "job-1");
+        encoder.set_keys(keys.clone());
+        let mut record_keys = Vec::new();
+        for values in &rows {
+            for deleted in [false, true] {
+                let mut cells = values.clone();
+                cells.push(Value::Bool(deleted));
+                let mut out = Record::default();
+                encoder
+                    .encode(&schema, &Plain(cells, deleted), DIFF, &mut out)
+                    .expect("encoded");
+                let key: serde_json::Value = serde_json::from_slice(&out.key).expect("key");
+                assert_eq!(
+                    key,
+                    json!({"k": 1, "auto_incrementing_id": id_of(values)}),
+                    "{format:?}"
+                );
+                record_keys.push(out.key.clone());
+                let change = decode(changelog, &schema, Some(&out.key), out.value.as_deref())
+                    .expect("decoded");
+                match (change, deleted) {
+                    (Some(Change::Upsert(row)), false) => assert_row(&row, values),
+                    (Some(Change::Delete(row)), true) => assert_key(&row, values),
+                    (other, _) => panic!("{format:?} deleted={deleted}: {other:?}"),
+                }
+            }
+        }
+        record_keys.dedup();
+        assert_eq!(record_keys.len(), 2, "one record key per row: {format:?}");
+    }
+
+    // A record that does not name the row's id cannot be applied.
+    let key = bytes(&json!({"k": 1}));
+    let value = bytes(&json!({"k": 1, "v": 5}));
+    for format in [ChangelogFormat::UpsertJson, ChangelogFormat::Json] {
+        let err = decode(format, &schema, Some(&key), Some(&value)).expect_err("no id");
+        assert!(
+            matches!(&err, DecodeError::MissingAutoIncrementingId { column } if column == "auto_incrementing_id"),
+            "{format:?}: {err}"
+        );
+        assert!(err.to_string().contains("non-unique primary key"), "{err}");
+    }
+}

@@ -17,6 +17,19 @@ pub enum ColumnProblem {
         /// The sink key, `name TYPE` each.
         sink: Vec<String>,
     },
+    /// One side's primary key is non-unique (it ends in the hidden
+    /// auto-incrementing column `auto_incrementing_id`) and the other's is
+    /// unique. Rows could not be written either way: a unique sink merges
+    /// rows the source tells apart only by their id, and a non-unique sink
+    /// needs an id no unique source has.
+    KeyUniqueness {
+        /// The source key, `name TYPE` each (the hidden column marked).
+        source: Vec<String>,
+        /// The sink key, `name TYPE` each (the hidden column marked).
+        sink: Vec<String>,
+        /// Whether the source's key is the non-unique one.
+        source_non_unique: bool,
+    },
     /// A source column the sink does not have.
     Missing {
         /// The column.
@@ -51,7 +64,7 @@ impl ColumnProblem {
     /// The column concerned (`None` for a key mismatch).
     pub fn column(&self) -> Option<&str> {
         match self {
-            ColumnProblem::KeyMismatch { .. } => None,
+            ColumnProblem::KeyMismatch { .. } | ColumnProblem::KeyUniqueness { .. } => None,
             ColumnProblem::Missing { column, .. }
             | ColumnProblem::TypeMismatch { column, .. }
             | ColumnProblem::NotNullable { column }
@@ -66,6 +79,26 @@ impl fmt::Display for ColumnProblem {
             ColumnProblem::KeyMismatch { source, sink } => write!(
                 f,
                 "primary key: the source's is ({}) but the sink's is ({}); names, types and order must match",
+                source.join(", "),
+                sink.join(", ")
+            ),
+            ColumnProblem::KeyUniqueness {
+                source,
+                sink,
+                source_non_unique: true,
+            } => write!(
+                f,
+                "primary key: the source's is non-unique ({}) but the sink's is unique ({}); the source tells rows with the same key apart by their hidden id, which a unique key would merge: the sink table needs a non-unique primary key on the same columns",
+                source.join(", "),
+                sink.join(", ")
+            ),
+            ColumnProblem::KeyUniqueness {
+                source,
+                sink,
+                source_non_unique: false,
+            } => write!(
+                f,
+                "primary key: the source's is unique ({}) but the sink's is non-unique ({}); the source's rows carry no auto_incrementing_id to write and update them by: the sink table needs a unique primary key on the same columns",
                 source.join(", "),
                 sink.join(", ")
             ),
@@ -93,7 +126,11 @@ impl fmt::Display for ColumnProblem {
 }
 
 fn typed(c: &ColumnSchema) -> String {
-    format!("{} {}", c.name(), c.type_display())
+    if c.is_auto_incrementing() {
+        format!("{} {} hidden auto-incrementing", c.name(), c.type_display())
+    } else {
+        format!("{} {}", c.name(), c.type_display())
+    }
 }
 
 fn same_type(a: &ColumnSchema, b: &ColumnSchema) -> bool {
@@ -105,18 +142,32 @@ fn same_type(a: &ColumnSchema, b: &ColumnSchema) -> bool {
 pub fn check_compatible(source: &Schema, sink: &Schema) -> Vec<ColumnProblem> {
     let mut problems = Vec::new();
     let (src_keys, sink_keys) = (source.key_columns(), sink.key_columns());
-    let keys_match = src_keys.len() == sink_keys.len()
-        && src_keys
-            .iter()
-            .zip(sink_keys)
-            .all(|(a, b)| a.name() == b.name() && same_type(a, b));
-    if !keys_match {
+    let source_non_unique = source.auto_incrementing_index().is_some();
+    let uniqueness_differs = source_non_unique != sink.auto_incrementing_index().is_some();
+    let keys_match = !uniqueness_differs
+        && src_keys.len() == sink_keys.len()
+        && src_keys.iter().zip(sink_keys).all(|(a, b)| {
+            a.name() == b.name()
+                && same_type(a, b)
+                && a.is_auto_incrementing() == b.is_auto_incrementing()
+        });
+    if uniqueness_differs {
+        problems.push(ColumnProblem::KeyUniqueness {
+            source: src_keys.iter().map(typed).collect(),
+            sink: sink_keys.iter().map(typed).collect(),
+            source_non_unique,
+        });
+    } else if !keys_match {
         problems.push(ColumnProblem::KeyMismatch {
             source: src_keys.iter().map(typed).collect(),
             sink: sink_keys.iter().map(typed).collect(),
         });
     }
     for col in source.columns() {
+        // The hidden id is part of the key problem already.
+        if col.is_auto_incrementing() && uniqueness_differs {
+            continue;
+        }
         let Some(dst) = sink.column_by_name(col.name()) else {
             problems.push(ColumnProblem::Missing {
                 column: col.name().to_owned(),
@@ -192,6 +243,95 @@ mod tests {
         ]);
         assert_eq!(check_compatible(&source_schema(), &sink), vec![]);
         assert_eq!(check_compatible(&source_schema(), &source_schema()), vec![]);
+    }
+
+    /// `k INT32` as a non-unique key (the hidden id after it), then `v`.
+    fn non_unique() -> Schema {
+        schema(vec![
+            col("k", DataType::Int32).key(true),
+            col("auto_incrementing_id", DataType::Int64)
+                .key(true)
+                .auto_incrementing(true),
+            col("v", DataType::Int64).nullable(true),
+        ])
+    }
+
+    #[test]
+    fn a_non_unique_key_needs_a_non_unique_key_on_the_sink_and_back() {
+        let same = non_unique();
+        assert_eq!(check_compatible(&non_unique(), &same), vec![]);
+        // A schema change on the source is followed: the hidden column is
+        // no obstacle to an added value column.
+        let wider = schema(vec![
+            col("k", DataType::Int32).key(true),
+            col("auto_incrementing_id", DataType::Int64)
+                .key(true)
+                .auto_incrementing(true),
+            col("v", DataType::Int64).nullable(true),
+            col("extra", DataType::String).nullable(true),
+        ]);
+        assert_eq!(check_compatible(&non_unique(), &wider), vec![]);
+
+        let unique = schema(vec![
+            col("k", DataType::Int32).key(true),
+            col("v", DataType::Int64).nullable(true),
+        ]);
+        let problems = check_compatible(&non_unique(), &unique);
+        assert_eq!(
+            problems,
+            vec![ColumnProblem::KeyUniqueness {
+                source: vec![
+                    "k INT32".into(),
+                    "auto_incrementing_id INT64 hidden auto-incrementing".into()
+                ],
+                sink: vec!["k INT32".into()],
+                source_non_unique: true,
+            }],
+            "the hidden column is not listed again as missing"
+        );
+        let text = problems[0].to_string();
+        assert!(text.contains("source's is non-unique"), "{text}");
+        assert!(text.contains("sink's is unique (k INT32)"), "{text}");
+
+        let problems = check_compatible(&unique, &non_unique());
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        let text = problems[0].to_string();
+        assert!(text.contains("source's is unique (k INT32)"), "{text}");
+        assert!(text.contains("sink's is non-unique"), "{text}");
+        assert!(text.contains("auto_incrementing_id"), "{text}");
+
+        // A plain key column that merely has the hidden column's name is a
+        // unique key.
+        let look_alike = schema(vec![
+            col("k", DataType::Int32).key(true),
+            col("auto_incrementing_id", DataType::Int64).key(true),
+            col("v", DataType::Int64).nullable(true),
+        ]);
+        let problems = check_compatible(&non_unique(), &look_alike);
+        assert!(
+            matches!(
+                problems.as_slice(),
+                [ColumnProblem::KeyUniqueness {
+                    source_non_unique: true,
+                    ..
+                }]
+            ),
+            "{problems:?}"
+        );
+        let err = SinkTableError::Incompatible {
+            sink: "events_copy".into(),
+            source_table: "events".into(),
+            problems,
+        };
+        let msg = err.to_string();
+        for part in [
+            "'events_copy'",
+            "'events'",
+            "k INT32",
+            "auto_incrementing_id",
+        ] {
+            assert!(msg.contains(part), "{part} in {msg}");
+        }
     }
 
     #[test]

@@ -28,6 +28,7 @@
 
 mod compat;
 mod error;
+pub mod features;
 pub mod schema_change;
 
 use std::fmt;

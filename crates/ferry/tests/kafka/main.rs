@@ -1,10 +1,12 @@
 //! Kafka connectors against a real Kafka 4.x broker (KRaft) and real Kudu:
 //! Kudu → Kafka (at-least-once and exactly-once) and Kafka → Kudu
-//! (changelogs, dead letters, bounded runs, a round trip).
+//! (changelogs, dead letters, bounded runs, a round trip), and a table with
+//! a non-unique primary key both ways.
 
 // Test code: a failed unwrap is a failed test, which is what it should be.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod non_unique;
 mod sink;
 mod source;
 

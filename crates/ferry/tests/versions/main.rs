@@ -18,6 +18,7 @@ use ferry_fixtures::Shared;
 use ferry_testkit::{KuduVersion, MiniCluster};
 
 mod tablet_metrics;
+mod non_unique;
 
 /// The binary under test.
 #[allow(dead_code)] // for the version-pair tests of ferry itself
@@ -122,9 +123,9 @@ fn each_side_reports_its_release() {
             });
             let oldest = releases.oldest().expect("a release");
             assert_eq!(oldest.to_string(), version.as_str(), "{}", pair.label());
-            let explicit_ids = kudu_client::Feature::UpsertAutoIncrementingId;
+            let tablet_metrics = kudu_client::Feature::TabletPrometheusMetrics;
             assert_eq!(
-                releases.supports(explicit_ids),
+                releases.supports(tablet_metrics),
                 version >= KuduVersion::V1_18_1,
                 "{}",
                 pair.label()
