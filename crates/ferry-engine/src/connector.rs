@@ -58,6 +58,9 @@ pub struct WriteStats {
     pub deletes: u64,
     /// Bytes written.
     pub bytes: u64,
+    /// Upserted rows the sink had to delete first (a Kudu row re-created
+    /// on the source with new immutable cells); also in `upserts`.
+    pub recreated: u64,
 }
 
 /// A table a job replicates: its id, stable across renames, and its name

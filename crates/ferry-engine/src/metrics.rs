@@ -213,6 +213,7 @@ pub struct TableMetrics {
     windows_completed: AtomicU64,
     schema_changes: AtomicU64,
     tablet_scans_skipped: AtomicU64,
+    rows_recreated: AtomicU64,
 }
 
 impl TableMetrics {
@@ -235,6 +236,7 @@ impl TableMetrics {
         table.windows_completed = get(&self.windows_completed);
         table.schema_changes = get(&self.schema_changes);
         table.tablet_scans_skipped = get(&self.tablet_scans_skipped);
+        table.rows_recreated = get(&self.rows_recreated);
     }
 
     /// The table's chain now: split queues, whether a window is open, and
@@ -270,6 +272,10 @@ impl TableMetrics {
 
     pub(crate) fn window_completed(&self) {
         self.windows_completed.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn add_recreated(&self, rows: u64) {
+        self.rows_recreated.fetch_add(rows, Ordering::Relaxed);
     }
 
     pub(crate) fn add_skipped(&self, tablets: u64) {

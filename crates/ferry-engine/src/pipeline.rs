@@ -244,6 +244,7 @@ impl SplitRun<'_> {
             };
             self.job_metrics.add_written(stats.upserts, stats.deletes);
             self.table_metrics.add_written(stats.upserts, stats.deletes);
+            self.table_metrics.add_recreated(stats.recreated);
             match batch.resume_key {
                 Some(key) => {
                     let _ = self.events.send(PipelineEvent::Progress {

@@ -187,6 +187,10 @@ pub struct TableSnapshot {
     /// tablets were proven unchanged (`reader.quietTabletMaxSkips`).
     #[serde(default)]
     pub tablet_scans_skipped: u64,
+    /// Rows the sink deleted and wrote again because the source had
+    /// re-created them with new immutable cells (Kudu 1.17+).
+    #[serde(default)]
+    pub rows_recreated: u64,
     /// Why the table is paused, if it is (the others go on).
     pub paused: Option<String>,
 }

@@ -7,7 +7,9 @@
 //!   [`quiet_tablets`] proves unchanged in it.
 //! - [`sink`]: [`KuduSink`], UPSERT_IGNORE and key-only DELETE_IGNORE, a
 //!   scan batch written whole; it opts into the position and
-//!   schema-following capabilities.
+//!   schema-following capabilities. Rows re-created on the source with
+//!   new immutable cells are deleted from the sink first
+//!   (`immutable_cells`).
 //! - [`tables`]: [`KuduTables`], the job's tables (a list, a pattern or one
 //!   table) and each one's source and sink.
 //! - [`sink_table`]: creating the sink table as a copy of the source
@@ -25,6 +27,7 @@
 //!   advice).
 
 pub mod error;
+mod immutable_cells;
 pub mod position;
 mod prefetch;
 pub mod quiet_tablets;

@@ -1,12 +1,15 @@
 //! The Kudu sink: live rows become UPSERT_IGNORE with every column, rows a
 //! diff scan reports deleted become key-only DELETE_IGNORE, so replaying a
-//! batch (after a crash or a retried split) is harmless. Before the job
-//! starts, [`Sink::prepare`] creates the sink table as a copy of the source
-//! (`job.createTable`) or checks that the existing one can take its rows,
-//! and opens (or creates) the position table (`job.positionTable`) where
-//! the job records which window the sink may hold rows of
-//! ([`crate::sink_position`]).
+//! batch (after a crash or a retried split) is harmless. On a sink table
+//! with immutable columns, rows the sink holds with other immutable cells
+//! (re-created on the source) are deleted first (`immutable_cells`).
+//! Before the job starts, [`Sink::prepare`] creates the sink table as a
+//! copy of the source (`job.createTable`) or checks that the existing one
+//! can take its rows, and opens (or creates) the position table
+//! (`job.positionTable`) where the job records which window the sink may
+//! hold rows of ([`crate::sink_position`]).
 
+use crate::immutable_cells::ImmutableCells;
 use crate::position::PositionTable;
 use crate::sink_table::{prepare_sink_table, SinkTableAction, SinkTableError, SinkTableOptions};
 use crate::source::KuduBatch;
@@ -297,6 +300,7 @@ impl Sink<KuduBatch> for KuduSink {
             manual_flush_at: (mode == ClientFlushMode::ManualFlush)
                 .then_some(self.writer.max_buffer_size.get()),
             rows_sent: self.rows_sent.clone(),
+            lookup_timeout: self.writer.operation_timeout,
         })
     }
 
@@ -412,6 +416,8 @@ struct Mapping {
     /// Which projection column feeds which sink column, and the
     /// operations (UPSERT_IGNORE, key-only DELETE_IGNORE).
     copy: RowCopy,
+    /// The sink's immutable columns the projection feeds (`None`: none).
+    immutable: Option<Arc<ImmutableCells>>,
 }
 
 /// One pipeline's writer.
@@ -428,6 +434,8 @@ pub struct KuduSinkWriter {
     manual_flush_at: Option<usize>,
     /// [`KuduSink::rows_sent`].
     rows_sent: Arc<AtomicU64>,
+    /// How long a read of the sink's immutable cells may take.
+    lookup_timeout: std::time::Duration,
 }
 
 impl KuduSinkWriter {
@@ -493,9 +501,15 @@ impl KuduSinkWriter {
                 OpType::DeleteIgnore,
             )
             .map_err(|e| self.err(e))?;
+            // MANUAL_FLUSH refuses more rows than maxBufferSize at once.
+            let flush_every = self.manual_flush_at.unwrap_or(usize::MAX);
+            let immutable = ImmutableCells::new(&self.table, projection, &columns)
+                .map_err(|e| self.err(e))?
+                .map(|c| Arc::new(c.limits(self.lookup_timeout, flush_every)));
             self.mapping = Some(Mapping {
                 projection: projection.clone(),
                 copy,
+                immutable,
             });
         }
         self.mapping
@@ -521,9 +535,17 @@ impl SinkWriter<KuduBatch> for KuduSinkWriter {
             self.seen_generation = generation;
         }
         let mut stats = WriteStats::default();
+        let mapping = self.mapping_for(batch.schema())?;
+        let (copy, immutable) = (mapping.copy.clone(), mapping.immutable.clone());
+        if let Some(cells) = immutable {
+            let (table, sent) = (&self.table, &self.rows_sent);
+            stats.recreated = cells
+                .delete_recreated(&self.client, table, &mut self.session, batch, sent)
+                .await
+                .map_err(|e| self.err(e))?;
+        }
         self.rows_sent
             .fetch_add(batch.len() as u64, Ordering::Relaxed);
-        let copy = self.mapping_for(batch.schema())?.copy.clone();
         if self.session.flush_mode() == ClientFlushMode::AutoFlushBackground {
             // The whole batch in one call, encoded straight into requests
             // (docs/benchmarks.md, finding 2).

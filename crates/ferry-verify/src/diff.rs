@@ -3,13 +3,14 @@
 //! memory stays at one batch per tablet whatever the range's size. Each
 //! row only in the source is *missing*, only in the sink *extra*, on both
 //! sides with a differing compared column *differs*. With repair, the
-//! source's version of each such row is written to the sink as it is found.
+//! source's version of each such row is written to the sink as it is found
+//! (deleted and written again when an immutable cell differs).
 
 use std::cmp::Ordering;
 use std::time::Duration;
 
 use futures::future::try_join_all;
-use kudu_client::scan::{RowBatch, RowView, Scanner};
+use kudu_client::scan::{ComparisonOp, Predicate, RowBatch, RowView, ScanSpec, Scanner};
 use kudu_client::write::{FlushMode, Operation, Session, SessionOptions};
 
 use crate::range::KeyRange;
@@ -107,6 +108,7 @@ pub(crate) async fn diff_range(ctx: &Ctx, range: &KeyRange) -> Result<RangeDiff,
                 let columns = differing_columns(&a.row, &b.row, keys)
                     .map_err(|e| ctx.sink.error("reading a row", e))?;
                 if !columns.is_empty() {
+                    let immutable = repair.as_ref().is_some_and(|r| r.immutable(&columns));
                     out.record(
                         ctx,
                         DiffKind::Differs,
@@ -117,7 +119,11 @@ pub(crate) async fn diff_range(ctx: &Ctx, range: &KeyRange) -> Result<RangeDiff,
                     )
                     .map_err(|e| ctx.sink.error("reading a row", e))?;
                     if let Some(r) = repair.as_mut() {
-                        r.upsert(&a.row).await?;
+                        if immutable {
+                            r.recreate(&a.row, keys).await?;
+                        } else {
+                            r.upsert(&a.row).await?;
+                        }
                     }
                 }
                 let (i, j) = (a.cursor, b.cursor);
@@ -289,12 +295,17 @@ async fn fill(reader: &Reader, cursor: &mut Cursor, first: bool) -> Result<(), V
 /// The sink writes of a repair: the source's version of each differing
 /// row (UPSERT_IGNORE with the compared columns; the sink's other columns
 /// keep their values, or their defaults in a new row), and DELETE_IGNORE
-/// of each extra row.
+/// of each extra row. A row whose differing cells include an immutable
+/// sink column (Kudu 1.17+) is deleted and written again, since
+/// UPSERT_IGNORE keeps immutable cells.
 struct Repair<'a> {
     sink: &'a Reader,
     session: Session,
     upserted: u64,
     deleted: u64,
+    /// Sink columns the verification does not compare (kept when a row is
+    /// written again).
+    uncompared: Vec<String>,
 }
 
 impl<'a> Repair<'a> {
@@ -308,12 +319,98 @@ impl<'a> Repair<'a> {
                     .operation_timeout(sink.timeout),
             )
             .map_err(|e| sink.error("opening a write session", e))?;
+        let compared = &ctx.columns.projection;
+        let uncompared = sink
+            .table
+            .schema()
+            .columns()
+            .iter()
+            .map(|c| c.name().to_owned())
+            .filter(|name| !compared.contains(name))
+            .collect();
         Ok(Repair {
             sink,
             session,
             upserted: 0,
             deleted: 0,
+            uncompared,
         })
+    }
+
+    /// Whether one of `columns` is immutable on the sink.
+    fn immutable(&self, columns: &[String]) -> bool {
+        let schema = self.sink.table.schema();
+        columns
+            .iter()
+            .any(|c| schema.column_by_name(c).is_some_and(|c| c.is_immutable()))
+    }
+
+    /// Writes `row` (a source row) over a sink row whose immutable cells
+    /// differ: deletes it and writes it again, with the sink's cells of the
+    /// columns not compared kept (read first).
+    async fn recreate(&mut self, row: &RowView<'_>, keys: usize) -> Result<(), VerifyError> {
+        let mut out = self.uncompared_cells(row, keys).await?;
+        let what = "building a repair row";
+        for (i, column) in row.schema().columns().iter().enumerate() {
+            let value = row.get(i).map_err(|e| self.sink.error(what, e))?;
+            out.set(column.name(), value)
+                .map_err(|e| self.sink.error(what, e))?;
+        }
+        let key = self.copy(row, keys)?;
+        self.apply(Operation::delete_ignore(&self.sink.table, key))
+            .await?;
+        // Applied after the delete: one tablet's writes keep their order.
+        self.apply(Operation::upsert_ignore(&self.sink.table, out))
+            .await?;
+        self.upserted += 1;
+        Ok(())
+    }
+
+    /// A row of the sink table holding the sink's current cells of the
+    /// columns the verification does not compare, for the key of `row`
+    /// (none set when there are no such columns or no such row).
+    async fn uncompared_cells(
+        &self,
+        row: &RowView<'_>,
+        keys: usize,
+    ) -> Result<kudu_client::Row, VerifyError> {
+        let mut out = self.sink.table.new_row();
+        if self.uncompared.is_empty() {
+            return Ok(out);
+        }
+        let what = "reading the sink row to repair";
+        let mut spec = ScanSpec::new()
+            .projection(&self.uncompared)
+            .timeout(self.sink.timeout);
+        for (i, column) in row.schema().columns().iter().enumerate().take(keys) {
+            let value = row.get(i).map_err(|e| self.sink.error(what, e))?;
+            spec = spec.predicate(Predicate::comparison(
+                column.name(),
+                ComparisonOp::Equal,
+                value.into_owned(),
+            ));
+        }
+        let mut scanner = self
+            .sink
+            .client
+            .scan_builder(&self.sink.table)
+            .with_spec(spec)
+            .build()
+            .map_err(|e| self.sink.error(what, e))?;
+        while let Some(batch) = scanner
+            .next_batch()
+            .await
+            .map_err(|e| self.sink.error(what, e))?
+        {
+            for found in batch.rows() {
+                for (i, name) in self.uncompared.iter().enumerate() {
+                    let value = found.get(i).map_err(|e| self.sink.error(what, e))?;
+                    out.set(name.as_str(), value)
+                        .map_err(|e| self.sink.error(what, e))?;
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// Writes `row` (a source row) to the sink.

@@ -9,7 +9,8 @@
 //! they are small, then compared row by row (both sides' rows merged in key
 //! order), which lists each missing, extra or differing row with the
 //! columns that differ. `repair` writes the source's version of every
-//! differing row to the sink (UPSERT_IGNORE / DELETE_IGNORE) and verifies
+//! differing row to the sink (UPSERT_IGNORE / DELETE_IGNORE; a row whose
+//! immutable cells differ is deleted and written again) and verifies
 //! again.
 //!
 //! Equal checksums are strong but probabilistic evidence (32-bit row CRCs,
@@ -93,7 +94,10 @@ pub struct VerifyOptions {
     /// verify again (the source at the same time, the sink now). Missing
     /// and differing rows are written with UPSERT_IGNORE of the compared
     /// columns only: the sink's other columns keep their values (or get
-    /// their defaults in a new row). Extra rows are deleted with
+    /// their defaults in a new row). A differing row whose differing cells
+    /// include an immutable sink column (Kudu 1.17+), which UPSERT_IGNORE
+    /// would keep, is deleted and written again, its cells of the columns
+    /// not compared read first and kept. Extra rows are deleted with
     /// DELETE_IGNORE.
     pub repair: bool,
     /// How long one RPC may take (scans, checksums, writes).

@@ -58,6 +58,13 @@ pub enum ColumnProblem {
         /// The sink column's type.
         sink_type: String,
     },
+    /// A mutable source column whose sink column is immutable (Kudu
+    /// 1.17+): the sink would keep each row's first value. (The other way
+    /// round is fine: a mutable sink column takes every value.)
+    ImmutableInSink {
+        /// The column.
+        column: String,
+    },
 }
 
 impl ColumnProblem {
@@ -68,6 +75,7 @@ impl ColumnProblem {
             ColumnProblem::Missing { column, .. }
             | ColumnProblem::TypeMismatch { column, .. }
             | ColumnProblem::NotNullable { column }
+            | ColumnProblem::ImmutableInSink { column }
             | ColumnProblem::SinkOnlyRequired { column, .. } => Some(column),
         }
     }
@@ -116,6 +124,10 @@ impl fmt::Display for ColumnProblem {
             ColumnProblem::NotNullable { column } => write!(
                 f,
                 "column '{column}' is nullable in the source but NOT NULL in the sink"
+            ),
+            ColumnProblem::ImmutableInSink { column } => write!(
+                f,
+                "column '{column}' is immutable in the sink but not in the source: updates of it would not reach the sink; make the sink column mutable"
             ),
             ColumnProblem::SinkOnlyRequired { column, sink_type } => write!(
                 f,
@@ -187,6 +199,11 @@ pub fn check_compatible(source: &Schema, sink: &Schema) -> Vec<ColumnProblem> {
         }
         if col.is_nullable() && !dst.is_nullable() {
             problems.push(ColumnProblem::NotNullable {
+                column: col.name().to_owned(),
+            });
+        }
+        if dst.is_immutable() && !col.is_immutable() {
+            problems.push(ColumnProblem::ImmutableInSink {
                 column: col.name().to_owned(),
             });
         }
@@ -332,6 +349,38 @@ mod tests {
         ] {
             assert!(msg.contains(part), "{part} in {msg}");
         }
+    }
+
+    #[test]
+    fn a_sink_column_immutable_where_the_source_is_mutable_is_refused() {
+        let source = schema(vec![
+            col("id", DataType::Int64).key(true),
+            col("a", DataType::String).nullable(true).immutable(true),
+            col("b", DataType::Int64).nullable(true),
+        ]);
+        // Mutable in the sink where the source is immutable: fine.
+        let relaxed = schema(vec![
+            col("id", DataType::Int64).key(true),
+            col("a", DataType::String).nullable(true),
+            col("b", DataType::Int64).nullable(true),
+        ]);
+        assert_eq!(check_compatible(&source, &relaxed), vec![]);
+        assert_eq!(check_compatible(&source, &source), vec![]);
+        let stricter = schema(vec![
+            col("id", DataType::Int64).key(true),
+            col("a", DataType::String).nullable(true).immutable(true),
+            col("b", DataType::Int64).nullable(true).immutable(true),
+        ]);
+        let problems = check_compatible(&source, &stricter);
+        assert_eq!(
+            problems,
+            vec![ColumnProblem::ImmutableInSink { column: "b".into() }]
+        );
+        let text = problems[0].to_string();
+        assert!(
+            text.contains("'b'") && text.contains("immutable in the sink"),
+            "{text}"
+        );
     }
 
     #[test]

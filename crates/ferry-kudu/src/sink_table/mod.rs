@@ -12,7 +12,7 @@
 //!
 //! Creating copies, from the source table: every column (type, type
 //! attributes, nullability, default, encoding, compression, block size,
-//! comment), the table-wide hash dimensions (columns, buckets, seed), the
+//! comment, immutability), the table-wide hash dimensions (columns, buckets, seed), the
 //! range columns, every range partition with its hash schema (non-covered
 //! ranges stay non-covered), the replication factor, comment, extra configs,
 //! and the owner when `job.restoreOwner` is set. Everything goes in one

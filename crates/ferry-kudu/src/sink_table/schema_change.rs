@@ -95,6 +95,14 @@ pub struct ColumnDoc {
     pub block_size: Option<i32>,
     /// Its comment.
     pub comment: Option<String>,
+    /// Whether it is immutable (Kudu 1.17+). Written only when true, so
+    /// the records of tables without immutable columns are as before.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub immutable: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// One range partition of a [`SchemaDoc`].
@@ -137,6 +145,7 @@ fn column_doc(c: &ColumnSchema) -> ColumnDoc {
         compression: format!("{:?}", c.compression()),
         block_size: c.block_size(),
         comment: c.comment().map(str::to_owned),
+        immutable: c.is_immutable(),
     }
 }
 

@@ -5,7 +5,8 @@
 //! merged in the servers' order, and bad input (a time older than history,
 //! different keys, a missing table) is refused with its own error
 //! (`tables`); writers running on both sides cause no false difference at
-//! fixed times (`snapshots`).
+//! fixed times (`snapshots`); a differing immutable cell is repaired by
+//! deleting and writing the row again (`immutable`).
 //!
 //! `FERRY_VERIFY_ROWS` sets the size of the big table (the issue's
 //! acceptance is 1 000 000; the default keeps CI quick);
@@ -17,5 +18,6 @@
 
 mod acceptance;
 mod common;
+mod immutable;
 mod snapshots;
 mod tables;

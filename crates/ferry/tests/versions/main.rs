@@ -13,6 +13,8 @@
 
 use std::sync::Arc;
 
+mod immutable;
+
 use ferry_fixtures::process::FerryCommand;
 use ferry_fixtures::Shared;
 use ferry_testkit::{KuduVersion, MiniCluster};

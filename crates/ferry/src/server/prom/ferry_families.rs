@@ -258,6 +258,11 @@ fn push_table_counters(out: &mut Families, t: &TableSnapshot, l: &Labels) {
             "Tablet scans left out of diff windows because the tablet was proven unchanged",
             t.tablet_scans_skipped,
         ),
+        (
+            "table_rows_recreated",
+            "Rows of the table deleted from its sink and written again because the source re-created them with new immutable cells",
+            t.rows_recreated,
+        ),
     ] {
         out.ferry(name, help, counter, l.clone(), value as f64);
     }
