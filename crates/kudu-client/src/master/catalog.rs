@@ -26,6 +26,7 @@ const FEATURE_RANGE_SPECIFIC_HASH_SCHEMA: u32 = 8;
 
 /// One entry of `list_tables`.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct TableSummary {
     /// The table id.
     pub id: String,
@@ -42,6 +43,7 @@ pub struct TableSummary {
 /// One entry of `list_tablet_servers`: a tablet server as it registered
 /// with the leader master.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct TabletServerInfo {
     /// The server's permanent uuid (the one replicas name).
     pub uuid: String,
@@ -60,6 +62,22 @@ pub struct TabletServerInfo {
     /// What the server reported as its software version
     /// (`kudu 1.18.1 (rev …)`); empty if nothing.
     pub software_version: String,
+}
+
+impl TabletServerInfo {
+    /// A server known only by its uuid: no addresses, sequence number 0,
+    /// no version (set the fields that matter).
+    pub fn new(uuid: impl Into<String>) -> Self {
+        TabletServerInfo {
+            uuid: uuid.into(),
+            instance_seqno: 0,
+            rpc_addresses: Vec::new(),
+            http_addresses: Vec::new(),
+            https_enabled: false,
+            millis_since_heartbeat: None,
+            software_version: String::new(),
+        }
+    }
 }
 
 fn by_name(name: &str) -> TableIdentifierPb {

@@ -140,7 +140,7 @@ impl RowBatch {
 
     /// Like [`from_rowwise`](Self::from_rowwise), for scans that requested
     /// `PAD_UNIX_TIME_MICROS_TO_16_BYTES`: UNIXTIME_MICROS cells are then 16
-    /// bytes, the value in the first 8. (An Impala feature; ferry does not
+    /// bytes, the value in the first 8. (An Impala feature; this client does not
     /// request it.)
     pub fn from_rowwise_with_padding(
         schema: &Schema,

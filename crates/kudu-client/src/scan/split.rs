@@ -5,7 +5,7 @@
 //! # Format
 //!
 //! [`Split::to_bytes`] writes the 4-byte magic `FSPL` followed by a
-//! protobuf message (`SplitPb` below, ferry's own definition):
+//! protobuf message (`SplitPb` below, this crate's own definition):
 //!
 //! | field | # | type |
 //! | --- | --- | --- |

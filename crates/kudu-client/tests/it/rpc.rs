@@ -38,10 +38,7 @@ use tokio::net::{TcpListener, TcpStream};
 
 fn opts(tls: TlsPolicy) -> ConnectOptions {
     ConnectOptions {
-        negotiate: NegotiateOptions {
-            tls,
-            ..Default::default()
-        },
+        negotiate: NegotiateOptions::default().tls(tls),
         ..Default::default()
     }
 }
