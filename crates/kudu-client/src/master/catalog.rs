@@ -111,9 +111,7 @@ pub(crate) async fn list_tables(
         name_filter: (!filter.is_empty()).then(|| filter.to_owned()),
         ..Default::default()
     };
-    let resp = m
-        .call::<ms::ListTables>("ListTables", &req, timeout, &[])
-        .await?;
+    let resp = m.call::<ms::ListTables>(None, &req, timeout, &[]).await?;
     let mut tables: Vec<TableSummary> = resp
         .tables
         .into_iter()
@@ -136,7 +134,7 @@ pub(crate) async fn list_tablet_servers(
 ) -> Result<Vec<TabletServerInfo>> {
     let req = pb::master::ListTabletServersRequestPb::default();
     let resp = m
-        .call::<ms::ListTabletServers>("ListTabletServers", &req, timeout, &[])
+        .call::<ms::ListTabletServers>(None, &req, timeout, &[])
         .await?;
     let addrs = |hps: &[pb::HostPortPb]| -> Vec<String> {
         hps.iter()
@@ -173,7 +171,7 @@ pub(crate) async fn open_table(
         table: by_name(name),
     };
     let resp = m
-        .call::<ms::GetTableSchema>("GetTableSchema", &req, timeout, &[])
+        .call::<ms::GetTableSchema>(Some(name), &req, timeout, &[])
         .await
         .map_err(|e| table_not_found(name, e))?;
     table_from_pb(name, resp)
@@ -187,7 +185,7 @@ pub(crate) async fn open_table_by_id(
 ) -> Result<KuduTable> {
     let req = pb::master::GetTableSchemaRequestPb { table: by_id(id) };
     let resp = m
-        .call::<ms::GetTableSchema>("GetTableSchema", &req, timeout, &[])
+        .call::<ms::GetTableSchema>(Some(id), &req, timeout, &[])
         .await
         .map_err(|e| table_not_found(&format!("with id {id}"), e))?;
     table_from_pb(id, resp)
@@ -282,7 +280,7 @@ pub(crate) async fn create_table(
         ..Default::default()
     };
     let resp = m
-        .call::<ms::CreateTable>("CreateTable", &req, timeout, &features)
+        .call::<ms::CreateTable>(Some(&b.name), &req, timeout, &features)
         .await?;
     let id = String::from_utf8_lossy(resp.table_id.as_deref().unwrap_or_default()).into_owned();
     if b.wait {
@@ -297,7 +295,7 @@ async fn wait_create_done(m: &MasterProxy, name: &str, timeout: Duration) -> Res
     };
     poll_done(timeout, &format!("creating table '{name}'"), || async {
         let r = m
-            .call::<ms::IsCreateTableDone>("IsCreateTableDone", &req, timeout, &[])
+            .call::<ms::IsCreateTableDone>(Some(name), &req, timeout, &[])
             .await?;
         Ok(r.done.unwrap_or(false))
     })
@@ -360,7 +358,7 @@ pub(crate) async fn alter_table(
         new_table_comment: b.new_comment.clone(),
         ..Default::default()
     };
-    m.call::<ms::AlterTable>("AlterTable", &req, timeout, &features)
+    m.call::<ms::AlterTable>(Some(table.name()), &req, timeout, &features)
         .await
         .map_err(|e| table_not_found(table.name(), e))?;
     let done_req = pb::master::IsAlterTableDoneRequestPb {
@@ -372,7 +370,7 @@ pub(crate) async fn alter_table(
         &format!("altering table '{}'", table.name()),
         || async {
             let r = m
-                .call::<ms::IsAlterTableDone>("IsAlterTableDone", &done_req, remaining, &[])
+                .call::<ms::IsAlterTableDone>(Some(table.name()), &done_req, remaining, &[])
                 .await?;
             Ok(r.done.unwrap_or(false))
         },
@@ -506,7 +504,7 @@ pub(crate) async fn delete_table(m: &MasterProxy, name: &str, timeout: Duration)
         table: by_name(name),
         ..Default::default()
     };
-    m.call::<ms::DeleteTable>("DeleteTable", &req, timeout, &[])
+    m.call::<ms::DeleteTable>(Some(name), &req, timeout, &[])
         .await
         .map_err(|e| table_not_found(name, e))?;
     Ok(())
@@ -521,7 +519,7 @@ pub(crate) async fn supports_feature(
     timeout: Duration,
 ) -> Result<bool> {
     let req = pb::master::PingRequestPb::default();
-    match m.call::<ms::Ping>("Ping", &req, timeout, &[feature]).await {
+    match m.call::<ms::Ping>(None, &req, timeout, &[feature]).await {
         Ok(_) => Ok(true),
         Err(Error::Rpc {
             code: crate::error::RpcErrorCode::InvalidRequest,
@@ -535,7 +533,7 @@ pub(crate) async fn supports_feature(
 pub(crate) async fn server_clock(m: &MasterProxy, timeout: Duration) -> Result<HybridTime> {
     let req = pb::server::ServerClockRequestPb::default();
     let resp = m
-        .call::<pb::server::generic_service::ServerClock>("ServerClock", &req, timeout, &[])
+        .call::<pb::server::generic_service::ServerClock>(None, &req, timeout, &[])
         .await?;
     resp.timestamp
         .map(HybridTime::from_raw)

@@ -21,4 +21,4 @@ pub mod tls;
 pub use crate::pb::RpcMethod;
 pub use connection::{CallOptions, ConnectOptions, Connection, Response};
 pub use negotiate::{NegotiateOptions, TlsPolicy};
-pub use pool::ConnectionPool;
+pub use pool::{ConnectionPool, RpcContext};
