@@ -24,7 +24,7 @@
 //! `sasl_encode` writes them.
 //!
 //! GSSAPI calls that may talk to the KDC block, so callers run
-//! [`Kerberos::start`] and [`SaslGssapi::respond`] on a blocking thread.
+//! `Kerberos::start` and `SaslGssapi::respond` on a blocking thread.
 
 use std::ffi::CString;
 use std::os::raw::c_void;
