@@ -1,4 +1,4 @@
-//! Compiles ferry's own `.proto` files (in `proto/`) with prost.
+//! Compiles the crate's own `.proto` files (in `proto/`) with prost.
 //!
 //! `protox` parses the files in pure Rust, so no `protoc` is needed on the
 //! build machine. A small service generator adds one marker type per RPC

@@ -117,6 +117,9 @@ fn key_cell(v: &Value) -> KeyCell {
         Value::Double(x) => KeyCell::Int(i128::from(x.to_bits())),
         Value::String(s) => KeyCell::Bytes(s.as_bytes().to_vec()),
         Value::Binary(b) => KeyCell::Bytes(b.clone()),
+        // A type newer than this fixture: its text still orders equal keys
+        // together.
+        other => KeyCell::Bytes(other.to_string().into_bytes()),
     }
 }
 

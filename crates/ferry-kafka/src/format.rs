@@ -240,7 +240,7 @@ fn write_object(
 }
 
 /// One cell of `column`; refused only for a DECIMAL with more digits than
-/// its column's precision.
+/// its column's precision (and a cell type newer than this format).
 fn write_value(
     out: &mut Vec<u8>,
     value: ValueRef<'_>,
@@ -272,6 +272,12 @@ fn write_value(
         }
         ValueRef::UnixtimeMicros(us) => write!(out, "{us}"),
         ValueRef::Date(days) => write!(out, "{days}"),
+        _ => {
+            return Err(kudu_client::Error::InvalidArgument(format!(
+                "cells of type {} have no JSON form",
+                column.data_type()
+            )))
+        }
     };
     Ok(())
 }

@@ -39,6 +39,14 @@ pub(crate) fn to_json(column: &ColumnSchema, v: ValueRef<'_>) -> Result<Json, ku
         }
         ValueRef::String(s) => Json::String(s.to_owned()),
         ValueRef::Binary(b) => Json::String(b.iter().map(|x| format!("{x:02x}")).collect()),
+        // A cell type newer than this report.
+        _ => {
+            return Err(kudu_client::Error::InvalidArgument(format!(
+                "column '{}': cells of type {} cannot be shown",
+                column.name(),
+                column.data_type()
+            )))
+        }
     })
 }
 

@@ -19,7 +19,7 @@ use ferry_kafka::source::KafkaSource;
 use ferry_kudu::position::PositionTable;
 use ferry_kudu::KuduSource;
 use ferry_objstore::ObjectStoreResolver;
-use kudu_client::{Kerberos, KerberosOptions, KuduClient, KuduClientBuilder};
+use kudu_client::{Kerberos, KerberosOptions, KuduClient, KuduClientBuilder, NegotiateOptions};
 use std::sync::Arc;
 
 /// The process's resolver: its `s3.*` settings over the `AWS_*` environment.
@@ -74,8 +74,8 @@ pub fn clients(cfg: &JobConfig) -> Result<(KuduClient, KuduClient)> {
 
 /// The sink cluster's client, as a job uses it.
 pub fn sink_client(cfg: &JobConfig) -> Result<KuduClient> {
-    let builder = KuduClient::builder(&cfg.sink_master_addresses)
-        .operation_timeout(cfg.writer.operation_timeout);
+    let builder =
+        kudu_builder(&cfg.sink_master_addresses).operation_timeout(cfg.writer.operation_timeout);
     with_login(builder, cfg.kerberos.sink.as_ref())
         .build()
         .context("sink cluster")
@@ -83,23 +83,35 @@ pub fn sink_client(cfg: &JobConfig) -> Result<KuduClient> {
 
 /// The source cluster's client, as a job uses it.
 pub fn source_client(cfg: &JobConfig) -> Result<KuduClient> {
-    let builder = KuduClient::builder(&cfg.source_master_addresses)
+    let builder = kudu_builder(&cfg.source_master_addresses)
         .operation_timeout(cfg.reader.scan_request_timeout);
     with_login(builder, cfg.kerberos.source.as_ref())
         .build()
         .context("source cluster")
 }
 
+/// A client of the cluster at `masters` as ferry connects: SASL PLAIN as
+/// `$USER`, or as `ferry` where that is unset (kudu-client alone would send
+/// the OS user's name).
+pub fn kudu_builder<S: AsRef<str>>(masters: &[S]) -> KuduClientBuilder {
+    let user = std::env::var("USER")
+        .ok()
+        .filter(|u| !u.is_empty())
+        .unwrap_or_else(|| "ferry".to_owned());
+    KuduClient::builder(masters).negotiate_options(NegotiateOptions::default().user(user))
+}
+
 /// Kerberos for a cluster that has a principal configured; SASL PLAIN
 /// otherwise.
 fn with_login(builder: KuduClientBuilder, login: Option<&ClusterKerberos>) -> KuduClientBuilder {
     match login {
-        Some(k) => builder.kerberos(Kerberos::new(KerberosOptions {
-            principal: Some(k.principal.clone()),
-            keytab: k.keytab.clone(),
-            ticket_cache: None,
-            service_name: k.service_name.clone(),
-        })),
+        Some(k) => {
+            let mut opts = KerberosOptions::default()
+                .principal(k.principal.clone())
+                .service_name(k.service_name.clone());
+            opts.keytab = k.keytab.clone();
+            builder.kerberos(Kerberos::new(opts))
+        }
         None => builder,
     }
 }

@@ -1,13 +1,12 @@
-//! Writes rows of every column type with a background-flush session, then
-//! reads them back with the real `kudu table scan` CLI.
+//! Writes a row of every column type into a throwaway table with a
+//! background-flush session, reads the rows back with a scanner, prints
+//! them, and drops the table.
 //!
 //! ```text
-//! cargo run -p kudu-client --example write_then_scan              # starts a throwaway cluster
-//! cargo run -p kudu-client --example write_then_scan -- HOST:7051 # uses an existing cluster
+//! cargo run -p kudu-client --example write_then_scan -- MASTERS [REPLICAS]
 //! ```
 //!
-//! The scan half uses the bundled `kudu` CLI (from `ferry-testkit`) until
-//! ferry's own scanner lands.
+//! `REPLICAS` defaults to 1 (a one-server test cluster).
 
 use std::time::Duration;
 
@@ -44,23 +43,15 @@ fn schema() -> Result<Schema, BoxError> {
 
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
-    // Keep a cluster alive for the whole run if we started one.
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let (_cluster, masters) = match args.first() {
-        Some(m) => (None, m.clone()),
-        None => {
-            let c = tokio::task::spawn_blocking(|| {
-                ferry_testkit::MiniCluster::builder()
-                    .masters(1)
-                    .tservers(1)
-                    .start()
-            })
-            .await??;
-            let m = c.master_addrs_joined();
-            (Some(c), m)
+    let (masters, replicas) = match args.as_slice() {
+        [m] => (m, 1),
+        [m, r] => (m, r.parse::<i32>()?),
+        _ => {
+            eprintln!("usage: write_then_scan MASTERS [REPLICAS]");
+            std::process::exit(2);
         }
     };
-    println!("masters: {masters}");
 
     let client = KuduClient::new(&[masters.as_str()])?;
     let name = format!("write_then_scan_{}", std::process::id());
@@ -68,7 +59,7 @@ async fn main() -> Result<(), BoxError> {
         .create_table(
             &TableBuilder::new(&name, schema()?)
                 .add_hash_partitions(&["id"], 3, 0)
-                .num_replicas(1),
+                .num_replicas(replicas),
         )
         .await?;
     let table = client.open_table(&name).await?;
@@ -101,19 +92,22 @@ async fn main() -> Result<(), BoxError> {
     session.close().await?;
     println!("session metrics: {:?}", session.metrics());
 
-    let bins = ferry_testkit::KuduBinaries::get()?;
-    let out = bins
-        .command()
-        .args(["table", "scan", &masters, &name])
-        .output()?;
-    println!("{}", String::from_utf8_lossy(&out.stdout));
-    if !out.status.success() {
-        return Err(format!(
-            "kudu table scan failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-        .into());
+    // Read back what was written (READ_LATEST; rows come by tablet).
+    let mut scanner = client.scan_builder(&table).build()?;
+    let mut rows = Vec::new();
+    while let Some(batch) = scanner.next_batch().await? {
+        for row in batch.rows() {
+            rows.push((row.get_i64("id")?, row.to_values()?));
+        }
+    }
+    rows.sort_by_key(|(id, _)| *id);
+    for (_, r) in &rows {
+        let cells: Vec<String> = r.iter().map(ToString::to_string).collect();
+        println!("{}", cells.join(" | "));
     }
     client.delete_table(&name).await?;
+    if rows.len() != 5 {
+        return Err(format!("read {} rows back, wrote 5", rows.len()).into());
+    }
     Ok(())
 }

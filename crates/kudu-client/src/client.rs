@@ -320,7 +320,7 @@ impl KuduClient {
         let resp = self
             .inner
             .masters
-            .call::<ms::GetTableLocations>("GetTableLocations", &req, timeout, &[])
+            .call::<ms::GetTableLocations>(Some(table.name()), &req, timeout, &[])
             .await?;
         let tablets = tablets_from_pb(&resp)?;
         let exhausted = tablets.len() < LOOKUP_BATCH as usize;

@@ -459,6 +459,7 @@ impl StatusCode {
 
 /// An application-level status: code, message and optional POSIX errno.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct KuduStatus {
     /// The status code.
     pub code: StatusCode,
@@ -466,6 +467,17 @@ pub struct KuduStatus {
     pub message: String,
     /// The POSIX errno behind it, if any.
     pub posix_code: Option<i32>,
+}
+
+impl KuduStatus {
+    /// A status with `code` and `message` (no errno).
+    pub fn new(code: StatusCode, message: impl Into<String>) -> Self {
+        KuduStatus {
+            code,
+            message: message.into(),
+            posix_code: None,
+        }
+    }
 }
 
 impl std::fmt::Display for KuduStatus {
@@ -480,6 +492,7 @@ impl std::fmt::Display for KuduStatus {
 
 /// One row of a write that the server refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RowError {
     /// The operation kind, e.g. "INSERT".
     pub operation: String,
@@ -487,6 +500,18 @@ pub struct RowError {
     pub key: String,
     /// Why the server refused it.
     pub status: KuduStatus,
+}
+
+impl RowError {
+    /// The refusal of an `operation` (e.g. "INSERT") on the row whose key
+    /// renders as `key`.
+    pub fn new(operation: impl Into<String>, key: impl Into<String>, status: KuduStatus) -> Self {
+        RowError {
+            operation: operation.into(),
+            key: key.into(),
+            status,
+        }
+    }
 }
 
 impl std::fmt::Display for RowError {

@@ -26,6 +26,7 @@ use crate::{Error, Result};
 /// `RowOperationsPB.Type`: what to do with a row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]
+#[non_exhaustive]
 pub enum OpType {
     /// Insert; fails with ALREADY_PRESENT if the key exists.
     Insert = 1,

@@ -21,6 +21,7 @@ fn expected(t: DataType) -> &'static str {
         DataType::UnixtimeMicros => "an integer of microseconds since the epoch",
         DataType::Date => "an integer of days since 1970-01-01 or a \"YYYY-MM-DD\" string",
         DataType::IsDeleted => "no value (IS_DELETED is virtual)",
+        _ => "no value (a column type this decoder does not know)",
     }
 }
 
@@ -54,6 +55,7 @@ pub(super) fn cell(column: &ColumnSchema, json: &Json) -> Result<Value, DecodeEr
         ),
         DataType::Date => c.date()?,
         DataType::IsDeleted => return Err(c.wrong()),
+        _ => return Err(c.wrong()),
     })
 }
 

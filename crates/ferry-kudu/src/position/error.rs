@@ -125,11 +125,7 @@ mod tests {
             call,
             cause: Box::new(KuduError::Status {
                 context: "Write".into(),
-                status: KuduStatus {
-                    code,
-                    message: "no".into(),
-                    posix_code: None,
-                },
+                status: KuduStatus::new(code, "no"),
             }),
         }
     }

@@ -51,36 +51,29 @@ fn only_the_newest_readings_are_kept() {
 }
 
 fn tablet(id: &str, leader: Option<&str>) -> Arc<RemoteTablet> {
-    Arc::new(RemoteTablet {
-        tablet_id: id.to_owned(),
-        partition_key_start: Vec::new(),
-        partition_key_end: Vec::new(),
-        replicas: ["a", "b"]
-            .iter()
-            .map(|u| Replica {
-                ts_uuid: (*u).to_owned(),
-                addr: format!("{u}:7050"),
-                location: None,
-                role: if Some(*u) == leader {
-                    ReplicaRole::Leader
-                } else {
-                    ReplicaRole::Follower
-                },
-            })
-            .collect(),
-    })
+    let replicas = ["a", "b"]
+        .iter()
+        .map(|u| {
+            let role = if Some(*u) == leader {
+                ReplicaRole::Leader
+            } else {
+                ReplicaRole::Follower
+            };
+            Replica::new(*u, format!("{u}:7050"), role)
+        })
+        .collect();
+    Arc::new(RemoteTablet::new(id, Vec::new(), Vec::new(), replicas))
 }
 
 fn server(uuid: &str, seqno: i64, https: bool) -> TabletServerInfo {
-    TabletServerInfo {
-        uuid: uuid.to_owned(),
-        instance_seqno: seqno,
-        rpc_addresses: vec![format!("{uuid}:7050")],
-        http_addresses: vec![format!("{uuid}:8050")],
-        https_enabled: https,
-        millis_since_heartbeat: Some(10),
-        software_version: "kudu 1.17.1 (rev x)".to_owned(),
-    }
+    let mut s = TabletServerInfo::new(uuid);
+    s.instance_seqno = seqno;
+    s.rpc_addresses = vec![format!("{uuid}:7050")];
+    s.http_addresses = vec![format!("{uuid}:8050")];
+    s.https_enabled = https;
+    s.millis_since_heartbeat = Some(10);
+    s.software_version = "kudu 1.17.1 (rev x)".to_owned();
+    s
 }
 
 fn ids(tablets: &[&RemoteTablet]) -> Vec<String> {

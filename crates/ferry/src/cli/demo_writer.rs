@@ -154,7 +154,9 @@ pub async fn run(args: DemoWriterArgs) -> Result<()> {
         .split(',')
         .map(|s| s.trim().to_string())
         .collect();
-    let client = KuduClient::new(&masters).context("source cluster")?;
+    let client = crate::wiring::kudu_builder(&masters)
+        .build()
+        .context("source cluster")?;
     ensure_table(&client, &args).await?;
     let table = client.open_table(&args.table).await?;
     let mut session = client.new_session_with(

@@ -90,6 +90,7 @@ fn cell(value: &Value, scale: u8) -> Json {
         Value::Binary(b) => json!(base64(b)),
         Value::UnixtimeMicros(us) => json!(us),
         Value::Date(d) => json!(d),
+        other => panic!("no JSON form known for {other:?}"),
     }
 }
 

@@ -56,11 +56,11 @@ fn setup(kdc: Arc<Kdc>, sink_master_flags: &[&str]) -> Setup {
 /// A test client logged in as the cluster's test-kit user.
 fn client(c: &MiniCluster, who: &(String, PathBuf)) -> KuduClient {
     KuduClient::builder(&c.master_addrs())
-        .kerberos(Kerberos::new(KerberosOptions {
-            principal: Some(who.0.clone()),
-            keytab: Some(who.1.clone()),
-            ..Default::default()
-        }))
+        .kerberos(Kerberos::new(
+            KerberosOptions::default()
+                .principal(who.0.clone())
+                .keytab(who.1.clone()),
+        ))
         .build()
         .expect("client")
 }

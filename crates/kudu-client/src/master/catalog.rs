@@ -26,6 +26,7 @@ const FEATURE_RANGE_SPECIFIC_HASH_SCHEMA: u32 = 8;
 
 /// One entry of `list_tables`.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct TableSummary {
     /// The table id.
     pub id: String,
@@ -42,6 +43,7 @@ pub struct TableSummary {
 /// One entry of `list_tablet_servers`: a tablet server as it registered
 /// with the leader master.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct TabletServerInfo {
     /// The server's permanent uuid (the one replicas name).
     pub uuid: String,
@@ -60,6 +62,22 @@ pub struct TabletServerInfo {
     /// What the server reported as its software version
     /// (`kudu 1.18.1 (rev …)`); empty if nothing.
     pub software_version: String,
+}
+
+impl TabletServerInfo {
+    /// A server known only by its uuid: no addresses, sequence number 0,
+    /// no version (set the fields that matter).
+    pub fn new(uuid: impl Into<String>) -> Self {
+        TabletServerInfo {
+            uuid: uuid.into(),
+            instance_seqno: 0,
+            rpc_addresses: Vec::new(),
+            http_addresses: Vec::new(),
+            https_enabled: false,
+            millis_since_heartbeat: None,
+            software_version: String::new(),
+        }
+    }
 }
 
 fn by_name(name: &str) -> TableIdentifierPb {
@@ -93,9 +111,7 @@ pub(crate) async fn list_tables(
         name_filter: (!filter.is_empty()).then(|| filter.to_owned()),
         ..Default::default()
     };
-    let resp = m
-        .call::<ms::ListTables>("ListTables", &req, timeout, &[])
-        .await?;
+    let resp = m.call::<ms::ListTables>(None, &req, timeout, &[]).await?;
     let mut tables: Vec<TableSummary> = resp
         .tables
         .into_iter()
@@ -118,7 +134,7 @@ pub(crate) async fn list_tablet_servers(
 ) -> Result<Vec<TabletServerInfo>> {
     let req = pb::master::ListTabletServersRequestPb::default();
     let resp = m
-        .call::<ms::ListTabletServers>("ListTabletServers", &req, timeout, &[])
+        .call::<ms::ListTabletServers>(None, &req, timeout, &[])
         .await?;
     let addrs = |hps: &[pb::HostPortPb]| -> Vec<String> {
         hps.iter()
@@ -155,7 +171,7 @@ pub(crate) async fn open_table(
         table: by_name(name),
     };
     let resp = m
-        .call::<ms::GetTableSchema>("GetTableSchema", &req, timeout, &[])
+        .call::<ms::GetTableSchema>(Some(name), &req, timeout, &[])
         .await
         .map_err(|e| table_not_found(name, e))?;
     table_from_pb(name, resp)
@@ -169,7 +185,7 @@ pub(crate) async fn open_table_by_id(
 ) -> Result<KuduTable> {
     let req = pb::master::GetTableSchemaRequestPb { table: by_id(id) };
     let resp = m
-        .call::<ms::GetTableSchema>("GetTableSchema", &req, timeout, &[])
+        .call::<ms::GetTableSchema>(Some(id), &req, timeout, &[])
         .await
         .map_err(|e| table_not_found(&format!("with id {id}"), e))?;
     table_from_pb(id, resp)
@@ -264,7 +280,7 @@ pub(crate) async fn create_table(
         ..Default::default()
     };
     let resp = m
-        .call::<ms::CreateTable>("CreateTable", &req, timeout, &features)
+        .call::<ms::CreateTable>(Some(&b.name), &req, timeout, &features)
         .await?;
     let id = String::from_utf8_lossy(resp.table_id.as_deref().unwrap_or_default()).into_owned();
     if b.wait {
@@ -279,7 +295,7 @@ async fn wait_create_done(m: &MasterProxy, name: &str, timeout: Duration) -> Res
     };
     poll_done(timeout, &format!("creating table '{name}'"), || async {
         let r = m
-            .call::<ms::IsCreateTableDone>("IsCreateTableDone", &req, timeout, &[])
+            .call::<ms::IsCreateTableDone>(Some(name), &req, timeout, &[])
             .await?;
         Ok(r.done.unwrap_or(false))
     })
@@ -342,7 +358,7 @@ pub(crate) async fn alter_table(
         new_table_comment: b.new_comment.clone(),
         ..Default::default()
     };
-    m.call::<ms::AlterTable>("AlterTable", &req, timeout, &features)
+    m.call::<ms::AlterTable>(Some(table.name()), &req, timeout, &features)
         .await
         .map_err(|e| table_not_found(table.name(), e))?;
     let done_req = pb::master::IsAlterTableDoneRequestPb {
@@ -354,7 +370,7 @@ pub(crate) async fn alter_table(
         &format!("altering table '{}'", table.name()),
         || async {
             let r = m
-                .call::<ms::IsAlterTableDone>("IsAlterTableDone", &done_req, remaining, &[])
+                .call::<ms::IsAlterTableDone>(Some(table.name()), &done_req, remaining, &[])
                 .await?;
             Ok(r.done.unwrap_or(false))
         },
@@ -488,7 +504,7 @@ pub(crate) async fn delete_table(m: &MasterProxy, name: &str, timeout: Duration)
         table: by_name(name),
         ..Default::default()
     };
-    m.call::<ms::DeleteTable>("DeleteTable", &req, timeout, &[])
+    m.call::<ms::DeleteTable>(Some(name), &req, timeout, &[])
         .await
         .map_err(|e| table_not_found(name, e))?;
     Ok(())
@@ -503,7 +519,7 @@ pub(crate) async fn supports_feature(
     timeout: Duration,
 ) -> Result<bool> {
     let req = pb::master::PingRequestPb::default();
-    match m.call::<ms::Ping>("Ping", &req, timeout, &[feature]).await {
+    match m.call::<ms::Ping>(None, &req, timeout, &[feature]).await {
         Ok(_) => Ok(true),
         Err(Error::Rpc {
             code: crate::error::RpcErrorCode::InvalidRequest,
@@ -517,7 +533,7 @@ pub(crate) async fn supports_feature(
 pub(crate) async fn server_clock(m: &MasterProxy, timeout: Duration) -> Result<HybridTime> {
     let req = pb::server::ServerClockRequestPb::default();
     let resp = m
-        .call::<pb::server::generic_service::ServerClock>("ServerClock", &req, timeout, &[])
+        .call::<pb::server::generic_service::ServerClock>(None, &req, timeout, &[])
         .await?;
     resp.timestamp
         .map(HybridTime::from_raw)

@@ -14,7 +14,7 @@ use crate::pb::master::master_error_pb::Code as MasterCode;
 use crate::pb::master::MasterErrorPb;
 use crate::pb::RpcMethod;
 use crate::retry::Retrier;
-use crate::rpc::{CallOptions, ConnectionPool};
+use crate::rpc::{CallOptions, ConnectionPool, RpcContext};
 use std::sync::Mutex;
 use std::time::Duration;
 use tokio::task::JoinSet;
@@ -134,7 +134,7 @@ impl MasterProxy {
 
     /// Asks every master at once; the first that says LEADER wins. On
     /// failure the error lists each master's answer.
-    pub(crate) async fn find_leader(&self, timeout: Duration) -> Result<String> {
+    pub(crate) async fn find_leader(&self, timeout: Duration, attempt: u32) -> Result<String> {
         let mut set = JoinSet::new();
         for addr in &self.addrs {
             let pool = self.pool.clone();
@@ -144,7 +144,12 @@ impl MasterProxy {
                     CallOptions::with_timeout(timeout).require_feature(FEATURE_CONNECT_TO_MASTER);
                 let req = pb::master::ConnectToMasterRequestPb::default();
                 let res = pool
-                    .call::<pb::master::master_service::ConnectToMaster>(&addr, &req, &opts)
+                    .call_for::<pb::master::master_service::ConnectToMaster>(
+                        RpcContext::attempt(attempt),
+                        &addr,
+                        &req,
+                        &opts,
+                    )
                     .await;
                 (addr, res)
             });
@@ -214,11 +219,11 @@ impl MasterProxy {
         }
     }
 
-    /// Calls `M` on the leader master, discovering it first and following
-    /// leader changes, until `timeout` passes.
+    /// Calls `M` (about `table`, if any) on the leader master, discovering
+    /// it first and following leader changes, until `timeout` passes.
     pub(crate) async fn call<M>(
         &self,
-        operation: &str,
+        table: Option<&str>,
         request: &M::Request,
         timeout: Duration,
         features: &[u32],
@@ -227,11 +232,11 @@ impl MasterProxy {
         M: RpcMethod,
         M::Response: MasterResponse,
     {
-        let mut retrier = Retrier::new(operation, timeout);
+        let mut retrier = Retrier::new(M::METHOD, timeout);
         loop {
             retrier.begin_attempt();
             match self
-                .call_once::<M>(operation, request, &retrier, features)
+                .call_once::<M>(table, request, &retrier, features)
                 .await
             {
                 Ok(resp) => return Ok(resp),
@@ -242,7 +247,7 @@ impl MasterProxy {
 
     async fn call_once<M>(
         &self,
-        operation: &str,
+        table: Option<&str>,
         request: &M::Request,
         retrier: &Retrier,
         features: &[u32],
@@ -261,13 +266,21 @@ impl MasterProxy {
         let leader = match self.cached_leader() {
             Some(l) if !refresh_token => l,
             // ConnectToMaster also hands out a fresh authentication token.
-            _ => self.find_leader(retrier.remaining()).await?,
+            _ => {
+                self.find_leader(retrier.remaining(), retrier.attempts())
+                    .await?
+            }
         };
         let mut opts = CallOptions::with_deadline(retrier.deadline().into());
         for &f in features {
             opts = opts.require_feature(f);
         }
-        let resp = match self.pool.call::<M>(&leader, request, &opts).await {
+        let ctx = RpcContext {
+            table,
+            tablet: None,
+            attempt: retrier.attempts(),
+        };
+        let resp = match self.pool.call_for::<M>(ctx, &leader, request, &opts).await {
             Ok(r) => r.body,
             Err(e) => {
                 if e.retry_action() != RetryAction::Fail || e.server_unusable() {
@@ -277,7 +290,7 @@ impl MasterProxy {
             }
         };
         if let Some(err) = resp.master_error() {
-            let e = master_error(err, &leader, operation);
+            let e = master_error(err, &leader, M::METHOD);
             if matches!(e, Error::NotLeaderMaster { .. }) {
                 self.forget_leader(&leader);
             }

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 /// A replica's Raft role as the master last reported it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Role {
     /// The Raft leader.
     Leader,
@@ -29,7 +30,7 @@ pub enum Role {
 
 impl Role {
     /// Maps `consensus.RaftPeerPB.Role`.
-    pub fn from_i32(v: i32) -> Role {
+    pub(crate) fn from_i32(v: i32) -> Role {
         match v {
             0 => Role::Follower,
             1 => Role::Leader,
@@ -42,6 +43,7 @@ impl Role {
 
 /// One replica of a tablet.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Replica {
     /// The tablet server's permanent uuid.
     pub ts_uuid: String,
@@ -55,6 +57,7 @@ pub struct Replica {
 
 /// A tablet and where its replicas are.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RemoteTablet {
     /// The tablet id.
     pub tablet_id: String,
@@ -66,7 +69,35 @@ pub struct RemoteTablet {
     pub replicas: Vec<Replica>,
 }
 
+impl Replica {
+    /// A replica on the tablet server `ts_uuid` at `addr` (no location).
+    pub fn new(ts_uuid: impl Into<String>, addr: impl Into<String>, role: Role) -> Self {
+        Replica {
+            ts_uuid: ts_uuid.into(),
+            addr: addr.into(),
+            location: None,
+            role,
+        }
+    }
+}
+
 impl RemoteTablet {
+    /// The tablet `tablet_id` covering partition keys `[start, end)` (empty =
+    /// unbounded), with its replicas.
+    pub fn new(
+        tablet_id: impl Into<String>,
+        partition_key_start: Vec<u8>,
+        partition_key_end: Vec<u8>,
+        replicas: Vec<Replica>,
+    ) -> Self {
+        RemoteTablet {
+            tablet_id: tablet_id.into(),
+            partition_key_start,
+            partition_key_end,
+            replicas,
+        }
+    }
+
     /// The replica reported as leader, if any.
     pub fn leader(&self) -> Option<&Replica> {
         self.replicas.iter().find(|r| r.role == Role::Leader)

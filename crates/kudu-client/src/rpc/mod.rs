@@ -20,5 +20,5 @@ pub mod tls;
 
 pub use crate::pb::RpcMethod;
 pub use connection::{CallOptions, ConnectOptions, Connection, Response};
-pub use negotiate::{default_user, NegotiateOptions, TlsPolicy};
-pub use pool::ConnectionPool;
+pub use negotiate::{NegotiateOptions, TlsPolicy};
+pub use pool::{ConnectionPool, RpcContext};

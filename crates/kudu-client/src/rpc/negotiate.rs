@@ -42,6 +42,7 @@ use crate::pb::rpc::{
 #[cfg(feature = "kerberos")]
 mod gssapi;
 mod messages;
+mod user;
 
 use messages::{encode_frame, recv_negotiate, send_negotiate, write_all};
 
@@ -52,6 +53,7 @@ const CONNECTION_CONTEXT_CALL_ID: i32 = -3;
 
 /// Whether to encrypt the connection.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum TlsPolicy {
     /// Never offer TLS. Servers with `--rpc_encryption=required` refuse.
     Disabled,
@@ -63,10 +65,13 @@ pub enum TlsPolicy {
     Required,
 }
 
-/// What negotiation needs to know.
+/// What negotiation needs to know: build it from `default()` and the
+/// setters.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct NegotiateOptions {
-    /// SASL PLAIN user name.
+    /// SASL PLAIN user name (default: the OS user the process runs as, as
+    /// Kudu's own clients send).
     pub user: String,
     /// Whether to encrypt.
     pub tls: TlsPolicy,
@@ -74,15 +79,16 @@ pub struct NegotiateOptions {
     /// offers it (PLAIN otherwise). `None`: SASL PLAIN as `user`.
     #[cfg(feature = "kerberos")]
     pub kerberos: Option<Arc<Kerberos>>,
-    /// The client's authentication tokens: [`KuduClient`](crate::KuduClient)
-    /// sets this itself when it logs in with Kerberos; leave it `None`.
-    pub tokens: Option<Arc<TokenStore>>,
+    /// The client's authentication tokens, set by
+    /// [`KuduClient`](crate::KuduClient) itself when it logs in with
+    /// Kerberos.
+    pub(crate) tokens: Option<Arc<TokenStore>>,
 }
 
 impl Default for NegotiateOptions {
     fn default() -> Self {
         NegotiateOptions {
-            user: default_user(),
+            user: user::os_user(),
             tls: TlsPolicy::default(),
             #[cfg(feature = "kerberos")]
             kerberos: None,
@@ -92,6 +98,18 @@ impl Default for NegotiateOptions {
 }
 
 impl NegotiateOptions {
+    /// Sends `user` as the SASL PLAIN user name.
+    pub fn user(mut self, user: impl Into<String>) -> Self {
+        self.user = user.into();
+        self
+    }
+
+    /// Encrypts connections as `tls` says.
+    pub fn tls(mut self, tls: TlsPolicy) -> Self {
+        self.tls = tls;
+        self
+    }
+
     /// Whether connections authenticate with Kerberos.
     pub(crate) fn uses_kerberos(&self) -> bool {
         #[cfg(feature = "kerberos")]
@@ -110,14 +128,6 @@ pub(crate) struct Attempt {
     pub(crate) fresh_credentials: bool,
 }
 
-/// The OS user (`$USER`), or `ferry` when unset. SASL PLAIN servers accept
-/// any name; it shows up in their logs and scanner ownership.
-pub fn default_user() -> String {
-    std::env::var("USER")
-        .ok()
-        .filter(|u| !u.is_empty())
-        .unwrap_or_else(|| "ferry".to_owned())
-}
 
 /// A negotiated stream: plaintext or TLS over the original socket.
 #[derive(Debug)]
@@ -447,7 +457,7 @@ fn choose_authn(
         return Err(negotiation_error(
             addr,
             format!(
-                "server chose an authentication type ferry did not offer: {:?}",
+                "server chose an authentication type the client did not offer: {:?}",
                 answer.authn_types
             ),
         ));

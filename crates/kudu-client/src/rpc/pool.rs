@@ -17,10 +17,52 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use futures::future::{BoxFuture, FutureExt, Shared};
+use tracing::Instrument;
 
 use super::connection::{CallOptions, ConnectOptions, Connection, Response};
 use crate::error::{Error, Result};
 use crate::pb::RpcMethod;
+
+/// What an RPC serves, for the span it runs in: the table and tablet, and
+/// which attempt of its operation it is (1 = the first).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RpcContext<'a> {
+    /// The table the call reads, writes or describes.
+    pub table: Option<&'a str>,
+    /// The tablet it goes to.
+    pub tablet: Option<&'a str>,
+    /// The attempt number.
+    pub attempt: u32,
+}
+
+impl Default for RpcContext<'_> {
+    fn default() -> Self {
+        RpcContext::attempt(1)
+    }
+}
+
+impl<'a> RpcContext<'a> {
+    /// Attempt `n` of an operation on no particular table.
+    pub fn attempt(n: u32) -> Self {
+        RpcContext {
+            table: None,
+            tablet: None,
+            attempt: n,
+        }
+    }
+
+    /// On `table`.
+    pub fn table(mut self, table: &'a str) -> Self {
+        self.table = Some(table);
+        self
+    }
+
+    /// On `tablet`.
+    pub fn tablet(mut self, tablet: &'a str) -> Self {
+        self.tablet = Some(tablet);
+        self
+    }
+}
 
 type SharedConnect = Shared<BoxFuture<'static, Result<Connection, Arc<Error>>>>;
 
@@ -87,10 +129,46 @@ impl ConnectionPool {
         })
     }
 
-    /// Calls method `M` on `addr`. Connecting counts against the call's
-    /// deadline, but a deadline hit while connecting leaves the connect
-    /// running for later callers.
+    /// [`call_for`](Self::call_for) with no table, tablet or retry.
     pub async fn call<M: RpcMethod>(
+        &self,
+        addr: &str,
+        request: &M::Request,
+        opts: &CallOptions,
+    ) -> Result<Response<M::Response>> {
+        self.call_for::<M>(RpcContext::default(), addr, request, opts)
+            .await
+    }
+
+    /// Calls method `M` on `addr`, inside a debug-level `rpc` span (target
+    /// `kudu_client::rpc`) with fields `service`, `method`, `server`,
+    /// `table`, `tablet` and `attempt` from `ctx` (nothing is built when
+    /// the level is off). Connecting counts against the call's deadline,
+    /// but a deadline hit while connecting leaves the connect running for
+    /// later callers.
+    pub async fn call_for<M: RpcMethod>(
+        &self,
+        ctx: RpcContext<'_>,
+        addr: &str,
+        request: &M::Request,
+        opts: &CallOptions,
+    ) -> Result<Response<M::Response>> {
+        let span = tracing::debug_span!(
+            target: "kudu_client::rpc",
+            "rpc",
+            service = M::SERVICE,
+            method = M::METHOD,
+            server = addr,
+            table = ctx.table,
+            tablet = ctx.tablet,
+            attempt = ctx.attempt,
+        );
+        self.call_once::<M>(addr, request, opts)
+            .instrument(span)
+            .await
+    }
+
+    async fn call_once<M: RpcMethod>(
         &self,
         addr: &str,
         request: &M::Request,

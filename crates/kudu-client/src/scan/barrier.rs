@@ -24,7 +24,7 @@ use crate::pb;
 use crate::pb::tserver::tablet_server_service::Scan;
 use crate::pb::tserver::{NewScanRequestPb, ScanRequestPb};
 use crate::retry::Retrier;
-use crate::rpc::CallOptions;
+use crate::rpc::{CallOptions, RpcContext};
 use crate::{KuduClient, KuduTable, Result};
 
 impl KuduClient {
@@ -67,7 +67,14 @@ impl KuduClient {
             retrier.begin_attempt();
             let opts =
                 CallOptions::with_deadline(tokio::time::Instant::from_std(retrier.deadline()));
-            let err = match self.pool().call::<Scan>(&replica.addr, &req, &opts).await {
+            let rpc = RpcContext::attempt(retrier.attempts())
+                .table(table.name())
+                .tablet(tablet_id);
+            let err = match self
+                .pool()
+                .call_for::<Scan>(rpc, &replica.addr, &req, &opts)
+                .await
+            {
                 Ok(resp) => match &resp.body.error {
                     None => {
                         if let Some(id) = resp.body.scanner_id.clone() {

@@ -31,6 +31,7 @@ use crate::pb::tserver::tablet_server_error_pb::Code as TsCode;
 use crate::pb::tserver::tablet_server_service::Checksum as ChecksumRpc;
 use crate::pb::tserver::{ChecksumRequestPb, ChecksumResponsePb, ContinueChecksumRequestPb};
 use crate::retry::Retrier;
+use crate::rpc::RpcContext;
 use crate::{Error, Result};
 
 /// How often one tablet's checksum is started over after failing midway
@@ -44,6 +45,7 @@ const MAX_TABLET_RESTARTS: u32 = 5;
 /// Sums are order-independent, so checksums of disjoint parts (tablets,
 /// key ranges) [`add`](Checksum::add) up to the checksum of the whole.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct Checksum {
     /// Wrapping sum of the rows' CRC32Cs.
     pub sum: u64,
@@ -201,7 +203,7 @@ impl Core {
                 batch_size_bytes: self.plan.batch_size_bytes,
                 ..Default::default()
             };
-            match self.checksum_call(&addr, &tablet.tablet_id, &req).await {
+            match self.checksum_call(&addr, &tablet.tablet_id, 1, &req).await {
                 Answer::Ok(resp) => {
                     part.sum = resp.checksum.unwrap_or(part.sum);
                     part.rows = part.rows.wrapping_add(rows_of(&resp));
@@ -262,7 +264,7 @@ impl Core {
                 ..Default::default()
             };
             match self
-                .checksum_call(&replica.addr, &tablet.tablet_id, &req)
+                .checksum_call(&replica.addr, &tablet.tablet_id, retrier.attempts(), &req)
                 .await
             {
                 Answer::Ok(resp) => {
@@ -288,12 +290,22 @@ impl Core {
         }
     }
 
-    async fn checksum_call(&self, addr: &str, tablet_id: &str, req: &ChecksumRequestPb) -> Answer {
+    /// One Checksum call (`attempt` of its open, 1 for a continue).
+    async fn checksum_call(
+        &self,
+        addr: &str,
+        tablet_id: &str,
+        attempt: u32,
+        req: &ChecksumRequestPb,
+    ) -> Answer {
         let opts = self.call_options(self.deadline());
+        let rpc = RpcContext::attempt(attempt)
+            .table(self.table.name())
+            .tablet(tablet_id);
         match self
             .client
             .pool()
-            .call::<ChecksumRpc>(addr, req, &opts)
+            .call_for::<ChecksumRpc>(rpc, addr, req, &opts)
             .await
         {
             Ok(resp) => match &resp.body.error {

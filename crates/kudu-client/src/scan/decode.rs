@@ -130,7 +130,7 @@ impl RowBatch {
 
     /// Decodes a row-wise block; `sidecars` are the response's sidecars in
     /// order.
-    pub fn from_rowwise(
+    pub(crate) fn from_rowwise(
         schema: &Schema,
         block: &pb::RowwiseRowBlockPb,
         sidecars: &[Bytes],
@@ -140,9 +140,9 @@ impl RowBatch {
 
     /// Like [`from_rowwise`](Self::from_rowwise), for scans that requested
     /// `PAD_UNIX_TIME_MICROS_TO_16_BYTES`: UNIXTIME_MICROS cells are then 16
-    /// bytes, the value in the first 8. (An Impala feature; ferry does not
+    /// bytes, the value in the first 8. (An Impala feature; this client does not
     /// request it.)
-    pub fn from_rowwise_with_padding(
+    pub(crate) fn from_rowwise_with_padding(
         schema: &Schema,
         block: &pb::RowwiseRowBlockPb,
         sidecars: &[Bytes],
@@ -213,7 +213,7 @@ impl RowBatch {
     }
 
     /// Decodes a columnar block (scans with `COLUMNAR_LAYOUT`).
-    pub fn from_columnar(
+    pub(crate) fn from_columnar(
         schema: &Schema,
         block: &pb::ColumnarRowBlockPb,
         sidecars: &[Bytes],

@@ -9,7 +9,7 @@ use super::{replica::*, scanner::*};
 use crate::client::{tserver_error, KuduClient};
 use crate::pb::tserver::tablet_server_service::{Scan, ScannerKeepAlive};
 use crate::pb::tserver::{ScanRequestPb, ScannerKeepAliveRequestPb};
-use crate::rpc::CallOptions;
+use crate::rpc::{CallOptions, RpcContext};
 use crate::Result;
 
 /// What the automatic keep-alive task may ping: set while the stream is
@@ -42,10 +42,13 @@ impl Scanner {
             scanner_id: scanner_id.clone(),
         };
         let opts = CallOptions::with_timeout(core.plan.timeout);
+        let rpc = RpcContext::default()
+            .table(core.table.name())
+            .tablet(&tablet.tablet_id);
         let result = match core
             .client
             .pool()
-            .call::<ScannerKeepAlive>(&addr, &req, &opts)
+            .call_for::<ScannerKeepAlive>(rpc, &addr, &req, &opts)
             .await
         {
             Ok(resp) => match resp.body.error {

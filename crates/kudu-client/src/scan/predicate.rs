@@ -57,6 +57,7 @@ impl ComparisonOp {
 
 /// What a [`Predicate`] tests.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum PredicateKind {
     /// `column <op> value`.
     Comparison(ComparisonOp, Value),

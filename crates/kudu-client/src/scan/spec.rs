@@ -17,6 +17,7 @@ use crate::Result;
 
 /// How a scan reads data in time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
 pub enum ReadMode {
     /// `READ_LATEST`: whatever each tablet holds when it is opened; not
     /// repeatable, cannot be fault tolerant.
@@ -29,6 +30,7 @@ pub enum ReadMode {
 
 /// Which replica of a tablet serves the scan.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
 pub enum ReplicaSelection {
     /// The leader (the default). If the leader is known to be unhealthy,
     /// a snapshot scan falls back to another replica: any replica serves a

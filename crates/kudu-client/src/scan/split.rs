@@ -5,7 +5,7 @@
 //! # Format
 //!
 //! [`Split::to_bytes`] writes the 4-byte magic `FSPL` followed by a
-//! protobuf message (`SplitPb` below, ferry's own definition):
+//! protobuf message (`SplitPb` below, this crate's own definition):
 //!
 //! | field | # | type |
 //! | --- | --- | --- |
@@ -54,7 +54,7 @@ use crate::pb;
 use crate::pb::tserver::tablet_server_service::SplitKeyRange;
 use crate::pb::tserver::SplitKeyRangeRequestPb;
 use crate::retry::Retrier;
-use crate::rpc::CallOptions;
+use crate::rpc::{CallOptions, RpcContext};
 use crate::table::KuduTable;
 use crate::{Error, Result};
 
@@ -503,9 +503,12 @@ impl KuduClient {
             i += 1;
             let opts =
                 CallOptions::with_deadline(tokio::time::Instant::from_std(retrier.deadline()));
+            let rpc = RpcContext::attempt(retrier.attempts())
+                .table(table.name())
+                .tablet(&tablet.tablet_id);
             let result = match self
                 .pool()
-                .call::<SplitKeyRange>(&replica.addr, &req, &opts)
+                .call_for::<SplitKeyRange>(rpc, &replica.addr, &req, &opts)
                 .await
             {
                 Ok(resp) => match resp.body.error {

@@ -16,7 +16,7 @@ use crate::pb::tserver::tablet_server_error_pb::Code as TsCode;
 use crate::pb::tserver::tablet_server_service::Scan;
 use crate::pb::tserver::{NewScanRequestPb, ScanRequestPb, ScanResponsePb};
 use crate::retry::Retrier;
-use crate::rpc::CallOptions;
+use crate::rpc::{CallOptions, RpcContext};
 use crate::{Error, Result};
 
 /// `TabletServerFeatures.COLUMN_PREDICATES`.
@@ -81,14 +81,24 @@ impl Core {
         opts
     }
 
+    /// One Scan call (`attempt` of its open, 1 for a continue).
     pub(super) async fn call(
         &self,
         addr: &str,
         tablet_id: &str,
+        attempt: u32,
         req: &ScanRequestPb,
         opts: &CallOptions,
     ) -> CallOutcome {
-        match self.client.pool().call::<Scan>(addr, req, opts).await {
+        let rpc = RpcContext::attempt(attempt)
+            .table(self.table.name())
+            .tablet(tablet_id);
+        match self
+            .client
+            .pool()
+            .call_for::<Scan>(rpc, addr, req, opts)
+            .await
+        {
             Ok(resp) => {
                 if let Some(ts) = resp.body.propagated_timestamp {
                     self.client.observe_timestamp(ts);
@@ -187,7 +197,13 @@ impl Core {
             };
             let opts = self.call_options(retrier.deadline());
             match self
-                .call(&replica.addr, &tablet.tablet_id, &req, &opts)
+                .call(
+                    &replica.addr,
+                    &tablet.tablet_id,
+                    retrier.attempts(),
+                    &req,
+                    &opts,
+                )
                 .await
             {
                 CallOutcome::Ok(resp, sidecars) => {
@@ -257,7 +273,7 @@ impl Core {
             ..Default::default()
         };
         let opts = self.call_options(self.deadline());
-        match self.call(&addr, &tablet.tablet_id, &req, &opts).await {
+        match self.call(&addr, &tablet.tablet_id, 1, &req, &opts).await {
             CallOutcome::Ok(resp, sidecars) => {
                 let batch = self.take_batch(&resp, &sidecars, &addr)?;
                 if resp.has_more_results == Some(true) {

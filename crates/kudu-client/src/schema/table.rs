@@ -252,9 +252,19 @@ impl fmt::Display for Schema {
 
 /// Selects a column by index (`usize`) or by name (`&str`, `String`), so
 /// row accessors accept both: `row.set_i64("id", 5)` or `row.set_i64(0, 5)`.
-pub trait ColumnIndex {
+/// Sealed: only this crate implements it (so it may gain methods).
+pub trait ColumnIndex: sealed::Sealed {
     /// Resolves to a column index of `schema`, or an `InvalidArgument` error.
     fn column_index(&self, schema: &Schema) -> Result<usize>;
+}
+
+mod sealed {
+    /// Keeps [`ColumnIndex`](super::ColumnIndex) implemented here only.
+    pub trait Sealed {}
+    impl Sealed for usize {}
+    impl Sealed for &str {}
+    impl Sealed for String {}
+    impl Sealed for &String {}
 }
 
 impl ColumnIndex for usize {

@@ -15,6 +15,7 @@ use crate::{Error, Result};
 /// not-yet-released NESTED type are not represented: a schema using them is
 /// rejected with [`Error::Unsupported`] when converted from protobuf.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum DataType {
     /// `BOOL` (9): one byte, 0 or 1.
     Bool,
@@ -219,6 +220,7 @@ impl fmt::Display for DataType {
 
 /// `ColumnTypeAttributesPB`: DECIMAL precision/scale or VARCHAR length.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
 pub struct TypeAttributes {
     /// DECIMAL precision (total digits).
     pub precision: Option<u8>,
@@ -254,6 +256,7 @@ pub(crate) const MAX_VARCHAR_LENGTH: u32 = 65_535;
 /// Column storage encoding (`EncodingType`). Unknown numbers are kept so a
 /// schema read from a newer server round-trips unchanged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
 pub enum Encoding {
     /// Let the server choose (0).
     #[default]
@@ -306,6 +309,7 @@ impl Encoding {
 
 /// Column block compression (`CompressionType`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
 pub enum Compression {
     /// Server default (0).
     #[default]

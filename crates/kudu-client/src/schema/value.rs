@@ -19,6 +19,7 @@ use crate::{Error, Result};
 /// precision and scale. VARCHAR uses [`Value::String`], IS_DELETED uses
 /// [`Value::Bool`].
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum Value {
     /// SQL NULL.
     Null,
@@ -50,6 +51,7 @@ pub enum Value {
 
 /// A borrowed cell value; the zero-allocation twin of [`Value`].
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
 pub enum ValueRef<'a> {
     /// SQL NULL.
     Null,

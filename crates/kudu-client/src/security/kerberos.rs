@@ -24,7 +24,7 @@
 //! `sasl_encode` writes them.
 //!
 //! GSSAPI calls that may talk to the KDC block, so callers run
-//! [`Kerberos::start`] and [`SaslGssapi::respond`] on a blocking thread.
+//! `Kerberos::start` and `SaslGssapi::respond` on a blocking thread.
 
 use std::ffi::CString;
 use std::os::raw::c_void;
@@ -53,14 +53,15 @@ const MAX_BUFFER: u32 = 1 << 20;
 
 /// How to log in to Kerberos.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct KerberosOptions {
-    /// The client principal, e.g. `ferry@EXAMPLE.COM`. `None`: the ticket
+    /// The client principal, e.g. `etl@EXAMPLE.COM`. `None`: the ticket
     /// cache's (or the keytab's first) principal.
     pub principal: Option<String>,
     /// A keytab to log in from (and to log in again from before tickets
     /// expire). `None`: use a ticket cache.
     pub keytab: Option<PathBuf>,
-    /// A ticket cache name (`FILE:/tmp/krb5cc_ferry`, ...). `None`: a
+    /// A ticket cache name (`FILE:/tmp/krb5cc_1000`, ...). `None`: a
     /// private in-memory cache with a keytab, else `KRB5CCNAME` or the
     /// system default.
     pub ticket_cache: Option<String>,
@@ -76,6 +77,32 @@ impl Default for KerberosOptions {
             ticket_cache: None,
             service_name: "kudu".to_owned(),
         }
+    }
+}
+
+impl KerberosOptions {
+    /// Logs in as `principal` (e.g. `etl@EXAMPLE.COM`).
+    pub fn principal(mut self, principal: impl Into<String>) -> Self {
+        self.principal = Some(principal.into());
+        self
+    }
+
+    /// Logs in from the keytab at `path`, again before tickets expire.
+    pub fn keytab(mut self, path: impl Into<PathBuf>) -> Self {
+        self.keytab = Some(path.into());
+        self
+    }
+
+    /// Uses the ticket cache `name` (`FILE:/tmp/krb5cc_1000`, ...).
+    pub fn ticket_cache(mut self, name: impl Into<String>) -> Self {
+        self.ticket_cache = Some(name.into());
+        self
+    }
+
+    /// The servers' Kerberos service name (default `kudu`).
+    pub fn service_name(mut self, name: impl Into<String>) -> Self {
+        self.service_name = name.into();
+        self
     }
 }
 
@@ -478,13 +505,13 @@ mod tests {
     #[test]
     fn a_missing_keytab_is_named_without_contacting_a_kdc() {
         let k = Kerberos::new(KerberosOptions {
-            principal: Some("ferry@NOWHERE.TEST".into()),
-            keytab: Some("/nonexistent/ferry.keytab".into()),
+            principal: Some("client@NOWHERE.TEST".into()),
+            keytab: Some("/nonexistent/client.keytab".into()),
             ..Default::default()
         });
         let err = k.start("127.0.0.1", false).err().map(|e| e.message);
         let err = err.unwrap_or_default();
-        assert!(err.contains("/nonexistent/ferry.keytab"), "{err}");
+        assert!(err.contains("/nonexistent/client.keytab"), "{err}");
     }
 
     /// Exercises the raw `gss_acquire_cred_from` call (principal import,
@@ -494,7 +521,7 @@ mod tests {
     fn acquiring_from_an_empty_cache_fails_cleanly() {
         let dir = std::env::temp_dir().join(format!("kc-krb-{}", std::process::id()));
         let cache = format!("FILE:{}", dir.join("none").display());
-        let err = acquire(Some("ferry@NOWHERE.TEST"), None, Some(&cache));
+        let err = acquire(Some("client@NOWHERE.TEST"), None, Some(&cache));
         assert!(err.is_err());
         let err = acquire(None, None, Some(&cache));
         assert!(err.is_err());

@@ -8,4 +8,4 @@
 pub(crate) mod channel_binding;
 #[cfg(feature = "kerberos")]
 pub mod kerberos;
-pub mod token;
+pub(crate) mod token;

@@ -48,7 +48,7 @@ struct Held {
 /// The token of one client, shared by all its connections (opaque: the
 /// client fills and uses it).
 #[derive(Debug)]
-pub struct TokenStore {
+pub(crate) struct TokenStore {
     masters: HashSet<String>,
     held: RwLock<Option<Held>>,
     last_refresh: Mutex<Option<Instant>>,

@@ -196,6 +196,7 @@ impl RowCopy {
 /// Counts of the rows `apply_rows` applied (rows that fail are reported
 /// by the next flush, as with `apply`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct AppliedRows {
     /// Rows applied with the copy's live operation.
     pub live: usize,

@@ -14,6 +14,7 @@ pub const BUFFERS_IN_FLIGHT: usize = 2;
 
 /// When buffered operations are sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum FlushMode {
     /// Each `apply` sends its operation and waits for the answer (default).
     #[default]
@@ -28,6 +29,7 @@ pub enum FlushMode {
 /// `ExternalConsistencyMode` of writes
 /// (docs/kudu-protocol.md#external-consistency).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum ExternalConsistencyMode {
     /// The client sends the largest timestamp it has seen and remembers the
     /// write's timestamp (default).

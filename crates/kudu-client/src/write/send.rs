@@ -43,7 +43,7 @@ use crate::pb;
 use crate::pb::tserver::tablet_server_service::Write;
 use crate::retry::Retrier;
 use crate::row_ops::{self, OpType};
-use crate::rpc::CallOptions;
+use crate::rpc::{CallOptions, RpcContext};
 use crate::schema::{Row, SchemaPbOptions};
 use crate::table::KuduTable;
 use crate::write::buffer::BufferedOp;
@@ -352,7 +352,10 @@ async fn attempts(
         add(&ctx.metrics.write_attempts, 1);
         req.propagated_timestamp = ctx.client.last_propagated_raw();
         let id = request.for_attempt(retrier.attempts());
-        let err = match attempt(ctx, &tablet, req, id, retrier.deadline()).await {
+        let rpc = RpcContext::attempt(retrier.attempts())
+            .table(table.name())
+            .tablet(&tablet.tablet_id);
+        let err = match attempt(ctx, rpc, &tablet, req, id, retrier.deadline()).await {
             Ok(resp) => return End::Answered(Box::new(resp)),
             Err(e) => e,
         };
@@ -401,6 +404,7 @@ fn is_invalid_authz_token(err: &Error) -> bool {
 /// One attempt: send to the leader, map a batch-level error.
 async fn attempt(
     ctx: &SendCtx,
+    rpc: RpcContext<'_>,
     tablet: &RemoteTablet,
     req: &pb::tserver::WriteRequestPb,
     request_id: pb::rpc::RequestIdPb,
@@ -415,7 +419,7 @@ async fn attempt(
     let resp = ctx
         .client
         .pool()
-        .call::<Write>(&leader.addr, req, &opts)
+        .call_for::<Write>(rpc, &leader.addr, req, &opts)
         .await?
         .body;
     if let Some(e) = &resp.error {

@@ -15,11 +15,11 @@ fn client(c: &MiniCluster, principal: &str, keytab: &std::path::Path) -> KuduCli
     KuduClient::builder(&c.master_addrs())
         .admin_timeout(Duration::from_secs(30))
         .operation_timeout(Duration::from_secs(30))
-        .kerberos(Kerberos::new(KerberosOptions {
-            principal: Some(principal.to_owned()),
-            keytab: Some(keytab.to_owned()),
-            ..Default::default()
-        }))
+        .kerberos(Kerberos::new(
+            KerberosOptions::default()
+                .principal(principal)
+                .keytab(keytab),
+        ))
         .build()
         .expect("client")
 }

@@ -19,4 +19,5 @@ mod roundtrip;
 mod rpc;
 mod scan;
 mod shared;
+mod spans;
 mod write;

@@ -38,10 +38,7 @@ use tokio::net::{TcpListener, TcpStream};
 
 fn opts(tls: TlsPolicy) -> ConnectOptions {
     ConnectOptions {
-        negotiate: NegotiateOptions {
-            tls,
-            ..Default::default()
-        },
+        negotiate: NegotiateOptions::default().tls(tls),
         ..Default::default()
     }
 }
@@ -326,10 +323,10 @@ fn bad_addresses_fail_fast_and_name_the_address() {
 }
 
 // ---------------------------------------------------------------------------
-// A minimal in-process KRPC server.
+// A minimal in-process KRPC server (the `spans` tests use it too).
 
 /// The server side of one negotiated connection.
-struct MockConn {
+pub(crate) struct MockConn {
     stream: TcpStream,
     buf: BytesMut,
 }
@@ -337,7 +334,7 @@ struct MockConn {
 impl MockConn {
     /// Accepts one connection and negotiates it (plaintext, SASL PLAIN),
     /// waiting `delay` before answering NEGOTIATE.
-    async fn accept(listener: &TcpListener, delay: Duration) -> MockConn {
+    pub(crate) async fn accept(listener: &TcpListener, delay: Duration) -> MockConn {
         let (mut stream, _) = listener.accept().await.expect("accept");
         let mut preamble = [0u8; 7];
         stream.read_exact(&mut preamble).await.expect("preamble");
@@ -377,7 +374,7 @@ impl MockConn {
         conn
     }
 
-    async fn recv(&mut self) -> Option<RequestFrame> {
+    pub(crate) async fn recv(&mut self) -> Option<RequestFrame> {
         loop {
             if let Some(f) = frame::decode::<RequestHeader>(&mut self.buf).expect("frame") {
                 return Some(f);
@@ -406,13 +403,18 @@ impl MockConn {
             .await;
     }
 
-    async fn reply(&mut self, call_id: i32, body: impl Into<Bytes>, sidecars: Vec<Bytes>) {
+    pub(crate) async fn reply(
+        &mut self,
+        call_id: i32,
+        body: impl Into<Bytes>,
+        sidecars: Vec<Bytes>,
+    ) {
         let mut f = Frame::new(response_header(call_id, false), body.into());
         f.sidecars = sidecars;
         self.send_frame(f).await;
     }
 
-    async fn reply_error(&mut self, call_id: i32, code: RpcErrorCodePb, message: &str) {
+    pub(crate) async fn reply_error(&mut self, call_id: i32, code: RpcErrorCodePb, message: &str) {
         let status = ErrorStatusPb {
             message: message.into(),
             code: Some(code as i32),
@@ -434,7 +436,7 @@ fn response_header(call_id: i32, is_error: bool) -> ResponseHeader {
     }
 }
 
-async fn listener() -> (TcpListener, String) {
+pub(crate) async fn listener() -> (TcpListener, String) {
     let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = l.local_addr().expect("addr").to_string();
     (l, addr)
