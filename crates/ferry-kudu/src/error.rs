@@ -12,8 +12,10 @@ use ferry_engine::EngineError;
 /// A failure reading source table `table` (planning, scanning, its
 /// schema). A source table that is gone, or a window older than its
 /// history, is the table's own fault: a job of several tables pauses it.
+/// A scan refused because the table's schema changed under it is
+/// transient: the restart reads the window with the schema as it is then.
 pub fn source_error(table: &str, error: kudu_client::Error) -> EngineError {
-    let transient = error.is_transient();
+    let transient = error.is_transient() || schema_changed_under_scan(&error);
     let advice = match &error {
         kudu_client::Error::SnapshotTooOld { .. } => Some(
             "the job was down longer than the source's history retention (--tablet_history_max_age_sec); \
@@ -39,6 +41,20 @@ pub fn source_error(table: &str, error: kudu_client::Error) -> EngineError {
         e = e.advice(advice);
     }
     e.into()
+}
+
+/// A tablet server refused a scan whose projection names a column its
+/// schema no longer (or not yet) has: ferry builds every projection from
+/// the table's own schema, so this is a column renamed or dropped between
+/// the projection and the scan (the master and the tablet servers apply an
+/// ALTER one after the other), never a wrong request.
+fn schema_changed_under_scan(error: &kudu_client::Error) -> bool {
+    matches!(
+        error,
+        kudu_client::Error::Status { context, status }
+            if status.code == kudu_client::error::StatusCode::InvalidArgument
+                && context.starts_with("MismatchedSchema")
+    )
 }
 
 /// A failure writing sink table `table`.
@@ -89,5 +105,38 @@ impl From<SchemaChangeError> for EngineError {
         ConnectorError::new(Domain::Sink, "SchemaChange", error)
             .table_fault()
             .into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kudu_client::error::{KuduStatus, StatusCode};
+
+    fn status(context: &str, code: StatusCode) -> kudu_client::Error {
+        kudu_client::Error::Status {
+            context: context.to_owned(),
+            status: KuduStatus {
+                code,
+                message: "Some columns are not present in the current schema: s".to_owned(),
+                posix_code: None,
+            },
+        }
+    }
+
+    #[test]
+    fn a_scan_refused_for_a_changed_schema_is_retried() {
+        let changed = status(
+            "MismatchedSchema from tablet t1 on 127.0.0.1:7050",
+            StatusCode::InvalidArgument,
+        );
+        assert!(schema_changed_under_scan(&changed));
+        let other = status(
+            "UnknownError from tablet t1 on 127.0.0.1:7050",
+            StatusCode::InvalidArgument,
+        );
+        assert!(!schema_changed_under_scan(&other));
+        assert!(source_error("orders", changed).is_transient());
+        assert!(!source_error("orders", other).is_transient());
     }
 }

@@ -22,7 +22,7 @@ use ferry_engine::sink_position::SinkPosition;
 use ferry_engine::time::SinkTime;
 use ferry_engine::EngineError;
 use kudu_client::write::{FlushMode as ClientFlushMode, OpType, RowCopy, Session, SessionOptions};
-use kudu_client::{KuduClient, KuduTable, Schema};
+use kudu_client::{ColumnSchema, KuduClient, KuduTable, Schema};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -67,11 +67,19 @@ struct ColumnNames {
 }
 
 impl ColumnNames {
-    /// The sink column a projected column `name` goes to now.
-    fn now_named(&self, name: &str) -> Option<&str> {
-        self.by_old_name
-            .get(name)
-            .and_then(|id| self.current.get(id))
+    /// The sink column projected column `col` goes to now: by its source
+    /// column id first — a batch read after a source rename the sink has
+    /// not followed yet carries the new name, but the sink knows the id —
+    /// then by a name the column had (a batch planned before a rename the
+    /// sink followed).
+    fn sink_name_of<'a>(&'a self, col: &'a ColumnSchema) -> Option<&'a str> {
+        col.id()
+            .and_then(|id| self.current.get(&id))
+            .or_else(|| {
+                self.by_old_name
+                    .get(col.name())
+                    .and_then(|id| self.current.get(id))
+            })
             .map(String::as_str)
     }
 }
@@ -462,9 +470,9 @@ impl KuduSinkWriter {
                 if Some(pi) == projection.is_deleted_index() {
                     continue;
                 }
-                // By id through the recorded names first (a batch planned
-                // before a rename), then by name.
-                let renamed = names.as_ref().and_then(|n| n.now_named(col.name()));
+                // By id through the recorded names first (a rename on
+                // either side of the batch), then by name.
+                let renamed = names.as_ref().and_then(|n| n.sink_name_of(col));
                 let si = renamed
                     .and_then(|n| sink.index_of(n))
                     .or_else(|| sink.index_of(col.name()));
@@ -578,5 +586,50 @@ impl SinkWriter<KuduBatch> for KuduSinkWriter {
         self.session.flush().await.map_err(|e| self.err(e))?;
         stats.bytes = batch.byte_size() as u64;
         Ok(stats)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kudu_client::DataType;
+
+    fn column(name: &str, id: Option<u32>) -> ColumnSchema {
+        let b = ColumnSchema::builder(name, DataType::String).nullable(true);
+        match id {
+            Some(id) => b.id(id),
+            None => b,
+        }
+        .build()
+        .unwrap()
+    }
+
+    /// The sink followed a schema where column 7 is `s`.
+    fn followed() -> ColumnNames {
+        ColumnNames {
+            by_old_name: [("s".to_owned(), 7)].into(),
+            current: [(7, "s".to_owned())].into(),
+            followed: true,
+        }
+    }
+
+    #[test]
+    fn a_column_renamed_after_the_sink_followed_goes_to_its_old_sink_column() {
+        // Read after `s` became `s_renamed` on the source, before the sink
+        // followed the rename: the values belong in sink column `s`.
+        let names = followed();
+        assert_eq!(names.sink_name_of(&column("s_renamed", Some(7))), Some("s"));
+        assert_eq!(names.sink_name_of(&column("s", Some(7))), Some("s"));
+        // A column the sink never heard of is left to the name lookup.
+        assert_eq!(names.sink_name_of(&column("new", Some(8))), None);
+    }
+
+    #[test]
+    fn a_batch_planned_before_a_followed_rename_goes_to_the_new_name() {
+        let mut names = followed();
+        names.current.insert(7, "s_renamed".to_owned());
+        names.by_old_name.insert("s_renamed".to_owned(), 7);
+        assert_eq!(names.sink_name_of(&column("s", Some(7))), Some("s_renamed"));
+        assert_eq!(names.sink_name_of(&column("s", None)), Some("s_renamed"));
     }
 }

@@ -139,6 +139,22 @@ pub struct ServerRelease {
 }
 
 impl ServerRelease {
+    /// A server as it reported itself; `release` is read from
+    /// `software_version` ([`KuduRelease::from_software_version`]).
+    pub fn new(
+        uuid: impl Into<String>,
+        address: impl Into<String>,
+        software_version: impl Into<String>,
+    ) -> Self {
+        let software_version = software_version.into();
+        ServerRelease {
+            uuid: uuid.into(),
+            address: address.into(),
+            release: KuduRelease::from_software_version(&software_version),
+            software_version,
+        }
+    }
+
     /// Whether this server has `feature`. A server that did not say its
     /// release is assumed not to.
     pub fn supports(&self, feature: Feature) -> bool {
@@ -215,12 +231,7 @@ mod tests {
     use super::*;
 
     fn server(addr: &str, version: &str) -> ServerRelease {
-        ServerRelease {
-            uuid: addr.to_owned(),
-            address: addr.to_owned(),
-            software_version: version.to_owned(),
-            release: KuduRelease::from_software_version(version),
-        }
+        ServerRelease::new(addr, addr, version)
     }
 
     #[test]

@@ -4,6 +4,7 @@
 use kudu_client::Error as KuduError;
 
 use super::compat::ColumnProblem;
+use super::features::MissingFeature;
 use super::Side;
 
 /// Why a sink table cannot be used or created. Each message says what to do.
@@ -120,6 +121,19 @@ pub enum SinkTableError {
     #[error("no column mapping")]
     NoColumnMapping,
 
+    /// The sink cluster's tablet servers lack a feature the source table
+    /// needs (checked before anything is written).
+    #[error(transparent)]
+    MissingFeature(#[from] MissingFeature),
+
+    /// The sink cluster has no registered tablet server to ask what it
+    /// runs (it may be starting).
+    #[error("the sink cluster has no registered tablet server, so it cannot take the rows of sink table '{sink}' yet; start its tablet servers")]
+    NoTabletServers {
+        /// The sink table.
+        sink: String,
+    },
+
     /// A call to one of the clusters failed.
     #[error("{action} on the {side} cluster failed: {source}")]
     Kudu {
@@ -144,6 +158,7 @@ impl SinkTableError {
                 source,
                 ..
             } => source.is_transient(),
+            SinkTableError::NoTabletServers { .. } => true,
             _ => false,
         }
     }

@@ -21,6 +21,10 @@
 //! first range and the others are added by ALTER TABLE, as the reference
 //! job always does.
 //!
+//! Before either, [`features`] refuses a sink cluster whose tablet servers
+//! lack a feature the source table needs (immutable columns, a non-unique
+//! primary key), naming the feature, the release and each server.
+//!
 //! How a table is described as the request that creates it — its range
 //! partitions derived from its tablets, their bounds as rows — is the
 //! client's knowledge: [`KuduClient::range_partitions`] and
@@ -38,6 +42,7 @@ use kudu_client::{AlterTableBuilder, Error as KuduError, KuduClient, KuduTable, 
 
 pub use compat::{check_compatible, ColumnProblem};
 pub use error::SinkTableError;
+pub use features::{check_sink_features, required_features, MissingFeature};
 pub use schema_change::SchemaChangeError;
 
 /// What [`prepare_sink_table`] is asked to do.
@@ -164,8 +169,10 @@ fn alter_batches(ranges: &[RangePartition]) -> Vec<&[RangePartition]> {
 }
 
 /// Makes sure the sink table exists and can receive the rows of
-/// `source_table`: checks an existing one, or (with `create_table`)
-/// creates it as a copy of the source table.
+/// `source_table`: refuses a sink cluster that lacks a feature the source
+/// table needs ([`check_sink_features`]), then checks an existing sink
+/// table, or (with `create_table`) creates it as a copy of the source
+/// table.
 pub async fn prepare_sink_table(
     source: &KuduClient,
     sink: &KuduClient,
@@ -179,6 +186,7 @@ pub async fn prepare_sink_table(
         e => SinkTableError::kudu(Side::Source, format!("opening table '{source_table}'"))(e),
     })?;
     let name = opts.sink_table_name.as_str();
+    check_sink_features(sink, source_table, src.schema(), name).await?;
     match open_sink(sink, name).await? {
         Some(existing) => check_existing(&src, existing, opts.follow_schema),
         None if !opts.create_table => Err(SinkTableError::SinkNotFound {

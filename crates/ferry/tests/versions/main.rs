@@ -11,23 +11,26 @@
 // Test code: a failed unwrap is a failed test, which is what it should be.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::sync::Arc;
-
+mod dr;
 mod immutable;
+mod non_unique;
+mod pair_job;
+mod replication;
+mod schema;
+mod sink_features;
+mod tablet_metrics;
+mod verify;
+
+use std::sync::Arc;
 
 use ferry_fixtures::process::FerryCommand;
 use ferry_fixtures::Shared;
 use ferry_testkit::{KuduVersion, MiniCluster};
 
-mod tablet_metrics;
-mod non_unique;
-
 /// The binary under test.
-#[allow(dead_code)] // for the version-pair tests of ferry itself
 const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
 
 /// `ferry` with `FERRY_LOG=warn`.
-#[allow(dead_code)] // for the version-pair tests of ferry itself
 fn ferry() -> FerryCommand {
     FerryCommand::new(FERRY)
 }

@@ -351,6 +351,7 @@ pub async fn follow(
             sink_name,
         });
     }
+    check_features(&target, &names, &source_table, &columns).await?;
     ferry_engine::failpoint::hit("schema.before-sink-alter");
     apply(&target, &sink_table, &names, columns, &ranges).await?;
     let mut final_name = sink_name.clone();
@@ -367,6 +368,23 @@ pub async fn follow(
         changed: true,
         sink_name: final_name,
     })
+}
+
+/// A column change can give the table its first immutable column: the
+/// sink servers must have what the source table needs now, before the
+/// ALTER.
+async fn check_features(
+    target: &FollowTarget<'_>,
+    names: &Names<'_>,
+    source_table: &KuduTable,
+    columns: &ColumnPlan,
+) -> Result<(), EngineError> {
+    if columns.adds.is_empty() && columns.deltas.is_empty() {
+        return Ok(());
+    }
+    let schema = source_table.schema();
+    crate::sink_table::check_sink_features(target.sink, names.table, schema, names.sink).await?;
+    Ok(())
 }
 
 /// Alters the sink table: its columns, then its ranges.
