@@ -116,11 +116,10 @@ mod tests {
     fn status(context: &str, code: StatusCode) -> kudu_client::Error {
         kudu_client::Error::Status {
             context: context.to_owned(),
-            status: KuduStatus {
+            status: KuduStatus::new(
                 code,
-                message: "Some columns are not present in the current schema: s".to_owned(),
-                posix_code: None,
-            },
+                "Some columns are not present in the current schema: s",
+            ),
         }
     }
 

@@ -81,8 +81,7 @@ pub enum Feature {
     /// Kudu's own docs still say UPSERT is unsupported on such tables, and
     /// 1.18.0's notes announce the backup and restore built on it). Real
     /// 1.17.1 and 1.18.1 tablet servers store the id as given and count on
-    /// past it, across restarts and leader changes
-    /// (`crates/ferry/tests/versions/non_unique.rs`).
+    /// past it, across restarts and leader changes.
     UpsertAutoIncrementingId,
     /// Tablet-level metrics in `/metrics_prometheus` (KUDU-3563).
     TabletPrometheusMetrics,
