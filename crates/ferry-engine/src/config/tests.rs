@@ -150,6 +150,7 @@ fn every_key_set_explicitly() {
         ("reader.keepAlivePeriodMs", "777"),
         ("reader.replicaSelection", "LEADER_ONLY"),
         ("reader.quietTabletMaxSkips", "7"),
+        ("reader.tabletMetricsEndpoint", "prometheus"),
         ("writer.flushMode", "MANUAL_FLUSH"),
         ("writer.operationTimeout", "4321"),
         ("writer.maxBufferSize", "64"),
@@ -244,6 +245,10 @@ fn every_key_set_explicitly() {
     assert_eq!(c.reader.keep_alive_period, Duration::from_millis(777));
     assert_eq!(c.reader.replica_selection, ReplicaSelection::LeaderOnly);
     assert_eq!(c.reader.quiet_tablet_max_skips, 7);
+    assert_eq!(
+        c.reader.keys.get(&TABLET_METRICS_ENDPOINT).unwrap(),
+        TabletMetricsEndpoint::Prometheus
+    );
     assert_eq!(c.writer.flush_mode, FlushMode::ManualFlush);
     assert_eq!(c.writer.operation_timeout, Duration::from_millis(4321));
     assert_eq!(c.writer.max_buffer_size.get(), 64);
@@ -896,6 +901,7 @@ fn ferry_only_keys_are_marked() {
             "job.sinkType",
             "job.sourceType",
             "reader.quietTabletMaxSkips",
+            "reader.tabletMetricsEndpoint",
             "writer.requestSizeBytes",
             "high-availability.lease-duration",
             "high-availability.renew-interval",
