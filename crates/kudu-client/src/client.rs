@@ -254,13 +254,8 @@ impl KuduClient {
             servers
                 .into_iter()
                 .map(|s| {
-                    let release = crate::KuduRelease::from_software_version(&s.software_version);
-                    crate::features::ServerRelease {
-                        address: s.rpc_addresses.first().cloned().unwrap_or_default(),
-                        uuid: s.uuid,
-                        software_version: s.software_version,
-                        release,
-                    }
+                    let address = s.rpc_addresses.first().cloned().unwrap_or_default();
+                    crate::ServerRelease::new(s.uuid, address, s.software_version)
                 })
                 .collect(),
         ))
