@@ -200,12 +200,20 @@ async fn an_outage_counts_failures_grows_the_lag_then_catches_up_newest_first() 
     );
     // Newer checkpoints keep completing: the lag still counts from the
     // first state the replica missed.
+    let mut last = t0;
     for id in 6..=9 {
         tokio::time::sleep(Duration::from_millis(50)).await;
-        r.notify(&checkpoint(job, id, crate::time::now_ms()));
+        last = crate::time::now_ms();
+        r.notify(&checkpoint(job, id, last));
     }
-    let now = crate::time::now_ms();
-    r.notify(&savepoint(job, "savepoint-aaaaaa-000000000001", false, now));
+    // The savepoint completes after chk-9, strictly (the clock may not
+    // have ticked between the two notices).
+    r.notify(&savepoint(
+        job,
+        "savepoint-aaaaaa-000000000001",
+        false,
+        last + 1,
+    ));
     let later = m.snapshot();
     assert!(later.lag_ms >= 200, "lag grows while down: {later:?}");
     assert!(
@@ -230,7 +238,7 @@ async fn an_outage_counts_failures_grows_the_lag_then_catches_up_newest_first() 
     assert!(snap.last_error.is_none());
     assert_eq!(
         snap.newest.as_deref(),
-        Some(&*format!("file:///dr/{job}/chk-9"))
+        Some("file:///dr/savepoints/savepoint-aaaaaa-000000000001")
     );
     r.finish(Duration::from_secs(1)).await;
 }

@@ -184,6 +184,11 @@ where
                     .name(pair.label())
                     .spawn_scoped(scope, move || {
                         let env = PairEnv::new(pair);
+                        // The test's future captures only the fields it
+                        // uses: without these, a test that never names a
+                        // cluster would drop the last handle and stop it
+                        // under the other pairs.
+                        let _held = (env.source_cluster.clone(), env.sink_cluster.clone());
                         ferry_fixtures::runtime().block_on(test(env));
                     })
                     .expect("thread");
