@@ -15,6 +15,9 @@
 //! - [`sink_table`]: creating the sink table as a copy of the source
 //!   (`job.createTable`), checking an existing one, following schema
 //!   changes.
+//! - [`lease_table`]: [`lease_table::LeaseTable`], a state store in a
+//!   small table on the sink cluster, where the HA lease lives by default
+//!   (`high-availability.storageDir = kudu:ferry_ha`).
 //! - [`position`]: the sink position record on the sink cluster
 //!   ([`position::PositionTable`]).
 //! - [`tserver_metrics`]: the one reader of tablet servers' metrics
@@ -28,6 +31,7 @@
 
 pub mod error;
 mod immutable_cells;
+pub mod lease_table;
 pub mod position;
 mod prefetch;
 pub mod quiet_tablets;

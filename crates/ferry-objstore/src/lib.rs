@@ -17,6 +17,7 @@
 //!   "can we use this location at all" check.
 
 mod backend;
+mod bucket;
 mod redact;
 mod secret;
 mod settings;
@@ -30,6 +31,10 @@ use ferry_engine::checkpoint::{
 use object_store::ObjectStore;
 
 pub use backend::{CONNECT_TIMEOUT, MAX_RETRIES, REQUEST_TIMEOUT, RETRY_TIMEOUT};
+pub use bucket::{
+    bucket_key_names, is_bucket_key, is_secret_bucket_key, BucketKeyError, BUCKET_KEY_PREFIX,
+    BUCKET_KEY_SUFFIXES,
+};
 pub use redact::{describe, RedactedError, RedactingStore};
 pub use secret::{redact, Secret};
 pub use settings::{
@@ -48,9 +53,10 @@ struct Opened {
 /// cached.
 #[derive(Debug)]
 pub struct ObjectStoreResolver {
-    /// The S3 settings merged with the environment, or why they are unusable
-    /// (reported when an `s3://` location is opened, naming it).
-    s3: Result<ResolvedS3, S3SettingError>,
+    /// The S3 settings with the environment; each bucket's are resolved
+    /// when it is opened (`s3.bucket.<bucket>.*` over `s3.*`), and a
+    /// problem is reported then, naming the location.
+    s3: S3Settings,
     secrets: Arc<[Secret]>,
     buckets: Mutex<HashMap<(ObjectScheme, String), Opened>>,
 }
@@ -82,7 +88,7 @@ impl ObjectStoreResolver {
             }
         }
         ObjectStoreResolver {
-            s3: s3.resolve(),
+            s3: s3.clone(),
             secrets: secrets.into(),
             buckets: Mutex::new(HashMap::new()),
         }
@@ -110,11 +116,11 @@ impl ObjectStoreResolver {
             location: location.to_uri(),
             reason: redact(&reason, &self.secrets),
         };
-        let s3 = match (&self.s3, object.scheme) {
+        let s3 = match (self.resolved(&object.bucket), object.scheme) {
             (Err(e), ObjectScheme::S3) => return Err(fail(e.to_string())),
-            (s3, _) => s3.as_ref().ok(),
+            (s3, _) => s3.ok(),
         };
-        let raw = backend::build(object.scheme, &object.bucket, s3).map_err(fail)?;
+        let raw = backend::build(object.scheme, &object.bucket, s3.as_ref()).map_err(fail)?;
         let state: Arc<dyn StateStore> = Arc::new(RedactingStore::new(
             ObjectStateStore::new(raw.clone()),
             self.secrets.clone(),
@@ -122,6 +128,11 @@ impl ObjectStoreResolver {
         let opened = Opened { raw, state };
         buckets.insert(key, opened.clone());
         Ok(Some(opened))
+    }
+
+    /// The S3 settings of `bucket`, merged.
+    fn resolved(&self, bucket: &str) -> Result<ResolvedS3, S3SettingError> {
+        self.s3.for_bucket(bucket).resolve()
     }
 
     /// Checks that `location` can be used: for an object store, one listing
@@ -159,18 +170,20 @@ impl ObjectStoreResolver {
                 | "AccessDenied"
                 | "ExpiredToken"
                 | "InvalidToken",
-            ) => "access denied: check s3.access-key and s3.secret-key \
-                  (or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)"
-                .to_string(),
+            ) => format!(
+                "access denied: check s3.access-key and s3.secret-key (or \
+                 s3.bucket.{bucket}.access-key and .secret-key, or AWS_ACCESS_KEY_ID and \
+                 AWS_SECRET_ACCESS_KEY)"
+            ),
             _ if unreachable => {
-                let endpoint = match &self.s3 {
+                let endpoint = match self.resolved(bucket) {
                     Ok(ResolvedS3 {
                         endpoint: Some(e), ..
                     }) if location
                         .as_object()
                         .is_some_and(|o| o.scheme == ObjectScheme::S3) =>
                     {
-                        e.clone()
+                        e
                     }
                     _ => "the storage service".to_string(),
                 };

@@ -150,6 +150,8 @@ pub struct S3Settings {
     pub allow_http: Option<bool>,
     /// `AWS_*` environment variables (values kept as secrets: some are).
     pub env: Vec<(String, Secret)>,
+    /// `s3.bucket.<bucket>.*`: each bucket's overrides (see `bucket.rs`).
+    pub buckets: std::collections::BTreeMap<String, S3Settings>,
 }
 
 /// Everything the S3 client needs, after keys and environment are merged.
@@ -209,6 +211,7 @@ impl S3Settings {
             region: read(keys, &S3_REGION)?,
             allow_http: read(keys, &S3_ALLOW_HTTP)?,
             env: Vec::new(),
+            buckets: Default::default(),
         })
     }
 
@@ -236,6 +239,9 @@ impl S3Settings {
             .chain(&self.session_token)
             .cloned()
             .collect();
+        for bucket in self.buckets.values() {
+            out.extend(bucket.secrets());
+        }
         for (name, value) in &self.env {
             if name.contains("SECRET") || name.contains("TOKEN") || name.contains("PASSWORD") {
                 out.push(value.clone());

@@ -245,7 +245,8 @@ fn parse_args(args: &[String]) -> Result<Option<(RunFlags, Settings)>, UsageErro
 /// into a job: process keys, the job's keys, the Kafka sides.
 fn build(flags: RunFlags, settings: Settings) -> Result<RunArgs, UsageError> {
     let keys = settings.config();
-    let process = ProcessOptions::from_config(keys)?;
+    let mut process = ProcessOptions::from_config(keys)?;
+    process.s3 = settings.with_bucket_keys(process.s3)?;
     let config = JobConfig::from_config(keys)?;
     let kafka_sink = KafkaSinkConfig::from_config(keys, &config)?;
     let kafka_source = KafkaSourceConfig::from_config(keys, &config)?;

@@ -93,6 +93,15 @@ pub enum SettingsError {
         key: String,
         suggestion: Option<&'static str>,
     },
+    /// A bad per-bucket S3 key or value (`s3.bucket.<bucket>.<key>`).
+    #[error(transparent)]
+    BucketKey(#[from] ferry_objstore::BucketKeyError),
+    /// The same per-bucket key twice in one source.
+    #[error("key '{key}' is given more than once in {place}")]
+    DuplicateBucketKey { key: String, place: String },
+    /// `--s3.bucket.<bucket>.<key>` with no value.
+    #[error("missing value for --{key}")]
+    MissingBucketValue { key: String },
     /// A key that ferry no longer has.
     #[error("configuration key '{key}' was removed: {reason}")]
     RemovedKey {
@@ -170,6 +179,9 @@ fn display_file(path: &Option<PathBuf>) -> String {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Settings {
     values: Config,
+    /// `s3.bucket.<bucket>.<key>` (per-bucket S3 settings: the names are
+    /// the user's, so they are not catalog keys), checked when given.
+    buckets: BTreeMap<String, String>,
 }
 
 impl Settings {
@@ -192,6 +204,35 @@ impl Settings {
         Ok(())
     }
 
+    /// Adds a per-bucket S3 key (`s3.bucket.<bucket>.<key>`), checked.
+    fn insert_bucket_key(
+        &mut self,
+        name: &str,
+        value: &str,
+        place: &str,
+    ) -> Result<(), SettingsError> {
+        ferry_objstore::S3Settings::default().set_bucket_key(name, value)?;
+        if self.buckets.contains_key(name) {
+            return Err(SettingsError::DuplicateBucketKey {
+                key: name.to_string(),
+                place: place.to_string(),
+            });
+        }
+        self.buckets.insert(name.to_string(), value.to_string());
+        Ok(())
+    }
+
+    /// `s3` with the per-bucket keys given (`s3.bucket.<bucket>.*`).
+    pub fn with_bucket_keys(
+        &self,
+        mut s3: ferry_objstore::S3Settings,
+    ) -> Result<ferry_objstore::S3Settings, SettingsError> {
+        for (name, value) in &self.buckets {
+            s3.set_bucket_key(name, value)?;
+        }
+        Ok(s3)
+    }
+
     /// Adds `--name value` / `--name=value` from the command line: `value`
     /// is the inline value, else `next` when it is not another `--…`; a
     /// boolean key with neither means `true`. Returns whether `next` was
@@ -202,6 +243,19 @@ impl Settings {
         inline: Option<&str>,
         next: Option<&str>,
     ) -> Result<bool, SettingsError> {
+        if ferry_objstore::is_bucket_key(name) {
+            let (value, took_next) = match (inline, next) {
+                (Some(v), _) => (v, false),
+                (None, Some(v)) if !v.starts_with("--") => (v, true),
+                (None, _) => {
+                    return Err(SettingsError::MissingBucketValue {
+                        key: name.to_string(),
+                    })
+                }
+            };
+            self.insert_bucket_key(name, value, "the command line")?;
+            return Ok(took_next);
+        }
         let (_, key) = lookup(name)?;
         let (value, took_next) = match (inline, next) {
             (Some(v), _) => (v, false),
@@ -234,6 +288,9 @@ impl Settings {
         let Some((name, value)) = pair.split_once('=') else {
             return Err(invalid("expected -Dkey=value".into()));
         };
+        if ferry_objstore::is_bucket_key(name.trim()) {
+            return self.insert_bucket_key(name.trim(), value, "the command line");
+        }
         match KEYS.lookup(name.trim()) {
             Some((section, key)) if section.dynamic => {
                 self.insert_once(key, value, "the command line")
@@ -298,6 +355,10 @@ impl Settings {
         let place = display_file(&path);
         let mut settings = Settings::default();
         for (name, value) in leaves {
+            if ferry_objstore::is_bucket_key(&name) {
+                settings.insert_bucket_key(&name, &value, &place)?;
+                continue;
+            }
             let (_, key) = lookup(&name)?;
             settings.insert_once(key, value, &place)?;
         }
@@ -308,8 +369,11 @@ impl Settings {
     /// value from `overrides`. Use as `file.overridden_by(cli)` so the
     /// command line wins over the file.
     pub fn overridden_by(self, overrides: Settings) -> Settings {
+        let mut buckets = self.buckets;
+        buckets.extend(overrides.buckets);
         Settings {
             values: self.values.overridden_by(overrides.values),
+            buckets,
         }
     }
 

@@ -606,3 +606,54 @@ fn a_key_added_as_one_constant_is_everywhere() {
     let again = from_submission(&body).expect("valid");
     assert_eq!(again.config.writer.keys.get(key).ok(), Some(65_536));
 }
+
+#[test]
+fn per_bucket_s3_keys_reach_the_resolver_settings_and_bad_ones_are_named() {
+    let run = run_with(&[
+        "-Ds3.endpoint=http://127.0.0.1:9000",
+        "-Ds3.bucket.dr-state.endpoint=http://127.0.0.2:9100",
+        "-Ds3.bucket.dr-state.access-key=dr",
+        "-Ds3.bucket.dr-state.secret-key=dr-secret",
+    ])
+    .expect("valid");
+    let dr = run
+        .process
+        .s3
+        .for_bucket("dr-state")
+        .resolve()
+        .expect("resolves");
+    assert_eq!(dr.endpoint.as_deref(), Some("http://127.0.0.2:9100"));
+    let primary = run
+        .process
+        .s3
+        .for_bucket("chk")
+        .resolve()
+        .expect("resolves");
+    assert_eq!(primary.endpoint.as_deref(), Some("http://127.0.0.1:9000"));
+    // The same in a config file, the command line winning.
+    let file = Settings::from_toml_str("\"s3.bucket.dr.region\" = \"eu-west-1\"\n").expect("toml");
+    let s3 = file
+        .with_bucket_keys(ferry_objstore::S3Settings::default())
+        .expect("valid");
+    assert_eq!(s3.for_bucket("dr").region.as_deref(), Some("eu-west-1"));
+
+    for (arg, says) in [
+        (
+            "-Ds3.bucket.dr.colour=x",
+            "s3.bucket.dr.colour: unknown setting",
+        ),
+        (
+            "-Ds3.bucket..endpoint=http://127.0.0.1:1",
+            "s3.bucket..endpoint: the bucket name is empty",
+        ),
+    ] {
+        let err = run_with(&[arg]).expect_err(arg);
+        assert!(err.to_string().contains(says), "{arg}: {err}");
+    }
+    let err = run_with(&[
+        "-Ds3.bucket.dr.secret-key=sekrit",
+        "-Ds3.bucket.dr.secret-key=sekrit",
+    ])
+    .expect_err("twice");
+    assert!(!err.to_string().contains("sekrit"), "{err}");
+}

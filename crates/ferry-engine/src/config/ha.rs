@@ -26,11 +26,11 @@ crate::config_section! {
         .aliases(&["high-availability"])
         .doc("none: one instance, no fencing. lease: the active instance renews a lease object in high-availability.storageDir; `ferry standby` takes over when it lapses, and an instance that lost it stops before its next checkpoint or row (docs/dr.md).");
     /// `high-availability.storageDir`.
-    pub const HA_STORAGE_DIR: ConfigOption<StorageLocation> = ConfigOption::new("high-availability.storageDir", ValueKind::Location, parse::location, parse::print_location)
+    pub const HA_STORAGE_DIR: ConfigOption<LeasePlace> = ConfigOption::new("high-availability.storageDir", ValueKind::Location, lease_place, print_lease_place)
         .origin(Flink)
-        .derived("job.checkpointsDirectory")
+        .derived("kudu:ferry_ha (Kudu sink), else job.checkpointsDirectory")
         .blank_means_default()
-        .doc("Where the lease lives (<dir>/<job-id>/_lease/); every instance of the job must see the same store.");
+        .doc("Where the lease lives: kudu:<table> is that table on the sink cluster (created on first use; it shares the failure domain of the writes it fences, so a standby in the sink's region reaches it when the primary region is lost), a path or s3://… a directory (<dir>/<job-id>/_lease/). Every instance of the job must use the same place (docs/dr.md).");
     /// `high-availability.cluster-id`.
     pub const HA_CLUSTER_ID: ConfigOption<String> = ConfigOption::any_text("high-availability.cluster-id")
         .origin(Flink)
@@ -45,6 +45,57 @@ crate::config_section! {
     pub const HA_RENEW_INTERVAL: ConfigOption<Duration> = ConfigOption::duration("high-availability.renew-interval")
         .default_value("1 s")
         .doc("How often the active renews its lease (at most a third of the lease duration).");
+}
+
+/// The table `high-availability.storageDir` names when not given and the
+/// sink is Kudu.
+pub const DEFAULT_LEASE_TABLE: &str = "ferry_ha";
+
+/// The prefix of a lease table in `high-availability.storageDir`.
+const TABLE_PREFIX: &str = "kudu:";
+
+fn lease_place(value: &str) -> Result<LeasePlace, ValueError> {
+    let trimmed = value.trim();
+    let table = trimmed
+        .get(..TABLE_PREFIX.len())
+        .filter(|p| p.eq_ignore_ascii_case(TABLE_PREFIX))
+        .map(|_| &trimmed[TABLE_PREFIX.len()..]);
+    match table {
+        Some(name)
+            if name.is_empty() || name.starts_with('/') || name.contains(char::is_whitespace) =>
+        {
+            Err(ValueError::Invalid(format!(
+                "'{name}' is not a table name (kudu:<table>, e.g. kudu:{DEFAULT_LEASE_TABLE})"
+            )))
+        }
+        Some(name) => Ok(LeasePlace::SinkTable(name.to_string())),
+        None => parse::location(value).map(LeasePlace::Store),
+    }
+}
+
+fn print_lease_place(place: &LeasePlace) -> String {
+    place.to_string()
+}
+
+/// Where the HA lease lives (`high-availability.storageDir`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LeasePlace {
+    /// A directory of a state store (local path, `s3://…`): the lease is
+    /// `<dir>/<job-id>/_lease/`.
+    Store(StorageLocation),
+    /// A table on the sink cluster (`kudu:<table>`), opened by the sink's
+    /// connector; the lease is its rows `<job-id>/_lease/…`.
+    SinkTable(String),
+}
+
+impl std::fmt::Display for LeasePlace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LeasePlace::Store(location) => write!(f, "{location}"),
+            LeasePlace::SinkTable(table) => write!(f, "{TABLE_PREFIX}{table}"),
+        }
+    }
 }
 
 fn ha_kind(value: &str) -> Result<HaKind, ValueError> {
@@ -79,9 +130,9 @@ pub enum HaKind {
 pub struct HaConfig {
     /// `high-availability.type`.
     pub kind: HaKind,
-    /// `high-availability.storageDir`, if given (else the checkpoints
-    /// directory; see [`super::JobConfig::ha_storage_dir`]).
-    pub storage_dir: Option<StorageLocation>,
+    /// `high-availability.storageDir`, if given (else see
+    /// [`super::JobConfig::ha_lease_place`]).
+    pub storage_dir: Option<LeasePlace>,
     /// `high-availability.cluster-id`, if given (else `job.name`).
     pub cluster_id: Option<String>,
     /// `high-availability.lease-duration`.
@@ -171,7 +222,11 @@ mod tests {
         assert_eq!(c.ha.kind, HaKind::None);
         assert_eq!(c.ha.lease_duration, Duration::from_secs(5));
         assert_eq!(c.ha.renew_interval, Duration::from_secs(1));
-        assert_eq!(c.ha_storage_dir(), &c.checkpoints_directory);
+        // A Kudu sink keeps the lease next to the writes it fences.
+        assert_eq!(
+            c.ha_lease_place(),
+            LeasePlace::SinkTable(DEFAULT_LEASE_TABLE.to_string())
+        );
         assert_eq!(c.ha_job_id(), ha_job_id("ferry-replication-t"));
     }
 
@@ -186,7 +241,8 @@ mod tests {
         ])
         .expect("valid");
         assert_eq!(c.ha.kind, HaKind::Lease);
-        assert_eq!(c.ha_storage_dir().to_string(), "/tmp/ha");
+        assert_eq!(c.ha_lease_place().to_string(), "/tmp/ha");
+        assert!(matches!(c.ha_lease_place(), LeasePlace::Store(_)));
         assert_eq!(c.ha_job_id(), ha_job_id("orders-dr"));
         assert_ne!(ha_job_id("orders-dr"), ha_job_id("orders-dr2"));
         assert_eq!(c.ha.safety_margin(), Duration::from_millis(600));
@@ -199,5 +255,41 @@ mod tests {
         assert!(err.to_string().contains("high-availability.type"), "{err}");
         let err = config(&[("high-availability.renew-interval", "2 s")]).expect_err("too slow");
         assert!(err.to_string().contains("at most a third"), "{err}");
+    }
+
+    #[test]
+    fn the_lease_place_is_a_sink_table_or_a_directory() {
+        let table = |v: &str| {
+            config(&[("high-availability.storageDir", v)])
+                .expect("valid")
+                .ha_lease_place()
+        };
+        assert_eq!(table("kudu:ha_x"), LeasePlace::SinkTable("ha_x".into()));
+        assert_eq!(table("KUDU:ha_x"), LeasePlace::SinkTable("ha_x".into()));
+        assert_eq!(table("kudu:ha_x").to_string(), "kudu:ha_x");
+        assert_eq!(
+            table("s3://b/ha").to_string(),
+            "s3://b/ha",
+            "an object store keeps today's lease"
+        );
+        for bad in ["kudu:", "kudu:/x", "kudu:a b"] {
+            let err = config(&[("high-availability.storageDir", bad)]).expect_err(bad);
+            assert!(
+                err.to_string().contains("high-availability.storageDir"),
+                "{err}"
+            );
+        }
+        // A Kafka sink has no sink cluster: the checkpoints directory.
+        let kafka = JobConfig::from_named_pairs([
+            ("job.sourceMasterAddresses", "a:7051"),
+            ("job.sinkType", "kafka"),
+            ("job.tableName", "t"),
+            ("job.checkpointsDirectory", "/tmp/chk"),
+        ])
+        .expect("a Kafka sink job");
+        assert_eq!(
+            kafka.ha_lease_place(),
+            LeasePlace::Store(kafka.checkpoints_directory.clone())
+        );
     }
 }

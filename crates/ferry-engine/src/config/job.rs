@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use super::connectors::{Connectors, SinkKind, SourceKind};
 use super::error::ConfigError;
-use super::ha::{ha_job_id, HaConfig};
+use super::ha::{ha_job_id, HaConfig, LeasePlace, DEFAULT_LEASE_TABLE};
 use super::map::Config;
 use super::option::{ConfigOption, ValueError};
 use super::parse;
@@ -374,12 +374,15 @@ impl JobConfig {
     }
 
     /// Where the HA lease lives: `high-availability.storageDir`, else the
-    /// checkpoints directory.
-    pub fn ha_storage_dir(&self) -> &StorageLocation {
-        self.ha
-            .storage_dir
-            .as_ref()
-            .unwrap_or(&self.checkpoints_directory)
+    /// table `ferry_ha` on the sink cluster when the sink is Kudu (the DR
+    /// region's failure domain, docs/dr.md), else the checkpoints
+    /// directory.
+    pub fn ha_lease_place(&self) -> LeasePlace {
+        match (&self.ha.storage_dir, self.sink) {
+            (Some(place), _) => place.clone(),
+            (None, SinkKind::Kudu) => LeasePlace::SinkTable(DEFAULT_LEASE_TABLE.to_string()),
+            (None, SinkKind::Kafka) => LeasePlace::Store(self.checkpoints_directory.clone()),
+        }
     }
 
     /// The job id of an HA job: derived from `high-availability.cluster-id`

@@ -46,8 +46,8 @@ pub use connectors::{
 };
 pub use error::ConfigError;
 pub use ha::{
-    ha_job_id, HaConfig, HaKind, HA_CLUSTER_ID, HA_KEYS, HA_LEASE_DURATION, HA_RENEW_INTERVAL,
-    HA_STORAGE_DIR, HA_TYPE,
+    ha_job_id, HaConfig, HaKind, LeasePlace, DEFAULT_LEASE_TABLE, HA_CLUSTER_ID, HA_KEYS,
+    HA_LEASE_DURATION, HA_RENEW_INTERVAL, HA_STORAGE_DIR, HA_TYPE,
 };
 pub use job::*;
 pub use map::Config;

@@ -42,12 +42,13 @@ impl Checkpoints {
         store: CheckpointStore,
         initial: Option<JobState>,
         config: &JobConfig,
+        fence: &crate::lease::Fence,
     ) -> Self {
         let every = config.checkpointing_interval;
         let mut tick = tokio::time::interval_at(Instant::now() + every, every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         Checkpoints {
-            replication: super::replicas::start_replication(config, &store),
+            replication: super::replicas::start_replication(config, &store, fence),
             store,
             next_id: 1,
             last_complete: initial,

@@ -113,7 +113,7 @@ impl<T: Tables> Coordinator<T> {
         }
         Coordinator {
             discovery: Discovery::new(tables, initial.as_ref(), from_restore_point, &config),
-            checkpoints: Checkpoints::new(store, initial, &config),
+            checkpoints: Checkpoints::new(store, initial, &config, &options.fence),
             recovery: Recovery::new(&config),
             chains: Vec::new(),
             mode: Mode::Running,
@@ -411,6 +411,8 @@ impl<T: Tables> Coordinator<T> {
         {
             return Ok(());
         }
+        // A fenced instance opens no window: it only stops.
+        fence.check()?;
         let now = chain.source.now().await?;
         let window = chain.enumerator.next_window(now);
         if window.start_timestamp.is_some_and(|s| s >= now) {

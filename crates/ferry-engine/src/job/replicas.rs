@@ -32,6 +32,7 @@ pub(super) const REPLICA_FINISH_TIMEOUT: Duration = Duration::from_secs(10);
 pub(super) fn start_replication(
     config: &JobConfig,
     store: &CheckpointStore,
+    fence: &crate::lease::Fence,
 ) -> Option<Replication> {
     if config.state_replicas.is_empty() {
         return None;
@@ -50,7 +51,7 @@ pub(super) fn start_replication(
         config.checkpoints_retained,
         config.periodic_savepoints_retained,
     );
-    Some(Replication::start(targets, settings))
+    Some(Replication::start_fenced(targets, settings, fence.clone()))
 }
 
 /// A tick of the periodic savepoint timer; never, without one.

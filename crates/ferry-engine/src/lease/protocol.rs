@@ -73,7 +73,7 @@ pub enum LeaseError {
 pub struct Lease {
     store: Arc<dyn StateStore>,
     dir: StateKey,
-    location: StorageLocation,
+    place: Place,
     /// How long silence means the holder is gone.
     pub duration: Duration,
     /// How often the holder renews.
@@ -81,6 +81,15 @@ pub struct Lease {
     /// How much earlier than `duration` the holder stops writing.
     pub margin: Duration,
     owner: String,
+}
+
+/// Where the lease objects are, for messages.
+#[derive(Debug, Clone)]
+enum Place {
+    /// A directory of a state store.
+    Location(StorageLocation),
+    /// A store known by a name (`kudu:ferry_ha`), its keys appended.
+    Named(String),
 }
 
 /// A lease won: the generation, the sequence position reached, and the
@@ -110,10 +119,35 @@ impl Lease {
             .join_valid(&job.to_string())
             .join_valid(LEASE_DIR);
         let location = storage_dir.with_key(dir.clone());
+        Self::at(store, dir, Place::Location(location), ha, owner)
+    }
+
+    /// The lease of `job` at the root of `store`, a store known by `name`
+    /// (a table on the sink cluster: `kudu:ferry_ha`), for messages.
+    pub fn named(
+        store: Arc<dyn StateStore>,
+        name: impl Into<String>,
+        job: &JobId,
+        ha: &HaConfig,
+        owner: impl Into<String>,
+    ) -> Self {
+        let dir = StateKey::root()
+            .join_valid(&job.to_string())
+            .join_valid(LEASE_DIR);
+        Self::at(store, dir, Place::Named(name.into()), ha, owner)
+    }
+
+    fn at(
+        store: Arc<dyn StateStore>,
+        dir: StateKey,
+        place: Place,
+        ha: &HaConfig,
+        owner: impl Into<String>,
+    ) -> Self {
         Lease {
             store,
             dir,
-            location,
+            place,
             duration: ha.lease_duration,
             renew_interval: ha.renew_interval,
             margin: ha.safety_margin(),
@@ -121,9 +155,10 @@ impl Lease {
         }
     }
 
-    /// The lease directory, for messages.
-    pub fn location(&self) -> &StorageLocation {
-        &self.location
+    /// The lease directory, for messages (`s3://b/chk/<job>/_lease`,
+    /// `kudu:ferry_ha/<job>/_lease`).
+    pub fn location(&self) -> String {
+        self.path(&self.dir)
     }
 
     fn key(&self, seq: u64) -> StateKey {
@@ -131,7 +166,10 @@ impl Lease {
     }
 
     fn path(&self, key: &StateKey) -> String {
-        self.location.with_key(key.clone()).to_string()
+        match &self.place {
+            Place::Location(location) => location.with_key(key.clone()).to_string(),
+            Place::Named(name) => format!("{name}/{key}"),
+        }
     }
 
     /// The newest lease object, if any.
@@ -142,7 +180,7 @@ impl Lease {
             .await
             .map_err(|source| LeaseError::Store {
                 op: "list",
-                path: self.location.to_string(),
+                path: self.location(),
                 source,
             })?;
         let newest = listing
@@ -216,7 +254,7 @@ impl Lease {
         let started = Instant::now();
         match self.create(seq, generation).await? {
             None => {
-                tracing::info!(generation, lease = %self.location, "lease claimed");
+                tracing::info!(generation, lease = %self.location(), "lease claimed");
                 Ok(Some(Held {
                     generation,
                     seq,

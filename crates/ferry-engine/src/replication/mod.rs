@@ -57,6 +57,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use crate::checkpoint::{JobId, StateKey, StateStore, StorageLocation};
+use crate::lease::Fence;
 
 /// Where savepoints go under a replica (and, by default, under the
 /// checkpoints directory): `<root>/savepoints`.
@@ -153,8 +154,19 @@ pub struct Replication {
 }
 
 impl Replication {
-    /// Starts one task per target.
+    /// Starts one task per target (no lease).
     pub fn start(targets: Vec<ReplicaTarget>, settings: ReplicaSettings) -> Self {
+        Self::start_fenced(targets, settings, Fence::none())
+    }
+
+    /// Starts one task per target for the holder of `fence`: once it
+    /// closes (the lease was lost), the tasks copy and delete nothing more
+    /// on the replicas — a new generation may already write there.
+    pub fn start_fenced(
+        targets: Vec<ReplicaTarget>,
+        settings: ReplicaSettings,
+        fence: Fence,
+    ) -> Self {
         let mut replication = Replication {
             senders: Vec::new(),
             metrics: Vec::new(),
@@ -163,7 +175,7 @@ impl Replication {
         for target in targets {
             let (tx, rx) = mpsc::unbounded_channel();
             let metrics = Arc::new(ReplicaMetrics::new(target.location.to_uri()));
-            let task = replica::Replica::new(target, settings, metrics.clone());
+            let task = replica::Replica::new(target, settings, metrics.clone(), fence.clone());
             replication.tasks.push(tokio::spawn(task.run(rx)));
             replication.senders.push(tx);
             replication.metrics.push(metrics);

@@ -18,6 +18,7 @@ use super::copy::{copy_metadata, CopyError};
 use super::metrics::ReplicaMetrics;
 use super::{ReplicaSettings, ReplicaTarget, StateDir, StateNotice, SAVEPOINTS_DIR};
 use crate::checkpoint::{CheckpointStore, StateKey, StateStore, StorageLocation};
+use crate::lease::Fence;
 
 /// States completed on the primary, not yet on the replica.
 #[derive(Default)]
@@ -79,6 +80,8 @@ pub(super) struct Replica {
     store: Result<Arc<dyn StateStore>, String>,
     settings: ReplicaSettings,
     metrics: Arc<ReplicaMetrics>,
+    /// The job's lease fence: closed, the task touches the replica no more.
+    fence: Fence,
     pending: Pending,
     /// Completion time of the newest state on the replica.
     newest_copied_ms: u64,
@@ -98,12 +101,14 @@ impl Replica {
         target: ReplicaTarget,
         settings: ReplicaSettings,
         metrics: Arc<ReplicaMetrics>,
+        fence: Fence,
     ) -> Self {
         Replica {
             location: target.location,
             store: target.store,
             settings,
             metrics,
+            fence,
             pending: Pending::default(),
             newest_copied_ms: 0,
             behind_since: None,
@@ -145,6 +150,9 @@ impl Replica {
                 }
                 continue;
             };
+            if self.fenced() {
+                return;
+            }
             match self.attempt(&next).await {
                 Ok(()) => {
                     if failing {
@@ -177,6 +185,19 @@ impl Replica {
                     open = self.wait(&mut rx, backoff, open).await;
                     backoff = (backoff * 2).min(self.settings.max_backoff);
                 }
+            }
+        }
+    }
+
+    /// Whether this instance lost its lease: then it stops (a fenced
+    /// instance does nothing but stop; the new holder's replication owns
+    /// the replica now, and retention here would delete its states).
+    fn fenced(&self) -> bool {
+        match self.fence.check() {
+            Ok(()) => false,
+            Err(fenced) => {
+                tracing::info!(replica = %self.location.to_uri(), reason = %fenced, "state replication stops: this instance lost its lease");
+                true
             }
         }
     }
@@ -223,6 +244,10 @@ impl Replica {
         self.metrics
             .copied(notice.completed_at_ms, super::uri(&location, &dir), newest);
         tracing::debug!(replica = %location.to_uri(), dir = %dir, "state replicated");
+        // The copy may have outlived the lease: no deletes after it.
+        if self.fenced() {
+            return Ok(());
+        }
         self.retention(store, &root, notice, &state).await;
         Ok(())
     }

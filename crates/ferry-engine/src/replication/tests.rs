@@ -459,3 +459,46 @@ fn chains_name_each_cause_once() {
         "cannot write 'file:///dr/x/_metadata': cannot create 'dr/x/_metadata': disk full"
     );
 }
+
+/// A fenced instance does nothing but stop: once its lease is lost, a
+/// state it is told about is neither copied nor followed by retention, so
+/// the new holder's states on the replica stay (issue 33: three deletes
+/// were seen on the DR store after a takeover).
+#[tokio::test]
+async fn a_fenced_instance_neither_copies_nor_deletes_on_the_replica() {
+    let store = Arc::new(Flaky::default());
+    let fence = crate::lease::Fence::new(1, std::time::Instant::now() + Duration::from_secs(600));
+    let r = Replication::start_fenced(
+        vec![ReplicaTarget {
+            location: loc("/dr"),
+            store: Ok(store.clone()),
+        }],
+        settings(1, 1),
+        fence.clone(),
+    );
+    let m = r.metrics()[0].clone();
+    let job = JobId::random();
+    r.notify(&checkpoint(job, 1, 1));
+    until("copied", || m.snapshot().states_copied == 1).await;
+    // The new generation's checkpoint, written to the replica meanwhile.
+    store
+        .inner
+        .put_if_absent(
+            &key(&format!("dr/{job}/chk-7/_metadata")),
+            bytes_of(&state(job, SnapshotKind::Checkpoint, 7, false)),
+        )
+        .await
+        .expect("new holder's checkpoint");
+    fence.taken_over(2);
+    r.notify(&checkpoint(job, 2, 2));
+    r.finish(Duration::from_secs(1)).await;
+    assert_eq!(m.snapshot().states_copied, 1, "nothing copied once fenced");
+    assert_eq!(
+        keys(&store).await,
+        vec![
+            format!("{job}/chk-1/_metadata"),
+            format!("{job}/chk-7/_metadata")
+        ],
+        "nothing deleted once fenced"
+    );
+}

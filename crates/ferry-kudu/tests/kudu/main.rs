@@ -1,6 +1,6 @@
 //! The replication engine in-process between real Kudu clusters (no
 //! `ferry` binary): replication and resume, stop with drain, schema
-//! following, the sink position, sink table creation, and the keys that
+//! following, the sink position, the lease table, sink table creation, and the keys that
 //! change how the Kudu connectors read and write. One test binary (a
 //! module per area) so the dependency tree is linked once.
 
@@ -11,6 +11,7 @@
 mod common;
 mod config_effects;
 mod drain;
+mod lease_table;
 mod replication;
 mod schema_evolution;
 mod sink_position;

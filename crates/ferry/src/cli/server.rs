@@ -80,9 +80,12 @@ fn server_options(args: &[String]) -> Result<Option<process_opts::ProcessOptions
     }
     file.retain(|s| s.scope == Scope::Process);
     let settings = file.overridden_by(cli);
-    process_opts::ProcessOptions::from_config(settings.config())
-        .map(Some)
-        .map_err(|e| e.to_string())
+    let mut opts =
+        process_opts::ProcessOptions::from_config(settings.config()).map_err(|e| e.to_string())?;
+    opts.s3 = settings
+        .with_bucket_keys(opts.s3)
+        .map_err(|e| e.to_string())?;
+    Ok(Some(opts))
 }
 
 fn server_help() -> String {

@@ -59,11 +59,16 @@ pub struct MirrorArgs {
 /// shown in errors).
 fn s3_settings(pairs: &[String]) -> Result<S3Settings, String> {
     let mut keys = Config::new();
+    let mut buckets = Vec::new();
     for pair in pairs {
         let (name, value) = pair
             .split_once('=')
             // The argument is not shown: it may be a misplaced secret.
             .ok_or_else(|| "-D expects KEY=VALUE".to_string())?;
+        if ferry_objstore::is_bucket_key(name.trim()) {
+            buckets.push((name.trim(), value));
+            continue;
+        }
         let key = S3_KEYS
             .keys
             .iter()
@@ -78,7 +83,13 @@ fn s3_settings(pairs: &[String]) -> Result<S3Settings, String> {
             })?;
         keys.set(*key, value);
     }
-    let settings = S3Settings::from_config(&keys).map_err(|e| format!("-D {e}"))?;
+    let mut settings = S3Settings::from_config(&keys).map_err(|e| format!("-D {e}"))?;
+    // Per-bucket settings: a mirror between two endpoints or accounts.
+    for (name, value) in buckets {
+        settings
+            .set_bucket_key(name, value)
+            .map_err(|e| format!("-D {e}"))?;
+    }
     Ok(settings.with_process_env())
 }
 

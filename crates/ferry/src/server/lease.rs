@@ -12,11 +12,12 @@
 use super::rto::Rto;
 use super::submit::StartExtras;
 use crate::run_args::RunArgs;
-use anyhow::Result;
+use anyhow::{bail, Result};
 use ferry_engine::checkpoint::{JobId, StorageLocation};
-use ferry_engine::config::JobConfig;
+use ferry_engine::config::{JobConfig, LeasePlace, SinkKind, HA_STORAGE_DIR};
 use ferry_engine::lease::{Claim, Event, Lease, LeaseRecord, Role, Standby};
 use ferry_engine::JobStatus;
+use ferry_kudu::lease_table::LeaseTable;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -35,15 +36,31 @@ fn owner() -> String {
 /// `job` (any one job's if `None`).
 pub fn standby_for(run: &RunArgs, from: &[StorageLocation], job: Option<JobId>) -> Result<Standby> {
     let cfg: &JobConfig = &run.config;
-    let resolver = crate::wiring::resolver(&run.process);
-    let dir = cfg.ha_storage_dir();
-    let lease = Arc::new(Lease::new(
-        crate::wiring::store_for(resolver.as_ref(), dir)?,
-        dir,
-        &cfg.ha_job_id(),
-        &cfg.ha,
-        owner(),
-    ));
+    let lease = Arc::new(match cfg.ha_lease_place() {
+        LeasePlace::SinkTable(table) => {
+            if cfg.sink == SinkKind::Kafka {
+                bail!(
+                    "{} = kudu:{table} names a table on the sink cluster, but this job's sink                      is Kafka; set it to a directory every instance reaches",
+                    HA_STORAGE_DIR.name()
+                );
+            }
+            let store = LeaseTable::new(crate::wiring::sink_client(cfg)?, table);
+            let name = store.uri();
+            Lease::named(Arc::new(store), name, &cfg.ha_job_id(), &cfg.ha, owner())
+        }
+        LeasePlace::Store(dir) => {
+            let resolver = crate::wiring::resolver(&run.process);
+            Lease::new(
+                crate::wiring::store_for(resolver.as_ref(), &dir)?,
+                &dir,
+                &cfg.ha_job_id(),
+                &cfg.ha,
+                owner(),
+            )
+        }
+        // `LeasePlace` may grow; say so rather than guess.
+        other => bail!("{} = {other} is not supported here", HA_STORAGE_DIR.name()),
+    });
     let search = crate::wiring::state_search(&run.process, from, job);
     Ok(Standby::new(lease, search))
 }

@@ -97,6 +97,10 @@ impl Setup {
         let mut s =
             Self::with_store(table, Some(("s3://ferry-dr/prod/checkpoints", S3_REPLICA))).await;
         s.job_args.extend([
+            // The lease in the bucket too (the default is a table on the
+            // sink cluster).
+            "--high-availability.storageDir".to_string(),
+            "s3://ferry-dr/prod/checkpoints".to_string(),
             format!("-Ds3.endpoint={}", s3.endpoint()),
             format!("-Ds3.access-key={}", s3.access_key()),
             format!("-Ds3.secret-key={}", s3.secret_key()),
