@@ -14,11 +14,16 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
+
 use crate::checkpoint::{
     decode_metadata, is_savepoint_dir_name, parse_checkpoint_dir_name, JobId, JobState,
     SnapshotKind, StateKey, StateStore, StorageLocation, StoreError, METADATA_FILE,
 };
 use crate::time::SourceTime;
+
+/// `_metadata` reads in flight at once during a search.
+const READ_AHEAD: usize = 16;
 
 /// A usable state.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -128,7 +133,30 @@ pub async fn find_newest_reusing(
         listed_in: started.elapsed(),
         ..Search::default()
     };
+    // Every candidate's `_metadata` is still read and checked (a torn or
+    // damaged state must never be chosen, and names or ids say nothing
+    // about window ends: a restore from an older savepoint continues the
+    // numbering), but up to READ_AHEAD at a time, in listing order: a
+    // search costs a few round trips to a remote bucket, not one per state.
+    let reads = dirs.iter().map(|(dir_key, dir)| {
+        let location = location.with_key(dir_key.clone());
+        let skip = !dir.has_metadata || known.iter().any(|f| f.location == location);
+        let meta = dir_key.join_valid(METADATA_FILE);
+        async move {
+            if skip {
+                None
+            } else {
+                Some(store.get(&meta).await)
+            }
+        }
+    });
+    let mut read = futures::stream::iter(reads)
+        .buffered(READ_AHEAD)
+        .collect::<Vec<_>>()
+        .await
+        .into_iter();
     for (dir_key, dir) in dirs {
+        let fetched = read.next().flatten();
         let dir_location = location.with_key(dir_key.clone());
         if dir.has_metadata {
             if let Some(found) = known.iter().find(|f| f.location == dir_location) {
@@ -148,7 +176,10 @@ pub async fn find_newest_reusing(
             continue;
         }
         let meta = dir_key.join_valid(METADATA_FILE);
-        let bytes = match store.get(&meta).await {
+        let Some(fetched) = fetched else {
+            continue;
+        };
+        let bytes = match fetched {
             Ok(Some(bytes)) => bytes,
             Ok(None) => {
                 search

@@ -121,10 +121,26 @@ pub enum Outcome {
     NothingFound,
 }
 
+/// When the previous holder of `claim`'s lease was last seen renewing,
+/// in ms since the epoch: the moment its writes stopped reaching the
+/// state, so the age of a copy then is its RPO (the lease wait after it
+/// changes nothing the copy holds).
+pub fn holder_lost_at_ms(claim: &ferry_engine::lease::Claim) -> u64 {
+    let since = u64::try_from(claim.last_renewal_seen().elapsed().as_millis()).unwrap_or(u64::MAX);
+    now_ms().saturating_sub(since)
+}
+
 /// Prints a search's result (human or JSON).
-/// `clock` reads the states' source times as wall-clock time.
-pub fn print_search(search: &Search, from: &[StorageLocation], clock: SourceClock, json: bool) {
-    let now = now_ms();
+/// `clock` reads the states' source times as wall-clock time; ages and
+/// the RPO are taken at `as_of_ms` (the old holder's loss, else now).
+pub fn print_search(
+    search: &Search,
+    from: &[StorageLocation],
+    clock: SourceClock,
+    json: bool,
+    as_of_ms: Option<u64>,
+) {
+    let now = as_of_ms.unwrap_or_else(now_ms);
     if json {
         let found = search.newest.as_ref().map(|f| found_json(f, clock, now));
         let skipped: Vec<_> = search
@@ -170,8 +186,13 @@ pub fn print_search(search: &Search, from: &[StorageLocation], clock: SourceCloc
                     now.saturating_sub(clock.epoch_millis(end))
                 );
             }
+            let when = if as_of_ms.is_some() {
+                "when the last holder was lost"
+            } else {
+                "now"
+            };
             crate::say!(
-                "  age: {} ms (RPO of this copy: written at {} ms since the epoch)",
+                "  age {when}: {} ms (RPO of this copy: written at {} ms since the epoch)",
                 now.saturating_sub(s.created_at_ms),
                 s.created_at_ms
             );
@@ -219,11 +240,13 @@ pub async fn failover(args: DrArgs) -> Result<Outcome> {
     };
     rto.step("find", search.listed_in);
     rto.step("verify", t.elapsed().saturating_sub(search.listed_in));
+    let lost_at = claimed.as_ref().map(|(_, claim)| holder_lost_at_ms(claim));
     print_search(
         &search,
         &args.from,
         crate::wiring::source_clock(&args.run.config),
         args.json,
+        lost_at,
     );
     let Some(found) = search.newest else {
         return Ok(Outcome::NothingFound);

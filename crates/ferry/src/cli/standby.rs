@@ -111,6 +111,7 @@ async fn take_over(
         &args.from,
         crate::wiring::source_clock(&args.run.config),
         false,
+        Some(super::failover::holder_lost_at_ms(&claim)),
     );
     let t = Instant::now();
     let clients = match clients {

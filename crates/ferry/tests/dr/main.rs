@@ -8,6 +8,7 @@
 
 mod cutover_drills;
 mod from_cutover;
+mod region_loss;
 mod s3_state;
 mod standby;
 mod state_replication;
