@@ -60,6 +60,8 @@
 //! - `discovery`: which tables, preparing their sinks;
 //! - `position`: the sink position: recorded before a window's splits
 //!   are handed out, compared with a restored state at start;
+//! - `cuts`: with a sink that publishes consistent cuts, the tables'
+//!   windows open together and each round's cut is published;
 //! - `commit`: exactly-once through transactional sinks;
 //! - `recovery`: failures, the restart strategy, restarts from the newest
 //!   complete checkpoint;
@@ -73,6 +75,9 @@ mod commit;
 #[cfg(test)]
 mod commit_tests;
 mod coordinator;
+mod cuts;
+#[cfg(test)]
+mod cuts_tests;
 mod discovery;
 mod handle;
 mod phase;

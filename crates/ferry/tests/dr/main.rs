@@ -10,6 +10,7 @@ mod cutover_drills;
 mod from_cutover;
 mod s3_state;
 mod standby;
+mod standby_reads;
 mod state_replication;
 mod verify;
 

@@ -1,0 +1,238 @@
+//! Consistent cuts with in-memory connectors: with a sink that publishes
+//! cuts, the tables' windows open together at one end (though their
+//! sources' clocks and their speeds differ), and each cut is published
+//! when every table holds exactly the windows up to its source instant,
+//! before any row of a later window.
+
+use super::tests::Numbers;
+use super::*;
+use crate::checkpoint::{MemoryStateStore, SplitState, WindowState};
+use crate::connector::{CapabilityFuture, SinkCuts, SinkPositions};
+use crate::connector::{ReadBatch, SinkWriter, SplitReader, TableRef, Tables, WriteStats};
+use crate::error::EngineError;
+use crate::sink_position::{Cut, SinkPosition};
+use crate::time::{SinkTime, SourceClock, SourceTime};
+use std::collections::BTreeMap;
+use std::num::NonZeroUsize;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Row ends written, per sink table.
+type Held = BTreeMap<String, Vec<u64>>;
+
+/// What reached the sink cluster: rows per table (their window's end),
+/// and each cut with what every table held when it was published.
+#[derive(Default)]
+struct Cluster {
+    rows: Mutex<Held>,
+    cuts: Mutex<Vec<(Cut, Held)>>,
+    clock: AtomicU64,
+}
+
+/// One split per window yielding one row, its window's end; the table
+/// named "slow" takes 30 ms per row.
+struct Src {
+    clock: AtomicU64,
+    slow: bool,
+}
+
+impl Source for Src {
+    type Batch = Numbers;
+    type Reader = Reader;
+
+    const NAME: &'static str = "TestSource";
+
+    const CLOCK: SourceClock = SourceClock::EPOCH_MILLIS;
+
+    async fn now(&self) -> Result<SourceTime, EngineError> {
+        Ok(SourceTime::from_raw(
+            self.clock.fetch_add(10, Ordering::SeqCst) + 10,
+        ))
+    }
+
+    async fn plan(
+        &self,
+        window: WindowState,
+        _cursor: Option<&serde_json::Value>,
+    ) -> Result<crate::connector::WindowPlan, EngineError> {
+        Ok(crate::connector::WindowPlan::of(vec![SplitState {
+            split_id: format!("s-{}", window.end_timestamp).into(),
+            descriptor: window.end_timestamp.raw().to_be_bytes().to_vec(),
+            resume_key: None,
+        }]))
+    }
+
+    async fn open(&self, split: &SplitState) -> Result<Reader, EngineError> {
+        let end = split
+            .descriptor
+            .as_slice()
+            .try_into()
+            .map(u64::from_be_bytes);
+        Ok(Reader {
+            end: end.ok(),
+            slow: self.slow,
+        })
+    }
+}
+
+struct Reader {
+    end: Option<u64>,
+    slow: bool,
+}
+
+impl SplitReader for Reader {
+    type Batch = Numbers;
+
+    async fn next(&mut self) -> Result<Option<ReadBatch<Numbers>>, EngineError> {
+        if self.slow && self.end.is_some() {
+            tokio::time::sleep(Duration::from_millis(30)).await;
+        }
+        Ok(self.end.take().map(|end| ReadBatch {
+            rows: Numbers(vec![end as u32]),
+            resume_key: Some(vec![1]),
+        }))
+    }
+}
+
+#[derive(Clone)]
+struct Snk {
+    table: String,
+    cluster: Arc<Cluster>,
+}
+
+impl Sink<Numbers> for Snk {
+    type Writer = Snk;
+
+    async fn writer(&self) -> Result<Snk, EngineError> {
+        Ok(self.clone())
+    }
+
+    fn name(&self) -> String {
+        format!("{}_copy", self.table)
+    }
+
+    fn positions(&self) -> Option<&dyn SinkPositions> {
+        Some(self)
+    }
+
+    fn cuts(&self) -> Option<&dyn SinkCuts> {
+        Some(self)
+    }
+}
+
+impl SinkWriter<Numbers> for Snk {
+    async fn write(&mut self, batch: &Numbers) -> Result<WriteStats, EngineError> {
+        let mut rows = self.cluster.rows.lock().expect("lock");
+        let table = rows.entry(self.name()).or_default();
+        table.extend(batch.0.iter().map(|&e| u64::from(e)));
+        Ok(WriteStats::default())
+    }
+}
+
+impl SinkPositions for Snk {
+    fn record_position<'a>(&'a self, _p: &'a SinkPosition) -> CapabilityFuture<'a, ()> {
+        Box::pin(async { Ok(()) })
+    }
+
+    fn read_position(&self) -> CapabilityFuture<'_, Option<SinkPosition>> {
+        Box::pin(async { Ok(None) })
+    }
+
+    fn sink_time(&self) -> CapabilityFuture<'_, Option<SinkTime>> {
+        let t = 1_000 + self.cluster.clock.fetch_add(1, Ordering::SeqCst);
+        Box::pin(async move { Ok(Some(SinkTime::from_raw(t))) })
+    }
+}
+
+impl SinkCuts for Snk {
+    fn record_cut<'a>(&'a self, cut: &'a Cut) -> CapabilityFuture<'a, ()> {
+        let held = self.cluster.rows.lock().expect("lock").clone();
+        self.cluster
+            .cuts
+            .lock()
+            .expect("lock")
+            .push((cut.clone(), held));
+        Box::pin(async { Ok(()) })
+    }
+}
+
+/// Tables "fast" (source clock from 100) and "slow" (from 5 000).
+struct Two(Arc<Cluster>);
+
+impl Tables for Two {
+    type Source = Src;
+    type Sink = Snk;
+
+    async fn discover(&self, _known: &[TableRef]) -> Result<Vec<TableRef>, EngineError> {
+        Ok(["fast", "slow"]
+            .iter()
+            .map(|n| TableRef {
+                id: format!("id-{n}").into(),
+                name: (*n).to_owned(),
+            })
+            .collect())
+    }
+
+    fn connect(&self, table: &TableRef) -> Result<(Src, Snk), EngineError> {
+        let slow = table.name == "slow";
+        let source = Src {
+            clock: AtomicU64::new(if slow { 5_000 } else { 100 }),
+            slow,
+        };
+        let sink = Snk {
+            table: table.name.clone(),
+            cluster: self.0.clone(),
+        };
+        Ok((source, sink))
+    }
+}
+
+#[tokio::test]
+async fn every_cut_is_one_instant_every_table_holds_exactly() {
+    let cluster = Arc::new(Cluster::default());
+    let config = JobConfig::from_named_pairs([
+        ("job.sourceMasterAddresses", "a:7051"),
+        ("job.sinkMasterAddresses", "b:7051"),
+        ("job.tableName", "fast,slow"),
+        ("job.checkpointsDirectory", "/mem/chk"),
+        ("job.discoveryIntervalSeconds", "1"),
+        ("job.checkpointingIntervalMillis", "50"),
+    ])
+    .expect("config");
+    let store = CheckpointStore::new(
+        Arc::new(MemoryStateStore::new()),
+        &config.checkpoints_directory,
+        NonZeroUsize::MIN,
+    );
+    let job = Job::start_tables(
+        &config,
+        None,
+        Two(cluster.clone()),
+        store,
+        JobOptions::new(2),
+    )
+    .await
+    .expect("starts");
+    for _ in 0..500 {
+        if cluster.cuts.lock().expect("lock").len() >= 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    job.cancel().await;
+    let cuts = cluster.cuts.lock().expect("lock").clone();
+    assert!(cuts.len() >= 3, "{} cuts", cuts.len());
+    let mut last = None;
+    for (cut, held) in &cuts {
+        assert_eq!(cut.tables, ["fast_copy", "slow_copy"]);
+        assert!(last < Some(cut.source_time), "cuts go forward");
+        last = Some(cut.source_time);
+        // Each table holds every window up to the instant, none after.
+        let s = cut.source_time.raw();
+        for (table, rows) in held {
+            assert_eq!(rows.iter().max(), Some(&s), "{table} at {s}: {rows:?}");
+        }
+        assert_eq!(held["fast_copy"], held["slow_copy"], "one window chain");
+    }
+}
