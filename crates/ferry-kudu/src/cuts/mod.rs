@@ -10,7 +10,7 @@
 //!
 //! | column        | type              | meaning |
 //! |---------------|-------------------|---------|
-//! | `job_id`      | STRING, key       | the job (its id, as `ferry list` shows it) |
+//! | `job_id`      | STRING, key       | the job (the id `ferry run` prints) |
 //! | `source_time` | INT64, key        | the source hybrid time: the window end every listed table completed |
 //! | `sink_time`   | INT64             | a sink hybrid time at which every listed table reflects `source_time` |
 //! | `tables`      | STRING            | the sink tables, a JSON list of names |

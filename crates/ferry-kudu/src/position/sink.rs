@@ -7,7 +7,10 @@ use ferry_engine::connector::{CapabilityFuture, SinkPositions};
 use ferry_engine::sink_position::SinkPosition;
 use ferry_engine::time::SinkTime;
 use ferry_engine::EngineError;
-use kudu_client::KuduTable;
+use kudu_client::{HybridTime, KuduTable};
+
+/// A hybrid time's physical part (microseconds) is shifted by this.
+const LOGICAL_BITS: u32 = 12;
 
 impl KuduSink {
     /// The sink table and the position table; `None` without a position
@@ -51,8 +54,7 @@ impl SinkPositions for KuduSink {
     fn sink_time(&self) -> CapabilityFuture<'_, Option<SinkTime>> {
         Box::pin(async move {
             // Why this separates the windows, on a snapshot scan of the sink
-            // (which sees the writes with a timestamp below the snapshot's; the
-            // gap below makes it hold with "at or below" too):
+            // (which sees the writes with a timestamp below the snapshot's):
             // - every sink write of this job, and the position write, goes
             //   through `self.client` (the writers' sessions and the position
             //   table share it), whose last propagated timestamp is folded from
@@ -60,11 +62,11 @@ impl SinkPositions for KuduSink {
             //   window opens only after the previous one's flushes), so each
             //   has a timestamp ≤ L, read after `server_clock` folded the
             //   master's clock in too;
-            // - T = L + 1;
-            // - the position write comes next, sends L as its propagated
-            //   timestamp, so the tablet server assigns it a timestamp > L,
-            //   i.e. ≥ T, and the client folds that in; every later write
-            //   carries ≥ T and gets a timestamp > T.
+            // - T = the first hybrid time of the microsecond after L's, so
+            //   readers that take a snapshot in microseconds (Spark's
+            //   kudu.snapshotTimestampMicros, Impala) read exactly T;
+            // - T is folded into the client before anything else is sent:
+            //   every later write carries ≥ T and gets a timestamp > T.
             // Without a position table nothing records T, so none is taken.
             if self.position.is_none() {
                 return Ok(None);
@@ -74,7 +76,10 @@ impl SinkPositions for KuduSink {
                 .client
                 .last_propagated_timestamp()
                 .map_or(0, |t| t.raw());
-            Ok(Some(SinkTime::from_raw(seen.saturating_add(1))))
+            let t = ((seen >> LOGICAL_BITS).saturating_add(1)) << LOGICAL_BITS;
+            self.client
+                .update_last_propagated_timestamp(HybridTime::from_raw(t));
+            Ok(Some(SinkTime::from_raw(t)))
         })
     }
 }
