@@ -109,6 +109,18 @@ crate::config_section! {
     pub const CUTS_TABLE: ConfigOption<Option<String>> = ConfigOption::new("job.cutsTable", ValueKind::Text, position_table, print_position_table)
         .default_value("ferry_cuts")
         .doc("Table on the sink cluster where a Kudu sink publishes, every window, a consistent cut: a source instant and a sink hybrid time at which every sink table of the job reflects it, for snapshot reads of the standby (docs/dr.md, \"Consistent reads on the standby\"). Created if missing; needs job.positionTable. With it the tables' windows open together (a slow table holds the others' next window). Empty turns it off.");
+    /// `job.verifyInterval`; `None` when 0 (off).
+    pub const VERIFY_INTERVAL: ConfigOption<Option<Duration>> = ConfigOption::new("job.verifyInterval", ValueKind::Duration, optional_duration, print_optional_duration)
+        .default_value("0")
+        .doc("Continuous verify: every table of the running job is verified against its source once per this interval (Flink duration, e.g. '10 min'), one table at a time (a turn every interval / tables), each at its newest cut (source at the last window end, sink at that end's sink time: no false differences while the job writes), with the tablet servers' checksums as `ferry verify`; results in the ferry_table_verify_* metrics. Kudu to Kudu only. 0 = off.");
+    /// `job.verifyBudgetRanges`.
+    pub const VERIFY_BUDGET_RANGES: ConfigOption<NonZeroUsize> = ConfigOption::count("job.verifyBudgetRanges")
+        .default_value("1")
+        .doc("Continuous verify's budget: key ranges (about 64 MiB of data each) checksummed at the same time on each side; one verification runs at a time.");
+    /// `job.verifyRepair`.
+    pub const VERIFY_REPAIR: ConfigOption<bool> = ConfigOption::flag("job.verifyRepair")
+        .default_value("false")
+        .doc("Continuous verify repairs what it finds, as `ferry verify --repair`, from the source's current rows (never older ones than the job may have written since). Needs job.verifyInterval.");
     /// `job.cutsRetention`.
     pub const CUTS_RETENTION: ConfigOption<Duration> = ConfigOption::new("job.cutsRetention", ValueKind::Duration, positive_duration, parse::print_duration)
         .default_value("7 d")
@@ -245,6 +257,12 @@ pub struct JobConfig {
     pub cuts_table: Option<String>,
     /// `job.cutsRetention` (ferry only): how long cuts are kept.
     pub cuts_retention: Duration,
+    /// `job.verifyInterval` (ferry only): continuous verify, `None`: off.
+    pub verify_interval: Option<Duration>,
+    /// `job.verifyBudgetRanges` (ferry only).
+    pub verify_budget_ranges: NonZeroUsize,
+    /// `job.verifyRepair` (ferry only).
+    pub verify_repair: bool,
     /// `reader.*`.
     pub reader: ReaderConfig,
     /// `writer.*`.
@@ -315,6 +333,9 @@ impl JobConfig {
             position_table: keys.get(&POSITION_TABLE)?,
             cuts_table: keys.get(&CUTS_TABLE)?,
             cuts_retention: keys.get(&CUTS_RETENTION)?,
+            verify_interval: keys.get(&VERIFY_INTERVAL)?,
+            verify_budget_ranges: keys.get(&VERIFY_BUDGET_RANGES)?,
+            verify_repair: keys.get(&VERIFY_REPAIR)?,
             table_name,
             reader: ReaderConfig::from_config(keys)?,
             writer: WriterConfig::from_config(keys)?,

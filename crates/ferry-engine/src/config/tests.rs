@@ -141,6 +141,9 @@ fn every_key_set_explicitly() {
         ("job.positionTable", "dr_positions"),
         ("job.cutsTable", "dr_cuts"),
         ("job.cutsRetention", "2 d"),
+        ("job.verifyInterval", "10 min"),
+        ("job.verifyBudgetRanges", "3"),
+        ("job.verifyRepair", "true"),
         ("job.tablePattern", "t_[0-9]+"),
         ("job.tableDiscoveryIntervalSeconds", "7"),
         ("job.schemaEvolution", "false"),
@@ -242,6 +245,9 @@ fn every_key_set_explicitly() {
     assert_eq!(c.position_table.as_deref(), Some("dr_positions"));
     assert_eq!(c.cuts_table.as_deref(), Some("dr_cuts"));
     assert_eq!(c.cuts_retention, Duration::from_secs(2 * 86_400));
+    assert_eq!(c.verify_interval, Some(Duration::from_secs(600)));
+    assert_eq!(c.verify_budget_ranges.get(), 3);
+    assert!(c.verify_repair);
     assert_eq!(c.reader.batch_size_bytes, 65536);
     assert_eq!(c.reader.split_size_bytes, NonZeroU64::new(1024));
     assert_eq!(c.reader.scan_request_timeout, Duration::from_millis(1234));
@@ -919,6 +925,9 @@ fn ferry_only_keys_are_marked() {
             "job.stateReplicas",
             "job.positionTable",
             "job.cutsTable",
+            "job.verifyInterval",
+            "job.verifyBudgetRanges",
+            "job.verifyRepair",
             "job.cutsRetention",
             "job.tablePattern",
             "job.tableDiscoveryIntervalSeconds",

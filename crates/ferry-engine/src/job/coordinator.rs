@@ -23,6 +23,7 @@ use super::handle::Control;
 use super::publish::Publisher;
 use super::recovery::Recovery;
 use super::stop::Mode;
+use super::verifying::Verifying;
 use super::workers::Workers;
 use super::JobOptions;
 use crate::checkpoint::{CheckpointStore, JobState};
@@ -79,6 +80,8 @@ pub(super) struct Coordinator<T: Tables> {
     pub(super) publisher: Publisher,
     /// The consistent cuts published (`cuts`).
     pub(super) cuts: Cuts,
+    /// Continuous verify's turns (`verifying`).
+    pub(super) verifying: Verifying,
 }
 
 impl<T: Tables> Coordinator<T> {
@@ -123,6 +126,7 @@ impl<T: Tables> Coordinator<T> {
             gate: CommitGate::default(),
             publisher,
             cuts: Cuts::default(),
+            verifying: Verifying::new(&config, &options),
             options,
             config,
         }
@@ -322,6 +326,7 @@ impl<T: Tables> Coordinator<T> {
             .min();
         let drain_deadline = self.mode.drain_deadline();
         let resume_at = self.mode.resume_at();
+        let verify_at = self.verifying.due().filter(|_| ticking);
         let discover = self.mode.discovers_tables();
         tokio::select! {
             event = workers.events.recv() => match event {
@@ -347,6 +352,9 @@ impl<T: Tables> Coordinator<T> {
                 }
             }
             _ = sleep_until(next_window.unwrap_or_else(Instant::now)), if next_window.is_some() => {}
+            _ = sleep_until(verify_at.unwrap_or_else(Instant::now)), if verify_at.is_some() => {
+                self.verify_turn();
+            }
             _ = sleep_until(self.discovery.next_at), if discover => {
                 self.rediscover().await;
             }

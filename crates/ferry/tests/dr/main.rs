@@ -6,6 +6,7 @@
 // Test code: a failed unwrap is a failed test, which is what it should be.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod continuous_verify;
 mod cutover_drills;
 mod from_cutover;
 mod s3_state;
