@@ -1,8 +1,10 @@
-//! Consistent cuts with in-memory connectors: with a sink that publishes
-//! cuts, the tables' windows open together at one end (though their
-//! sources' clocks and their speeds differ), and each cut is published
-//! when every table holds exactly the windows up to its source instant,
-//! before any row of a later window.
+//! Consistent cuts and continuous verify with in-memory connectors: with
+//! a sink that publishes cuts, the tables' windows open together at one
+//! end (though their sources' clocks and their speeds differ), and each
+//! cut is published when every table holds exactly the windows up to its
+//! source instant, before any row of a later window; with
+//! `job.verifyInterval`, the tables take turns at the verifier, each at
+//! its own cut.
 
 use super::tests::Numbers;
 use super::*;
@@ -235,4 +237,84 @@ async fn every_cut_is_one_instant_every_table_holds_exactly() {
         }
         assert_eq!(held["fast_copy"], held["slow_copy"], "one window chain");
     }
+}
+
+/// Records every request; finds `differences` in each.
+#[derive(Default)]
+struct Recorder {
+    requests: Mutex<Vec<crate::verify::VerifyRequest>>,
+}
+
+impl crate::verify::Verifier for Recorder {
+    fn verify<'a>(
+        &'a self,
+        request: &'a crate::verify::VerifyRequest,
+    ) -> CapabilityFuture<'a, crate::verify::VerifyOutcome> {
+        self.requests.lock().expect("lock").push(request.clone());
+        Box::pin(async {
+            Ok(crate::verify::VerifyOutcome {
+                rows_compared: 10,
+                differences: 1,
+                repaired: 1,
+            })
+        })
+    }
+}
+
+#[tokio::test]
+async fn continuous_verify_takes_turns_each_table_at_its_own_cut() {
+    let cluster = Arc::new(Cluster::default());
+    let config = JobConfig::from_named_pairs([
+        ("job.sourceMasterAddresses", "a:7051"),
+        ("job.sinkMasterAddresses", "b:7051"),
+        ("job.tableName", "fast,slow"),
+        ("job.checkpointsDirectory", "/mem/chk"),
+        ("job.discoveryIntervalSeconds", "1"),
+        ("job.checkpointingIntervalMillis", "50"),
+        ("job.verifyInterval", "400 ms"),
+        ("job.verifyRepair", "true"),
+    ])
+    .expect("config");
+    let store = CheckpointStore::new(
+        Arc::new(MemoryStateStore::new()),
+        &config.checkpoints_directory,
+        NonZeroUsize::MIN,
+    );
+    let recorder = Arc::new(Recorder::default());
+    let options = JobOptions::new(2).verifier(recorder.clone());
+    let job = Job::start_tables(&config, None, Two(cluster.clone()), store, options)
+        .await
+        .expect("starts");
+    // Until the tables were verified at two cuts (a window a second).
+    for _ in 0..500 {
+        let requests = recorder.requests.lock().expect("lock").clone();
+        let first = requests.first().map(|r| r.source_time);
+        if requests.len() >= 4 && requests.iter().any(|r| Some(r.source_time) != first) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let tables = job.tables();
+    job.cancel().await;
+    let requests = recorder.requests.lock().expect("lock").clone();
+    assert!(requests.len() >= 4, "{requests:?}");
+    // The tables take turns, each with its sink name and repair asked.
+    let names: Vec<&str> = requests.iter().map(|r| r.source_table.as_str()).collect();
+    assert!(names.windows(2).all(|w| w[0] != w[1]), "{names:?}");
+    assert!(requests
+        .iter()
+        .all(|r| r.repair && r.sink_table == format!("{}_copy", r.source_table)));
+    // Each at a cut the sink gave: a source end and the sink time taken
+    // when the window after it opened (sink times come from 1000 on).
+    assert!(requests.iter().all(|r| r.sink_time.raw() >= 1_000));
+    let mut ends: Vec<u64> = requests.iter().map(|r| r.source_time.raw()).collect();
+    ends.dedup();
+    assert!(ends.len() >= 2, "cuts move on: {requests:?}");
+    // The outcome is counted per table.
+    assert!(
+        tables
+            .iter()
+            .all(|t| t.verify.runs >= 1 && t.verify.repaired_total >= 1),
+        "{tables:?}"
+    );
 }
