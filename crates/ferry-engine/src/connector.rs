@@ -20,7 +20,7 @@
 use crate::checkpoint::{SplitState, TableState, WindowState};
 use crate::error::EngineError;
 use crate::identity::TableId;
-use crate::sink_position::SinkPosition;
+use crate::sink_position::{Cut, SinkPosition};
 use crate::time::{SinkTime, SourceClock, SourceTime};
 use serde::{Deserialize, Serialize};
 use std::future::Future;
@@ -232,6 +232,13 @@ pub trait Sink<B: Batch>: Send + Sync + 'static {
     fn schema_follower(&self) -> Option<&dyn SchemaFollower> {
         None
     }
+
+    /// Publishing consistent cuts ([`SinkCuts`]). With it the job opens
+    /// its tables' windows together, so that every window yields a cut.
+    /// `None` (the default): the sink publishes none.
+    fn cuts(&self) -> Option<&dyn SinkCuts> {
+        None
+    }
 }
 
 /// The future of a sink capability's call. Capabilities are called a few
@@ -272,6 +279,18 @@ pub trait SinkPositions: Send + Sync {
     /// and any row of the window, and recorded as the position's
     /// `last_end_sink_time`. `None`: the sink has no such clock.
     fn sink_time(&self) -> CapabilityFuture<'_, Option<SinkTime>>;
+}
+
+/// A sink capability: publishing consistent cuts ([`Sink::cuts`]) for
+/// readers of the sink (docs/dr.md, "Consistent reads on the standby").
+pub trait SinkCuts: Send + Sync {
+    /// Publishes `cut`: from now on readers may read every table it lists
+    /// at its sink time. Called between windows, at most once per source
+    /// instant, only with a sink time the sink gave
+    /// ([`SinkPositions::sink_time`]) while every listed table held exactly
+    /// the windows up to the cut's source instant. A failure is logged and
+    /// the next window's cut is tried; replication goes on.
+    fn record_cut<'a>(&'a self, cut: &'a Cut) -> CapabilityFuture<'a, ()>;
 }
 
 /// A sink capability: following the source's schema

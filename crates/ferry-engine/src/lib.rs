@@ -68,6 +68,7 @@ pub mod replication;
 pub mod restart;
 pub mod status;
 pub mod time;
+pub mod verify;
 
 pub use error::{ConnectorError, ControlError, EngineError, RestoreError, RetryHint, StartError};
 pub use identity::{SplitId, TableId, TableKey};

@@ -214,6 +214,7 @@ pub struct TableMetrics {
     schema_changes: AtomicU64,
     tablet_scans_skipped: AtomicU64,
     rows_recreated: AtomicU64,
+    verify: std::sync::Mutex<crate::status::TableVerify>,
 }
 
 impl TableMetrics {
@@ -237,6 +238,25 @@ impl TableMetrics {
         table.schema_changes = get(&self.schema_changes);
         table.tablet_scans_skipped = get(&self.tablet_scans_skipped);
         table.rows_recreated = get(&self.rows_recreated);
+        table.verify = self.verify.lock().map(|v| *v).unwrap_or_default();
+    }
+
+    /// A verification of the table at the cut of source instant `cut_ms`
+    /// (epoch ms) ended: with `outcome`, or failed (`None`).
+    pub(crate) fn verified(&self, cut_ms: u64, outcome: Option<crate::verify::VerifyOutcome>) {
+        let Ok(mut v) = self.verify.lock() else {
+            return;
+        };
+        let Some(o) = outcome else {
+            v.failures += 1;
+            return;
+        };
+        v.runs += 1;
+        v.last_cut_ms = cut_ms;
+        v.last_rows_compared = o.rows_compared;
+        v.last_differences = o.differences;
+        v.differences_total += o.differences;
+        v.repaired_total += o.repaired;
     }
 
     /// The table's chain now: split queues, whether a window is open, and

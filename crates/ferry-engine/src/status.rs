@@ -193,6 +193,29 @@ pub struct TableSnapshot {
     pub rows_recreated: u64,
     /// Why the table is paused, if it is (the others go on).
     pub paused: Option<String>,
+    /// Continuous verify's results (`job.verifyInterval`).
+    #[serde(default)]
+    pub verify: TableVerify,
+}
+
+/// Continuous verify of one table: its last verification and totals.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TableVerify {
+    /// Verifications finished (with an answer).
+    pub runs: u64,
+    /// Verifications that failed (no answer).
+    pub failures: u64,
+    /// The source instant of the last verified cut, epoch ms (0: none).
+    pub last_cut_ms: u64,
+    /// Source rows compared by the last verification.
+    pub last_rows_compared: u64,
+    /// Differences the last verification found.
+    pub last_differences: u64,
+    /// Differences found, all verifications.
+    pub differences_total: u64,
+    /// Rows repaired, all verifications.
+    pub repaired_total: u64,
 }
 
 /// One failure of a job, as Flink's exception history shows it.

@@ -158,12 +158,13 @@ impl Table {
     }
 }
 
-/// Reads every row of `name` (latest data). Scans are retried a few times:
-/// a comparison often runs right after a fault healed.
-async fn read(client: &KuduClient, name: &str) -> Table {
+/// Reads every row of `name`: latest data, or (`at`) a snapshot at that
+/// raw hybrid time. Scans are retried a few times: a comparison often runs
+/// right after a fault healed.
+async fn read(client: &KuduClient, name: &str, at: Option<u64>) -> Table {
     let mut last = String::new();
     for _ in 0..5 {
-        match try_read(client, name).await {
+        match try_read(client, name, at).await {
             Ok(t) => return t,
             Err(e) => last = e.to_string(),
         }
@@ -172,7 +173,11 @@ async fn read(client: &KuduClient, name: &str) -> Table {
     panic!("reading table {name} for the comparison: {last}");
 }
 
-async fn try_read(client: &KuduClient, name: &str) -> Result<Table, kudu_client::Error> {
+async fn try_read(
+    client: &KuduClient,
+    name: &str,
+    at: Option<u64>,
+) -> Result<Table, kudu_client::Error> {
     let table = client.open_table(name).await?;
     let schema = table.schema();
     let columns: Vec<String> = schema
@@ -181,7 +186,11 @@ async fn try_read(client: &KuduClient, name: &str) -> Result<Table, kudu_client:
         .map(|c| c.name().to_string())
         .collect();
     let keys = schema.num_key_columns();
-    let mut scanner = client.scan_builder(&table).build()?;
+    let mut builder = client.scan_builder(&table);
+    if let Some(at) = at {
+        builder = builder.snapshot(kudu_client::HybridTime::from_raw(at));
+    }
+    let mut scanner = builder.build()?;
     let mut rows = BTreeMap::new();
     while let Some(batch) = scanner.next_batch().await? {
         for view in batch.rows() {
@@ -205,7 +214,22 @@ pub async fn compare_tables(
     source_table: &str,
     sink_table: &str,
 ) -> TableDiff {
-    let (a, b) = tokio::join!(read(source, source_table), read(sink, sink_table));
+    compare_tables_at(source, sink, (source_table, None), (sink_table, None)).await
+}
+
+/// [`compare_tables`] with each side read at its own snapshot (a raw
+/// hybrid time of its cluster; `None`: latest): e.g. the source at a cut's
+/// source time and the sink at its sink time.
+pub async fn compare_tables_at(
+    source: &KuduClient,
+    sink: &KuduClient,
+    (source_table, source_at): (&str, Option<u64>),
+    (sink_table, sink_at): (&str, Option<u64>),
+) -> TableDiff {
+    let (a, b) = tokio::join!(
+        read(source, source_table, source_at),
+        read(sink, sink_table, sink_at)
+    );
     let mut diff = TableDiff {
         source_rows: a.rows.len(),
         sink_rows: b.rows.len(),

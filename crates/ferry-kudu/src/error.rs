@@ -98,6 +98,23 @@ impl From<PositionError> for EngineError {
     }
 }
 
+/// A failed cut is logged by the engine, never fatal; a failure to
+/// create the cuts table when the sink is prepared is one like the
+/// position table's.
+impl From<crate::cuts::CutsError> for EngineError {
+    fn from(error: crate::cuts::CutsError) -> Self {
+        let transient = error.is_transient();
+        ConnectorError::new(Domain::State, "SinkCuts", error)
+            .transient(transient)
+            .advice(
+                "the job's user needs SELECT, INSERT, UPDATE and DELETE on the cuts table \
+                 (job.cutsTable) on the sink cluster, and CREATE once if it does not exist yet; \
+                 an empty job.cutsTable publishes no cuts",
+            )
+            .into()
+    }
+}
+
 /// A source schema change the sink will not take (`job.schemaEvolution`):
 /// the table is paused.
 impl From<SchemaChangeError> for EngineError {

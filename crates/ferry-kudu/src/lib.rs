@@ -20,6 +20,8 @@
 //!   (`high-availability.storageDir = kudu:ferry_ha`).
 //! - [`position`]: the sink position record on the sink cluster
 //!   ([`position::PositionTable`]).
+//! - [`cuts`]: the consistent cuts published on the sink cluster every
+//!   window ([`cuts::CutsTable`], with its readers).
 //! - [`tserver_metrics`]: the one reader of tablet servers' metrics
 //!   (write counters and clocks; the JSON `/metrics`, or per server
 //!   `/metrics_prometheus` where its release has tablets there), with
@@ -29,6 +31,7 @@
 //!   `ferry_engine::error::ConnectorError` with a retry hint, the table and
 //!   advice).
 
+pub mod cuts;
 pub mod error;
 mod immutable_cells;
 pub mod lease_table;

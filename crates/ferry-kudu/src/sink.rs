@@ -7,7 +7,8 @@
 //! copy of the source (`job.createTable`) or checks that the existing one
 //! can take its rows, and opens (or creates) the position table
 //! (`job.positionTable`) where the job records which window the sink may
-//! hold rows of ([`crate::sink_position`]).
+//! hold rows of ([`crate::sink_position`]) and the cuts table
+//! (`job.cutsTable`, [`crate::cuts`]).
 
 use crate::immutable_cells::ImmutableCells;
 use crate::position::PositionTable;
@@ -15,11 +16,9 @@ use crate::sink_table::{prepare_sink_table, SinkTableAction, SinkTableError, Sin
 use crate::source::KuduBatch;
 use ferry_engine::config::{FlushMode, JobConfig, WriterConfig, REQUEST_SIZE_BYTES};
 use ferry_engine::connector::{
-    CapabilityFuture, SchemaFollower, SchemaRecord, Sink, SinkPositions, SinkWriter, TableRef,
-    WriteStats,
+    CapabilityFuture, SchemaFollower, SchemaRecord, Sink, SinkCuts, SinkPositions, SinkWriter,
+    TableRef, WriteStats,
 };
-use ferry_engine::sink_position::SinkPosition;
-use ferry_engine::time::SinkTime;
 use ferry_engine::EngineError;
 use kudu_client::write::{FlushMode as ClientFlushMode, OpType, RowCopy, Session, SessionOptions};
 use kudu_client::{ColumnSchema, KuduClient, KuduTable, Schema};
@@ -29,17 +28,19 @@ use std::sync::Arc;
 /// Writes the sink table.
 #[derive(Debug, Clone)]
 pub struct KuduSink {
-    client: KuduClient,
+    pub(crate) client: KuduClient,
     /// The source cluster and table the sink copies (for `prepare`).
     source: KuduClient,
     source_table: String,
-    options: SinkTableOptions,
+    pub(crate) options: SinkTableOptions,
     /// Set by `prepare`.
-    table: Option<KuduTable>,
+    pub(crate) table: Option<KuduTable>,
     writer: WriterConfig,
     /// Where the sink position is recorded; `None`: nowhere (unsafe for
     /// restores from older states).
-    position: Option<PositionTable>,
+    pub(crate) position: Option<PositionTable>,
+    /// Where consistent cuts are published (`crate::cuts`); `None`: nowhere.
+    pub(crate) cuts: Option<crate::cuts::CutsTable>,
     /// Rows handed to the writers' sessions, counted per batch before any
     /// is sent (the write guard compares them with the servers' counters).
     rows_sent: Arc<AtomicU64>,
@@ -102,6 +103,7 @@ impl KuduSink {
             table: None,
             writer,
             position: None,
+            cuts: None,
             rows_sent: Arc::new(AtomicU64::new(0)),
             rename_with_suffix: None,
             generation: Arc::new(AtomicU64::new(0)),
@@ -138,7 +140,8 @@ impl KuduSink {
             options,
             config.writer.clone(),
         )
-        .with_position_table(config.position_table.clone());
+        .with_position_table(config.position_table.clone())
+        .with_cuts_table(config.cuts_table.clone(), config.cuts_retention);
         this.rename_with_suffix = (config.rename_sink_table && config.sink_table.is_none())
             .then(|| config.table_suffix.clone());
         this
@@ -181,22 +184,7 @@ impl KuduSink {
             config.writer.clone(),
         )
         .with_position_table(config.position_table.clone())
-    }
-
-    /// The sink table and the position table; `None` without a position
-    /// table. Fails closed: a position table that was not prepared is an
-    /// error, never a silent no-op.
-    fn position_table(&self) -> Result<Option<(&KuduTable, &PositionTable)>, EngineError> {
-        let Some(positions) = &self.position else {
-            return Ok(None);
-        };
-        match &self.table {
-            Some(table) => Ok(Some((table, positions))),
-            None => Err(self.err(kudu_client::Error::TableNotFound(format!(
-                "{} (the sink was not prepared)",
-                self.options.sink_table_name
-            )))),
-        }
+        .with_cuts_table(config.cuts_table.clone(), config.cuts_retention)
     }
 
     /// The sink table's name now.
@@ -214,7 +202,7 @@ impl KuduSink {
         self.table.as_ref()
     }
 
-    fn err(&self, source: kudu_client::Error) -> EngineError {
+    pub(crate) fn err(&self, source: kudu_client::Error) -> EngineError {
         crate::error::sink_error(&self.options.sink_table_name, source)
     }
 }
@@ -245,6 +233,9 @@ impl Sink<KuduBatch> for KuduSink {
                 table = %name,
                 "job.positionTable is empty: no sink position is recorded, so a restore from an older checkpoint or savepoint may bring back rows the source deleted"
             );
+        }
+        if let Some(cuts) = &mut self.cuts {
+            cuts.prepare(plan.table.num_replicas()).await?;
         }
         self.table = Some(plan.table);
         Ok(())
@@ -320,55 +311,11 @@ impl Sink<KuduBatch> for KuduSink {
     fn schema_follower(&self) -> Option<&dyn SchemaFollower> {
         Some(self)
     }
-}
 
-impl SinkPositions for KuduSink {
-    fn record_position<'a>(&'a self, position: &'a SinkPosition) -> CapabilityFuture<'a, ()> {
-        Box::pin(async move {
-            match self.position_table()? {
-                Some((table, positions)) => Ok(positions.write(table, position).await?),
-                None => Ok(()),
-            }
-        })
-    }
-
-    fn read_position(&self) -> CapabilityFuture<'_, Option<SinkPosition>> {
-        Box::pin(async move {
-            match self.position_table()? {
-                Some((table, positions)) => Ok(positions.read(table).await?),
-                None => Ok(None),
-            }
-        })
-    }
-
-    fn sink_time(&self) -> CapabilityFuture<'_, Option<SinkTime>> {
-        Box::pin(async move {
-            // Why this separates the windows, on a snapshot scan of the sink
-            // (which sees the writes with a timestamp below the snapshot's; the
-            // gap below makes it hold with "at or below" too):
-            // - every sink write of this job, and the position write, goes
-            //   through `self.client` (the writers' sessions and the position
-            //   table share it), whose last propagated timestamp is folded from
-            //   every write answer; all writes so far were acknowledged (a
-            //   window opens only after the previous one's flushes), so each
-            //   has a timestamp ≤ L, read after `server_clock` folded the
-            //   master's clock in too;
-            // - T = L + 1;
-            // - the position write comes next, sends L as its propagated
-            //   timestamp, so the tablet server assigns it a timestamp > L,
-            //   i.e. ≥ T, and the client folds that in; every later write
-            //   carries ≥ T and gets a timestamp > T.
-            // Without a position table nothing records T, so none is taken.
-            if self.position.is_none() {
-                return Ok(None);
-            }
-            self.client.server_clock().await.map_err(|e| self.err(e))?;
-            let seen = self
-                .client
-                .last_propagated_timestamp()
-                .map_or(0, |t| t.raw());
-            Ok(Some(SinkTime::from_raw(seen.saturating_add(1))))
-        })
+    fn cuts(&self) -> Option<&dyn SinkCuts> {
+        // A cut needs the position table's sink time (`sink_time`).
+        self.cuts.as_ref().filter(|_| self.position.is_some())?;
+        Some(self)
     }
 }
 
@@ -452,7 +399,7 @@ impl KuduSinkWriter {
         self.session.metrics()
     }
 
-    fn err(&self, source: kudu_client::Error) -> EngineError {
+    pub(crate) fn err(&self, source: kudu_client::Error) -> EngineError {
         crate::error::sink_error(self.table.name(), source)
     }
 

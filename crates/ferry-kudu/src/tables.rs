@@ -55,8 +55,8 @@ impl KuduTables {
 /// Which listed source tables (`listed`: id, current name) the job
 /// replicates: every known table (by id) still listed, under its current
 /// name; every listed table named in `job.tableName` or matching
-/// `job.tablePattern`; never the position table nor, when source and sink
-/// are one cluster, a sink copy (`<selected name><job.tableSuffix>`). A
+/// `job.tablePattern`; never the position or cuts table nor, when source
+/// and sink are one cluster, a sink copy (`<selected name><job.tableSuffix>`). A
 /// table named in `job.tableName` that is neither listed nor known (by
 /// name) is an error naming it.
 pub fn select_tables(
@@ -71,8 +71,10 @@ pub fn select_tables(
     let same_cluster = same_cluster(config);
     let selected_name = |name: &str| config.tables.selects(name, pattern.as_ref());
     let excluded = |name: &str| {
-        // The position table is ferry's own bookkeeping, never user data.
-        if config.position_table.as_deref() == Some(name) {
+        // The position and cuts tables are ferry's own bookkeeping.
+        if config.position_table.as_deref() == Some(name)
+            || config.cuts_table.as_deref() == Some(name)
+        {
             return true;
         }
         same_cluster

@@ -6,6 +6,12 @@
 //! Checkpoints may live on an object store: [`open_checkpoints`] probes
 //! the directory first (one listing), so wrong credentials, an unknown
 //! bucket or an unreachable endpoint are reported naming the location.
+//!
+//! - `verifier`: continuous verify's [`verifier::KuduVerifier`].
+
+mod verifier;
+
+pub use verifier::KuduVerifier;
 
 use crate::process_opts::ProcessOptions;
 use crate::run_args::RunArgs;

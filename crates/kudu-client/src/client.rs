@@ -272,6 +272,13 @@ impl KuduClient {
         self.last_propagated_raw().map(HybridTime::from_raw)
     }
 
+    /// Raises the last propagated timestamp to `ts` (never lowers it), so
+    /// every later request of this client carries at least `ts` and each
+    /// write is given a larger timestamp (client-propagated consistency).
+    pub fn update_last_propagated_timestamp(&self, ts: HybridTime) {
+        self.observe_timestamp(ts.raw());
+    }
+
     /// [`last_propagated_timestamp`](Self::last_propagated_timestamp) in
     /// wire form, for requests.
     pub(crate) fn last_propagated_raw(&self) -> Option<u64> {

@@ -105,6 +105,26 @@ crate::config_section! {
     pub const POSITION_TABLE: ConfigOption<Option<String>> = ConfigOption::new("job.positionTable", ValueKind::Text, position_table, print_position_table)
         .default_value("ferry_positions")
         .doc("Table on the sink cluster where ferry records how far each sink table is (created if missing), so a restore from an older checkpoint or savepoint resumes where the sink is. Empty turns it off: UNSAFE, such a restore may then bring back rows the source deleted.");
+    /// `job.cutsTable`; `None` (set empty) publishes no cuts.
+    pub const CUTS_TABLE: ConfigOption<Option<String>> = ConfigOption::new("job.cutsTable", ValueKind::Text, position_table, print_position_table)
+        .default_value("ferry_cuts")
+        .doc("Table on the sink cluster where a Kudu sink publishes, every window, a consistent cut: a source instant and a sink hybrid time at which every sink table of the job reflects it, for snapshot reads of the standby (docs/dr.md, \"Consistent reads on the standby\"). Created if missing; needs job.positionTable. With it the tables' windows open together (a slow table holds the others' next window). Empty turns it off.");
+    /// `job.verifyInterval`; `None` when 0 (off).
+    pub const VERIFY_INTERVAL: ConfigOption<Option<Duration>> = ConfigOption::new("job.verifyInterval", ValueKind::Duration, optional_duration, print_optional_duration)
+        .default_value("0")
+        .doc("Continuous verify: every table of the running job is verified against its source once per this interval (Flink duration, e.g. '10 min'), one table at a time (a turn every interval / tables), each at its newest cut (source at the last window end, sink at that end's sink time: no false differences while the job writes), with the tablet servers' checksums as `ferry verify`; results in the ferry_table_verify_* metrics. Kudu to Kudu only. 0 = off.");
+    /// `job.verifyBudgetRanges`.
+    pub const VERIFY_BUDGET_RANGES: ConfigOption<NonZeroUsize> = ConfigOption::count("job.verifyBudgetRanges")
+        .default_value("1")
+        .doc("Continuous verify's budget: key ranges (about 64 MiB of data each) checksummed at the same time on each side; one verification runs at a time.");
+    /// `job.verifyRepair`.
+    pub const VERIFY_REPAIR: ConfigOption<bool> = ConfigOption::flag("job.verifyRepair")
+        .default_value("false")
+        .doc("Continuous verify repairs what it finds, as `ferry verify --repair`, from the source's current rows (never older ones than the job may have written since). Needs job.verifyInterval.");
+    /// `job.cutsRetention`.
+    pub const CUTS_RETENTION: ConfigOption<Duration> = ConfigOption::new("job.cutsRetention", ValueKind::Duration, positive_duration, parse::print_duration)
+        .default_value("7 d")
+        .doc("How far back (in source time, from the newest cut) the job keeps its cuts in job.cutsTable; older ones are deleted. The default matches Kudu's default --tablet_history_max_age_sec: a cut older than the sink's history cannot be read anyway.");
 }
 
 /// A comma-separated list of Kudu masters (reference job key).
@@ -168,6 +188,15 @@ fn print_replicas(replicas: &Vec<StorageLocation>) -> String {
     uris.join(",")
 }
 
+/// A Flink duration above zero.
+fn positive_duration(value: &str) -> Result<Duration, ValueError> {
+    let d = parse::parse_duration(value)?;
+    if d.is_zero() {
+        return Err(ValueError::Invalid("must be above 0".to_string()));
+    }
+    Ok(d)
+}
+
 fn position_table(value: &str) -> Result<Option<String>, ValueError> {
     Ok(Some(value.trim())
         .filter(|t| !t.is_empty())
@@ -223,6 +252,17 @@ pub struct JobConfig {
     /// `job.positionTable` (ferry only): the sink position table; `None`
     /// (the key set empty) turns the sink position off.
     pub position_table: Option<String>,
+    /// `job.cutsTable` (ferry only): where a Kudu sink publishes
+    /// consistent cuts; `None` (the key set empty): nowhere.
+    pub cuts_table: Option<String>,
+    /// `job.cutsRetention` (ferry only): how long cuts are kept.
+    pub cuts_retention: Duration,
+    /// `job.verifyInterval` (ferry only): continuous verify, `None`: off.
+    pub verify_interval: Option<Duration>,
+    /// `job.verifyBudgetRanges` (ferry only).
+    pub verify_budget_ranges: NonZeroUsize,
+    /// `job.verifyRepair` (ferry only).
+    pub verify_repair: bool,
     /// `reader.*`.
     pub reader: ReaderConfig,
     /// `writer.*`.
@@ -291,6 +331,11 @@ impl JobConfig {
             periodic_savepoints_retained: keys.get(&PERIODIC_SAVEPOINTS_RETAINED)?,
             state_replicas: state_replicas(keys, &checkpoints_directory)?,
             position_table: keys.get(&POSITION_TABLE)?,
+            cuts_table: keys.get(&CUTS_TABLE)?,
+            cuts_retention: keys.get(&CUTS_RETENTION)?,
+            verify_interval: keys.get(&VERIFY_INTERVAL)?,
+            verify_budget_ranges: keys.get(&VERIFY_BUDGET_RANGES)?,
+            verify_repair: keys.get(&VERIFY_REPAIR)?,
             table_name,
             reader: ReaderConfig::from_config(keys)?,
             writer: WriterConfig::from_config(keys)?,

@@ -139,6 +139,11 @@ fn every_key_set_explicitly() {
         ("kubernetes.operator.savepoint.history.max.count", "4"),
         ("job.stateReplicas", "/tmp/dr1, file:///tmp/dr2"),
         ("job.positionTable", "dr_positions"),
+        ("job.cutsTable", "dr_cuts"),
+        ("job.cutsRetention", "2 d"),
+        ("job.verifyInterval", "10 min"),
+        ("job.verifyBudgetRanges", "3"),
+        ("job.verifyRepair", "true"),
         ("job.tablePattern", "t_[0-9]+"),
         ("job.tableDiscoveryIntervalSeconds", "7"),
         ("job.schemaEvolution", "false"),
@@ -238,6 +243,11 @@ fn every_key_set_explicitly() {
     assert_eq!(c.periodic_savepoints_retained.get(), 4);
     assert_eq!(c.state_replicas.len(), 2);
     assert_eq!(c.position_table.as_deref(), Some("dr_positions"));
+    assert_eq!(c.cuts_table.as_deref(), Some("dr_cuts"));
+    assert_eq!(c.cuts_retention, Duration::from_secs(2 * 86_400));
+    assert_eq!(c.verify_interval, Some(Duration::from_secs(600)));
+    assert_eq!(c.verify_budget_ranges.get(), 3);
+    assert!(c.verify_repair);
     assert_eq!(c.reader.batch_size_bytes, 65536);
     assert_eq!(c.reader.split_size_bytes, NonZeroU64::new(1024));
     assert_eq!(c.reader.scan_request_timeout, Duration::from_millis(1234));
@@ -678,6 +688,26 @@ fn the_position_table_has_a_default_and_an_unsafe_off_switch() {
 }
 
 #[test]
+fn the_cuts_table_has_defaults_an_off_switch_and_a_positive_retention() {
+    let base = [
+        ("job.sourceMasterAddresses", "a:7051"),
+        ("job.sinkMasterAddresses", "b:7051"),
+        ("job.tableName", "t"),
+        ("job.checkpointsDirectory", "/tmp/chk"),
+    ];
+    let c = JobConfig::from_named_pairs(base).expect("valid");
+    assert_eq!(c.cuts_table.as_deref(), Some("ferry_cuts"));
+    assert_eq!(c.cuts_retention, Duration::from_secs(7 * 86_400));
+    let off = JobConfig::from_named_pairs(base.into_iter().chain([("job.cutsTable", "")]))
+        .expect("valid");
+    assert_eq!(off.cuts_table, None);
+    let err = JobConfig::from_named_pairs(base.into_iter().chain([("job.cutsRetention", "0")]))
+        .expect_err("zero retention")
+        .to_string();
+    assert!(err.contains("job.cutsRetention"), "{err}");
+}
+
+#[test]
 fn table_defaults() {
     let c = parse(&minimal());
     assert_eq!(c.tables.names, ["orders"]);
@@ -894,6 +924,11 @@ fn ferry_only_keys_are_marked() {
             "job.periodicSavepointsRetained",
             "job.stateReplicas",
             "job.positionTable",
+            "job.cutsTable",
+            "job.verifyInterval",
+            "job.verifyBudgetRanges",
+            "job.verifyRepair",
+            "job.cutsRetention",
             "job.tablePattern",
             "job.tableDiscoveryIntervalSeconds",
             "job.schemaEvolution",

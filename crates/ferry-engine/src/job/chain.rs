@@ -157,6 +157,13 @@ impl<S: Source, K> Chain<S, K> {
         self.phase.active()
     }
 
+    /// Takes part in the job's consistent cuts: active and past its
+    /// snapshot. A table still copying its snapshot holds no cut, and must
+    /// not hold the other tables' windows for the whole of its copy.
+    pub(super) fn in_cuts(&self) -> bool {
+        self.active() && self.enumerator.last_end().is_some()
+    }
+
     /// No window is open and the snapshot is done.
     pub(super) fn between_windows(&self) -> bool {
         self.enumerator.window().is_none() && self.enumerator.last_end().is_some()

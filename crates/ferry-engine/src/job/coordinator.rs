@@ -17,11 +17,13 @@
 
 use super::chain::Chain;
 use super::checkpointing::Checkpoints;
+use super::cuts::{Cuts, Round};
 use super::discovery::Discovery;
 use super::handle::Control;
 use super::publish::Publisher;
 use super::recovery::Recovery;
 use super::stop::Mode;
+use super::verifying::Verifying;
 use super::workers::Workers;
 use super::JobOptions;
 use crate::checkpoint::{CheckpointStore, JobState};
@@ -76,6 +78,10 @@ pub(super) struct Coordinator<T: Tables> {
     /// Status, history, tables and live metrics, as the handle reads them
     /// (`publish`).
     pub(super) publisher: Publisher,
+    /// The consistent cuts published (`cuts`).
+    pub(super) cuts: Cuts,
+    /// Continuous verify's turns (`verifying`).
+    pub(super) verifying: Verifying,
 }
 
 impl<T: Tables> Coordinator<T> {
@@ -119,6 +125,8 @@ impl<T: Tables> Coordinator<T> {
             mode: Mode::Running,
             gate: CommitGate::default(),
             publisher,
+            cuts: Cuts::default(),
+            verifying: Verifying::new(&config, &options),
             options,
             config,
         }
@@ -255,12 +263,15 @@ impl<T: Tables> Coordinator<T> {
                 }
             }
         }
+        // Windows that open together wait for every table (`cuts`).
+        let mut round = self.start_round().await;
         for i in 0..self.chains.len() {
             let chain = &self.chains[i];
             if !chain.phase.may_open() || !self.mode.may_open_window(chain.enumerator.last_end()) {
                 continue;
             }
-            if let Err(e) = self.maybe_open_window(i).await {
+            let Some(round) = round.as_mut() else { break };
+            if let Err(e) = self.maybe_open_window(i, round).await {
                 if let Some(flow) = self.on_table_error(i, e) {
                     return Some(flow);
                 }
@@ -301,11 +312,13 @@ impl<T: Tables> Coordinator<T> {
         let ticking = self.mode.takes_checkpoints();
         // A drained window completes with a checkpoint right away.
         let drained = ticking && self.chains.iter().any(|c| c.active() && c.window_drained());
+        let round_open = self.round_open();
         let next_window = self
             .chains
             .iter()
             .filter(|c| {
-                c.phase.may_open()
+                round_open
+                    && c.phase.may_open()
                     && !c.source.exhausted(c.cursor.as_ref())
                     && self.mode.may_open_window(c.enumerator.last_end())
             })
@@ -313,6 +326,7 @@ impl<T: Tables> Coordinator<T> {
             .min();
         let drain_deadline = self.mode.drain_deadline();
         let resume_at = self.mode.resume_at();
+        let verify_at = self.verifying.due().filter(|_| ticking);
         let discover = self.mode.discovers_tables();
         tokio::select! {
             event = workers.events.recv() => match event {
@@ -338,6 +352,9 @@ impl<T: Tables> Coordinator<T> {
                 }
             }
             _ = sleep_until(next_window.unwrap_or_else(Instant::now)), if next_window.is_some() => {}
+            _ = sleep_until(verify_at.unwrap_or_else(Instant::now)), if verify_at.is_some() => {
+                self.verify_turn();
+            }
             _ = sleep_until(self.discovery.next_at), if discover => {
                 self.rediscover().await;
             }
@@ -397,23 +414,30 @@ impl<T: Tables> Coordinator<T> {
             .all(|c| c.between_windows())
     }
 
-    /// Opens chain `i`'s next window if one is due: picks its end on the
-    /// source clock, brings the sink in line with the source's schema
-    /// (`job.schemaEvolution`), then plans its splits.
-    async fn maybe_open_window(&mut self, i: usize) -> Result<(), EngineError> {
+    /// Opens chain `i`'s next window if one is due (or the `round` is):
+    /// picks its end on the source clock (the round's, together), brings
+    /// the sink in line with the source's schema (`job.schemaEvolution`),
+    /// then plans its splits.
+    async fn maybe_open_window(&mut self, i: usize, round: &mut Round) -> Result<(), EngineError> {
         let follow = self.config.schema_evolution;
         let discovery = self.config.discovery_interval;
         let fence = self.options.fence.clone();
         let chain = &mut self.chains[i];
         if !chain.phase.may_open()
-            || Instant::now() < chain.next_window_at
+            || (!round.due && Instant::now() < chain.next_window_at)
             || chain.source.exhausted(chain.cursor.as_ref())
         {
             return Ok(());
         }
         // A fenced instance opens no window: it only stops.
         fence.check()?;
-        let now = chain.source.now().await?;
+        let now = match round.now {
+            Some(now) => now,
+            None => chain.source.now().await?,
+        };
+        if round.together {
+            round.now = Some(now);
+        }
         let window = chain.enumerator.next_window(now);
         if window.start_timestamp.is_some_and(|s| s >= now) {
             // The source clock has not moved past the last end yet.

@@ -60,6 +60,9 @@
 //! - `discovery`: which tables, preparing their sinks;
 //! - `position`: the sink position: recorded before a window's splits
 //!   are handed out, compared with a restored state at start;
+//! - `cuts`: with a sink that publishes consistent cuts, the tables'
+//!   windows open together and each round's cut is published;
+//! - `verifying`: continuous verify's turns ([`crate::verify`]);
 //! - `commit`: exactly-once through transactional sinks;
 //! - `recovery`: failures, the restart strategy, restarts from the newest
 //!   complete checkpoint;
@@ -73,6 +76,9 @@ mod commit;
 #[cfg(test)]
 mod commit_tests;
 mod coordinator;
+mod cuts;
+#[cfg(test)]
+mod cuts_tests;
 mod discovery;
 mod handle;
 mod phase;
@@ -91,6 +97,7 @@ mod stop;
 mod tables_tests;
 #[cfg(test)]
 mod tests;
+mod verifying;
 mod workers;
 
 pub use crate::status::{CheckpointRecord, JobStatus};
@@ -125,6 +132,9 @@ pub struct JobOptions {
     /// as of T — the reverse job after a verified cutover. Not with a
     /// restore point.
     pub start_at: Option<SourceTime>,
+    /// Continuous verify's verifier (`job.verifyInterval`); `None`: the
+    /// job verifies nothing.
+    pub verifier: Option<crate::verify::VerifierHandle>,
 }
 
 impl JobOptions {
@@ -136,7 +146,15 @@ impl JobOptions {
             default_savepoint_dir: None,
             fence: Fence::none(),
             start_at: None,
+            verifier: None,
         }
+    }
+
+    /// With a verifier for continuous verify (used when
+    /// `job.verifyInterval` is set).
+    pub fn verifier(mut self, verifier: std::sync::Arc<dyn crate::verify::Verifier>) -> Self {
+        self.verifier = Some(crate::verify::VerifierHandle(verifier));
+        self
     }
 
     /// Starting with a diff window from source time `t` instead of a

@@ -16,6 +16,12 @@
 //!   sink keeps the record is its own business
 //!   ([`crate::connector::SinkPositions`]; the Kudu sink's is in
 //!   `ferry-kudu`'s `position` module).
+//! - `cut`: [`Cut`], one source instant every table of a job reflects at
+//!   one sink time, published per window for consistent reads.
+
+mod cut;
+
+pub use cut::Cut;
 
 use crate::checkpoint::{JobState, WindowState};
 use crate::time::{SinkTime, SourceTime};

@@ -2,9 +2,11 @@
 //! what it means): a small table on the sink cluster.
 //!
 //! - `table`: the position table ([`PositionTable`]);
-//! - `error`: [`PositionError`].
+//! - `error`: [`PositionError`];
+//! - `sink`: the Kudu sink's [`ferry_engine::connector::SinkPositions`].
 
 mod error;
+mod sink;
 mod table;
 
 pub use error::{Call, PositionError};

@@ -104,6 +104,16 @@ pub async fn start_job_with(
         .then(|| Arc::new(ferry_kafka::KafkaMetrics::default()));
     let (handle, source_name) = match (source_client, sink_client) {
         (Some(source_client), Some(sink_client)) => {
+            // Continuous verify (`job.verifyInterval`): Kudu to Kudu only.
+            let verifier = crate::wiring::KuduVerifier::new(
+                source_client.clone(),
+                sink_client.clone(),
+                cfg.verify_budget_ranges,
+            );
+            let options = match cfg.verify_interval {
+                Some(_) => options.verifier(Arc::new(verifier)),
+                None => options,
+            };
             let tables =
                 KuduTables::new(source_client, sink_client, cfg.clone()).with_rows_sent(rows_sent);
             start_tables(cfg, restore, tables, store, options).await?

@@ -6,11 +6,13 @@
 // Test code: a failed unwrap is a failed test, which is what it should be.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod continuous_verify;
 mod cutover_drills;
 mod from_cutover;
 mod region_loss;
 mod s3_state;
 mod standby;
+mod standby_reads;
 mod state_replication;
 mod verify;
 

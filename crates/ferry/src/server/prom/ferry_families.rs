@@ -180,6 +180,63 @@ pub(super) fn push_tables(out: &mut Families, v: &JobView, labels: &Labels) {
         );
         push_table_gauges(out, v, t, &l);
         push_table_counters(out, t, &l);
+        push_table_verify(out, t, &l);
+    }
+}
+
+/// `ferry_table_verify_*`: continuous verify of the table
+/// (`job.verifyInterval`), once it has run.
+fn push_table_verify(out: &mut Families, t: &TableSnapshot, l: &Labels) {
+    let v = &t.verify;
+    if v.runs + v.failures == 0 {
+        return;
+    }
+    let (gauge, counter) = (MetricType::Gauge, MetricType::Counter);
+    for (name, help, kind, value) in [
+        (
+            "table_verify_last_cut_seconds",
+            "Source instant of the table's last verified cut (its sink held exactly the source as of then), seconds since the epoch",
+            gauge,
+            v.last_cut_ms as f64 / 1000.0,
+        ),
+        (
+            "table_verify_rows_compared",
+            "Source rows compared by the table's last continuous verification",
+            gauge,
+            v.last_rows_compared as f64,
+        ),
+        (
+            "table_verify_differences",
+            "Rows that differed (missing, extra or differing) in the table's last continuous verification",
+            gauge,
+            v.last_differences as f64,
+        ),
+        (
+            "table_verify_differences_found",
+            "Rows found differing by continuous verify, all verifications of the table",
+            counter,
+            v.differences_total as f64,
+        ),
+        (
+            "table_verify_repaired",
+            "Sink rows written or deleted by continuous verify's repairs (job.verifyRepair)",
+            counter,
+            v.repaired_total as f64,
+        ),
+        (
+            "table_verify_runs",
+            "Continuous verifications of the table that finished",
+            counter,
+            v.runs as f64,
+        ),
+        (
+            "table_verify_failures",
+            "Continuous verifications of the table that failed (tried again at its next turn)",
+            counter,
+            v.failures as f64,
+        ),
+    ] {
+        out.ferry(name, help, kind, l.clone(), value);
     }
 }
 
