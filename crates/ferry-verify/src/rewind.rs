@@ -241,9 +241,6 @@ mod tests {
         let day = Duration::from_secs(86_400);
         assert_eq!(headroom(to, now, day), Duration::from_secs(86_400 - 3_600));
         // Past the retention: none left.
-        assert_eq!(
-            headroom(to, now, Duration::from_secs(60)),
-            Duration::ZERO
-        );
+        assert_eq!(headroom(to, now, Duration::from_secs(60)), Duration::ZERO);
     }
 }

@@ -121,7 +121,9 @@ where
         salvaged: 0,
         reached: 0,
         unchanged: 0,
-        precision_ms: (until.physical_micros().saturating_sub(since.physical_micros())
+        precision_ms: (until
+            .physical_micros()
+            .saturating_sub(since.physical_micros())
             / u64::from(opts.slices.max(1)))
             / 1000,
     };
@@ -204,7 +206,12 @@ pub async fn count_changes(
 }
 
 /// A changed row: its encoded key, key, value now and key predicates.
-type Changed = (Vec<u8>, Map<String, Json>, Option<Map<String, Json>>, Vec<Predicate>);
+type Changed = (
+    Vec<u8>,
+    Map<String, Json>,
+    Option<Map<String, Json>>,
+    Vec<Predicate>,
+);
 
 /// The row's cells of `names`.
 fn only(row: &Map<String, Json>, names: &[String]) -> Map<String, Json> {
@@ -392,7 +399,10 @@ mod tests {
         let b = HybridTime::from_micros(2_000_000);
         let bounds = slice_bounds(a, b, 4);
         let micros: Vec<u64> = bounds.iter().map(|t| t.physical_micros()).collect();
-        assert_eq!(micros, [1_000_000, 1_250_000, 1_500_000, 1_750_000, 2_000_000]);
+        assert_eq!(
+            micros,
+            [1_000_000, 1_250_000, 1_500_000, 1_750_000, 2_000_000]
+        );
         assert_eq!(bounds[0], a);
         assert_eq!(*bounds.last().unwrap(), b);
         // An empty interval is one empty slice.

@@ -36,7 +36,7 @@ use ferry_verify::{At, Side, VerifyOptions};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
-use steps::{Failure, FailbackDir};
+use steps::{FailbackDir, Failure};
 
 /// `ferry failback` arguments.
 #[derive(Debug)]
@@ -96,7 +96,9 @@ pub fn parse(args: &[String]) -> Result<Option<FailbackArgs>, String> {
         RunCommand::Run(run) => *run,
     };
     if run.jobmanager.is_some() {
-        return Err("ferry failback works on the clusters itself; --jobmanager is not accepted".into());
+        return Err(
+            "ferry failback works on the clusters itself; --jobmanager is not accepted".into(),
+        );
     }
     crate::wiring::kudu_table_pair(&run.config, "failback")?;
     Ok(Some(FailbackArgs {
@@ -150,11 +152,13 @@ async fn failback(args: &FailbackArgs) -> Result<FailbackSummary, Failure> {
         )));
     }
     steps::refuse_if_writing(&old, &table, args.probe).await?;
-    let history = |e: RewindError, who: &str| match e {
+    let history = |e: RewindError, who: &str| {
+        match e {
         RewindError::HistoryExpired { .. } => Failure::Refused(format!(
             "{e}. The {who}'s history no longer reaches the divergence point: the outage was longer than --tablet_history_max_age_sec allows a failback for; make the old primary a copy afresh (drop its table, start the reverse job with a snapshot)"
         )),
         e => Failure::Failed(anyhow::Error::new(e)),
+    }
     };
     let timeout = Duration::from_secs(30);
     check_history(&old, &table, last_end, timeout)
@@ -285,7 +289,11 @@ fn print(summary: &FailbackSummary, json: bool) {
     if let Some(report) = &summary.report {
         crate::say!(
             "Old primary {} the new primary at the divergence point.",
-            if summary.equal { "equals" } else { "DIFFERS from" }
+            if summary.equal {
+                "equals"
+            } else {
+                "DIFFERS from"
+            }
         );
         crate::say!("Start the reverse replication (new primary -> old primary), diff scans from the divergence point, no snapshot:");
         crate::say!("  ferry run --config REVERSE_JOB.toml --fromCutover {report}");

@@ -77,7 +77,9 @@ pub fn parse(args: &[String], verb: &str) -> Result<Option<DrArgs>, String> {
             "--dry-run" if verb == "failover" => dry_run = true,
             "--json" if verb == "failover" => json = true,
             "--report" if verb == "failover" => report = true,
-            "--to" if verb == "failover" => rewind_to = Some(to::Target::parse_to(&flags.value(&arg)?)?),
+            "--to" if verb == "failover" => {
+                rewind_to = Some(to::Target::parse_to(&flags.value(&arg)?)?)
+            }
             "--to-time" if verb == "failover" => {
                 rewind_to = Some(to::Target::parse_time(&flags.value(&arg)?)?)
             }

@@ -7,7 +7,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod cutover_drills;
+mod failback;
+mod failover_to;
 mod from_cutover;
+mod rewind;
 mod s3_state;
 mod standby;
 mod state_replication;

@@ -5,7 +5,6 @@
 use crate::cutover_report::CutoverReport;
 use crate::run_args::RunArgs;
 use anyhow::Context;
-use tokio_util::bytes::Bytes;
 use ferry_engine::checkpoint::{CheckpointStore, JobId, StateKey};
 use ferry_engine::config::JobConfig;
 use ferry_kudu::position::PositionTable;
@@ -13,6 +12,7 @@ use ferry_verify::salvage::{count_changes, SalvageSummary};
 use kudu_client::scan::ScanSpec;
 use kudu_client::{HybridTime, KuduClient};
 use std::time::Duration;
+use tokio_util::bytes::Bytes;
 
 /// Why a failback did not happen.
 #[derive(Debug)]
@@ -185,7 +185,11 @@ pub(super) struct FailbackDir {
 
 impl FailbackDir {
     /// The directory of the failback of `job` from `last_end`.
-    pub(super) async fn open(run: &RunArgs, job: &str, last_end: HybridTime) -> Result<Self, Failure> {
+    pub(super) async fn open(
+        run: &RunArgs,
+        job: &str,
+        last_end: HybridTime,
+    ) -> Result<Self, Failure> {
         let store = crate::wiring::open_job_checkpoints(run).await?;
         let job: JobId = job.parse().map_err(|e| {
             Failure::Failed(anyhow::anyhow!(
@@ -236,10 +240,7 @@ impl FailbackDir {
                 .ok()
                 .and_then(|v| v.get("createdAtMs").and_then(|t| t.as_u64()))
                 .map_or("completed".to_owned(), |ms| {
-                    format!(
-                        "completed at {}",
-                        crate::cli::failover::report::utc_ms(ms)
-                    )
+                    format!("completed at {}", crate::cli::failover::report::utc_ms(ms))
                 })
         }))
     }

@@ -186,7 +186,11 @@ pub struct ToReport {
 
 impl fmt::Display for ToReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let verb = if self.dry_run { "would rewind" } else { "rewound" };
+        let verb = if self.dry_run {
+            "would rewind"
+        } else {
+            "rewound"
+        };
         writeln!(
             f,
             "Cut ({}): source time {} ({}), sink time {}",
