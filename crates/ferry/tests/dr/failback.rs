@@ -167,6 +167,20 @@ async fn failback_salvages_rewinds_and_reverses_without_a_copy() {
     )
     .await;
     wait_equal(&ca, &cb, Duration::from_secs(90)).await;
+    // Until a window opened after those writes: the sink position's last
+    // end covers everything written so far.
+    let written = ca.server_clock().await.expect("clock").raw();
+    let started = Instant::now();
+    loop {
+        let p = PositionTable::lookup(&cb, "ferry_positions", TABLE).await;
+        if let Ok(Some(p)) = p {
+            if p.last_end_sink_time.is_some() && p.last_end.is_some_and(|e| e.raw() > written) {
+                break;
+            }
+        }
+        assert!(started.elapsed() < Duration::from_secs(60), "no window after the writes");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     job.kill9();
 
     // Writes that reach the old primary but never the new one.
