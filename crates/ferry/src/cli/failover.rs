@@ -344,13 +344,13 @@ fn dr_help(verb: &str) -> String {
                                  the sink cluster answers), as a span and a UTC time; starts nothing
                --json            report as JSON
                --to consistent   only rewind every sink table of the job (source lost, job stopped) to
-                                 one source instant: the smallest last window end of the job's tables
-                                 (their sink positions), with the sink's own history; starts nothing
-               --to-time T       the same to the newest cut at or before source time T (a raw hybrid
-                                 time or a UTC time like 2026-12-07T06:30:00Z): 'before the bad deploy';
-                                 cuts from the sink positions and the cuts table; with --dry-run only
-                                 count what would be rewound; the report states the cut and, per
-                                 table, the rows rewritten and deleted
+                                 its newest cut at or before the smallest last window end of the job's
+                                 tables, with the sink's own history; starts nothing
+               --to-time T       the same for source time T (a raw hybrid time or a UTC time like
+                                 2026-12-07T06:30:00Z): 'before the bad deploy'. Cuts come from the sink
+                                 positions and the cuts table; with --dry-run only count what would be
+                                 rewound; the report states the target and, per table, its cut and the
+                                 rows rewritten and deleted
                --cuts-table NAME the cuts history table on the sink cluster [default: ferry_cuts]
 
          With high-availability.type lease it claims the lease first (waiting for a live holder's

@@ -178,7 +178,10 @@ async fn failback_salvages_rewinds_and_reverses_without_a_copy() {
                 break;
             }
         }
-        assert!(started.elapsed() < Duration::from_secs(60), "no window after the writes");
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "no window after the writes"
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     job.kill9();

@@ -1,21 +1,23 @@
 //! `ferry failover --to consistent | --to-time T` (issue 33, item 2) with
 //! the real binary: a job of three tables replicates under writers; the
-//! cuts the sink positions show while it runs are recorded (each a source
-//! instant and the sink time at which every table held it); the job is
-//! killed mid-window. One table's position is set back to an older real
-//! cut, so the three tables' last window ends differ. Then (the source is
-//! kept alive to be read at those instants):
+//! cuts each table's sink position shows while it runs are recorded (a
+//! source instant and the sink time at which that table held it; each
+//! table has its own windows) and written to the cuts table, each row
+//! naming its table (standing in for the job's own cuts history, task C);
+//! the job is killed mid-window. One table's position is set back to an
+//! older real cut, so the tables' last window ends differ by seconds. Then
+//! (the source is kept alive to be read at those instants):
 //!
 //! - `--to consistent --dry-run` writes nothing;
-//! - `--to consistent` rewinds all three to the oldest last end: each
-//!   equals its source read at that instant;
-//! - `--to-time T` (T a few seconds back) rewinds all three to the newest
-//!   cut at or before T, read from the cuts table: each equals its source
-//!   read at that cut's instant.
+//! - `--to consistent` targets the oldest last end and rewinds each table
+//!   to its newest cut at or before it: each equals its source read at
+//!   the instant the report states for it;
+//! - `--to-time T` (T seconds back) likewise for T.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
+use ferry_engine::checkpoint::WindowState;
 use ferry_engine::{SinkTime, SourceTime};
 use ferry_fixtures::process::output_text;
 use ferry_fixtures::{read_all, read_at};
@@ -33,7 +35,7 @@ async fn ferry(args: Vec<String>) -> std::process::Output {
 
 /// The cuts table of the contract (job_id, source_time) → sink_time,
 /// tables, generation, written_at, holding `cuts`.
-async fn write_cuts(client: &KuduClient, job: &str, cuts: &[(u64, u64)]) {
+async fn write_cuts(client: &KuduClient, job: &str, cuts: &BTreeMap<&str, Vec<(u64, u64)>>) {
     let col = |n: &str, t, key| {
         ColumnSchema::builder(n, t)
             .key(key)
@@ -58,32 +60,37 @@ async fn write_cuts(client: &KuduClient, job: &str, cuts: &[(u64, u64)]) {
     let mut s = client
         .new_session_with(SessionOptions::default().flush_mode(FlushMode::ManualFlush))
         .unwrap();
-    for &(source, sink) in cuts {
-        let mut r = t.new_row();
-        r.set_str("job_id", job).unwrap();
-        r.set_i64("source_time", source as i64).unwrap();
-        r.set_i64("sink_time", sink as i64).unwrap();
-        r.set_str("tables", &TABLES.join(",")).unwrap();
-        s.apply(Operation::insert(&t, r)).await.unwrap();
+    for (table, list) in cuts {
+        for &(source, sink) in list {
+            let mut r = t.new_row();
+            r.set_str("job_id", job).unwrap();
+            r.set_i64("source_time", source as i64).unwrap();
+            r.set_i64("sink_time", sink as i64).unwrap();
+            r.set_str("tables", table).unwrap();
+            s.apply(Operation::upsert(&t, r)).await.unwrap();
+        }
     }
     s.flush().await.expect("cuts");
 }
 
-async fn assert_at_source_instant(ca: &KuduClient, cb: &KuduClient, source_time: u64) {
-    for t in TABLES {
+async fn assert_at_source_instant(ca: &KuduClient, cb: &KuduClient, t: &str, source_time: u64) {
+    {
         let then = read_at(ca, t, Some(HybridTime::from_raw(source_time))).await;
         let sink = read_all(cb, t).await;
-        assert_eq!(
-            sink.len(),
-            then.len(),
-            "{t}: rows differ from the source at {source_time}"
+        let differing: Vec<_> = sink
+            .iter()
+            .filter(|(k, v)| then.get(k) != Some(v))
+            .chain(then.iter().filter(|(k, _)| !sink.contains_key(k)))
+            .collect();
+        assert!(
+            differing.is_empty(),
+            "{t} is not the source at {source_time}: {differing:?}"
         );
-        assert_eq!(sink, then, "{t} is not the source at {source_time}");
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn failover_rewinds_every_table_to_one_cut_or_an_earlier_time() {
+async fn failover_rewinds_each_table_to_its_newest_cut_at_or_before_the_target() {
     let (a, b) = ferry_fixtures::two_clusters();
     let (am, bm) = (a.master_addrs_joined(), b.master_addrs_joined());
     let ca = KuduClient::new(&a.master_addrs()).expect("client a");
@@ -121,15 +128,16 @@ async fn failover_rewinds_every_table_to_one_cut_or_an_earlier_time() {
     args.extend(options.clone());
     let mut job = crate::ferry().args(&args).free_ports().start();
 
-    // Writers on the three tables; the cuts the positions show meanwhile.
+    // Writers on the three tables; the cuts each table's position shows
+    // meanwhile (each table has its own windows).
     let mut session = ca
         .new_session_with(SessionOptions::default().flush_mode(FlushMode::AutoFlushSync))
         .unwrap();
-    let mut cuts: BTreeSet<(u64, u64)> = BTreeSet::new();
+    let mut cuts: BTreeMap<&str, BTreeSet<(u64, u64)>> = BTreeMap::new();
     let mut job_id = String::new();
     let started = Instant::now();
     let mut n: i64 = 0;
-    while started.elapsed() < Duration::from_secs(40) {
+    while started.elapsed() < Duration::from_secs(60) {
         for t in &handles {
             let mut r = t.new_row();
             r.set_i64("id", n % 150).unwrap();
@@ -143,24 +151,48 @@ async fn failover_rewinds_every_table_to_one_cut_or_an_earlier_time() {
         }
         n += 1;
         if n % 5 == 0 {
-            if let Ok(Some(p)) = PositionTable::lookup(&cb, "ferry_positions", TABLES[0]).await {
-                if let (Some(e), Some(s)) = (p.last_end, p.last_end_sink_time) {
-                    cuts.insert((e.raw(), s.raw()));
-                    job_id = p.job_id.clone();
+            for t in TABLES {
+                if let Ok(Some(p)) = PositionTable::lookup(&cb, "ferry_positions", t).await {
+                    if let (Some(e), Some(s)) = (p.last_end, p.last_end_sink_time) {
+                        cuts.entry(t).or_default().insert((e.raw(), s.raw()));
+                        job_id = p.job_id.clone();
+                    }
                 }
             }
-            if cuts.len() >= 8 && started.elapsed() > Duration::from_secs(8) {
+            let enough = TABLES
+                .iter()
+                .all(|t| cuts.get(t).is_some_and(|c| c.len() >= 6));
+            if enough && started.elapsed() > Duration::from_secs(8) {
                 break;
             }
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     job.kill9();
-    let cuts: Vec<(u64, u64)> = cuts.into_iter().collect();
-    assert!(cuts.len() >= 4, "too few windows: {cuts:?}");
+    for t in TABLES {
+        let p = PositionTable::lookup(&cb, "ferry_positions", t)
+            .await
+            .unwrap()
+            .expect("a position");
+        let (e, s) = (
+            p.last_end.unwrap().raw(),
+            p.last_end_sink_time.unwrap().raw(),
+        );
+        cuts.entry(t).or_default().insert((e, s));
+    }
+    let cuts: BTreeMap<&str, Vec<(u64, u64)>> = cuts
+        .into_iter()
+        .map(|(t, c)| (t, c.into_iter().collect()))
+        .collect();
+    for t in TABLES {
+        assert!(cuts[t].len() >= 4, "too few windows of {t}: {cuts:?}");
+    }
 
-    // cut_2's position set back to an older cut: the tables' last ends differ.
-    let (mid_source, mid_sink) = cuts[cuts.len() / 2];
+    // cut_2's position set back to an older real cut of its own: the
+    // tables' last ends differ by seconds.
+    let c2 = &cuts[TABLES[1]];
+    let mid = c2.len() / 2;
+    let (mid_source, mid_sink) = c2[mid];
     let mut positions = PositionTable::new(cb.clone(), "ferry_positions");
     positions.prepare(1).await.expect("positions");
     let sink_2 = cb.open_table(TABLES[1]).await.unwrap();
@@ -168,13 +200,20 @@ async fn failover_rewinds_every_table_to_one_cut_or_an_earlier_time() {
         .await
         .unwrap()
         .expect("cut_2's position");
-    assert!(p.last_end > Some(SourceTime::from_raw(mid_source)), "{p:?}");
     p.last_end = Some(SourceTime::from_raw(mid_source));
     p.last_end_sink_time = Some(SinkTime::from_raw(mid_sink));
+    p.window = WindowState {
+        start_timestamp: Some(SourceTime::from_raw(mid_source)),
+        end_timestamp: SourceTime::from_raw(c2[mid + 1].0),
+    };
     positions.write(&sink_2, &p).await.expect("older position");
+    // The cuts history of the windows seen, each row naming its table.
+    write_cuts(&cb, &job_id, &cuts).await;
 
-    let mut dry = vec!["failover".to_string(), "--to".into(), "consistent".into()];
-    dry.push("--dry-run".into());
+    let mut dry: Vec<String> = ["failover", "--to", "consistent", "--dry-run"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
     dry.extend(options.clone());
     let before: Vec<_> = futures::future::join_all(TABLES.map(|t| read_all(&cb, t))).await;
     let out = ferry(dry).await;
@@ -187,21 +226,12 @@ async fn failover_rewinds_every_table_to_one_cut_or_an_earlier_time() {
     let after: Vec<_> = futures::future::join_all(TABLES.map(|t| read_all(&cb, t))).await;
     assert_eq!(before, after, "a dry run wrote");
 
-    let mut args: Vec<String> = ["failover", "--to", "consistent", "--json"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    args.extend(options.clone());
-    let out = ferry(args).await;
-    assert!(out.status.success(), "{}", output_text(&out));
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON report");
-    assert_eq!(report["cut"]["sourceTime"], mid_source, "{report}");
-    assert_eq!(report["cut"]["sinkTime"], mid_sink, "{report}");
-    assert_eq!(
-        report["tables"].as_array().map(Vec::len),
-        Some(3),
-        "{report}"
-    );
+    // Consistent: the smallest last end (cut_2's); each table at its
+    // newest cut at or before it, equal to its source then.
+    let report = failover(&options, &["--to", "consistent"]).await;
+    assert_eq!(report["target"], mid_source, "{report}");
+    let stated = check_report(&ca, &cb, &report, &cuts, mid_source).await;
+    assert_eq!(stated[1], mid_source, "{report}");
     let rewound: u64 = report["tables"]
         .as_array()
         .unwrap()
@@ -209,21 +239,52 @@ async fn failover_rewinds_every_table_to_one_cut_or_an_earlier_time() {
         .map(|t| t["rewritten"].as_u64().unwrap() + t["deleted"].as_u64().unwrap())
         .sum();
     assert!(rewound > 0, "nothing was rewound: {report}");
-    assert_at_source_instant(&ca, &cb, mid_source).await;
 
-    // An earlier time, from the cuts table: the newest cut at or before it.
-    write_cuts(&cb, &job_id, &cuts).await;
-    let (early_source, _) = cuts[1];
-    let asked = early_source + 1;
-    assert!(cuts[2].0 > asked);
-    let mut args: Vec<String> = ["failover", "--to-time", &asked.to_string(), "--json"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    args.extend(options.clone());
+    // An earlier time: seconds back, each table's newest cut at or before it.
+    let asked = TABLES.iter().map(|t| cuts[t][1].0).max().unwrap();
+    assert!(asked < mid_source);
+    let report = failover(&options, &["--to-time", &asked.to_string()]).await;
+    assert_eq!(report["target"], asked, "{report}");
+    check_report(&ca, &cb, &report, &cuts, asked).await;
+}
+
+/// `ferry failover <extra> --json`, successful, its report.
+async fn failover(options: &[String], extra: &[&str]) -> serde_json::Value {
+    let mut args = vec!["failover".to_string(), "--json".to_string()];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    args.extend(options.iter().cloned());
     let out = ferry(args).await;
     assert!(out.status.success(), "{}", output_text(&out));
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON report");
-    assert_eq!(report["cut"]["sourceTime"], early_source, "{report}");
-    assert_at_source_instant(&ca, &cb, early_source).await;
+    serde_json::from_slice(&out.stdout).expect("JSON report")
+}
+
+/// Each table of `report` was rewound to its newest cut at or before
+/// `target` and equals its source at that cut's instant; the instants.
+async fn check_report(
+    ca: &KuduClient,
+    cb: &KuduClient,
+    report: &serde_json::Value,
+    cuts: &BTreeMap<&str, Vec<(u64, u64)>>,
+    target: u64,
+) -> Vec<u64> {
+    let tables = report["tables"].as_array().expect("tables");
+    assert_eq!(tables.len(), 3, "{report}");
+    let mut stated = Vec::new();
+    for (t, r) in TABLES.iter().zip(tables) {
+        assert_eq!(r["table"], *t, "{report}");
+        let source = r["cut"]["sourceTime"].as_u64().expect("source time");
+        let newest = cuts[t].iter().filter(|c| c.0 <= target).max().copied();
+        assert_eq!(Some(source), newest.map(|c| c.0), "{t}: {report}");
+        assert_eq!(
+            r["cut"]["sinkTime"].as_u64(),
+            newest.map(|c| c.1),
+            "{report}"
+        );
+        assert_eq!(r["equalAfter"], true, "{report}");
+        assert_at_source_instant(ca, cb, t, source).await;
+        stated.push(source);
+    }
+    let one = stated.windows(2).all(|w| w[0] == w[1]);
+    assert_eq!(report["oneInstant"], one, "{report}");
+    stated
 }

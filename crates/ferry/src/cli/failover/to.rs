@@ -2,16 +2,18 @@
 //! rewind every sink table of the job to one source instant, using the
 //! sink's own history (`ferry_verify::rewind`).
 //!
-//! A *cut* is a pair (source time, sink time): at that sink hybrid time
-//! every sink table of the job held exactly the source as of the source
-//! time (the window chain is job-wide). Cuts come from the sink position
-//! records (one per table: `last_end`, `last_end_sink_time`) and from the
-//! cuts history table on the sink cluster (`ferry_cuts`: one row per
-//! window opening), when it exists. `consistent` picks the smallest
-//! `last_end` of the job's tables; `--to-time T` the newest cut at or
-//! before T that is no later than that (a later one is not known to be
-//! held by every table). Each table is then rewound to the cut's sink
-//! time, `--dry-run` only counting.
+//! A *cut* is a pair (source time, sink time): at that sink hybrid time a
+//! sink table held exactly its source as of the source time. Each table
+//! of a job has its own window chain, so a cut is a table's: from its sink
+//! position record (`last_end`, `last_end_sink_time`), or from a row of
+//! the cuts history table on the sink cluster (`ferry_cuts`, one row per
+//! window), which names the tables it holds for (every table of the job
+//! when it names none). The target instant is the smallest `last_end` of
+//! the job's tables (`consistent`) or the given time capped to it
+//! (`--to-time`); each table is rewound to its newest cut at or before it
+//! (`--dry-run` only counts). When the tables' windows ended together
+//! there, every table holds that one instant; the report says whether
+//! they do, and each table's instant.
 //!
 //! The job must be stopped (nothing else writing to the sink tables); the
 //! applications are moved to the sink afterwards.
@@ -20,7 +22,7 @@ use super::DrArgs;
 use crate::cli::failover::report::utc;
 use anyhow::{bail, Context, Result};
 use ferry_engine::config::JobConfig;
-use ferry_engine::{SinkTime, SourceClock, SourceTime};
+use ferry_engine::{SinkTime, SourceTime};
 use ferry_kudu::position::PositionTable;
 use ferry_verify::rewind::{rewind, RewindOptions, RewindReport};
 use kudu_client::scan::{ComparisonOp, Predicate, ScanSpec};
@@ -97,7 +99,8 @@ fn parse_utc_micros(s: &str) -> Option<u64> {
     Some(((days * 86_400 + hh * 3600 + mm * 60 + ss) * 1_000_000) + micros)
 }
 
-/// A source instant and the sink time at which every table held it.
+/// A source instant and the sink time at which a table (or every table
+/// of the job) held the source as of it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Cut {
@@ -116,33 +119,85 @@ pub struct TablePosition {
     pub cut: Cut,
 }
 
-/// Picks the cut for `target` from the tables' positions and the known
-/// cuts (pure; the error says why none fits).
-pub fn pick(target: Target, positions: &[TablePosition], cuts: &[Cut]) -> Result<Cut, String> {
-    let Some(oldest) = positions.iter().min_by_key(|p| p.cut.source_time) else {
+/// A row of the cuts table: a cut and the sink tables it holds for
+/// (`None`: every table of the job).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KnownCut {
+    /// The cut.
+    pub cut: Cut,
+    /// The tables it covers.
+    pub tables: Option<Vec<String>>,
+}
+
+impl KnownCut {
+    fn covers(&self, table: &str) -> bool {
+        self.tables
+            .as_ref()
+            .is_none_or(|t| t.iter().any(|x| x == table))
+    }
+}
+
+/// What `--to` rewinds each table to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    /// The source instant asked for: the smallest last window end of the
+    /// job's tables (`consistent`), or the given time capped to it.
+    pub target: SourceTime,
+    /// Per sink table, the newest cut known for it at or before `target`.
+    pub tables: Vec<(String, Cut)>,
+}
+
+impl Plan {
+    /// Whether every table is rewound to the same source instant (the
+    /// tables' windows ended together there).
+    pub fn one_instant(&self) -> bool {
+        self.tables
+            .windows(2)
+            .all(|w| w[0].1.source_time == w[1].1.source_time)
+    }
+}
+
+/// Picks the cut of each table for `target` from the tables' positions
+/// and the known cuts (pure; the error names a table without one).
+///
+/// Each table's windows are its own (one chain per table): a cut holds for
+/// the table whose position gave it, or for the tables a cuts-table row
+/// names. A time later than the smallest last end is capped to it: no
+/// later instant is held by every table.
+pub fn pick(
+    target: Target,
+    positions: &[TablePosition],
+    cuts: &[KnownCut],
+) -> Result<Plan, String> {
+    let Some(oldest) = positions.iter().map(|p| p.cut.source_time).min() else {
         return Err("no sink table of the job has a position".into());
     };
-    let Target::Time(t) = target else {
-        return Ok(oldest.cut);
+    let target = match target {
+        Target::Consistent => oldest,
+        Target::Time(t) => t.min(oldest),
     };
-    let ceiling = oldest.cut.source_time.min(t);
-    positions
-        .iter()
-        .map(|p| p.cut)
-        .chain(cuts.iter().copied())
-        .filter(|c| c.source_time <= ceiling)
-        .max_by_key(|c| c.source_time)
-        .ok_or_else(|| {
+    let mut tables = Vec::new();
+    for p in positions {
+        let cut = std::iter::once(p.cut)
+            .chain(cuts.iter().filter(|c| c.covers(&p.table)).map(|c| c.cut))
+            .filter(|c| c.source_time <= target)
+            .max_by_key(|c| c.source_time);
+        let Some(cut) = cut else {
             let known = cuts
                 .iter()
-                .map(|c| c.source_time)
-                .chain(positions.iter().map(|p| p.cut.source_time))
-                .min();
-            format!(
-                "no cut at or before {t} is known (the oldest known is {}): the sink cannot be rewound that far",
-                known.map_or("none".into(), |k| k.to_string())
-            )
-        })
+                .filter(|c| c.covers(&p.table))
+                .map(|c| c.cut.source_time)
+                .chain([p.cut.source_time])
+                .min()
+                .unwrap_or(p.cut.source_time);
+            return Err(format!(
+                "no cut of sink table '{}' at or before source time {target} is known (its oldest known is {known}; the cuts table holds the older ones): it cannot be rewound that far",
+                p.table
+            ));
+        };
+        tables.push((p.table.clone(), cut));
+    }
+    Ok(Plan { target, tables })
 }
 
 /// The job's sink tables: `job.tableName`'s names with `job.tableSuffix`
@@ -165,23 +220,35 @@ pub fn sink_tables(cfg: &JobConfig) -> Result<Vec<String>, String> {
         .collect())
 }
 
+/// One table of the report.
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TableRewind {
+    /// The cut the table was rewound to.
+    pub cut: Cut,
+    /// Its source instant in UTC.
+    pub cut_utc: String,
+    /// What the rewind did.
+    #[serde(flatten)]
+    pub rewind: RewindReport,
+}
+
 /// What `--to` did.
 #[derive(Debug, Clone, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ToReport {
-    /// `consistent` or `time`.
-    pub target: String,
-    /// The cut rewound to.
-    pub cut: Cut,
-    /// The cut's source instant in UTC.
-    pub cut_utc: String,
+    /// `consistent` or `time T`.
+    pub mode: String,
+    /// The source instant asked for (see [`Plan::target`]).
+    pub target: SourceTime,
+    /// It in UTC.
+    pub target_utc: String,
+    /// Whether every table holds the same source instant afterwards.
+    pub one_instant: bool,
     /// Whether nothing was written.
     pub dry_run: bool,
     /// Per table.
-    pub tables: Vec<RewindReport>,
-    /// The source clock, for printing.
-    #[serde(skip)]
-    pub clock: SourceClock,
+    pub tables: Vec<TableRewind>,
 }
 
 impl fmt::Display for ToReport {
@@ -193,17 +260,27 @@ impl fmt::Display for ToReport {
         };
         writeln!(
             f,
-            "Cut ({}): source time {} ({}), sink time {}",
-            self.target, self.cut.source_time, self.cut_utc, self.cut.sink_time
+            "Rewind ({}) to source time {} ({}){}",
+            self.mode,
+            self.target,
+            self.target_utc,
+            if self.one_instant {
+                ": every table at this one instant"
+            } else {
+                ": the tables' windows did not end together, each table at its newest cut before it"
+            }
         )?;
         for t in &self.tables {
             writeln!(
                 f,
-                "  {}: {verb} {} row(s) to their value at the cut, deleted {} row(s){}",
-                t.table,
-                t.rewritten,
-                t.deleted,
-                if self.dry_run || t.equal_after {
+                "  {}: cut source time {} ({}), sink time {}: {verb} {} row(s) to their value then, deleted {} row(s){}",
+                t.rewind.table,
+                t.cut.source_time,
+                t.cut_utc,
+                t.cut.sink_time,
+                t.rewind.rewritten,
+                t.rewind.deleted,
+                if self.dry_run || t.rewind.equal_after {
                     ""
                 } else {
                     " — NOT equal to the cut afterwards"
@@ -214,57 +291,74 @@ impl fmt::Display for ToReport {
     }
 }
 
+/// The tables of a cuts-table row: a JSON list or a comma-separated list;
+/// empty means every table of the job.
+fn parse_tables(text: &str) -> Option<Vec<String>> {
+    let text = text.trim();
+    let list: Vec<String> = match serde_json::from_str::<Vec<String>>(text) {
+        Ok(list) => list,
+        Err(_) => text
+            .split(',')
+            .map(|t| t.trim().to_owned())
+            .filter(|t| !t.is_empty())
+            .collect(),
+    };
+    (!list.is_empty()).then_some(list)
+}
+
 /// Reads the cuts of `job_id` from the cuts table (none when it does not
 /// exist).
-async fn read_cuts(sink: &KuduClient, table: &str, job_id: &str) -> Result<Vec<Cut>> {
+async fn read_cuts(sink: &KuduClient, table: &str, job_id: &str) -> Result<Vec<KnownCut>> {
     let opened = match sink.open_table(table).await {
         Ok(t) => t,
         Err(kudu_client::Error::TableNotFound(_)) => return Ok(Vec::new()),
         Err(e) => return Err(e).with_context(|| format!("opening the cuts table '{table}'")),
     };
     let spec = ScanSpec::new()
-        .projection(&["source_time", "sink_time"])
+        .projection(&["source_time", "sink_time", "tables"])
         .predicate(Predicate::comparison(
             "job_id",
             ComparisonOp::Equal,
             Value::String(job_id.to_owned()),
         ))
         .timeout(Duration::from_secs(30));
+    let what = || format!("reading the cuts table '{table}'");
     let mut scanner = sink
         .scan_builder(&opened)
         .with_spec(spec)
         .build()
-        .with_context(|| format!("reading the cuts table '{table}'"))?;
+        .with_context(what)?;
     let mut out = Vec::new();
-    while let Some(batch) = scanner
-        .next_batch()
-        .await
-        .with_context(|| format!("reading the cuts table '{table}'"))?
-    {
+    while let Some(batch) = scanner.next_batch().await.with_context(what)? {
         for row in batch.rows() {
             let (s, k) = (row.get_i64(0)?, row.get_i64(1)?);
-            out.push(Cut {
-                source_time: SourceTime::from_raw(s as u64),
-                sink_time: SinkTime::from_raw(k as u64),
+            let tables = match row.get(2)? {
+                kudu_client::schema::ValueRef::String(t) => parse_tables(t),
+                _ => None,
+            };
+            out.push(KnownCut {
+                cut: Cut {
+                    source_time: SourceTime::from_raw(s as u64),
+                    sink_time: SinkTime::from_raw(k as u64),
+                },
+                tables,
             });
         }
     }
     Ok(out)
 }
 
-/// `ferry failover --to …`: picks the cut, rewinds every sink table to it
-/// (or counts, with `--dry-run`) and prints the report.
-pub async fn rewind_to(args: &DrArgs, target: Target) -> Result<()> {
-    let cfg = &args.run.config;
-    let tables = sink_tables(cfg).map_err(anyhow::Error::msg)?;
-    let Some(position_table) = &cfg.position_table else {
-        bail!("job.positionTable is off: without sink positions the sink cannot say which source instant it holds");
-    };
-    let (_, sink) = crate::wiring::clients(cfg)?;
+/// Each sink table's position (its last end and sink time), and the job
+/// that wrote them.
+async fn positions(
+    sink: &KuduClient,
+    position_table: &str,
+    tables: &[String],
+) -> Result<(Vec<TablePosition>, Option<String>)> {
     let mut positions = Vec::new();
     let mut job_id = None;
-    for table in &tables {
-        let p = PositionTable::lookup(&sink, position_table, table)
+    for table in tables {
+        let p = PositionTable::lookup(sink, position_table, table)
             .await
             .with_context(|| format!("reading the sink position of '{table}'"))?;
         let Some(p) = p else {
@@ -282,43 +376,57 @@ pub async fn rewind_to(args: &DrArgs, target: Target) -> Result<()> {
             },
         });
     }
-    let cuts = match (&job_id, target) {
-        (Some(job), Target::Time(_)) => read_cuts(&sink, &args.cuts_table, job).await?,
-        _ => Vec::new(),
+    Ok((positions, job_id))
+}
+
+/// `ferry failover --to …`: picks the cuts, rewinds every sink table (or
+/// counts, with `--dry-run`) and prints the report.
+pub async fn rewind_to(args: &DrArgs, target: Target) -> Result<()> {
+    let cfg = &args.run.config;
+    let tables = sink_tables(cfg).map_err(anyhow::Error::msg)?;
+    let Some(position_table) = &cfg.position_table else {
+        bail!("job.positionTable is off: without sink positions the sink cannot say which source instant it holds");
     };
-    let cut = pick(target, &positions, &cuts).map_err(anyhow::Error::msg)?;
+    let (_, sink) = crate::wiring::clients(cfg)?;
+    let (positions, job_id) = positions(&sink, position_table, &tables).await?;
+    let cuts = match &job_id {
+        Some(job) => read_cuts(&sink, &args.cuts_table, job).await?,
+        None => Vec::new(),
+    };
+    let plan = pick(target, &positions, &cuts).map_err(anyhow::Error::msg)?;
     let clock = crate::wiring::source_clock(cfg);
-    let mut reports = Vec::new();
-    for table in &tables {
-        let mut opts = RewindOptions::new(
-            sink.clone(),
-            table.clone(),
-            HybridTime::from_raw(cut.sink_time.raw()),
-        );
+    let mut done = Vec::new();
+    for (table, cut) in &plan.tables {
+        let at = HybridTime::from_raw(cut.sink_time.raw());
+        let mut opts = RewindOptions::new(sink.clone(), table.clone(), at);
         opts.dry_run = args.dry_run;
-        let report = rewind(opts)
+        let rewind = rewind(opts)
             .await
             .with_context(|| format!("rewinding sink table '{table}'"))?;
-        reports.push(report);
+        done.push(TableRewind {
+            cut: *cut,
+            cut_utc: utc(clock, cut.source_time),
+            rewind,
+        });
     }
     let report = ToReport {
-        target: match target {
+        mode: match target {
             Target::Consistent => "consistent".into(),
             Target::Time(t) => format!("time {t}"),
         },
-        cut,
-        cut_utc: utc(clock, cut.source_time),
+        target: plan.target,
+        target_utc: utc(clock, plan.target),
+        one_instant: plan.one_instant(),
         dry_run: args.dry_run,
-        tables: reports,
-        clock,
+        tables: done,
     };
     if args.json {
         crate::say!("{}", serde_json::to_string(&report)?);
     } else {
         crate::say!("{}", report.to_string().trim_end());
     }
-    if !args.dry_run && report.tables.iter().any(|t| !t.equal_after) {
-        bail!("a table is not equal to the cut after the rewind (something else writes to it: stop the job and the applications, then run again)");
+    if !args.dry_run && report.tables.iter().any(|t| !t.rewind.equal_after) {
+        bail!("a table is not equal to its cut after the rewind (something else writes to it: stop the job and the applications, then run again)");
     }
     Ok(())
 }
@@ -341,23 +449,64 @@ mod tests {
         }
     }
 
+    fn known(s: u64, k: u64, tables: Option<&[&str]>) -> KnownCut {
+        KnownCut {
+            cut: cut(s, k),
+            tables: tables.map(|t| t.iter().map(|x| x.to_string()).collect()),
+        }
+    }
+
     #[test]
-    fn consistent_is_the_oldest_table_position() {
+    fn consistent_is_the_oldest_last_end_and_each_table_its_newest_cut_before_it() {
         let p = [pos("a", 30, 300), pos("b", 10, 100), pos("c", 20, 200)];
-        assert_eq!(pick(Target::Consistent, &p, &[]), Ok(cut(10, 100)));
+        // Job-wide cuts: every table at 10.
+        let cuts = [known(10, 101, None), known(5, 50, None)];
+        let plan = pick(Target::Consistent, &p, &cuts).unwrap();
+        assert_eq!(plan.target, SourceTime::from_raw(10));
+        let picked: Vec<Cut> = plan.tables.iter().map(|t| t.1).collect();
+        assert_eq!(picked, [cut(10, 101), cut(10, 100), cut(10, 101)]);
+        assert!(plan.one_instant());
+        // Per-table cuts only: each table at its own, not one instant.
+        let cuts = [known(8, 80, Some(&["a"])), known(9, 90, Some(&["c", "x"]))];
+        let plan = pick(Target::Consistent, &p, &cuts).unwrap();
+        let picked: Vec<Cut> = plan.tables.iter().map(|t| t.1).collect();
+        assert_eq!(picked, [cut(8, 80), cut(10, 100), cut(9, 90)]);
+        assert!(!plan.one_instant());
+        // A table without a cut that old: refused, naming it.
+        let err = pick(Target::Consistent, &p, &cuts[..1]).unwrap_err();
+        assert!(err.contains("'c'"), "{err}");
         assert!(pick(Target::Consistent, &[], &[]).is_err());
     }
 
     #[test]
-    fn to_time_is_the_newest_cut_at_or_before_it_within_the_consistent_cut() {
+    fn to_time_is_the_newest_cut_at_or_before_it_within_the_oldest_last_end() {
         let p = [pos("a", 30, 300), pos("b", 25, 250)];
-        let cuts = [cut(5, 50), cut(12, 120), cut(18, 180), cut(28, 280)];
+        let cuts = [
+            known(5, 50, None),
+            known(12, 120, None),
+            known(18, 180, None),
+            known(28, 280, None),
+        ];
         let at = |t| pick(Target::Time(SourceTime::from_raw(t)), &p, &cuts);
-        assert_eq!(at(13), Ok(cut(12, 120)));
-        assert_eq!(at(12), Ok(cut(12, 120)));
-        // Past the oldest table's position: that position.
-        assert_eq!(at(29), Ok(cut(25, 250)));
+        let first = |t| at(t).map(|plan| plan.tables[0].1);
+        assert_eq!(first(13), Ok(cut(12, 120)));
+        assert_eq!(first(12), Ok(cut(12, 120)));
+        // Past the oldest last end: capped to it.
+        let plan = at(29).unwrap();
+        assert_eq!(plan.target, SourceTime::from_raw(25));
+        assert_eq!(plan.tables[0].1, cut(18, 180));
+        assert_eq!(plan.tables[1].1, cut(25, 250));
         assert!(at(4).unwrap_err().contains("oldest known is 5"));
+    }
+
+    #[test]
+    fn cut_tables_are_a_json_or_comma_list() {
+        assert_eq!(parse_tables("a, b"), Some(vec!["a".into(), "b".into()]));
+        assert_eq!(
+            parse_tables(r#"["a","b"]"#),
+            Some(vec!["a".into(), "b".into()])
+        );
+        assert_eq!(parse_tables(""), None);
     }
 
     #[test]
