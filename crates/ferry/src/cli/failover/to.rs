@@ -178,8 +178,13 @@ pub fn pick(
     };
     let mut tables = Vec::new();
     for p in positions {
-        let cut = std::iter::once(p.cut)
-            .chain(cuts.iter().filter(|c| c.covers(&p.table)).map(|c| c.cut))
+        // The table's own position last: it wins a tie (max_by_key keeps
+        // the last maximum).
+        let cut = cuts
+            .iter()
+            .filter(|c| c.covers(&p.table))
+            .map(|c| c.cut)
+            .chain(std::iter::once(p.cut))
             .filter(|c| c.source_time <= target)
             .max_by_key(|c| c.source_time);
         let Some(cut) = cut else {
