@@ -138,6 +138,8 @@ pub struct FailbackSummary {
 }
 
 /// The failback (see the module docs).
+// Over 80 lines: one ordered sequence (refusals before any write, then
+// salvage, rewind, verify, report), clearer read top to bottom in one place.
 async fn failback(args: &FailbackArgs) -> Result<FailbackSummary, Failure> {
     let cfg = &args.run.config;
     let (old, new) = crate::wiring::clients(cfg)?;
@@ -151,7 +153,6 @@ async fn failback(args: &FailbackArgs) -> Result<FailbackSummary, Failure> {
             dir.location()
         )));
     }
-    steps::refuse_if_writing(&old, &table, args.probe).await?;
     let history = |e: RewindError, who: &str| {
         match e {
         RewindError::HistoryExpired { .. } => Failure::Refused(format!(
@@ -168,6 +169,7 @@ async fn failback(args: &FailbackArgs) -> Result<FailbackSummary, Failure> {
         .await
         .map_err(|e| history(e, "new primary"))?;
     steps::refuse_if_recreated(&old, &table, last_end, &new, &sink_table, sink_time).await?;
+    steps::refuse_if_writing(&old, &table, args.probe).await?;
     let salvage_summary = if dir.salvaged().await? {
         None
     } else {

@@ -337,3 +337,94 @@ async fn failback_salvages_rewinds_and_reverses_without_a_copy() {
         output_text(&out)
     );
 }
+
+/// A failback whose divergence point is older than the old primary's
+/// history is refused naming --tablet_history_max_age_sec and a fresh
+/// copy; one whose sink table was recreated since is refused too. Nothing
+/// is written either time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failback_refuses_past_the_history_and_for_a_recreated_table() {
+    use ferry_engine::checkpoint::{JobId, WindowState};
+    use ferry_engine::sink_position::SinkPosition;
+    use ferry_engine::{SinkTime, SourceTime};
+
+    const SHORT: &str = "fb_short";
+    let clusters = crate::verify_clusters();
+    let (a, b) = (&clusters.0, &clusters.1);
+    let ca = KuduClient::new(&a.master_addrs()).expect("client a");
+    let cb = KuduClient::new(&b.master_addrs()).expect("client b");
+    let create = |history: Option<u32>| {
+        let mut t = TableBuilder::new(SHORT, ferry_fixtures::small_schema())
+            .add_hash_partitions(&["id"], 2, 0)
+            .num_replicas(1);
+        if let Some(s) = history {
+            t = t.extra_config("kudu.table.history_max_age_sec", s.to_string());
+        }
+        t
+    };
+    ca.create_table(&create(Some(1))).await.expect("create a");
+    cb.create_table(&create(None)).await.expect("create b");
+    let (ta, tb) = (
+        ca.open_table(SHORT).await.unwrap(),
+        cb.open_table(SHORT).await.unwrap(),
+    );
+    let mut log = BTreeMap::new();
+    let rows = || (0..10).map(|id| (id, Some(format!("v{id}"))));
+    write(&ca, &ta, rows(), &mut log).await;
+    write(&cb, &tb, rows(), &mut log).await;
+    let last_end = ca.server_clock().await.unwrap().raw();
+    let sink_time = cb.server_clock().await.unwrap().raw();
+    write(&ca, &ta, [(3, Some("later".to_string()))], &mut log).await;
+    let mut positions = PositionTable::new(cb.clone(), "ferry_positions");
+    positions.prepare(1).await.expect("positions");
+    let position = SinkPosition {
+        source_table: SHORT.into(),
+        job_id: JobId::random().to_string(),
+        generation: 0,
+        last_end: Some(SourceTime::from_raw(last_end)),
+        window: WindowState {
+            start_timestamp: Some(SourceTime::from_raw(last_end)),
+            end_timestamp: SourceTime::from_raw(last_end + (1 << 20)),
+        },
+        last_end_sink_time: Some(SinkTime::from_raw(sink_time)),
+    };
+    positions.write(&tb, &position).await.expect("position");
+    // Past the old primary's one-second history.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+
+    let dir = tempfile::tempdir().expect("tmp");
+    let chk = dir.path().join("chk").to_string_lossy().into_owned();
+    let mut args = strings(&["failback", "--probe-seconds", "1"]);
+    args.extend(forward(
+        &a.master_addrs_joined(),
+        &b.master_addrs_joined(),
+        &chk,
+    ));
+    let pos = args.iter().position(|x| x == TABLE).unwrap();
+    args[pos] = SHORT.to_string();
+    let before = read_all(&ca, SHORT).await;
+    let out = ferry(args.clone()).await;
+    let text = output_text(&out);
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(text.contains("--tablet_history_max_age_sec"), "{text}");
+    assert!(text.contains("afresh"), "{text}");
+    assert_eq!(
+        read_all(&ca, SHORT).await,
+        before,
+        "a refused failback wrote"
+    );
+
+    // The new primary's table dropped and created again: its position is
+    // of the dropped table.
+    cb.delete_table(SHORT).await.expect("drop b");
+    cb.create_table(&create(None)).await.expect("recreate b");
+    let out = ferry(args).await;
+    let text = output_text(&out);
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(text.contains("dropped and created again"), "{text}");
+    assert_eq!(
+        read_all(&ca, SHORT).await,
+        before,
+        "a refused failback wrote"
+    );
+}
