@@ -30,6 +30,9 @@
 //! - `diff`: row-by-row comparison of a small range, and its repair.
 //! - `values`: cell values as JSON, cell equality.
 //! - `report`: the human summary (`Display` of [`VerifyReport`]).
+//! - [`rewind`]: a table rewound to an earlier time of its own history
+//!   (a verification of the table then against now, repaired).
+//! - [`salvage`]: a failback's unreplicated rows of the old primary.
 
 mod checksum;
 mod columns;
@@ -37,7 +40,9 @@ mod diff;
 mod range;
 mod reader;
 mod report;
+pub mod rewind;
 mod run;
+pub mod salvage;
 mod values;
 
 use kudu_client::{HybridTime, KuduClient};

@@ -169,6 +169,14 @@ pub enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Bring the old source back after an unplanned failover without a
+    /// re-copy: salvage its unreplicated writes, rewind it, prepare the
+    /// reverse job (see `ferry failback --help`).
+    #[command(disable_help_flag = true)]
+    Failback {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// The demo's source workload (used by scripts/demo).
     #[command(hide = true)]
     DemoWriter(super::demo_writer::DemoWriterArgs),

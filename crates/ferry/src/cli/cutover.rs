@@ -310,6 +310,7 @@ async fn unplanned(args: CutoverArgs) -> anyhow::Result<ExitCode> {
         dry_run: false,
         json: args.json,
         report: true,
+        to: None,
     };
     Ok(match report::report(&dr).await? {
         Outcome::NothingFound => ExitCode::from(EXIT_NOTHING_FOUND),

@@ -17,6 +17,7 @@
 //! The flag parsing and the search are shared with `ferry standby`.
 
 pub mod report;
+pub mod to;
 
 use crate::run_args::{self, RunArgs, RunCommand};
 use crate::server::lease::{run_holding, standby_for};
@@ -52,6 +53,9 @@ pub struct DrArgs {
     pub json: bool,
     /// `--report`: only print the data RPO of a failover now.
     pub report: bool,
+    /// `--to consistent` / `--to-time T`: only rewind the sink tables to
+    /// one cut (`to`).
+    pub to: Option<to::Target>,
 }
 
 /// Parses `args` (everything after the verb); `Ok(None)` for `--help`.
@@ -60,6 +64,7 @@ pub fn parse(args: &[String], verb: &str) -> Result<Option<DrArgs>, String> {
     let mut from = Vec::new();
     let mut job_id = None;
     let (mut dry_run, mut json, mut report) = (false, false, false);
+    let mut rewind_to = None;
     let mut flags = super::flags::Flags::new(args);
     while let Some(arg) = flags.next_arg() {
         let flag = arg.flag();
@@ -70,6 +75,12 @@ pub fn parse(args: &[String], verb: &str) -> Result<Option<DrArgs>, String> {
             "--dry-run" if verb == "failover" => dry_run = true,
             "--json" if verb == "failover" => json = true,
             "--report" if verb == "failover" => report = true,
+            "--to" if verb == "failover" => {
+                rewind_to = Some(to::Target::parse_to(&flags.value(&arg)?)?)
+            }
+            "--to-time" if verb == "failover" => {
+                rewind_to = Some(to::Target::parse_time(&flags.value(&arg)?)?)
+            }
             _ => flags.keep(arg),
         }
     }
@@ -107,6 +118,7 @@ pub fn parse(args: &[String], verb: &str) -> Result<Option<DrArgs>, String> {
         dry_run,
         json,
         report,
+        to: rewind_to,
     }))
 }
 
@@ -220,6 +232,10 @@ fn found_json(f: &FoundState, clock: SourceClock, now: u64) -> serde_json::Value
 pub async fn failover(args: DrArgs) -> Result<Outcome> {
     if args.report {
         return report::report(&args).await;
+    }
+    if let Some(target) = args.to {
+        to::rewind_to(&args, target).await?;
+        return Ok(Outcome::Reported);
     }
     let began = Instant::now();
     let mut rto = Rto::printed();
@@ -336,6 +352,7 @@ fn dr_help(verb: &str) -> String {
          the state's job id. Prints an RTO breakdown once the first window completes.
 
          Usage: ferry failover [--from LOCATION]... [--job-id ID] [--dry-run | --report] [--json] <ferry run options>
+                ferry failover (--to consistent | --to-time T) [--dry-run] [--json] <ferry run options>
 
                --from LOCATION   where to look (repeatable) [default: job.checkpointsDirectory]
                --job-id ID       only this job's state [default: the HA job id with
@@ -345,6 +362,14 @@ fn dr_help(verb: &str) -> String {
                                  window the sink holds (newest valid state, and the sink position if
                                  the sink cluster answers), as a span and a UTC time; starts nothing
                --json            report as JSON
+               --to consistent   only rewind every sink table of the job (source lost, job stopped) to
+                                 its newest cut at or before the smallest last window end of the job's
+                                 tables, with the sink's own history; starts nothing
+               --to-time T       the same for source time T (a raw hybrid time or a UTC time like
+                                 2026-12-07T06:30:00Z): 'before the bad deploy'. Cuts come from the sink
+                                 positions and the cuts table; with --dry-run only count what would be
+                                 rewound; the report states the target and, per table, its cut and the
+                                 rows rewritten and deleted
 
          With high-availability.type lease it claims the lease first (waiting for a live holder's
          lease to lapse).

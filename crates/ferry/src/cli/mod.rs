@@ -10,7 +10,8 @@
 //!   finding; these print its events); [`verify`]: `ferry verify`;
 //!   [`cutover`]: the planned cutover (drain check and stop through the
 //!   client half, verification and report here); [`state`]: `ferry state
-//!   mirror`; [`demo_writer`]: the demo's workload.
+//!   mirror`; [`failback`]: the old source back after an unplanned
+//!   failover; [`demo_writer`]: the demo's workload.
 //!
 //! These verbs compose the halves: they may use [`crate::server`] (to run
 //! a job here) and [`crate::client`] (to talk to a running process); the
@@ -19,6 +20,7 @@
 pub mod args;
 pub mod cutover;
 pub mod demo_writer;
+pub mod failback;
 pub mod failover;
 mod flags;
 pub mod run;

@@ -8,8 +8,11 @@
 
 mod continuous_verify;
 mod cutover_drills;
+mod failback;
+mod failover_to;
 mod from_cutover;
 mod region_loss;
+mod rewind;
 mod s3_state;
 mod standby;
 mod standby_reads;

@@ -21,7 +21,11 @@ async fn newest(cuts: &CutsTable, job: &str, after: Option<&CutRecord>) -> CutRe
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let cut = cuts.newest(job).await.expect("read the cuts");
-        if let Some(cut) = cut.filter(|c| after.is_none_or(|a| c.source_time > a.source_time)) {
+        // Tables still copying their snapshots take no part in a cut: wait
+        // for the cuts of all three.
+        if let Some(cut) = cut.filter(|c| {
+            c.tables.len() == TABLES.len() && after.is_none_or(|a| c.source_time > a.source_time)
+        }) {
             return cut;
         }
         assert!(Instant::now() < deadline, "no new cut after {after:?}");
