@@ -52,3 +52,30 @@ pub mod security;
 pub mod server;
 pub mod settings;
 pub mod wiring;
+
+/// The line a command prints for a failure: `error` and its causes, each
+/// cause once. (`{:#}` repeats a cause whose text a wrapper already
+/// includes, as object-store and lease errors do.)
+pub fn error_line(error: &anyhow::Error) -> String {
+    ferry_engine::error::display_chain(error.as_ref())
+}
+
+#[cfg(test)]
+mod error_line_tests {
+    #[derive(Debug, thiserror::Error)]
+    #[error("cannot list 'job/_lease': {source}")]
+    struct Store {
+        source: std::io::Error,
+    }
+
+    #[test]
+    fn each_cause_is_said_once() {
+        let io = std::io::Error::other("connection refused");
+        let e = anyhow::Error::new(Store { source: io }).context("cannot list the lease object");
+        assert_eq!(format!("{e:#}").matches("connection refused").count(), 2);
+        assert_eq!(
+            super::error_line(&e),
+            "cannot list the lease object: cannot list 'job/_lease': connection refused"
+        );
+    }
+}

@@ -350,7 +350,7 @@ pub fn command(raw: &[String]) -> ExitCode {
         }
         return runtime.block_on(unplanned(args)).map_or_else(
             |e| {
-                eprintln!("error: {e:#}");
+                eprintln!("error: {}", crate::error_line(&e));
                 ExitCode::FAILURE
             },
             |_| ExitCode::FAILURE,
@@ -358,7 +358,7 @@ pub fn command(raw: &[String]) -> ExitCode {
     }
     if args.unplanned {
         return runtime.block_on(unplanned(args)).unwrap_or_else(|e| {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", crate::error_line(&e));
             ExitCode::FAILURE
         });
     }
@@ -367,7 +367,7 @@ pub fn command(raw: &[String]) -> ExitCode {
         Ok(done) => done,
         Err(Failure::Usage(e)) => return crate::cli::usage_error(&e, "ferry cutover --help"),
         Err(Failure::Failed(e)) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", crate::error_line(&e));
             return ExitCode::FAILURE;
         }
     };
@@ -399,7 +399,7 @@ pub fn command(raw: &[String]) -> ExitCode {
             ExitCode::FAILURE
         }
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", crate::error_line(&e));
             ExitCode::FAILURE
         }
     }

@@ -320,7 +320,7 @@ pub fn command(args: &[String]) -> ExitCode {
         }
         Err(Failure::Refused(why)) => super::usage_error(&why, "ferry failback --help"),
         Err(Failure::Failed(e)) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", crate::error_line(&e));
             ExitCode::FAILURE
         }
     }

@@ -338,7 +338,7 @@ pub fn command(args: &[String], verb: &str) -> ExitCode {
             ExitCode::FAILURE
         }
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", crate::error_line(&e));
             ExitCode::FAILURE
         }
     }

@@ -110,7 +110,7 @@ pub fn client<F: std::future::Future<Output = anyhow::Result<ExitCode>>>(f: F) -
     match runtime().and_then(|rt| rt.block_on(f)) {
         Ok(code) => Some(code),
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", crate::error_line(&e));
             None
         }
     }

@@ -52,7 +52,7 @@ fn run_job(run: run_args::RunArgs) -> ExitCode {
             ExitCode::FAILURE
         }
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", crate::error_line(&e));
             ExitCode::FAILURE
         }
     }

@@ -17,7 +17,7 @@ pub fn command(args: &[String]) -> ExitCode {
             match runtime().map(|rt| rt.block_on(crate::server::run::serve(opts))) {
                 Ok(Ok(())) => ExitCode::SUCCESS,
                 Ok(Err(e)) | Err(e) => {
-                    eprintln!("error: {e:#}");
+                    eprintln!("error: {}", crate::error_line(&e));
                     ExitCode::FAILURE
                 }
             }

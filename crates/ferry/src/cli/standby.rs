@@ -137,7 +137,7 @@ async fn warm_up(run: &RunArgs) -> Option<(KuduClient, KuduClient)> {
     match connect(run).await {
         Ok(clients) => Some(clients),
         Err(e) => {
-            tracing::warn!(error = %format!("{e:#}"), "standby: cannot connect yet; will retry");
+            tracing::warn!(error = %crate::error_line(&e), "standby: cannot connect yet; will retry");
             None
         }
     }

@@ -320,7 +320,7 @@ pub fn command(args: &[String]) -> ExitCode {
         }
         Err(Failure::Usage(e)) => crate::cli::usage_error(&e, "ferry verify --help"),
         Err(Failure::Failed(e)) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", crate::error_line(&e));
             ExitCode::FAILURE
         }
     }
