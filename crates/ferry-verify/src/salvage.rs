@@ -92,9 +92,24 @@ pub struct SalvageSummary {
     pub precision_ms: u64,
 }
 
+impl SalvageSummary {
+    /// Nothing salvaged yet, over `[since, until)` dated in `slices`.
+    fn empty(since: HybridTime, until: HybridTime, slices: u32) -> Self {
+        let span = until
+            .physical_micros()
+            .saturating_sub(since.physical_micros());
+        SalvageSummary {
+            since: since.raw(),
+            until: until.raw(),
+            salvaged: 0,
+            reached: 0,
+            unchanged: 0,
+            precision_ms: span / u64::from(slices.max(1)) / 1000,
+        }
+    }
+}
+
 /// Hands every salvaged row of `opts` to `each`, in no particular order.
-// Over 80 lines: the dating pass, the change pass and the per-row reads
-// share the sides and the slice map; split, they would pass all of it around.
 pub async fn salvage<F>(opts: &SalvageOptions, mut each: F) -> Result<SalvageSummary, VerifyError>
 where
     F: FnMut(SalvagedRow) -> Result<(), String>,
@@ -107,28 +122,9 @@ where
     };
     let since = opts.since;
     let bounds = slice_bounds(since, until, opts.slices.max(1));
-    // Key → the last slice it changed in.
-    let mut slice_of: HashMap<Vec<u8>, usize> = HashMap::new();
     let keys = old.key_names();
-    for (i, w) in bounds.windows(2).enumerate() {
-        old.each_changed(&keys, w[0], w[1], |row, _| {
-            slice_of.insert(row.encoded_primary_key()?, i);
-            Ok(())
-        })
-        .await?;
-    }
-    let mut summary = SalvageSummary {
-        since: since.raw(),
-        until: until.raw(),
-        salvaged: 0,
-        reached: 0,
-        unchanged: 0,
-        precision_ms: (until
-            .physical_micros()
-            .saturating_sub(since.physical_micros())
-            / u64::from(opts.slices.max(1)))
-            / 1000,
-    };
+    let slice_of = date_changes(&old, &keys, &bounds).await?;
+    let mut summary = SalvageSummary::empty(since, until, opts.slices);
     let all = old.all_names();
     let new_names: Vec<String> = all
         .iter()
@@ -186,6 +182,24 @@ where
         summary.salvaged += 1;
     }
     Ok(summary)
+}
+
+/// Key → the last of the slices between `bounds` it changed in (a
+/// keys-only diff scan per slice).
+async fn date_changes(
+    old: &Side<'_>,
+    keys: &[String],
+    bounds: &[HybridTime],
+) -> Result<HashMap<Vec<u8>, usize>, VerifyError> {
+    let mut slice_of = HashMap::new();
+    for (i, w) in bounds.windows(2).enumerate() {
+        old.each_changed(keys, w[0], w[1], |row, _| {
+            slice_of.insert(row.encoded_primary_key()?, i);
+            Ok(())
+        })
+        .await?;
+    }
+    Ok(slice_of)
 }
 
 /// Rows of `table` changed in `[start, end)`: a probe of whether anything

@@ -133,26 +133,7 @@ pub async fn find_newest_reusing(
         listed_in: started.elapsed(),
         ..Search::default()
     };
-    // Every candidate's `_metadata` is still read and checked (a torn or
-    // damaged state must never be chosen, and names or ids say nothing
-    // about window ends: a restore from an older savepoint continues the
-    // numbering), but up to READ_AHEAD at a time, in listing order: a
-    // search costs a few round trips to a remote bucket, not one per state.
-    let reads = dirs.iter().map(|(dir_key, dir)| {
-        let location = location.with_key(dir_key.clone());
-        let skip = !dir.has_metadata || known.iter().any(|f| f.location == location);
-        let meta = dir_key.join_valid(METADATA_FILE);
-        async move {
-            if skip {
-                None
-            } else {
-                Some(store.get(&meta).await)
-            }
-        }
-    });
-    let mut read = futures::stream::iter(reads)
-        .buffered(READ_AHEAD)
-        .collect::<Vec<_>>()
+    let mut read = read_metadata(store, location, &dirs, known)
         .await
         .into_iter();
     for (dir_key, dir) in dirs {
@@ -211,6 +192,36 @@ pub async fn find_newest_reusing(
     sort_newest_first(&mut search.valid);
     search.newest = search.valid.first().cloned();
     Ok(search)
+}
+
+/// Every candidate's `_metadata` (`None` for a directory without one or a
+/// state `known` already), in `dirs` order. Each is still read and checked
+/// (a torn or damaged state must never be chosen, and names or ids say
+/// nothing about window ends: a restore from an older savepoint continues
+/// the numbering), but up to READ_AHEAD at a time: a search costs a few
+/// round trips to a remote bucket, not one per state.
+async fn read_metadata(
+    store: &dyn StateStore,
+    location: &StorageLocation,
+    dirs: &BTreeMap<StateKey, Dir>,
+    known: &[FoundState],
+) -> Vec<Option<Result<Option<bytes::Bytes>, StoreError>>> {
+    let reads = dirs.iter().map(|(dir_key, dir)| {
+        let location = location.with_key(dir_key.clone());
+        let skip = !dir.has_metadata || known.iter().any(|f| f.location == location);
+        let meta = dir_key.join_valid(METADATA_FILE);
+        async move {
+            if skip {
+                None
+            } else {
+                Some(store.get(&meta).await)
+            }
+        }
+    });
+    futures::stream::iter(reads)
+        .buffered(READ_AHEAD)
+        .collect::<Vec<_>>()
+        .await
 }
 
 /// Sorts states newest first by what they record (see [`find_newest`]).

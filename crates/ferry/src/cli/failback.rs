@@ -138,8 +138,17 @@ pub struct FailbackSummary {
 }
 
 /// The failback (see the module docs).
-// Over 80 lines: one ordered sequence (refusals before any write, then
-// salvage, rewind, verify, report), clearer read top to bottom in one place.
+/// A rewind error as the failback reports it: history past the
+/// divergence point is a refusal with the way out.
+fn history(e: RewindError, who: &str) -> Failure {
+    match e {
+        RewindError::HistoryExpired { .. } => Failure::Refused(format!(
+            "{e}. The {who}'s history no longer reaches the divergence point: the outage was longer than --tablet_history_max_age_sec allows a failback for; make the old primary a copy afresh (drop its table, start the reverse job with a snapshot)"
+        )),
+        e => Failure::Failed(anyhow::Error::new(e)),
+    }
+}
+
 async fn failback(args: &FailbackArgs) -> Result<FailbackSummary, Failure> {
     let cfg = &args.run.config;
     let (old, new) = crate::wiring::clients(cfg)?;
@@ -153,14 +162,6 @@ async fn failback(args: &FailbackArgs) -> Result<FailbackSummary, Failure> {
             dir.location()
         )));
     }
-    let history = |e: RewindError, who: &str| {
-        match e {
-        RewindError::HistoryExpired { .. } => Failure::Refused(format!(
-            "{e}. The {who}'s history no longer reaches the divergence point: the outage was longer than --tablet_history_max_age_sec allows a failback for; make the old primary a copy afresh (drop its table, start the reverse job with a snapshot)"
-        )),
-        e => Failure::Failed(anyhow::Error::new(e)),
-    }
-    };
     let timeout = Duration::from_secs(30);
     check_history(&old, &table, last_end, timeout)
         .await
@@ -170,32 +171,15 @@ async fn failback(args: &FailbackArgs) -> Result<FailbackSummary, Failure> {
         .map_err(|e| history(e, "new primary"))?;
     steps::refuse_if_recreated(&old, &table, last_end, &new, &sink_table, sink_time).await?;
     steps::refuse_if_writing(&old, &table, args.probe).await?;
-    let salvage_summary = if dir.salvaged().await? {
-        None
-    } else {
-        let opts = SalvageOptions {
-            old: old.clone(),
-            old_table: table.clone(),
-            new: new.clone(),
-            new_table: sink_table.clone(),
-            since: last_end,
-            until: None,
-            slices: args.slices,
-            timeout,
-        };
-        let mut lines = Vec::new();
-        let summary = salvage(&opts, |row| {
-            serde_json::to_writer(&mut lines, &row).map_err(|e| e.to_string())?;
-            lines.push(b'\n');
-            Ok(())
-        })
-        .await
-        .context("salvaging the old primary's unreplicated writes")?;
-        if !args.dry_run {
-            dir.keep_salvage(&table, lines, &summary).await?;
-        }
-        Some(summary)
-    };
+    let salvage_summary = salvage_step(
+        args,
+        &dir,
+        (&old, &table),
+        (&new, &sink_table),
+        last_end,
+        timeout,
+    )
+    .await?;
     let mut opts = RewindOptions::new(old.clone(), table.clone(), last_end);
     opts.dry_run = args.dry_run;
     opts.history_max_age = args.history_max_age;
@@ -228,10 +212,74 @@ async fn failback(args: &FailbackArgs) -> Result<FailbackSummary, Failure> {
     .await
     .context("verifying the rewound old primary against the new primary")?;
     summary.equal = verify.equal;
-    let report = CutoverReport {
+    let report = cutover_report(
+        &position,
+        dir.location(),
+        (&old, &table),
+        (&new, &sink_table),
+        verify,
+    );
+    report
+        .save(&args.report)
+        .map_err(|e| Failure::Failed(anyhow::Error::new(e)))?;
+    summary.report = Some(args.report.display().to_string());
+    if report.equal {
+        dir.finish(&report).await?;
+    }
+    Ok(summary)
+}
+
+/// Salvages the old primary's unreplicated writes into the failback's
+/// directory (once: a rerun after a crash reuses what was kept).
+async fn salvage_step(
+    args: &FailbackArgs,
+    dir: &FailbackDir,
+    (old, table): (&kudu_client::KuduClient, &String),
+    (new, sink_table): (&kudu_client::KuduClient, &String),
+    last_end: kudu_client::HybridTime,
+    timeout: Duration,
+) -> Result<Option<SalvageSummary>, Failure> {
+    if dir.salvaged().await? {
+        return Ok(None);
+    }
+    let opts = SalvageOptions {
+        old: old.clone(),
+        old_table: table.clone(),
+        new: new.clone(),
+        new_table: sink_table.clone(),
+        since: last_end,
+        until: None,
+        slices: args.slices,
+        timeout,
+    };
+    let mut lines = Vec::new();
+    let summary = salvage(&opts, |row| {
+        serde_json::to_writer(&mut lines, &row).map_err(|e| e.to_string())?;
+        lines.push(b'\n');
+        Ok(())
+    })
+    .await
+    .context("salvaging the old primary's unreplicated writes")?;
+    if !args.dry_run {
+        dir.keep_salvage(table, lines, &summary).await?;
+    }
+    Ok(Some(summary))
+}
+
+/// The cutover report the reverse job starts from: the new primary is its
+/// source, from the sink time at which it equalled the old primary.
+fn cutover_report(
+    position: &steps::Divergence,
+    directory: String,
+    (old, table): (&kudu_client::KuduClient, &String),
+    (new, sink_table): (&kudu_client::KuduClient, &String),
+    verify: ferry_verify::VerifyReport,
+) -> CutoverReport {
+    let (last_end, sink_time) = (position.last_end, position.sink_time);
+    CutoverReport {
         version: CUTOVER_REPORT_VERSION,
         job_id: position.job_id.clone(),
-        savepoint: dir.location(),
+        savepoint: directory,
         source: CutoverSide {
             masters: old.master_addrs().to_vec(),
             table: table.clone(),
@@ -249,15 +297,7 @@ async fn failback(args: &FailbackArgs) -> Result<FailbackSummary, Failure> {
         rpo_ms: 0,
         verify,
         created_at_ms: ferry_engine::time::now_ms(),
-    };
-    report
-        .save(&args.report)
-        .map_err(|e| Failure::Failed(anyhow::Error::new(e)))?;
-    summary.report = Some(args.report.display().to_string());
-    if report.equal {
-        dir.finish(&report).await?;
     }
-    Ok(summary)
 }
 
 fn print(summary: &FailbackSummary, json: bool) {
