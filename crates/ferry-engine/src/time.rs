@@ -125,6 +125,15 @@ pub fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
+/// The wall clock now: microseconds since the Unix epoch, as Kudu's
+/// UNIXTIME_MICROS cells hold it (0 if the clock is before the epoch).
+pub fn now_micros() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

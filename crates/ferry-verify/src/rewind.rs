@@ -132,15 +132,24 @@ pub fn headroom(to: HybridTime, now: HybridTime, history_max_age: Duration) -> D
     Duration::from_micros(end.saturating_sub(now.physical_micros()))
 }
 
+/// What [`check_history`] learned of a table at a time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct History {
+    /// The cluster's clock when checked.
+    pub now: HybridTime,
+    /// Whether the table held a row at the time checked.
+    pub held_rows: bool,
+}
+
 /// Refuses `to` when the table cannot be read at it (before the ancient
-/// history mark, or after the clock); else the cluster's clock. Cheap: one
-/// snapshot scan of one row.
+/// history mark, or after the clock); else the cluster's clock and whether
+/// the table held a row then. Cheap: one snapshot scan of one row.
 pub async fn check_history(
     client: &KuduClient,
     table: &str,
     to: HybridTime,
     timeout: Duration,
-) -> Result<HybridTime, RewindError> {
+) -> Result<History, RewindError> {
     let kudu = |what: &str, e| {
         RewindError::Verify(VerifyError::Kudu {
             side: "rewound",
@@ -183,12 +192,20 @@ pub async fn check_history(
         .limit(1)
         .timeout(timeout);
     let first = match client.scan_builder(&opened).with_spec(spec).build() {
-        // The first batch is enough: the server checks the time on open.
-        Ok(mut scanner) => scanner.next_batch().await.map(|_| ()),
+        // The server checks the time on open; a row, if any, comes within
+        // the first batches (an empty batch may precede it).
+        Ok(mut scanner) => loop {
+            match scanner.next_batch().await {
+                Ok(Some(batch)) if batch.num_rows() > 0 => break Ok(true),
+                Ok(Some(_)) => {}
+                Ok(None) => break Ok(false),
+                Err(e) => break Err(e),
+            }
+        },
         Err(e) => Err(e),
     };
     match first {
-        Ok(()) => Ok(now),
+        Ok(held_rows) => Ok(History { now, held_rows }),
         Err(kudu_client::Error::SnapshotTooOld { .. }) => Err(RewindError::HistoryExpired {
             table: table.to_owned(),
             to: to.raw(),
@@ -199,7 +216,9 @@ pub async fn check_history(
 
 /// Rewinds `opts.table` to `opts.to` (see the module docs).
 pub async fn rewind(opts: RewindOptions) -> Result<RewindReport, RewindError> {
-    let now = check_history(&opts.client, &opts.table, opts.to, opts.timeout).await?;
+    let now = check_history(&opts.client, &opts.table, opts.to, opts.timeout)
+        .await?
+        .now;
     let side = |at| Side {
         client: opts.client.clone(),
         table: opts.table.clone(),

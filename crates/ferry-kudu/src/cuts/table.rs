@@ -181,7 +181,7 @@ impl CutsTable {
                 .set_i64("sink_time", sink_time)?
                 .set_str("tables", &tables)?
                 .set_i64("generation", generation)?
-                .set_timestamp_micros("written_at", now_micros())?;
+                .set_timestamp_micros("written_at", ferry_engine::time::now_micros())?;
             Ok(())
         })();
         filled.map_err(self.kudu("writing to"))?;
@@ -343,7 +343,7 @@ impl CutsTable {
 
     /// The newest cut of `job_id`, if any.
     pub async fn newest(&self, job_id: &str) -> Result<Option<CutRecord>, CutsError> {
-        let now = now_micros().max(0).unsigned_abs() << LOGICAL_BITS;
+        let now = ferry_engine::time::now_micros().max(0).unsigned_abs() << LOGICAL_BITS;
         self.newest_below(job_id, None, now).await
     }
 
@@ -428,13 +428,6 @@ fn check_schema(name: &str, schema: &Schema) -> Result<(), CutsError> {
         }
     }
     Ok(())
-}
-
-fn now_micros() -> i64 {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    i64::try_from(now.as_micros()).unwrap_or(i64::MAX)
 }
 
 #[cfg(test)]

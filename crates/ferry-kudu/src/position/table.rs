@@ -250,7 +250,7 @@ impl PositionTable {
                 .set_str("source_table", &p.source_table)?
                 .set_str("job_id", &p.job_id)?
                 .set_bool("snapshot", p.window.is_snapshot())?
-                .set_timestamp_micros("updated_at", now_micros())?;
+                .set_timestamp_micros("updated_at", ferry_engine::time::now_micros())?;
             Ok(())
         })();
         filled.map_err(set)?;
@@ -419,13 +419,6 @@ fn type_name(kind: DataType) -> &'static str {
         DataType::UnixtimeMicros => "UNIXTIME_MICROS",
         _ => "?",
     }
-}
-
-fn now_micros() -> i64 {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    i64::try_from(now.as_micros()).unwrap_or(i64::MAX)
 }
 
 #[cfg(test)]

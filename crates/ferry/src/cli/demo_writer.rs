@@ -52,17 +52,10 @@ fn schema() -> Result<Schema> {
     ])?)
 }
 
-fn now_micros() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_micros() as i64)
-        .unwrap_or(0)
-}
-
 fn full_row(table: &KuduTable, id: i64, rng: &mut StdRng) -> Result<kudu_client::Row> {
     let mut r = table.new_row();
     r.set_i64("id", id)?;
-    r.set_timestamp_micros("event_ts", now_micros())?;
+    r.set_timestamp_micros("event_ts", ferry_engine::time::now_micros())?;
     r.set_i64("value", rng.gen_range(0..1_000_000))?;
     r.set_str("payload", &format!("payload-{id}-{}", rng.gen::<u32>()))?;
     Ok(r)
@@ -134,7 +127,7 @@ fn next_op(
             let mut r = table.new_row();
             r.set_i64("id", id)?;
             r.set_i64("value", rng.gen_range(0..1_000_000))?;
-            r.set_timestamp_micros("event_ts", now_micros())?;
+            r.set_timestamp_micros("event_ts", ferry_engine::time::now_micros())?;
             Operation::update(table, r)
         }
         _ => {

@@ -163,13 +163,16 @@ async fn failback(args: &FailbackArgs) -> Result<FailbackSummary, Failure> {
         )));
     }
     let timeout = Duration::from_secs(30);
-    check_history(&old, &table, last_end, timeout)
+    let old_then = check_history(&old, &table, last_end, timeout)
         .await
         .map_err(|e| history(e, "old primary"))?;
-    let new_now = check_history(&new, &sink_table, sink_time, timeout)
+    let new_then = check_history(&new, &sink_table, sink_time, timeout)
         .await
         .map_err(|e| history(e, "new primary"))?;
-    steps::refuse_if_recreated(&old, &table, last_end, &new, &sink_table, sink_time).await?;
+    steps::refuse_if_recreated(
+        (&table, old_then.held_rows),
+        (&sink_table, new_then.held_rows),
+    )?;
     steps::refuse_if_writing(&old, &table, args.probe).await?;
     let salvage_summary = salvage_step(
         args,
@@ -184,8 +187,8 @@ async fn failback(args: &FailbackArgs) -> Result<FailbackSummary, Failure> {
     opts.dry_run = args.dry_run;
     opts.history_max_age = args.history_max_age;
     let rewound = rewind(opts).await.map_err(|e| history(e, "old primary"))?;
-    let headroom =
-        ferry_verify::rewind::headroom(sink_time, new_now, args.history_max_age).as_millis() as u64;
+    let headroom = ferry_verify::rewind::headroom(sink_time, new_then.now, args.history_max_age)
+        .as_millis() as u64;
     let mut summary = FailbackSummary {
         last_end: last_end.raw(),
         sink_time: sink_time.raw(),
@@ -200,17 +203,7 @@ async fn failback(args: &FailbackArgs) -> Result<FailbackSummary, Failure> {
     if args.dry_run {
         return Ok(summary);
     }
-    let side = |client: &kudu_client::KuduClient, table: &str, at| Side {
-        client: client.clone(),
-        table: table.to_owned(),
-        at,
-    };
-    let verify = ferry_verify::verify(VerifyOptions::new(
-        side(&old, &table, At::Now),
-        side(&new, &sink_table, At::Time(sink_time)),
-    ))
-    .await
-    .context("verifying the rewound old primary against the new primary")?;
+    let verify = verify_rewound((&old, &table), (&new, &sink_table), sink_time).await?;
     summary.equal = verify.equal;
     let report = cutover_report(
         &position,
@@ -227,6 +220,25 @@ async fn failback(args: &FailbackArgs) -> Result<FailbackSummary, Failure> {
         dir.finish(&report).await?;
     }
     Ok(summary)
+}
+
+/// The rewound old primary now against the new primary at `sink_time`.
+async fn verify_rewound(
+    (old, table): (&kudu_client::KuduClient, &String),
+    (new, sink_table): (&kudu_client::KuduClient, &String),
+    sink_time: kudu_client::HybridTime,
+) -> Result<ferry_verify::VerifyReport, Failure> {
+    let side = |client: &kudu_client::KuduClient, table: &str, at| Side {
+        client: client.clone(),
+        table: table.to_owned(),
+        at,
+    };
+    Ok(ferry_verify::verify(VerifyOptions::new(
+        side(old, table, At::Now),
+        side(new, sink_table, At::Time(sink_time)),
+    ))
+    .await
+    .context("verifying the rewound old primary against the new primary")?)
 }
 
 /// Salvages the old primary's unreplicated writes into the failback's

@@ -9,7 +9,6 @@ use ferry_engine::checkpoint::{CheckpointStore, JobId, StateKey};
 use ferry_engine::config::JobConfig;
 use ferry_kudu::position::PositionTable;
 use ferry_verify::salvage::{count_changes, SalvageSummary};
-use kudu_client::scan::ScanSpec;
 use kudu_client::{HybridTime, KuduClient};
 use std::time::Duration;
 use tokio_util::bytes::Bytes;
@@ -118,61 +117,22 @@ pub(super) async fn refuse_if_writing(
 }
 
 /// Refuses when one side's table was recreated since the divergence
-/// point: its rows then are gone while the other side has rows, or it did
-/// not exist then.
-pub(super) async fn refuse_if_recreated(
-    old: &KuduClient,
-    table: &str,
-    last_end: HybridTime,
-    new: &KuduClient,
-    sink_table: &str,
-    sink_time: HybridTime,
+/// point: it held no rows then while the other side did (each side's
+/// table and whether it held rows at its divergence time).
+pub(super) fn refuse_if_recreated(
+    (table, old_held): (&str, bool),
+    (sink_table, new_held): (&str, bool),
 ) -> Result<(), Failure> {
-    let (a, b) = (
-        any_row(old, table, last_end).await,
-        any_row(new, sink_table, sink_time).await,
-    );
     let recreated = |side: &str, name: &str| {
         Failure::Refused(format!(
             "table '{name}' on the {side} holds no rows at the divergence point while the other side does: it was dropped and created again since; make the old primary a copy afresh (start the reverse job with a snapshot)"
         ))
     };
-    match (a, b) {
-        (Ok(true), Ok(true)) | (Ok(false), Ok(false)) => Ok(()),
-        (Ok(false), Ok(true)) | (Err(_), Ok(true)) => Err(recreated("old primary", table)),
-        (Ok(true), Ok(false)) | (Ok(true), Err(_)) => Err(recreated("new primary", sink_table)),
-        (Err(e), _) | (_, Err(e)) => Err(Failure::Failed(e)),
+    match (old_held, new_held) {
+        (false, true) => Err(recreated("old primary", table)),
+        (true, false) => Err(recreated("new primary", sink_table)),
+        _ => Ok(()),
     }
-}
-
-/// Whether `table` held a row at `at`.
-async fn any_row(client: &KuduClient, table: &str, at: HybridTime) -> anyhow::Result<bool> {
-    let opened = client
-        .open_table(table)
-        .await
-        .with_context(|| format!("opening table '{table}'"))?;
-    let keys: Vec<String> = opened
-        .schema()
-        .key_columns()
-        .iter()
-        .map(|c| c.name().to_owned())
-        .collect();
-    let spec = ScanSpec::new()
-        .projection(&keys)
-        .snapshot(at)
-        .limit(1)
-        .timeout(Duration::from_secs(30));
-    let mut scanner = client.scan_builder(&opened).with_spec(spec).build()?;
-    while let Some(batch) = scanner
-        .next_batch()
-        .await
-        .with_context(|| format!("reading table '{table}' at {at}"))?
-    {
-        if batch.num_rows() > 0 {
-            return Ok(true);
-        }
-    }
-    Ok(false)
 }
 
 /// `<checkpointsDirectory>/<job>/failback-<last_end>/` in the state store:
