@@ -111,9 +111,14 @@ async fn prefetching_keeps_the_next_scan_batch_in_flight() {
             .expect("resume tserver");
         match second {
             Ok(batch) => {
+                let what = match &batch {
+                    Ok(Some(b)) => format!("a batch of {} rows", b.rows.len()),
+                    Ok(None) => "the end of the split".to_string(),
+                    Err(e) => format!("an error ({e})"),
+                };
                 assert!(
                     prefetching,
-                    "a batch from a frozen server without prefetching"
+                    "{what} from a frozen server without prefetching"
                 );
                 rows += batch.expect("read").expect("a second batch").rows.len();
             }
