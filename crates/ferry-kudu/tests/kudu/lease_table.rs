@@ -9,24 +9,14 @@ use ferry_engine::checkpoint::{StateKey, StateStore, StoreError};
 use ferry_engine::config::JobConfig;
 use ferry_engine::lease::Lease;
 use ferry_kudu::lease_table::{LeaseTable, MAX_OBJECT_BYTES};
-use ferry_testkit::MiniCluster;
-use kudu_client::{KuduClient, TableBuilder};
+use kudu_client::TableBuilder;
 use std::sync::Arc;
-
-fn cluster() -> (MiniCluster, KuduClient) {
-    // One tablet server: the table takes the cluster's default factor.
-    let cluster = MiniCluster::builder()
-        .tservers(1)
-        .master_flag("--default_num_replicas=1")
-        .start()
-        .expect("cluster");
-    let client = KuduClient::new(&cluster.master_addrs()).expect("client");
-    (cluster, client)
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_lease_table_keeps_the_state_store_contract_and_the_lease() {
-    let (_cluster, client) = tokio::task::block_in_place(cluster);
+    // The sink cluster the sink_table tests share (the lease table takes
+    // its default replication factor).
+    let (_clusters, _, client) = tokio::task::block_in_place(crate::sink_table::clusters);
     let store: Arc<dyn StateStore> = Arc::new(LeaseTable::new(client.clone(), "ferry_ha"));
     ferry_engine::checkpoint::conformance::run_small_objects(
         store.clone(),

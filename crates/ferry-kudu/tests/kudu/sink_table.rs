@@ -34,7 +34,7 @@ fn opts(name: &str, create_table: bool, restore_owner: bool) -> SinkTableOptions
 /// The source and sink clusters the tests share. The sink master lets one
 /// CreateTable make at most 15 × 3 = 45 tablet replicas, so bigger copies
 /// must add their ranges after creation.
-struct Clusters {
+pub(crate) struct Clusters {
     src: MiniCluster,
     dst: MiniCluster,
 }
@@ -43,7 +43,7 @@ static CLUSTERS: Shared<Clusters> = Shared::new();
 
 /// The shared clusters (started by the first test that needs them) and a
 /// client for each.
-fn clusters() -> (Arc<Clusters>, KuduClient, KuduClient) {
+pub(crate) fn clusters() -> (Arc<Clusters>, KuduClient, KuduClient) {
     let c = CLUSTERS.get(|| {
         let src = std::thread::spawn(|| {
             MiniCluster::builder()
