@@ -95,6 +95,7 @@ fn main() -> ExitCode {
         Command::Verify { args } => cli::verify::command(&args),
         Command::Cutover { args } => cli::cutover::command(&args),
         Command::Failback { args } => cli::failback::command(&args),
+        Command::Drill { args } => cli::drill::command(&args),
         Command::DemoWriter(args) => {
             cli::init_logging();
             cli::verb(cli::demo_writer::run(args))

@@ -177,6 +177,15 @@ pub enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Prove the DR setup works without stopping replication: RPO per
+    /// table, a verify at a consistent cut, the DR store's freshness and a
+    /// dry-run restore, the lease, measured failover steps (see `ferry
+    /// drill --help`).
+    #[command(disable_help_flag = true)]
+    Drill {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// The demo's source workload (used by scripts/demo).
     #[command(hide = true)]
     DemoWriter(super::demo_writer::DemoWriterArgs),

@@ -11,7 +11,8 @@
 //!   [`cutover`]: the planned cutover (drain check and stop through the
 //!   client half, verification and report here); [`state`]: `ferry state
 //!   mirror`; [`failback`]: the old source back after an unplanned
-//!   failover; [`demo_writer`]: the demo's workload.
+//!   failover; [`drill`]: `ferry drill`, the DR checks without a
+//!   takeover; [`demo_writer`]: the demo's workload.
 //!
 //! These verbs compose the halves: they may use [`crate::server`] (to run
 //! a job here) and [`crate::client`] (to talk to a running process); the
@@ -20,6 +21,7 @@
 pub mod args;
 pub mod cutover;
 pub mod demo_writer;
+pub mod drill;
 pub mod failback;
 pub mod failover;
 mod flags;

@@ -8,6 +8,7 @@
 
 mod continuous_verify;
 mod cutover_drills;
+mod drill;
 mod failback;
 mod failover_to;
 mod from_cutover;
