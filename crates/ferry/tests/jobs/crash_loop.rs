@@ -103,7 +103,7 @@ async fn wait_for_mid_snapshot_checkpoint(store: &CheckpointStore, job_id: &JobI
         let latest = store.latest_complete(job_id).await.expect("list");
         if let Some(w) = latest.checkpoint.as_ref().and_then(|c| {
             let in_progress = !c.state.pending.is_empty() || !c.state.unassigned.is_empty();
-            c.state.window.clone().filter(|_| in_progress)
+            c.state.window.filter(|_| in_progress)
         }) {
             assert!(
                 w.is_snapshot(),
