@@ -133,9 +133,23 @@ pub(super) struct Measured {
     pub timing: Timing,
 }
 
+/// How long a store's search may take (an endpoint that does not answer
+/// is retried by the object store client).
+const STORE_TIMEOUT: Duration = Duration::from_secs(60);
+
 async fn search(ctx: &Ctx<'_>, from: &[StorageLocation]) -> Result<Search, String> {
     let mut search = crate::wiring::state_search(&ctx.args.run.process, from, ctx.args.job);
-    search.find_newest().await.map_err(|e| e.to_string())
+    match tokio::time::timeout(STORE_TIMEOUT, search.find_newest()).await {
+        Ok(found) => found.map_err(|e| ferry_engine::error::display_chain(&e)),
+        Err(_) => {
+            let places: Vec<String> = from.iter().map(|l| l.to_string()).collect();
+            Err(format!(
+                "{} did not answer within {} s",
+                places.join(", "),
+                STORE_TIMEOUT.as_secs()
+            ))
+        }
+    }
 }
 
 /// Searches both stores, decides staleness, dry-runs the restore.

@@ -12,7 +12,7 @@ use super::report::{mark, ms};
 use super::Ctx;
 use crate::cli::failover::report::utc_ms;
 use ferry_engine::config::HaKind;
-use ferry_engine::lease::LeaseRecord;
+use ferry_engine::lease::{Lease, LeaseRecord};
 use ferry_engine::time::now_ms;
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -115,65 +115,48 @@ pub(super) async fn section(ctx: &Ctx<'_>) -> Measured {
     }
     s.lease_duration_ms = Some(ms(cfg.ha.lease_duration));
     s.renew_interval_ms = Some(ms(cfg.ha.renew_interval));
+    let lease_read = observe(ctx, &mut s).await;
+    Measured {
+        section: s,
+        lease_read,
+        lease_duration: Some(cfg.ha.lease_duration),
+    }
+}
+
+/// Fills `s` with what the lease shows; the time of the first read.
+async fn observe(ctx: &Ctx<'_>, s: &mut StandbySection) -> Option<Duration> {
+    let ha = &ctx.cfg().ha;
+    s.ok = false;
     let standby =
         match crate::server::lease::standby_for(&ctx.args.run, &ctx.args.from, ctx.args.job) {
             Ok(standby) => standby,
             Err(e) => {
-                s.ok = false;
                 s.error = Some(crate::error_line(&e));
-                return Measured {
-                    section: s,
-                    lease_read: None,
-                    lease_duration: Some(cfg.ha.lease_duration),
-                };
+                return None;
             }
         };
     let lease = standby.lease();
     s.location = Some(lease.location());
     let began = Instant::now();
     let first = lease.newest().await;
-    let lease_read = began.elapsed();
+    let lease_read = Some(began.elapsed());
     let first = match first {
-        Ok(first) => first,
-        Err(e) => {
-            s.ok = false;
-            s.error = Some(ferry_engine::error::display_chain(&e));
-            return Measured {
-                section: s,
-                lease_read: Some(lease_read),
-                lease_duration: Some(cfg.ha.lease_duration),
-            };
+        Ok(Some(first)) => first,
+        Ok(None) => {
+            s.note = Some("nobody ever held the lease: the job does not run with high availability, or under another high-availability.cluster-id".into());
+            return lease_read;
         }
-    };
-    let Some(first) = first else {
-        s.ok = false;
-        s.note = Some("nobody ever held the lease: the job does not run with high availability, or under another high-availability.cluster-id".into());
-        return Measured {
-            section: s,
-            lease_read: Some(lease_read),
-            lease_duration: Some(cfg.ha.lease_duration),
-        };
+        Err(e) => {
+            s.error = Some(ferry_engine::error::display_chain(&e));
+            return lease_read;
+        }
     };
     s.holder = Some(LeaseView::new(&first, now_ms()));
-    // A renewal every renew interval: two of them without one means the
-    // holder stopped renewing.
-    let watch = cfg.ha.renew_interval * 2;
-    let poll = (cfg.ha.renew_interval / 4).max(Duration::from_millis(50));
-    let watching = Instant::now();
-    let mut last = first.clone();
-    while watching.elapsed() < watch && last.seq == first.seq {
-        tokio::time::sleep(poll).await;
-        match lease.newest().await {
-            Ok(Some(r)) => last = r,
-            Ok(None) => break,
-            Err(e) => {
-                s.error = Some(ferry_engine::error::display_chain(&e));
-                break;
-            }
-        }
-    }
-    s.observed_for_ms = Some(ms(watching.elapsed()));
-    let renewed = last.seq > first.seq;
+    let watched = watch(lease, &first, ha.renew_interval).await;
+    s.observed_for_ms = Some(ms(watched.over));
+    let renewed = watched.last.seq > first.seq;
+    let last = watched.last;
+    s.error = watched.error;
     s.renewed = Some(renewed);
     if renewed {
         s.after = Some(LeaseView::new(&last, now_ms()));
@@ -186,16 +169,48 @@ pub(super) async fn section(ctx: &Ctx<'_>) -> Measured {
     } else {
         s.note = Some(format!(
             "not renewed for {} ms (renew interval {} ms): no active instance holds the lease; a standby takes over once it has been silent for {} ms",
-            ms(watching.elapsed()),
-            ms(cfg.ha.renew_interval),
-            ms(cfg.ha.lease_duration)
+            ms(watched.over),
+            ms(ha.renew_interval),
+            ms(ha.lease_duration)
         ));
     }
     s.ok = renewed && s.error.is_none();
-    Measured {
-        section: s,
-        lease_read: Some(lease_read),
-        lease_duration: Some(cfg.ha.lease_duration),
+    lease_read
+}
+
+/// What watching the lease showed.
+struct Watched {
+    /// The newest record at the last read.
+    last: LeaseRecord,
+    /// How long it was watched.
+    over: Duration,
+    /// A read that failed.
+    error: Option<String>,
+}
+
+/// Reads the lease until a record newer than `first` shows, for at most
+/// two renew intervals: a holder renews every interval, so two without a
+/// renewal mean it stopped.
+async fn watch(lease: &Lease, first: &LeaseRecord, renew: Duration) -> Watched {
+    let poll = (renew / 4).max(Duration::from_millis(50));
+    let began = Instant::now();
+    let mut last = first.clone();
+    let mut error = None;
+    while began.elapsed() < renew * 2 && last.seq == first.seq {
+        tokio::time::sleep(poll).await;
+        match lease.newest().await {
+            Ok(Some(r)) => last = r,
+            Ok(None) => break,
+            Err(e) => {
+                error = Some(ferry_engine::error::display_chain(&e));
+                break;
+            }
+        }
+    }
+    Watched {
+        last,
+        over: began.elapsed(),
+        error,
     }
 }
 

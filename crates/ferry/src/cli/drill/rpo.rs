@@ -13,8 +13,8 @@ use ferry_kudu::position::PositionTable;
 use std::fmt;
 use std::time::Duration;
 
-/// How long the sink cluster may take to give the positions.
-pub(super) const SINK_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a cluster may take to answer one of the drill's reads.
+pub(super) const CLUSTER_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A source table and its sink table.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -125,7 +125,7 @@ pub(super) async fn section(ctx: &Ctx<'_>) -> (RpoSection, Positions) {
             "job.positionTable is off: without sink positions the sink cannot say how far it is";
         return (RpoSection::failed(max, why.into()), Positions::default());
     };
-    let now = match tokio::time::timeout(SINK_TIMEOUT, ctx.source.server_clock()).await {
+    let now = match tokio::time::timeout(CLUSTER_TIMEOUT, ctx.source.server_clock()).await {
         Ok(Ok(now)) => now,
         Ok(Err(e)) => {
             let why = format!("cannot read the source cluster's clock: {e}");
@@ -134,73 +134,19 @@ pub(super) async fn section(ctx: &Ctx<'_>) -> (RpoSection, Positions) {
         Err(_) => {
             let why = format!(
                 "the source cluster did not answer within {} s",
-                SINK_TIMEOUT.as_secs()
+                CLUSTER_TIMEOUT.as_secs()
             );
             return (RpoSection::failed(max, why), Positions::default());
         }
     };
-    let clock = ctx.clock();
     let now_ms = now.epoch_millis();
     let mut tables = Vec::new();
     let mut positions = Positions::default();
     for pair in &ctx.tables {
-        let lookup = PositionTable::lookup(&ctx.sink, &position_table, &pair.sink);
-        let found = match tokio::time::timeout(SINK_TIMEOUT, lookup).await {
-            Ok(Ok(found)) => Ok(found),
-            Ok(Err(e)) => Err(format!("cannot read its sink position: {e}")),
-            Err(_) => Err(format!(
-                "the sink cluster did not answer within {} s",
-                SINK_TIMEOUT.as_secs()
-            )),
-        };
-        let mut row = TableRpo {
-            table: pair.sink.clone(),
-            job_id: None,
-            last_end: None,
-            last_end_utc: None,
-            last_end_sink_time: None,
-            rpo_seconds: None,
-            ok: false,
-            problem: None,
-        };
-        match found {
-            Err(why) => row.problem = Some(why),
-            Ok(None) => {
-                row.problem = Some(format!(
-                    "no sink position in '{position_table}' (the job has not written one, or the table was recreated)"
-                ))
-            }
-            Ok(Some(p)) => {
-                row.job_id = Some(p.job_id.clone());
-                row.last_end = p.last_end;
-                row.last_end_utc = p.last_end.map(|t| utc(clock, t));
-                row.last_end_sink_time = p.last_end_sink_time;
-                match p.last_end {
-                    None => {
-                        row.problem =
-                            Some("no window completed yet (the snapshot is in progress)".into())
-                    }
-                    Some(end) => {
-                        let lag = now_ms.saturating_sub(clock.epoch_millis(end));
-                        row.rpo_seconds = Some(lag as f64 / 1000.0);
-                        row.ok = u128::from(lag) <= max.as_millis();
-                        if !row.ok {
-                            row.problem =
-                                Some(format!("over --max-rpo ({} s)", max.as_secs_f64()));
-                        }
-                    }
-                }
-                if let (Some(end), Some(at)) = (p.last_end, p.last_end_sink_time) {
-                    positions.job_id.get_or_insert(p.job_id.clone());
-                    positions.tables.push(TablePosition {
-                        table: pair.sink.clone(),
-                        cut: Cut {
-                            source_time: end,
-                            sink_time: at,
-                        },
-                    });
-                }
-            }
+        let (row, position) = table_rpo(ctx, &position_table, &pair.sink, now_ms).await;
+        if let Some((job_id, position)) = position {
+            positions.job_id.get_or_insert(job_id);
+            positions.tables.push(position);
         }
         tables.push(row);
     }
@@ -213,6 +159,73 @@ pub(super) async fn section(ctx: &Ctx<'_>) -> (RpoSection, Positions) {
         error: None,
     };
     (section, positions)
+}
+
+/// One table's RPO at the source's `now_ms`, and its cut (with the job
+/// that wrote it) when its position has a completed window.
+async fn table_rpo(
+    ctx: &Ctx<'_>,
+    position_table: &str,
+    sink: &str,
+    now_ms: u64,
+) -> (TableRpo, Option<(String, TablePosition)>) {
+    let (clock, max) = (ctx.clock(), ctx.args.max_rpo);
+    let mut row = TableRpo {
+        table: sink.to_string(),
+        job_id: None,
+        last_end: None,
+        last_end_utc: None,
+        last_end_sink_time: None,
+        rpo_seconds: None,
+        ok: false,
+        problem: None,
+    };
+    let lookup = PositionTable::lookup(&ctx.sink, position_table, sink);
+    let p = match tokio::time::timeout(CLUSTER_TIMEOUT, lookup).await {
+        Ok(Ok(Some(p))) => p,
+        Ok(Ok(None)) => {
+            row.problem = Some(format!(
+                "no sink position in '{position_table}' (the job has not written one, or the table was recreated)"
+            ));
+            return (row, None);
+        }
+        Ok(Err(e)) => {
+            row.problem = Some(format!("cannot read its sink position: {e}"));
+            return (row, None);
+        }
+        Err(_) => {
+            row.problem = Some(format!(
+                "the sink cluster did not answer within {} s",
+                CLUSTER_TIMEOUT.as_secs()
+            ));
+            return (row, None);
+        }
+    };
+    row.job_id = Some(p.job_id.clone());
+    row.last_end = p.last_end;
+    row.last_end_utc = p.last_end.map(|t| utc(clock, t));
+    row.last_end_sink_time = p.last_end_sink_time;
+    let Some(end) = p.last_end else {
+        row.problem = Some("no window completed yet (the snapshot is in progress)".into());
+        return (row, None);
+    };
+    let lag = now_ms.saturating_sub(clock.epoch_millis(end));
+    row.rpo_seconds = Some(lag as f64 / 1000.0);
+    row.ok = u128::from(lag) <= max.as_millis();
+    if !row.ok {
+        row.problem = Some(format!("over --max-rpo ({} s)", max.as_secs_f64()));
+    }
+    let cut = p.last_end_sink_time.map(|at| {
+        let position = TablePosition {
+            table: sink.to_string(),
+            cut: Cut {
+                source_time: end,
+                sink_time: at,
+            },
+        };
+        (p.job_id.clone(), position)
+    });
+    (row, cut)
 }
 
 impl fmt::Display for RpoSection {

@@ -9,7 +9,7 @@
 //! comes on top.
 
 use super::report::ms;
-use super::rpo::SINK_TIMEOUT;
+use super::rpo::CLUSTER_TIMEOUT;
 use super::{dr_store, lease, Ctx};
 use ferry_kudu::position::PositionTable;
 use std::fmt;
@@ -65,7 +65,7 @@ pub(super) async fn connect(ctx: &Ctx<'_>) -> Connected {
         }
         Ok::<_, String>(sink)
     };
-    let sink = match tokio::time::timeout(SINK_TIMEOUT, opened).await {
+    let sink = match tokio::time::timeout(CLUSTER_TIMEOUT, opened).await {
         Ok(Ok(sink)) => sink,
         Ok(Err(e)) => {
             return Connected {
@@ -74,7 +74,7 @@ pub(super) async fn connect(ctx: &Ctx<'_>) -> Connected {
             }
         }
         Err(_) => {
-            let e = format!("no answer within {} s", SINK_TIMEOUT.as_secs());
+            let e = format!("no answer within {} s", CLUSTER_TIMEOUT.as_secs());
             return Connected {
                 connect: Err(e),
                 positions: Err("not connected".into()),
@@ -97,10 +97,10 @@ pub(super) async fn connect(ctx: &Ctx<'_>) -> Connected {
         }
         Ok::<_, String>(())
     };
-    let positions = match tokio::time::timeout(SINK_TIMEOUT, read).await {
+    let positions = match tokio::time::timeout(CLUSTER_TIMEOUT, read).await {
         Ok(Ok(())) => Ok(began.elapsed()),
         Ok(Err(e)) => Err(e),
-        Err(_) => Err(format!("no answer within {} s", SINK_TIMEOUT.as_secs())),
+        Err(_) => Err(format!("no answer within {} s", CLUSTER_TIMEOUT.as_secs())),
     };
     Connected { connect, positions }
 }

@@ -12,7 +12,7 @@
 //! count as differences.
 
 use super::report::{mark, ms};
-use super::rpo::{Positions, SINK_TIMEOUT};
+use super::rpo::{Positions, CLUSTER_TIMEOUT};
 use super::Ctx;
 use crate::cli::failover::report::utc;
 use crate::cli::failover::to::{pick, Cut, KnownCut, Target};
@@ -111,13 +111,13 @@ async fn newest_cut(ctx: &Ctx<'_>, job_id: &str) -> Result<Option<KnownCut>, Str
         };
         cuts.newest(job_id).await
     };
-    let row = match tokio::time::timeout(SINK_TIMEOUT, read).await {
+    let row = match tokio::time::timeout(CLUSTER_TIMEOUT, read).await {
         Ok(Ok(row)) => row,
         Ok(Err(e)) => return Err(format!("cannot read the cuts table '{name}': {e}")),
         Err(_) => {
             return Err(format!(
                 "the sink cluster did not answer within {} s",
-                SINK_TIMEOUT.as_secs()
+                CLUSTER_TIMEOUT.as_secs()
             ))
         }
     };
