@@ -55,7 +55,7 @@ impl Listeners {
     /// job's lease: it answers `GET /healthz`, and `GET /readyz` with 503,
     /// so an orchestrator's liveness probe leaves a standby alone. A port
     /// that is busy now (the active on the same host) is only a warning:
-    /// the job opens its listeners again if one is missing.
+    /// the job opens what is missing when it starts.
     pub async fn open_waiting(process: &ProcessOptions) -> Result<Listeners> {
         let mut server = process.server.clone();
         server.rest_port.explicit = false;
@@ -65,21 +65,18 @@ impl Listeners {
         Ok(Listeners { registry, bound })
     }
 
-    /// The job's listeners: `waiting`'s if both are open, else new ones.
+    /// The job's listeners: `waiting`'s, with what was busy then opened
+    /// now (the port a holder on the same host has just released), or new
+    /// ones.
     async fn for_job(waiting: Option<Listeners>, process: &ProcessOptions) -> Result<Listeners> {
         match waiting {
-            Some(l) if l.bound.rest.is_some() && l.bound.metrics.is_some() => Ok(l),
-            Some(l) => {
-                l.close().await;
-                Listeners::open(process).await
+            Some(mut l) => {
+                crate::server::listen::open_missing(&l.registry, &process.server, &mut l.bound)
+                    .await?;
+                Ok(l)
             }
             None => Listeners::open(process).await,
         }
-    }
-
-    async fn close(self) {
-        self.registry.shutdown.cancel();
-        self.bound.finish(Duration::from_secs(2)).await;
     }
 }
 

@@ -2,8 +2,10 @@
 //! against real processes: the `ferry run` holding the job's lease is
 //! Ready; a second one waiting for the lease is alive but not Ready (so a
 //! liveness probe leaves it alone and the Service skips it); once the
-//! active is killed, the second takes over and becomes Ready.
+//! active is killed, the second takes over, opens what was busy while it
+//! waited, and becomes Ready.
 
+use ferry_fixtures::free_port;
 use ferry_fixtures::process::FerryProcess;
 use kudu_client::write::{FlushMode, Operation, SessionOptions};
 use kudu_client::{KuduClient, TableBuilder};
@@ -55,7 +57,7 @@ async fn the_lease_holder_is_ready_and_a_waiting_instance_only_alive() {
     let dir = tempfile::tempdir().expect("tmp");
     let chk = dir.path().join("chk").to_string_lossy().into_owned();
     let ha = dir.path().join("ha").to_string_lossy().into_owned();
-    let job = || {
+    let job = |metrics_port: u16| {
         crate::ferry()
             .args([
                 "run",
@@ -81,16 +83,19 @@ async fn the_lease_holder_is_ready_and_a_waiting_instance_only_alive() {
                 "--high-availability.lease-duration",
                 "3 s",
             ])
-            .free_ports()
+            .rest_port(free_port())
+            .metrics_port(metrics_port)
     };
 
-    let mut active = job().start();
+    let mut active = job(free_port()).start();
     assert_eq!(wait_readyz(&mut active, 200), r#"{"status":"ready"}"#);
     let (code, body) = active.http("GET", "/healthz", None);
     assert_eq!((code, body.as_str()), (200, r#"{"status":"ok"}"#));
 
     // The second instance waits for the lease: alive, not ready, no job.
-    let mut waiting = job().spawn();
+    // It shares the active's metrics port, as two pods' containers could
+    // not but two processes on one host can: busy while it waits.
+    let mut waiting = job(active.metrics()).spawn();
     waiting.wait_rest(Duration::from_secs(30));
     let (code, body) = waiting.http("GET", "/healthz", None);
     assert_eq!((code, body.as_str()), (200, r#"{"status":"ok"}"#));
@@ -99,10 +104,13 @@ async fn the_lease_holder_is_ready_and_a_waiting_instance_only_alive() {
     assert!(body.contains("waiting for the lease"), "{body}");
     assert_eq!(waiting.try_job_id(), None, "{}", waiting.output_text());
 
-    // The active dies: the waiting one takes over on the ports it already
-    // serves, and is ready.
+    // The active dies: the waiting one takes over on the REST port it
+    // already serves, opens the metrics port the active released, and is
+    // ready.
     active.kill9();
     wait_readyz(&mut waiting, 200);
     assert_eq!(waiting.try_job_id(), Some(active.job_id()));
+    let metrics = waiting.metrics_text();
+    assert!(metrics.contains("flink_jobmanager_job_uptime"), "{metrics}");
     waiting.kill9();
 }
