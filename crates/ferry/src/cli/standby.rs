@@ -22,6 +22,7 @@ use super::failover::{print_search, DrArgs};
 use crate::run_args::RunArgs;
 use crate::server::lease::{run_holding, standby_for, WaitingLines};
 use crate::server::rto::Rto;
+use crate::server::run::Listeners;
 use crate::server::submit::StartExtras;
 use crate::wiring::connect;
 use anyhow::{bail, Result};
@@ -48,6 +49,8 @@ pub async fn standby(args: DrArgs) -> Result<JobStatus> {
             .collect::<Vec<_>>()
             .join(", ")
     );
+    // Serve the probes while waiting for the lease.
+    let listeners = Listeners::open_waiting(&args.run.process).await?;
     let mut clients = warm_up(&args.run).await;
     let mut lines = WaitingLines::default();
     let claim = standby
@@ -64,7 +67,7 @@ pub async fn standby(args: DrArgs) -> Result<JobStatus> {
             },
         )
         .await?;
-    take_over(args, standby, claim, clients).await
+    take_over(args, standby, claim, clients, listeners).await
 }
 
 /// What a standby says of the engine's events besides the waiting lines.
@@ -92,6 +95,7 @@ async fn take_over(
     mut standby: Standby,
     claim: Claim,
     clients: Option<(KuduClient, KuduClient)>,
+    listeners: Listeners,
 ) -> Result<JobStatus> {
     // The RTO counts from the last renewal this standby saw.
     let began = claim.last_renewal_seen();
@@ -126,6 +130,7 @@ async fn take_over(
     let extras = StartExtras {
         restore,
         clients: Some(clients),
+        listeners: Some(listeners),
         ..StartExtras::default()
     };
     run_holding(&standby, claim, args.run, extras, rto, began, false).await

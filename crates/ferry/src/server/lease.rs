@@ -158,8 +158,13 @@ pub async fn run_leased(run: RunArgs) -> Result<JobStatus> {
     let mut rto = Rto::default();
     let from = [run.config.checkpoints_directory.clone()];
     let mut standby = standby_for(&run, &from, Some(run.config.ha_job_id()))?;
+    // Serve the probes while waiting for the lease.
+    let listeners = super::run::Listeners::open_waiting(&run.process).await?;
     let claim = claim(&mut standby, &mut rto).await?;
-    let mut extras = StartExtras::default();
+    let mut extras = StartExtras {
+        listeners: Some(listeners),
+        ..StartExtras::default()
+    };
     if run.from_savepoint.is_none() {
         // Like a restarted Flink JobManager: continue from the HA job's
         // newest valid state, if it has one.

@@ -91,45 +91,66 @@ async fn bind(
 
 /// Binds both listeners and serves them in the background.
 pub async fn start(registry: Arc<Registry>, opts: &ServerOptions) -> Result<Bound> {
+    let mut bound = Bound::default();
+    open_missing(&registry, opts, &mut bound).await?;
+    Ok(bound)
+}
+
+/// Binds and serves the listeners `bound` does not have yet (all of them
+/// for a new process; what was busy while an instance waited for its
+/// lease, once it starts its job).
+pub async fn open_missing(
+    registry: &Arc<Registry>,
+    opts: &ServerOptions,
+    bound: &mut Bound,
+) -> Result<()> {
     // Checked when the options were parsed; read again here (a file that
     // went away since is an error naming the key and the file).
     let security = opts
         .security
         .server(&opts.rest_address)
         .map_err(|e| anyhow::anyhow!("{e}"))?;
-    for key in opts.security.unused_without_tls() {
-        tracing::warn!(
-            "{key} is set but security.ssl.rest.enabled is not true: the REST API is plain HTTP"
-        );
+    if bound.rest.is_none() {
+        for key in opts.security.unused_without_tls() {
+            tracing::warn!(
+                "{key} is set but security.ssl.rest.enabled is not true: the REST API is plain HTTP"
+            );
+        }
     }
-    let rest = bind(
-        "REST API",
-        "--rest.port",
-        &opts.rest_address,
-        opts.rest_port,
-    )
-    .await?;
-    let metrics = bind(
-        "Prometheus endpoint",
-        "--metrics.port",
-        opts.metrics_address(),
-        opts.metrics_port,
-    )
-    .await?;
-    let mut bound = Bound {
-        rest_tls: security.tls.is_some(),
-        ..Bound::default()
+    let rest = match bound.rest {
+        Some(_) => None,
+        None => {
+            bind(
+                "REST API",
+                "--rest.port",
+                &opts.rest_address,
+                opts.rest_port,
+            )
+            .await?
+        }
     };
-    if let Some(l) = &metrics {
-        bound.metrics = l.local_addr().ok();
-    }
-    if let Some(l) = &rest {
-        bound.rest = l.local_addr().ok();
-    }
+    let metrics = match bound.metrics {
+        Some(_) => None,
+        None => {
+            bind(
+                "Prometheus endpoint",
+                "--metrics.port",
+                opts.metrics_address(),
+                opts.metrics_port,
+            )
+            .await?
+        }
+    };
+    bound.rest_tls = security.tls.is_some();
     if let Some(listener) = metrics {
-        bound.tasks.push(serve_metrics(listener, &registry));
+        bound.metrics = listener.local_addr().ok();
+        bound.tasks.push(serve_metrics(listener, registry));
+        if let Some(url) = bound.metrics_url() {
+            tracing::info!(%url, "Prometheus metrics listening");
+        }
     }
     if let Some(listener) = rest {
+        bound.rest = listener.local_addr().ok();
         let state = AppState {
             registry: registry.clone(),
             metrics_url: bound.metrics_url(),
@@ -137,19 +158,16 @@ pub async fn start(registry: Arc<Registry>, opts: &ServerOptions) -> Result<Boun
         };
         let tls = security.tls.clone();
         bound.tasks.push(serve_rest(listener, state, tls));
+        if let Some(url) = bound.rest_url() {
+            tracing::info!(
+                %url,
+                client_certificates = opts.security.authentication_enabled,
+                bearer_token = security.token.is_some(),
+                "REST API and web page listening"
+            );
+        }
     }
-    if let Some(url) = bound.rest_url() {
-        tracing::info!(
-            %url,
-            client_certificates = opts.security.authentication_enabled,
-            bearer_token = security.token.is_some(),
-            "REST API and web page listening"
-        );
-    }
-    if let Some(url) = bound.metrics_url() {
-        tracing::info!(%url, "Prometheus metrics listening");
-    }
-    Ok(bound)
+    Ok(())
 }
 
 /// Serves the Prometheus endpoint until the registry shuts down.

@@ -11,6 +11,7 @@ use crate::kudu_activity::KuduActivity;
 use crate::server::sampler::Sampler;
 use ferry_engine::checkpoint::{JobId, StorageLocation};
 use ferry_engine::config::JobConfig;
+use ferry_engine::lease::Fence;
 use ferry_engine::time::now_ms;
 use ferry_engine::{JobHandle, JobStatus};
 use ferry_verify::Progress;
@@ -130,6 +131,9 @@ pub struct JobEntry {
     /// Every job key with its effective value (given or literal default),
     /// as `GET /jobs/:id/config` shows them.
     pub keys: ferry_engine::config::Config,
+    /// The lease fence the job writes under (`Fence::none()` without high
+    /// availability): `GET /readyz` is 503 once it closed.
+    pub fence: Fence,
     operations: Mutex<HashMap<String, Operation>>,
     /// Verifications: progress by request id, the last one's outcome.
     verify: Mutex<VerifyRuns>,
@@ -168,6 +172,7 @@ impl JobEntry {
             activity,
             kafka: None,
             keys: ferry_engine::config::Config::new(),
+            fence: Fence::none(),
             operations: Mutex::new(HashMap::new()),
             verify: Mutex::new(VerifyRuns::default()),
             tasks: CancellationToken::new(),
@@ -183,6 +188,12 @@ impl JobEntry {
     /// With the job's keys in effective form (see [`JobEntry::keys`]).
     pub fn with_keys(mut self, keys: ferry_engine::config::Config) -> Self {
         self.keys = keys;
+        self
+    }
+
+    /// With the lease fence the job writes under.
+    pub fn with_fence(mut self, fence: Fence) -> Self {
+        self.fence = fence;
         self
     }
 

@@ -12,6 +12,7 @@
 
 use crate::process_opts::ProcessOptions;
 use crate::run_args::RunArgs;
+use crate::server::listen::Bound;
 use crate::server::registry::{JobEntry, Mode, Registry};
 use crate::server::submit::StartExtras;
 use anyhow::{bail, Result};
@@ -35,15 +36,59 @@ pub async fn run(args: RunArgs) -> Result<JobStatus> {
     run_with(args, StartExtras::default(), |_| {}).await
 }
 
+/// The REST and Prometheus listeners of an application-mode process and
+/// the registry they serve.
+pub struct Listeners {
+    registry: Arc<Registry>,
+    bound: Bound,
+}
+
+impl Listeners {
+    /// Opens them for the job `ferry run` is about to start.
+    async fn open(process: &ProcessOptions) -> Result<Listeners> {
+        let registry = Registry::new(Mode::Application, crate::wiring::resolver(process));
+        let bound = crate::server::listen::start(registry.clone(), &process.server).await?;
+        Ok(Listeners { registry, bound })
+    }
+
+    /// Opens them, with no job yet, for a process that waits for its
+    /// job's lease: it answers `GET /healthz`, and `GET /readyz` with 503,
+    /// so an orchestrator's liveness probe leaves a standby alone. A port
+    /// that is busy now (the active on the same host) is only a warning:
+    /// the job opens what is missing when it starts.
+    pub async fn open_waiting(process: &ProcessOptions) -> Result<Listeners> {
+        let mut server = process.server.clone();
+        server.rest_port.explicit = false;
+        server.metrics_port.explicit = false;
+        let registry = Registry::new(Mode::Application, crate::wiring::resolver(process));
+        let bound = crate::server::listen::start(registry.clone(), &server).await?;
+        Ok(Listeners { registry, bound })
+    }
+
+    /// The job's listeners: `waiting`'s, with what was busy then opened
+    /// now (the port a holder on the same host has just released), or new
+    /// ones.
+    async fn for_job(waiting: Option<Listeners>, process: &ProcessOptions) -> Result<Listeners> {
+        match waiting {
+            Some(mut l) => {
+                crate::server::listen::open_missing(&l.registry, &process.server, &mut l.bound)
+                    .await?;
+                Ok(l)
+            }
+            None => Listeners::open(process).await,
+        }
+    }
+}
+
 /// [`run`] with a takeover's or lease holder's extras; `on_started` sees
 /// the job once it is registered.
 pub async fn run_with(
     args: RunArgs,
-    extras: StartExtras,
+    mut extras: StartExtras,
     on_started: impl FnOnce(&Arc<JobEntry>),
 ) -> Result<JobStatus> {
-    let registry = Registry::new(Mode::Application, crate::wiring::resolver(&args.process));
-    let bound = crate::server::listen::start(registry.clone(), &args.process.server).await?;
+    let Listeners { registry, bound } =
+        Listeners::for_job(extras.listeners.take(), &args.process).await?;
     let entry = match crate::server::submit::start_job_with(&registry, args, extras).await {
         Ok(e) => e,
         Err(e) => {

@@ -39,6 +39,9 @@ pub struct StartExtras {
     pub fence: Fence,
     /// Clients connected beforehand (source, sink), kept warm by a standby.
     pub clients: Option<(KuduClient, KuduClient)>,
+    /// Listeners opened while the instance waited for its lease
+    /// (application mode): the job is served on them.
+    pub listeners: Option<super::run::Listeners>,
 }
 
 /// Starts the job described by `args` and registers it.
@@ -88,7 +91,7 @@ pub async fn start_job_with(
     let start_at = cutover_start(&args, source_client.as_ref()).await?;
     let mut options = JobOptions::new(args.parallelism)
         .default_savepoint_dir(default_savepoint_dir.clone())
-        .fence(extras.fence)
+        .fence(extras.fence.clone())
         .start_at(start_at);
     if let Some(job_id) = extras.job_id {
         options = options.job_id(job_id);
@@ -153,7 +156,8 @@ pub async fn start_job_with(
         start_time_ms,
     )
     .with_kafka(kafka_metrics)
-    .with_keys(args.settings.effective_job_keys()?);
+    .with_keys(args.settings.effective_job_keys()?)
+    .with_fence(extras.fence);
     Ok(registry.add(entry))
 }
 

@@ -1,14 +1,18 @@
 //! The `ferry` binary's command line: usage errors, `failover --dry-run`
 //! and `--report`, fatal start-up errors and SIGTERM of `ferry run`, the
-//! keys that change how rows are read and written. No server, or one
-//! small Kudu cluster.
+//! keys that change how rows are read and written, the deploy kit's
+//! manifests and configurations (`deploy_kit`), the liveness and readiness
+//! probes of a lease holder and a waiting instance (`probes`). No server,
+//! or one small Kudu cluster.
 
 // Test code: a failed unwrap is a failed test, which is what it should be.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod config_keys;
+mod deploy_kit;
 mod failover_dry_run;
 mod failover_report;
+mod probes;
 mod run_fatal_errors;
 mod validation;
 

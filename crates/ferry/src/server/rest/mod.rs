@@ -5,14 +5,16 @@
 //! the web page at `/`.
 //!
 //! Every route is also served under `/v1/`, as Flink does. With
-//! `security.rest.token-file` every request (the web page too) must carry
-//! the bearer token ([`token::require_token`]); TLS and client
+//! `security.rest.token-file` every request (the web page too) but the
+//! probes `GET /healthz` and `GET /readyz` ([`health`]) must carry the
+//! bearer token ([`token::require_token`]); TLS and client
 //! certificates are the listener's (`crate::server::listen`).
 
 mod checkpoints;
 mod error;
 mod exceptions;
 mod ferry_api;
+pub mod health;
 mod jobs;
 mod overview;
 mod savepoints;
@@ -87,9 +89,11 @@ fn api() -> Router<AppState> {
 }
 
 /// The whole router: API (also under `/v1`), the web page, Flink-shaped
-/// 404s for everything else.
+/// 404s for everything else, and the probes ([`health`]), which alone
+/// answer without the token.
 pub fn router(state: AppState) -> Router {
     let token = state.token.clone();
+    let probes = health::routes(state.clone());
     let router = Router::new()
         .route("/", get(index))
         .route("/index.html", get(index))
@@ -98,14 +102,16 @@ pub fn router(state: AppState) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(state);
-    match token {
+    let router = match token {
         // Outermost layer: unknown routes and wrong methods need it too.
         Some(token) => router.layer(axum::middleware::from_fn_with_state(
             token,
             token::require_token,
         )),
         None => router,
-    }
+    };
+    // Merged after the layer, so the token check does not wrap them.
+    probes.merge(router)
 }
 
 async fn index() -> impl IntoResponse {
