@@ -196,6 +196,16 @@ fn every_key_set_explicitly() {
         ("high-availability.cluster-id", "orders"),
         ("high-availability.lease-duration", "6 s"),
         ("high-availability.renew-interval", "2 s"),
+        ("high-availability.zookeeper.quorum", "zk1:2181,zk2:2181"),
+        ("high-availability.zookeeper.path.root", "/ha"),
+        ("high-availability.zookeeper.client.session-timeout", "30 s"),
+        (
+            "high-availability.zookeeper.client.connection-timeout",
+            "10 s",
+        ),
+        ("high-availability.zookeeper.client.retry-wait", "2 s"),
+        ("high-availability.zookeeper.client.max-retry-attempts", "5"),
+        ("high-availability.zookeeper.client.acl", "creator"),
     ];
     // The connector kinds' keys are set in the Kafka crate's tests (a Kudu
     // sink or source refuses Kafka keys); Kerberos keys name files that

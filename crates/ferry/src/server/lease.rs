@@ -36,6 +36,9 @@ fn owner() -> String {
 /// `job` (any one job's if `None`).
 pub fn standby_for(run: &RunArgs, from: &[StorageLocation], job: Option<JobId>) -> Result<Standby> {
     let cfg: &JobConfig = &run.config;
+    if cfg.ha.kind == ferry_engine::config::HaKind::Zookeeper {
+        bail!("high-availability.type zookeeper is not available in this build yet");
+    }
     let lease = Arc::new(match cfg.ha_lease_place() {
         LeasePlace::SinkTable(table) => {
             if cfg.sink == SinkKind::Kafka {
