@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::error::ConfigError;
 use super::map::Config;
-use super::option::{ConfigOption, ValueError};
+use super::option::{AnyOption, ConfigOption, ValueError};
 use super::section::Section;
 use super::spec::{KeyOrigin::Flink, ValueKind};
 
@@ -62,7 +62,27 @@ crate::config_section! {
         .origin(Flink)
         .default_value("open")
         .doc("ACL of the znodes ferry creates: open (anyone) or creator (only the authenticated creator; needs an authenticated session such as SASL).");
+    /// `zookeeper.sasl.disable`.
+    pub const ZK_SASL_DISABLE: ConfigOption<bool> = ConfigOption::flag("zookeeper.sasl.disable")
+        .origin(Flink)
+        .default_value("true")
+        .doc("Kerberos (SASL) to ZooKeeper is not supported yet: only true is accepted (Flink's default is false; docs/dr.md, \"ZooKeeper HA\").");
+    /// `zookeeper.sasl.service-name`.
+    pub const ZK_SASL_SERVICE_NAME: ConfigOption<String> = ConfigOption::text("zookeeper.sasl.service-name")
+        .origin(Flink)
+        .derived("none (SASL to ZooKeeper is not supported yet)")
+        .doc("Refused with high-availability.type zookeeper: SASL to ZooKeeper is not supported yet.");
+    /// `zookeeper.sasl.login-context-name`.
+    pub const ZK_SASL_LOGIN_CONTEXT_NAME: ConfigOption<String> = ConfigOption::text("zookeeper.sasl.login-context-name")
+        .origin(Flink)
+        .derived("none (SASL to ZooKeeper is not supported yet)")
+        .doc("Refused with high-availability.type zookeeper: SASL to ZooKeeper is not supported yet.");
 }
+
+/// Why the `zookeeper.sasl.*` keys are refused.
+const NO_SASL: &str = "ferry's ZooKeeper client does not authenticate with SASL (Kerberos) yet; \
+     use a quorum that admits unauthenticated clients to the lease's path and leave \
+     zookeeper.sasl.* unset (docs/dr.md, \"ZooKeeper HA\")";
 
 fn quorum(value: &str) -> Result<String, ValueError> {
     let servers: Vec<&str> = value.split(',').map(str::trim).collect();
@@ -122,6 +142,19 @@ impl ZooKeeperConfig {
     /// Reads the keys; the quorum is required (called with
     /// `high-availability.type zookeeper`).
     pub(super) fn from_config(keys: &Config) -> Result<Self, ConfigError> {
+        let refuse = |key: &dyn AnyOption| ConfigError::Unsupported {
+            key: key.name(),
+            value: keys.text(key).unwrap_or_default().to_string(),
+            reason: NO_SASL,
+        };
+        if !keys.get(&ZK_SASL_DISABLE)? {
+            return Err(refuse(&ZK_SASL_DISABLE));
+        }
+        for key in [&ZK_SASL_SERVICE_NAME, &ZK_SASL_LOGIN_CONTEXT_NAME] {
+            if keys.get_optional(key)?.is_some() {
+                return Err(refuse(key));
+            }
+        }
         Ok(ZooKeeperConfig {
             quorum: keys.get(&ZK_QUORUM)?,
             root: keys.get(&ZK_PATH_ROOT)?,
@@ -220,5 +253,34 @@ mod tests {
         let zk = c.ha.zookeeper.expect("settings");
         assert_eq!(zk.root, "/ha/ferry");
         assert_eq!(zk.acl, ZooKeeperAcl::Creator);
+    }
+
+    #[test]
+    fn sasl_to_zookeeper_is_refused_by_name() {
+        for (key, value) in [
+            ("zookeeper.sasl.disable", "false"),
+            ("zookeeper.sasl.service-name", "zookeeper"),
+            ("zookeeper.sasl.login-context-name", "Client"),
+        ] {
+            let err = config(&[
+                ("high-availability.type", "zookeeper"),
+                ("high-availability.zookeeper.quorum", "zk1:2181"),
+                (key, value),
+            ])
+            .expect_err(key);
+            let text = err.to_string();
+            assert!(
+                text.contains(&format!("'{key}={value}' is not supported")),
+                "{text}"
+            );
+            assert!(text.contains("SASL"), "{text}");
+        }
+        // Flink configurations often say it explicitly.
+        config(&[
+            ("high-availability.type", "zookeeper"),
+            ("high-availability.zookeeper.quorum", "zk1:2181"),
+            ("zookeeper.sasl.disable", "true"),
+        ])
+        .expect("valid");
     }
 }
