@@ -18,6 +18,7 @@ mod standby;
 mod standby_reads;
 mod state_replication;
 mod verify;
+mod zookeeper_ha;
 
 use std::sync::Arc;
 
