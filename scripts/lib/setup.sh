@@ -84,6 +84,20 @@ ensure_kafka() {
   rm -rf crates/ferry-testkit/kafka/target
 }
 
+# ensure_zookeeper: the jars of a real Apache ZooKeeper server (standalone)
+# for the ZooKeeper HA tests, copied once by Maven into ~/.cache/ferry (where
+# ferry-testkit looks for them).
+ZOOKEEPER_VERSION=3.9.5
+ensure_zookeeper() {
+  local libs="$HOME/.cache/ferry/zookeeper-$ZOOKEEPER_VERSION/libs"
+  [ -f "$libs/zookeeper-$ZOOKEEPER_VERSION.jar" ] && return 0
+  log "fetching the Apache ZooKeeper $ZOOKEEPER_VERSION jars into $libs"
+  mkdir -p "$libs"
+  mvn -q -B -f crates/ferry-testkit/zookeeper/pom.xml dependency:copy-dependencies \
+    -Dzookeeper.version="$ZOOKEEPER_VERSION" -DincludeScope=runtime -DoutputDirectory="$libs"
+  rm -rf crates/ferry-testkit/zookeeper/target
+}
+
 # ensure_kdc: MIT Kerberos for the Kerberized tests and for building ferry:
 # the KDC and its tools (krb5kdc, kdb5_util, kadmin.local, kinit, klist)
 # that ferry-testkit runs with a realm of its own (never /etc/krb5.conf),
@@ -93,7 +107,7 @@ ensure_kdc() {
   ensure_deb krb5-kdc krb5-admin-server krb5-user libkrb5-dev libclang-dev faketime
 }
 
-# ensure_servers: the Kudu binaries, s3s-fs and the Kafka jars. s3s-fs is
+# ensure_servers: the Kudu binaries, s3s-fs, the Kafka and ZooKeeper jars. s3s-fs is
 # compiled (both cores for minutes on a fresh machine) while Maven fetches
 # the jars; the two Maven runs stay one after the other (one local
 # repository).
@@ -102,6 +116,7 @@ ensure_servers() {
   ensure_s3 &
   s3_pid=$!
   ensure_kafka
+  ensure_zookeeper
   ensure_kudu
   wait "$s3_pid"
 }

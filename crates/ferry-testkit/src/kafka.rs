@@ -400,7 +400,7 @@ pub fn kafka_libs() -> Result<PathBuf> {
 }
 
 /// `$JAVA_HOME/bin/java`, else `java` (from `PATH`).
-fn java_binary() -> PathBuf {
+pub(crate) fn java_binary() -> PathBuf {
     std::env::var_os("JAVA_HOME")
         .map(|home| PathBuf::from(home).join("bin/java"))
         .filter(|java| java.is_file())

@@ -24,6 +24,9 @@
 //! - [`kdc`]: [`Kdc`] — a real MIT Kerberos KDC on loopback with a realm of
 //!   its own, for Kerberized clusters ([`ClusterBuilder::kerberos`]);
 //!   stop/start simulates a KDC outage, a clock offset a skewed KDC.
+//! - [`zookeeper`]: [`ZooKeeperServer`] — a real Apache ZooKeeper 3.9 server
+//!   (standalone) on loopback, for ZooKeeper HA; stop/start keeps port and
+//!   data, pause/resume freezes it.
 //!
 //! # Example
 //! ```no_run
@@ -41,12 +44,14 @@ pub mod kdc;
 pub mod net;
 pub mod process;
 pub mod s3;
+pub mod zookeeper;
 
 pub use binaries::{KuduBinaries, KuduVersion};
 pub use cluster::{ClusterBuilder, ClusterInfo, Daemon, DaemonKind, MiniCluster};
 pub use kafka::{KafkaBroker, KafkaInfo};
 pub use kdc::{Kdc, KdcBuilder, KdcInfo};
 pub use s3::{S3Info, S3Server};
+pub use zookeeper::{ZooKeeperInfo, ZooKeeperServer};
 
 use std::path::PathBuf;
 

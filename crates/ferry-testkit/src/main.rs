@@ -18,6 +18,9 @@
 //! ferry-testkit s3 down --name dr | ferry-testkit s3 down --all
 //! eval "$(ferry-testkit kafka up --name events)"  # FERRY_KAFKA_BOOTSTRAP=127.0.0.1:<port>
 //! ferry-testkit kafka down --name events | ferry-testkit kafka down --all
+//! eval "$(ferry-testkit zookeeper up --name ha)"  # FERRY_ZOOKEEPER_QUORUM=127.0.0.1:<port>
+//! ferry-testkit zookeeper stop --name ha | ferry-testkit zookeeper start --name ha  # same port, same data
+//! ferry-testkit zookeeper down --name ha | ferry-testkit zookeeper down --all
 //! eval "$(ferry-testkit kdc up --name krb)"       # FERRY_KDC_KRB5_CONFIG=..., FERRY_KDC_REALM=...
 //! ferry-testkit kdc add-principal --name krb ferry-source   # prints the keytab's path
 //! ferry-testkit up --name secure --kerberos krb   # a cluster requiring Kerberos
@@ -30,7 +33,9 @@ use clap::{Parser, Subcommand};
 use ferry_testkit::binaries::Provenance;
 use ferry_testkit::fault::NetNs;
 use ferry_testkit::process::alive;
-use ferry_testkit::{KafkaBroker, Kdc, KuduBinaries, KuduVersion, MiniCluster, S3Server};
+use ferry_testkit::{
+    KafkaBroker, Kdc, KuduBinaries, KuduVersion, MiniCluster, S3Server, ZooKeeperServer,
+};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -111,6 +116,13 @@ enum Command {
     Kafka {
         #[command(subcommand)]
         command: KafkaCommand,
+    },
+    /// A real Apache ZooKeeper 3.9 server (standalone) on loopback, for
+    /// ZooKeeper HA.
+    #[command(name = "zookeeper")]
+    ZooKeeper {
+        #[command(subcommand)]
+        command: ZooKeeperCommand,
     },
     /// A real MIT Kerberos KDC on loopback, for Kerberized clusters.
     Kdc {
@@ -247,6 +259,44 @@ enum KafkaCommand {
 }
 
 #[derive(Subcommand)]
+enum ZooKeeperCommand {
+    /// Start a server in the background; print shell assignments
+    /// `FERRY_ZOOKEEPER_QUORUM=…` (use with `eval`).
+    Up {
+        /// Server name ([A-Za-z0-9_-], unique among running servers).
+        #[arg(long)]
+        name: String,
+    },
+    /// Print a server's assignments again (and whether it runs).
+    Status {
+        /// Server name.
+        #[arg(long)]
+        name: String,
+    },
+    /// Kill the server process; port and data are kept.
+    Stop {
+        /// Server name.
+        #[arg(long)]
+        name: String,
+    },
+    /// Start a stopped server again on the same port with the same data.
+    Start {
+        /// Server name.
+        #[arg(long)]
+        name: String,
+    },
+    /// Stop a server and remove its data.
+    Down {
+        /// Server name.
+        #[arg(long, required_unless_present = "all", conflicts_with = "all")]
+        name: Option<String>,
+        /// Every server started with `zookeeper up`.
+        #[arg(long)]
+        all: bool,
+    },
+}
+
+#[derive(Subcommand)]
 enum KdcCommand {
     /// Start a KDC in the background; print shell assignments
     /// `FERRY_KDC_KRB5_CONFIG=…`, `FERRY_KDC_REALM=…` (use with `eval`).
@@ -362,6 +412,7 @@ fn run(command: Command) -> ferry_testkit::Result<ExitCode> {
         Command::Netns { command } => netns(command),
         Command::S3 { command } => s3(command),
         Command::Kafka { command } => kafka(command),
+        Command::ZooKeeper { command } => zookeeper(command),
         Command::Kdc { command } => kdc(command),
     }
 }
@@ -520,6 +571,49 @@ fn kafka(command: KafkaCommand) -> ferry_testkit::Result<ExitCode> {
                     continue;
                 }
                 broker.destroy()?;
+                println!("{name} down");
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `zookeeper up|status|stop|start|down`.
+fn zookeeper(command: ZooKeeperCommand) -> ferry_testkit::Result<ExitCode> {
+    let print = |info: &ferry_testkit::ZooKeeperInfo| {
+        println!("FERRY_ZOOKEEPER_NAME={}", info.name);
+        println!("FERRY_ZOOKEEPER_QUORUM={}", info.connect_string());
+    };
+    match command {
+        ZooKeeperCommand::Up { name } => {
+            let server = ZooKeeperServer::start_detached(&name)?;
+            print(&server.detach());
+        }
+        ZooKeeperCommand::Status { name } => {
+            let server = ZooKeeperServer::attach(&name)?;
+            print(server.info());
+            println!("FERRY_ZOOKEEPER_RUNNING={}", server.is_running());
+        }
+        ZooKeeperCommand::Stop { name } => ZooKeeperServer::attach(&name)?.stop()?,
+        ZooKeeperCommand::Start { name } => {
+            let mut server = ZooKeeperServer::attach(&name)?;
+            server.restart()?;
+            server.detach();
+        }
+        ZooKeeperCommand::Down { name, all } => {
+            let names = if all {
+                ZooKeeperServer::list_names()
+            } else {
+                name.into_iter().collect()
+            };
+            for name in names {
+                let server = ZooKeeperServer::attach(&name)?;
+                // A test's own server dies with the test.
+                if all && !server.info().detached && server.is_running() {
+                    println!("{name} skipped: owned by a running test");
+                    continue;
+                }
+                server.destroy()?;
                 println!("{name} down");
             }
         }

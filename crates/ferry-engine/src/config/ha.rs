@@ -11,10 +11,11 @@ use super::option::{ConfigOption, ValueError};
 use super::parse::{self, format_duration};
 use super::section::Section;
 use super::spec::{KeyOrigin::Flink, ValueKind};
+use super::zookeeper::ZooKeeperConfig;
 use crate::checkpoint::{JobId, StorageLocation};
 
 /// The valid names for `high-availability.type`.
-const HA_TYPE_NAMES: &[&str] = &["none", "lease"];
+const HA_TYPE_NAMES: &[&str] = &["none", "lease", "zookeeper"];
 
 crate::config_section! {
     /// The high-availability keys.
@@ -24,7 +25,7 @@ crate::config_section! {
         .origin(Flink)
         .default_value("none")
         .aliases(&["high-availability"])
-        .doc("none: one instance, no fencing. lease: the active instance renews a lease object in high-availability.storageDir; `ferry standby` takes over when it lapses, and an instance that lost it stops before its next checkpoint or row (docs/dr.md).");
+        .doc("none: one instance, no fencing. lease: the active instance renews a lease object in high-availability.storageDir; `ferry standby` takes over when it lapses, and an instance that lost it stops before its next checkpoint or row (docs/dr.md). zookeeper: the same lease, kept in znodes under high-availability.zookeeper.path.root on the quorum high-availability.zookeeper.quorum (docs/dr.md, \"ZooKeeper HA\").");
     /// `high-availability.storageDir`.
     pub const HA_STORAGE_DIR: ConfigOption<LeasePlace> = ConfigOption::new("high-availability.storageDir", ValueKind::Location, lease_place, print_lease_place)
         .origin(Flink)
@@ -102,6 +103,7 @@ fn ha_kind(value: &str) -> Result<HaKind, ValueError> {
     match value.trim().to_ascii_lowercase().as_str() {
         "none" | "null" => Ok(HaKind::None),
         "lease" => Ok(HaKind::Lease),
+        "zookeeper" => Ok(HaKind::Zookeeper),
         _ => Err(ValueError::NotOneOf(HA_TYPE_NAMES)),
     }
 }
@@ -110,6 +112,7 @@ fn print_ha_kind(kind: &HaKind) -> String {
     match kind {
         HaKind::None => "none",
         HaKind::Lease => "lease",
+        HaKind::Zookeeper => "zookeeper",
     }
     .to_string()
 }
@@ -122,6 +125,17 @@ pub enum HaKind {
     None,
     /// A lease object in the HA storage directory (see [`crate::lease`]).
     Lease,
+    /// The same lease protocol on a ZooKeeper quorum (the `ferry-zk`
+    /// crate), with [`HaConfig::zookeeper`].
+    Zookeeper,
+}
+
+impl HaKind {
+    /// Whether the job holds a lease (any type but `none`): `ferry run`
+    /// claims it, `ferry standby` waits for it.
+    pub fn holds_lease(self) -> bool {
+        !matches!(self, HaKind::None)
+    }
 }
 
 /// The validated `high-availability.*` settings.
@@ -139,6 +153,9 @@ pub struct HaConfig {
     pub lease_duration: Duration,
     /// `high-availability.renew-interval`.
     pub renew_interval: Duration,
+    /// The `high-availability.zookeeper.*` settings, with
+    /// `high-availability.type zookeeper`.
+    pub zookeeper: Option<ZooKeeperConfig>,
 }
 
 impl HaConfig {
@@ -167,12 +184,18 @@ impl HaConfig {
                 ),
             });
         }
+        let zookeeper = match kind {
+            HaKind::Zookeeper => Some(ZooKeeperConfig::from_config(keys)?),
+            // Given without the type: checked with every section, unused.
+            _ => None,
+        };
         Ok(HaConfig {
             kind,
             storage_dir,
             cluster_id,
             lease_duration,
             renew_interval,
+            zookeeper,
         })
     }
 
@@ -251,7 +274,7 @@ mod tests {
                 .expect("round trip");
         assert_eq!(again, c);
 
-        let err = config(&[("high-availability.type", "zookeeper")]).expect_err("enum");
+        let err = config(&[("high-availability.type", "etcd")]).expect_err("enum");
         assert!(err.to_string().contains("high-availability.type"), "{err}");
         let err = config(&[("high-availability.renew-interval", "2 s")]).expect_err("too slow");
         assert!(err.to_string().contains("at most a third"), "{err}");

@@ -37,6 +37,7 @@ mod security;
 mod spec;
 mod tables;
 mod writer;
+mod zookeeper;
 
 #[cfg(test)]
 mod tests;
@@ -60,6 +61,11 @@ pub use security::*;
 pub use spec::{closest_name, KeyDefault, KeyOrigin, KeySpec, ValueKind};
 pub use tables::*;
 pub use writer::*;
+pub use zookeeper::{
+    ZooKeeperAcl, ZooKeeperConfig, HA_ZOOKEEPER_KEYS, ZK_ACL, ZK_CONNECTION_TIMEOUT,
+    ZK_MAX_RETRY_ATTEMPTS, ZK_PATH_ROOT, ZK_QUORUM, ZK_RETRY_WAIT, ZK_SASL_DISABLE,
+    ZK_SASL_LOGIN_CONTEXT_NAME, ZK_SASL_SERVICE_NAME, ZK_SESSION_TIMEOUT,
+};
 
 /// Value parsers and printers for other crates' keys.
 pub mod values {
@@ -76,6 +82,7 @@ pub static ENGINE_SECTIONS: &[&Section] = &[
     &WRITER_KEYS,
     &RESTART_KEYS,
     &HA_KEYS,
+    &HA_ZOOKEEPER_KEYS,
     &KERBEROS_LOGIN_KEYS,
     &KERBEROS_CLUSTER_KEYS,
 ];

@@ -196,6 +196,19 @@ fn every_key_set_explicitly() {
         ("high-availability.cluster-id", "orders"),
         ("high-availability.lease-duration", "6 s"),
         ("high-availability.renew-interval", "2 s"),
+        ("high-availability.zookeeper.quorum", "zk1:2181,zk2:2181"),
+        ("high-availability.zookeeper.path.root", "/ha"),
+        ("high-availability.zookeeper.client.session-timeout", "30 s"),
+        (
+            "high-availability.zookeeper.client.connection-timeout",
+            "10 s",
+        ),
+        ("high-availability.zookeeper.client.retry-wait", "2 s"),
+        ("high-availability.zookeeper.client.max-retry-attempts", "5"),
+        ("high-availability.zookeeper.client.acl", "creator"),
+        ("zookeeper.sasl.disable", "true"),
+        ("zookeeper.sasl.service-name", "zookeeper"),
+        ("zookeeper.sasl.login-context-name", "Client"),
     ];
     // The connector kinds' keys are set in the Kafka crate's tests (a Kudu
     // sink or source refuses Kafka keys); Kerberos keys name files that
@@ -824,6 +837,7 @@ fn sections_are_well_formed_and_names_unique() {
                 "restart-strategy",
                 "execution",
                 "high-availability",
+                "zookeeper",
                 "security"
             ]
             .contains(&key.spec().section()),

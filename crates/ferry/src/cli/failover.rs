@@ -26,7 +26,6 @@ use crate::server::submit::StartExtras;
 use crate::wiring::connect;
 use anyhow::{bail, Result};
 use ferry_engine::checkpoint::{JobId, StorageLocation};
-use ferry_engine::config::HaKind;
 use ferry_engine::lease::{FoundState, Search};
 use ferry_engine::time::now_ms;
 use ferry_engine::{JobStatus, SourceClock};
@@ -45,7 +44,7 @@ pub struct DrArgs {
     /// Where to look for state (`--from`, repeatable).
     pub from: Vec<StorageLocation>,
     /// Whose state: `--job-id`, else the HA job id with
-    /// `high-availability.type lease`, else any job's.
+    /// `high-availability.type lease` or `zookeeper`, else any job's.
     pub job: Option<JobId>,
     /// Only report.
     pub dry_run: bool,
@@ -108,7 +107,7 @@ pub fn parse(args: &[String], verb: &str) -> Result<Option<DrArgs>, String> {
             id.parse::<JobId>()
                 .map_err(|e| format!("invalid value for --job-id: {e}"))?,
         ),
-        None if run.config.ha.kind == HaKind::Lease => Some(run.config.ha_job_id()),
+        None if run.config.ha.kind.holds_lease() => Some(run.config.ha_job_id()),
         None => None,
     };
     Ok(Some(DrArgs {
@@ -239,7 +238,7 @@ pub async fn failover(args: DrArgs) -> Result<Outcome> {
     }
     let began = Instant::now();
     let mut rto = Rto::printed();
-    let ha = args.run.config.ha.kind == HaKind::Lease;
+    let ha = args.run.config.ha.kind.holds_lease();
     // With a lease: claim first (the engine's Standby, as the active
     // instance), then search; without one, only search.
     let mut claimed = None;
@@ -309,9 +308,9 @@ pub fn command(args: &[String], verb: &str) -> ExitCode {
         Ok(ready) => ready,
         Err(code) => return code,
     };
-    if verb == "standby" && parsed.run.config.ha.kind != ferry_engine::config::HaKind::Lease {
+    if verb == "standby" && !parsed.run.config.ha.kind.holds_lease() {
         return super::usage_error(
-            "ferry standby needs high-availability.type lease (the active instance must hold a lease to be taken over from)",
+            "ferry standby needs high-availability.type lease or zookeeper (the active instance must hold a lease to be taken over from)",
             "ferry standby --help",
         );
     }
@@ -356,7 +355,7 @@ fn dr_help(verb: &str) -> String {
 
                --from LOCATION   where to look (repeatable) [default: job.checkpointsDirectory]
                --job-id ID       only this job's state [default: the HA job id with
-                                 high-availability.type lease, else any job's]
+                                 high-availability.type lease or zookeeper, else any job's]
                --dry-run         only report what would be started
                --report          only print the data RPO of a failover now: now − the end of the last
                                  window the sink holds (newest valid state, and the sink position if
@@ -371,14 +370,14 @@ fn dr_help(verb: &str) -> String {
                                  rewound; the report states the target and, per table, its cut and the
                                  rows rewritten and deleted
 
-         With high-availability.type lease it claims the lease first (waiting for a live holder's
-         lease to lapse).
+         With high-availability.type lease or zookeeper it claims the lease first (waiting for a
+         live holder's lease to lapse).
 
          Exit codes: 0 the job ended cleanly or --dry-run / --report found a state, 1 runtime failure,
          2 usage or configuration error, 3 no valid state found.
 "
     } else {
-        "Watch the job's lease (high-availability.type lease) with warm Kudu connections and the
+        "Watch the job's lease (high-availability.type lease or zookeeper) with warm Kudu connections and the
          newest valid state pre-loaded; when the lease has not been renewed for
          high-availability.lease-duration, claim the next generation and start the job from the
          newest valid state (same job id), with REST and metrics like `ferry run`.

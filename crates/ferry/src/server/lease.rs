@@ -1,5 +1,6 @@
 //! Running a job as the holder of its lease (`high-availability.type
-//! lease`): `ferry run`, `ferry failover` and `ferry standby` all get the
+//! lease` or `zookeeper`, whose records live on a ZooKeeper quorum through
+//! `ferry_zk`): `ferry run`, `ferry failover` and `ferry standby` all get the
 //! lease through the engine's [`Standby`] (wait, claim, find the newest
 //! state) and run the job with [`run_holding`], which renews it until the
 //! job ends. This module prints what they share: the waiting lines, the
@@ -14,10 +15,11 @@ use super::submit::StartExtras;
 use crate::run_args::RunArgs;
 use anyhow::{bail, Result};
 use ferry_engine::checkpoint::{JobId, StorageLocation};
-use ferry_engine::config::{JobConfig, LeasePlace, SinkKind, HA_STORAGE_DIR};
+use ferry_engine::config::{JobConfig, LeasePlace, SinkKind, ZooKeeperConfig, HA_STORAGE_DIR};
 use ferry_engine::lease::{Claim, Event, Lease, LeaseRecord, Role, Standby};
 use ferry_engine::JobStatus;
 use ferry_kudu::lease_table::LeaseTable;
+use ferry_zk::ZooKeeperLease;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -36,6 +38,11 @@ fn owner() -> String {
 /// `job` (any one job's if `None`).
 pub fn standby_for(run: &RunArgs, from: &[StorageLocation], job: Option<JobId>) -> Result<Standby> {
     let cfg: &JobConfig = &run.config;
+    if let Some(zookeeper) = &cfg.ha.zookeeper {
+        let lease = zookeeper_lease(cfg, zookeeper.clone())?;
+        let search = crate::wiring::state_search(&run.process, from, job);
+        return Ok(Standby::new(Arc::new(lease), search));
+    }
     let lease = Arc::new(match cfg.ha_lease_place() {
         LeasePlace::SinkTable(table) => {
             if cfg.sink == SinkKind::Kafka {
@@ -63,6 +70,14 @@ pub fn standby_for(run: &RunArgs, from: &[StorageLocation], job: Option<JobId>) 
     });
     let search = crate::wiring::state_search(&run.process, from, job);
     Ok(Standby::new(lease, search))
+}
+
+/// The lease of `cfg`'s HA job on ZooKeeper (`high-availability.type
+/// zookeeper`): under the quorum's root, in the cluster id's znode.
+fn zookeeper_lease(cfg: &JobConfig, zookeeper: ZooKeeperConfig) -> Result<Lease> {
+    let cluster_id = cfg.ha.cluster_id.as_deref().unwrap_or(&cfg.job_name);
+    let backend = ZooKeeperLease::new(zookeeper, cluster_id, &cfg.ha_job_id())?;
+    Ok(Lease::with_backend(Arc::new(backend), &cfg.ha, owner()))
 }
 
 /// The line a waiting instance prints every [`SAY_WAITING_EVERY`].

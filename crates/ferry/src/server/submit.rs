@@ -16,7 +16,7 @@ use anyhow::{anyhow, bail, Result};
 use ferry_engine::checkpoint::{
     CheckpointStore, JobId, LoadedState, SnapshotKind, StorageLocation,
 };
-use ferry_engine::config::{HaKind, JobConfig, SinkKind, SourceKind};
+use ferry_engine::config::{JobConfig, SinkKind, SourceKind};
 use ferry_engine::connector::{Source, Tables};
 use ferry_engine::lease::Fence;
 use ferry_engine::time::now_ms;
@@ -46,10 +46,11 @@ pub struct StartExtras {
 
 /// Starts the job described by `args` and registers it.
 pub async fn start_job(registry: &Registry, args: RunArgs) -> Result<Arc<JobEntry>> {
-    if args.config.ha.kind == HaKind::Lease {
+    if args.config.ha.kind.holds_lease() {
         bail!(
-            "high-availability.type lease is for application mode: run the job with `ferry run` \
-             (it claims the lease) and its standbys with `ferry standby`"
+            "high-availability.type {} is for application mode: run the job with `ferry run` \
+             (it claims the lease) and its standbys with `ferry standby`",
+            ferry_engine::config::HA_TYPE.print(&args.config.ha.kind)
         );
     }
     start_job_with(registry, args, StartExtras::default()).await

@@ -245,3 +245,43 @@ fn kafka_sink_keys_are_checked() {
         assert!(err.contains(needle), "{key}={value}: {err}");
     }
 }
+
+#[test]
+fn zookeeper_ha_needs_a_quorum_and_refuses_sasl() {
+    let (code, err) = run_with(&["--high-availability.type", "zookeeper"], None);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("No data for required key 'high-availability.zookeeper.quorum'"),
+        "{err}"
+    );
+    let (code, err) = run_with(
+        &[
+            "--high-availability.type",
+            "zookeeper",
+            "--high-availability.zookeeper.quorum",
+            "zk1",
+        ],
+        None,
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("'zk1' for key 'high-availability.zookeeper.quorum'"),
+        "{err}"
+    );
+    let (code, err) = run_with(
+        &[
+            "--high-availability.type",
+            "zookeeper",
+            "--high-availability.zookeeper.quorum",
+            "zk1:2181",
+            "--zookeeper.sasl.disable",
+            "false",
+        ],
+        None,
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("'zookeeper.sasl.disable=false' is not supported"),
+        "{err}"
+    );
+}

@@ -19,6 +19,7 @@ mod standby;
 mod standby_reads;
 mod state_replication;
 mod verify;
+mod zookeeper_ha;
 
 use std::sync::Arc;
 
