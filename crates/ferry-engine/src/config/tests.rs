@@ -196,6 +196,20 @@ fn every_key_set_explicitly() {
         ("high-availability.cluster-id", "orders"),
         ("high-availability.lease-duration", "6 s"),
         ("high-availability.renew-interval", "2 s"),
+        ("kubernetes.namespace", "ferry-prod"),
+        ("kubernetes.config.file", "/etc/ferry/kubeconfig"),
+        (
+            "high-availability.kubernetes.leader-election.lease-duration",
+            "20 s",
+        ),
+        (
+            "high-availability.kubernetes.leader-election.renew-deadline",
+            "12 s",
+        ),
+        (
+            "high-availability.kubernetes.leader-election.retry-period",
+            "4 s",
+        ),
     ];
     // The connector kinds' keys are set in the Kafka crate's tests (a Kudu
     // sink or source refuses Kafka keys); Kerberos keys name files that
@@ -824,6 +838,7 @@ fn sections_are_well_formed_and_names_unique() {
                 "restart-strategy",
                 "execution",
                 "high-availability",
+                "kubernetes",
                 "security"
             ]
             .contains(&key.spec().section()),

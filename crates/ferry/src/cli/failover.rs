@@ -26,7 +26,6 @@ use crate::server::submit::StartExtras;
 use crate::wiring::connect;
 use anyhow::{bail, Result};
 use ferry_engine::checkpoint::{JobId, StorageLocation};
-use ferry_engine::config::HaKind;
 use ferry_engine::lease::{FoundState, Search};
 use ferry_engine::time::now_ms;
 use ferry_engine::{JobStatus, SourceClock};
@@ -108,7 +107,7 @@ pub fn parse(args: &[String], verb: &str) -> Result<Option<DrArgs>, String> {
             id.parse::<JobId>()
                 .map_err(|e| format!("invalid value for --job-id: {e}"))?,
         ),
-        None if run.config.ha.kind == HaKind::Lease => Some(run.config.ha_job_id()),
+        None if run.config.ha.kind.holds_lease() => Some(run.config.ha_job_id()),
         None => None,
     };
     Ok(Some(DrArgs {
@@ -239,7 +238,7 @@ pub async fn failover(args: DrArgs) -> Result<Outcome> {
     }
     let began = Instant::now();
     let mut rto = Rto::printed();
-    let ha = args.run.config.ha.kind == HaKind::Lease;
+    let ha = args.run.config.ha.kind.holds_lease();
     // With a lease: claim first (the engine's Standby, as the active
     // instance), then search; without one, only search.
     let mut claimed = None;
@@ -309,9 +308,9 @@ pub fn command(args: &[String], verb: &str) -> ExitCode {
         Ok(ready) => ready,
         Err(code) => return code,
     };
-    if verb == "standby" && parsed.run.config.ha.kind != ferry_engine::config::HaKind::Lease {
+    if verb == "standby" && !parsed.run.config.ha.kind.holds_lease() {
         return super::usage_error(
-            "ferry standby needs high-availability.type lease (the active instance must hold a lease to be taken over from)",
+            "ferry standby needs high-availability.type lease or kubernetes (the active instance must hold a lease to be taken over from)",
             "ferry standby --help",
         );
     }

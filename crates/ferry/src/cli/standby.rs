@@ -25,7 +25,6 @@ use crate::server::rto::Rto;
 use crate::server::submit::StartExtras;
 use crate::wiring::connect;
 use anyhow::{bail, Result};
-use ferry_engine::config::HaKind;
 use ferry_engine::lease::{Claim, Event, Role, Standby};
 use ferry_engine::JobStatus;
 use kudu_client::KuduClient;
@@ -34,8 +33,8 @@ use std::time::Instant;
 /// `ferry standby`: waits for the lease to lapse, then takes the job over.
 pub async fn standby(args: DrArgs) -> Result<JobStatus> {
     let cfg = &args.run.config;
-    if cfg.ha.kind != HaKind::Lease {
-        bail!("ferry standby needs high-availability.type lease (the active instance must hold a lease to be taken over from)");
+    if !cfg.ha.kind.holds_lease() {
+        bail!("ferry standby needs high-availability.type lease or kubernetes (the active instance must hold a lease to be taken over from)");
     }
     let mut standby = standby_for(&args.run, &args.from, args.job)?;
     eprintln!(

@@ -15,7 +15,6 @@ use crate::run_args::RunArgs;
 use crate::server::registry::{JobEntry, Mode, Registry};
 use crate::server::submit::StartExtras;
 use anyhow::{bail, Result};
-use ferry_engine::config::HaKind;
 use ferry_engine::JobStatus;
 use std::io::IsTerminal;
 use std::sync::Arc;
@@ -29,7 +28,7 @@ const RESULT_GRACE: Duration = Duration::from_secs(10);
 /// With `high-availability.type lease` it first waits for and claims the
 /// lease (see [`super::lease`]).
 pub async fn run(args: RunArgs) -> Result<JobStatus> {
-    if args.config.ha.kind == HaKind::Lease {
+    if args.config.ha.kind.holds_lease() {
         return super::lease::run_leased(args).await;
     }
     run_with(args, StartExtras::default(), |_| {}).await

@@ -16,7 +16,7 @@ use anyhow::{anyhow, bail, Result};
 use ferry_engine::checkpoint::{
     CheckpointStore, JobId, LoadedState, SnapshotKind, StorageLocation,
 };
-use ferry_engine::config::{HaKind, JobConfig, SinkKind, SourceKind};
+use ferry_engine::config::{JobConfig, SinkKind, SourceKind};
 use ferry_engine::connector::{Source, Tables};
 use ferry_engine::lease::Fence;
 use ferry_engine::time::now_ms;
@@ -43,9 +43,9 @@ pub struct StartExtras {
 
 /// Starts the job described by `args` and registers it.
 pub async fn start_job(registry: &Registry, args: RunArgs) -> Result<Arc<JobEntry>> {
-    if args.config.ha.kind == HaKind::Lease {
+    if args.config.ha.kind.holds_lease() {
         bail!(
-            "high-availability.type lease is for application mode: run the job with `ferry run` \
+            "high-availability.type lease (or kubernetes) is for application mode: run the job with `ferry run` \
              (it claims the lease) and its standbys with `ferry standby`"
         );
     }
