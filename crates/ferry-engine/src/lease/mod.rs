@@ -5,10 +5,13 @@
 //! - `find`: [`find_newest`] — the newest complete, valid savepoint or
 //!   checkpoint of a job in any store, chosen by recorded window end, with
 //!   torn and damaged directories listed as skipped.
-//! - `protocol`: [`Lease`] — a create-only sequence of lease objects under
-//!   `<high-availability.storageDir>/<job-id>/_lease/`; renewals and claims
-//!   race for the same next name, so exactly one wins; [`Watcher`] measures
-//!   a holder's silence on this instance's monotonic clock.
+//! - `backend`: [`LeaseBackend`] — where the lease records live: a sequence
+//!   whose positions are each written once (on a state store, create-only
+//!   objects under `<high-availability.storageDir>/<job-id>/_lease/`;
+//!   coordination services in their own crates).
+//! - `protocol`: [`Lease`] — renewals and claims race for the same next
+//!   position, so exactly one wins; [`Watcher`] measures a holder's silence
+//!   on this instance's monotonic clock.
 //! - `standby`: [`Standby`] — wait while a holder renews, claim the next
 //!   generation when it goes silent, find the newest retained state, hold
 //!   the lease while the job runs; `ferry run` (with a lease), `ferry
@@ -20,6 +23,11 @@
 //! Timing assumptions (pauses, clock rates, in-flight writes) are in
 //! docs/dr.md.
 
+mod backend;
+/// The [`LeaseBackend`] conformance suite, for backends outside this crate
+/// (feature `conformance`).
+#[cfg(any(test, feature = "conformance"))]
+pub mod conformance;
 mod fence;
 mod find;
 mod protocol;
@@ -45,10 +53,11 @@ fn test_ha(duration_ms: u64) -> crate::config::HaConfig {
         .ha
 }
 
+pub use backend::{LeaseBackend, LeaseError, LeaseFuture, LeaseRecord, StoreBackend};
 pub use fence::{Fence, Fenced};
 pub use find::{
     find_newest, find_newest_reusing, sort_newest_first, FindError, FoundState, Search,
     SkippedState,
 };
-pub use protocol::{Held, Lease, LeaseError, LeaseRecord, Watcher, LEASE_DIR};
+pub use protocol::{Held, Lease, Watcher, LEASE_DIR};
 pub use standby::{Claim, Event, Holding, Role, Standby, StandbyError, StateSearch, PRELOAD_EVERY};
