@@ -112,12 +112,21 @@ impl KubeLease {
         // connection's last use.
         config.reset_reader_on_write = true;
         let server = config.cluster_url.to_string();
+        // Two rustls backends are linked (ring here, aws-lc-rs by another
+        // dependency): rustls then needs the process default named. Fails
+        // only if one is set already, which is as good.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let client = kube::Client::try_from(config).map_err(KubeError::Client)?;
         let api = Api::namespaced(client, &self.settings.namespace);
         Ok((api, server.trim_end_matches('/').to_string()))
     }
 
-    fn failed(&self, op: &'static str, verb: &'static str, server: &str) -> impl FnOnce(kube::Error) -> Failed + '_ {
+    fn failed(
+        &self,
+        op: &'static str,
+        verb: &'static str,
+        server: &str,
+    ) -> impl FnOnce(kube::Error) -> Failed + '_ {
         let namespace = self.settings.namespace.clone();
         let server = server.to_string();
         move |e| Failed {
@@ -133,7 +142,10 @@ impl KubeLease {
 
     /// The record and the object it came from.
     async fn read(&self) -> Result<Option<(LeaseRecord, LeaseObject)>, Failed> {
-        let (api, server) = self.api().await.map_err(|error| Failed { op: "read", error })?;
+        let (api, server) = self
+            .api()
+            .await
+            .map_err(|error| Failed { op: "read", error })?;
         let object = api
             .get_opt(&self.settings.lease_name)
             .await
@@ -151,7 +163,10 @@ impl KubeLease {
     /// one) is taken: `Ok(None)` when this call wrote it, else the record
     /// holding it.
     pub async fn write_next(&self, record: &LeaseRecord) -> Result<Option<LeaseRecord>, Failed> {
-        let (api, server) = self.api().await.map_err(|error| Failed { op: "write", error })?;
+        let (api, server) = self
+            .api()
+            .await
+            .map_err(|error| Failed { op: "write", error })?;
         let pp = PostParams::default();
         let mut last = None;
         for _ in 0..WRITE_ATTEMPTS {
@@ -220,7 +235,11 @@ impl KubeLease {
                 i32::try_from(self.settings.lease_duration.as_secs().max(1)).unwrap_or(i32::MAX),
             ),
             // acquireTime: when this generation first wrote.
-            acquire_time: if same_holder { old.acquire_time } else { at.clone() },
+            acquire_time: if same_holder {
+                old.acquire_time
+            } else {
+                at.clone()
+            },
             renew_time: at,
             ..old
         }
@@ -273,13 +292,21 @@ fn record_of(object: &LeaseObject) -> Result<LeaseRecord, KubeError> {
 pub fn lease_name(cluster_id: &str, job_id: &str) -> String {
     let mut clean = String::new();
     for c in cluster_id.chars().flat_map(char::to_lowercase) {
-        let c = if c.is_ascii_lowercase() || c.is_ascii_digit() { c } else { '-' };
+        let c = if c.is_ascii_lowercase() || c.is_ascii_digit() {
+            c
+        } else {
+            '-'
+        };
         // No runs of '-'.
         if !(c == '-' && clean.ends_with('-')) {
             clean.push(c);
         }
     }
-    let job: String = job_id.chars().filter(char::is_ascii_alphanumeric).take(12).collect();
+    let job: String = job_id
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .take(12)
+        .collect();
     let job = job.to_lowercase();
     // "ferry-" + cluster + "-" + job <= 63.
     let room = 63 - "ferry-".len() - 1 - job.len();

@@ -8,6 +8,7 @@
 //! service account; RBAC must allow get, create and update on `leases` in
 //! the namespace (docs/dr.md, Kubernetes HA).
 
+mod backend;
 mod error;
 mod lease;
 

@@ -58,7 +58,10 @@ pub(crate) fn kube(command: KubeCommand) -> ferry_testkit::Result<ExitCode> {
             "FERRY_KUBE_ADMIN_KUBECONFIG={}",
             server.kubeconfig(Identity::Admin).display()
         );
-        println!("KUBECONFIG={}", server.kubeconfig(Identity::Ferry).display());
+        println!(
+            "KUBECONFIG={}",
+            server.kubeconfig(Identity::Ferry).display()
+        );
     };
     match command {
         KubeCommand::Install => {

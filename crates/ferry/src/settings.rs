@@ -39,6 +39,7 @@ pub static KEYS: Registry = Registry::new(&[
     &engine::WRITER_KEYS,
     &engine::RESTART_KEYS,
     &engine::HA_KEYS,
+    &engine::KUBERNETES_HA_KEYS,
     &engine::KERBEROS_LOGIN_KEYS,
     &engine::KERBEROS_CLUSTER_KEYS,
     &SERVER_KEYS,

@@ -312,9 +312,18 @@ mod tests {
             ("high-availability.type", "kubernetes"),
             ("kubernetes.namespace", "ferry"),
             ("kubernetes.config.file", "/etc/kube/config"),
-            ("high-availability.kubernetes.leader-election.lease-duration", "6 s"),
-            ("high-availability.kubernetes.leader-election.renew-deadline", "3 s"),
-            ("high-availability.kubernetes.leader-election.retry-period", "1 s"),
+            (
+                "high-availability.kubernetes.leader-election.lease-duration",
+                "6 s",
+            ),
+            (
+                "high-availability.kubernetes.leader-election.renew-deadline",
+                "3 s",
+            ),
+            (
+                "high-availability.kubernetes.leader-election.retry-period",
+                "1 s",
+            ),
         ])
         .expect("valid");
         assert_eq!(c.ha.lease_duration, Duration::from_secs(6));
@@ -330,13 +339,29 @@ mod tests {
         assert_eq!(again, c);
         for (key, bad, says) in [
             ("kubernetes.namespace", "Ferry_NS", "namespace name"),
-            ("high-availability.kubernetes.leader-election.retry-period", "6 s", "at most a third"),
-            ("high-availability.kubernetes.leader-election.renew-deadline", "20 s", "at most the lease duration"),
-            ("high-availability.kubernetes.leader-election.renew-deadline", "5 s", "longer than the retry period"),
-            ("high-availability.kubernetes.leader-election.lease-duration", "500 ms", "at least 1 s"),
+            (
+                "high-availability.kubernetes.leader-election.retry-period",
+                "6 s",
+                "at most a third",
+            ),
+            (
+                "high-availability.kubernetes.leader-election.renew-deadline",
+                "20 s",
+                "at most the lease duration",
+            ),
+            (
+                "high-availability.kubernetes.leader-election.renew-deadline",
+                "5 s",
+                "longer than the retry period",
+            ),
+            (
+                "high-availability.kubernetes.leader-election.lease-duration",
+                "500 ms",
+                "at least 1 s",
+            ),
         ] {
-            let err = config(&[("high-availability.type", "kubernetes"), (key, bad)])
-                .expect_err(bad);
+            let err =
+                config(&[("high-availability.type", "kubernetes"), (key, bad)]).expect_err(bad);
             assert!(err.to_string().contains(key), "{err}");
             assert!(err.to_string().contains(says), "{err}");
         }

@@ -53,14 +53,16 @@ pub fn install() -> Result<(PathBuf, bool)> {
     }
     let cache = cache_dir();
     fs::create_dir_all(&cache).map_err(io_err(format!("creating {}", cache.display())))?;
-    let _lock = crate::binaries::FileLock::acquire(
-        &cache.join(format!("kube-{KUBE_VERSION}.lock")),
-    )?;
+    let _lock =
+        crate::binaries::FileLock::acquire(&cache.join(format!("kube-{KUBE_VERSION}.lock")))?;
     // Another process may have built them while this one waited.
     if prefix.join(MARKER).is_file() {
         return Ok((prefix.join("bin"), false));
     }
-    let staging = cache.join(format!("kube-{KUBE_VERSION}.partial-{}", std::process::id()));
+    let staging = cache.join(format!(
+        "kube-{KUBE_VERSION}.partial-{}",
+        std::process::id()
+    ));
     let _ = fs::remove_dir_all(&staging);
     fs::create_dir_all(&staging).map_err(io_err(format!("creating {}", staging.display())))?;
     eprintln!(
@@ -68,7 +70,13 @@ pub fn install() -> Result<(PathBuf, bool)> {
          (once per machine; minutes)"
     );
     let out = Command::new("go")
-        .args(["build", "-trimpath", "-ldflags=-s -w", "-o"])
+        .args([
+            "build",
+            "-buildvcs=false",
+            "-trimpath",
+            "-ldflags=-s -w",
+            "-o",
+        ])
         .arg(format!("{}/", staging.display()))
         .args(["./etcd", "./kube-apiserver"])
         .current_dir(go_module_dir())

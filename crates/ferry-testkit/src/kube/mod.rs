@@ -31,8 +31,9 @@ use crate::s3::{free_port, validate_component_name};
 use crate::{home_dir, io_err, process, Error, Result};
 use serde::{Deserialize, Serialize};
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 /// The namespace the kit prepares for ferry's Lease objects.
@@ -68,17 +69,23 @@ impl KubeInfo {
 /// one kills both and removes its folder (kept, with the logs, when the
 /// thread panics).
 pub struct KubeServer {
+    /// Behind a lock: tests share one server and one of them stops it.
+    inner: Mutex<Inner>,
+    owned: bool,
+}
+
+struct Inner {
     info: KubeInfo,
     etcd: Option<Child>,
     api: Option<Child>,
-    owned: bool,
 }
 
 impl std::fmt::Debug for KubeServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let info = self.info();
         f.debug_struct("KubeServer")
-            .field("name", &self.info.name)
-            .field("server", &self.info.server_url())
+            .field("name", &info.name)
+            .field("server", &info.server_url())
             .finish()
     }
 }
@@ -122,16 +129,12 @@ impl KubeServer {
             api_pid: None,
             tokens: setup::new_tokens()?,
         };
-        let mut server = KubeServer {
-            info,
-            etcd: None,
-            api: None,
-            owned: !detached,
-        };
-        setup::write_credentials(&server.info)?;
+        setup::write_credentials(&info)?;
+        let server = KubeServer::of(info, !detached);
         server.restart()?;
-        setup::write_kubeconfigs(&server.info)?;
-        setup::grant_roles(&server.info)?;
+        let info = server.info();
+        setup::write_kubeconfigs(&info)?;
+        setup::grant_roles(&info)?;
         Ok(server)
     }
 
@@ -139,18 +142,24 @@ impl KubeServer {
     /// down on drop.
     pub fn attach(name: &str) -> Result<KubeServer> {
         let name = validate_component_name("Kubernetes API server", name)?;
-        let info: KubeInfo = crate::load_description(
-            "kube",
-            &name,
-            "kube.json",
-            "Kubernetes API server",
-        )?;
-        Ok(KubeServer {
-            info,
-            etcd: None,
-            api: None,
-            owned: false,
-        })
+        let info: KubeInfo =
+            crate::load_description("kube", &name, "kube.json", "Kubernetes API server")?;
+        Ok(KubeServer::of(info, false))
+    }
+
+    fn of(info: KubeInfo, owned: bool) -> KubeServer {
+        KubeServer {
+            inner: Mutex::new(Inner {
+                info,
+                etcd: None,
+                api: None,
+            }),
+            owned,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Names of the servers recorded under the kit's home folder.
@@ -158,40 +167,122 @@ impl KubeServer {
         crate::recorded_names("kube", "kube.json")
     }
 
-    /// The description (ports, folders, tokens).
-    pub fn info(&self) -> &KubeInfo {
-        &self.info
+    /// The description (ports, folders, tokens, pids).
+    pub fn info(&self) -> KubeInfo {
+        self.lock().info.clone()
     }
 
     /// `https://127.0.0.1:<port>`.
     pub fn server_url(&self) -> String {
-        self.info.server_url()
+        self.lock().info.server_url()
     }
 
     /// The kubeconfig file of `identity` (server, CA, token, namespace
     /// [`NAMESPACE`]).
     pub fn kubeconfig(&self, identity: Identity) -> PathBuf {
-        setup::kubeconfig_path(&self.info, identity)
+        setup::kubeconfig_path(&self.lock().info, identity)
+    }
+
+    /// Sends one request to the API server as the admin (through `curl`);
+    /// returns the HTTP status and the body.
+    pub fn request(&self, method: &str, path: &str) -> Result<(u16, String)> {
+        setup::request(&self.info(), method, path, None)
     }
 
     /// The API server's pid while it runs.
     pub fn api_pid(&self) -> Option<u32> {
-        self.info.api_pid
+        self.lock().info.api_pid
     }
 
     /// Whether both processes are alive.
     pub fn is_running(&self) -> bool {
-        self.info.etcd_pid.is_some_and(process::alive)
-            && self.info.api_pid.is_some_and(process::alive)
+        let inner = self.lock();
+        inner.info.etcd_pid.is_some_and(process::alive)
+            && inner.info.api_pid.is_some_and(process::alive)
     }
 
     /// Starts whichever of etcd and the API server is not running, on their
     /// ports and data, and waits until the API server is ready.
-    pub fn restart(&mut self) -> Result<()> {
-        if !self.info.etcd_pid.is_some_and(process::alive) {
-            self.start_etcd()?;
+    pub fn restart(&self) -> Result<()> {
+        let mut inner = self.lock();
+        if !inner.info.etcd_pid.is_some_and(process::alive) {
+            inner.start_etcd()?;
         }
-        self.restart_api()
+        inner.restart_api()
+    }
+
+    /// Starts the API server again (same port, certificates and etcd) and
+    /// waits until it is ready; no-op when it runs.
+    pub fn restart_api(&self) -> Result<()> {
+        self.lock().restart_api()
+    }
+
+    /// Kills the API server (SIGKILL); etcd keeps the objects for
+    /// [`restart_api`](Self::restart_api).
+    pub fn stop_api(&self) -> Result<()> {
+        let mut inner = self.lock();
+        let Inner { info, api, .. } = &mut *inner;
+        process::kill_and_reap(&mut info.api_pid, api)?;
+        inner.save()
+    }
+
+    /// Freezes the API server (SIGSTOP): connections hang instead of being
+    /// refused.
+    pub fn pause_api(&self) -> Result<()> {
+        self.signal_api(libc::SIGSTOP)
+    }
+
+    /// Thaws a paused API server (SIGCONT).
+    pub fn resume_api(&self) -> Result<()> {
+        self.signal_api(libc::SIGCONT)
+    }
+
+    fn signal_api(&self, signal: i32) -> Result<()> {
+        match self.api_pid() {
+            Some(pid) => process::signal(pid, signal).map_err(io_err(format!("signalling {pid}"))),
+            None => Err(Error::Invalid("the API server is not running".to_string())),
+        }
+    }
+
+    /// Kills both processes; ports and data are kept for
+    /// [`restart`](Self::restart).
+    pub fn stop(&self) -> Result<()> {
+        self.lock().stop()
+    }
+
+    /// Stops the server and removes its folder.
+    pub fn destroy(mut self) -> Result<()> {
+        self.owned = false;
+        self.stop()?;
+        let root = self.info().root;
+        fs::remove_dir_all(&root).map_err(io_err(format!("removing {}", root.display())))
+    }
+
+    /// Stops owning the server: it keeps running after this handle.
+    pub fn detach(mut self) -> KubeInfo {
+        self.owned = false;
+        let mut inner = self.lock();
+        inner.etcd = None;
+        inner.api = None;
+        inner.info.clone()
+    }
+
+    /// The folder of the server's files.
+    pub fn root(&self) -> PathBuf {
+        self.info().root
+    }
+}
+
+impl Inner {
+    fn stop(&mut self) -> Result<()> {
+        // A frozen process dies on SIGKILL too.
+        process::kill_and_reap(&mut self.info.api_pid, &mut self.api)?;
+        process::kill_and_reap(&mut self.info.etcd_pid, &mut self.etcd)?;
+        self.save()
+    }
+
+    fn save(&self) -> Result<()> {
+        crate::save_description(&self.info.root, "kube.json", &self.info)
     }
 
     fn log_files(&self, file: &str) -> Result<(fs::File, fs::File)> {
@@ -213,7 +304,10 @@ impl KubeServer {
         let peer = format!("http://127.0.0.1:{}", self.info.etcd_peer_port);
         let mut cmd = Command::new(kube_bin_dir()?.join("etcd"));
         cmd.arg("--name=ferry")
-            .arg(format!("--data-dir={}", self.info.root.join("etcd").display()))
+            .arg(format!(
+                "--data-dir={}",
+                self.info.root.join("etcd").display()
+            ))
             .arg(format!("--listen-client-urls={client}"))
             .arg(format!("--advertise-client-urls={client}"))
             .arg(format!("--listen-peer-urls={peer}"))
@@ -225,16 +319,13 @@ impl KubeServer {
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err);
-        let child = process::spawn(cmd, self.info.detached)
-            .map_err(io_err("starting etcd"))?;
+        let child = process::spawn(cmd, self.info.detached).map_err(io_err("starting etcd"))?;
         self.info.etcd_pid = Some(child.id());
         self.etcd = Some(child);
         self.save()
     }
 
-    /// Starts the API server again (same port, certificates and etcd) and
-    /// waits until it is ready; no-op when it runs.
-    pub fn restart_api(&mut self) -> Result<()> {
+    fn restart_api(&mut self) -> Result<()> {
         if self.info.api_pid.is_some_and(process::alive) {
             return Ok(());
         }
@@ -249,10 +340,16 @@ impl KubeServer {
         .arg("--advertise-address=127.0.0.1")
         .arg(format!("--secure-port={}", self.info.port))
         .arg(format!("--cert-dir={}", root.join("certs").display()))
-        .arg(format!("--token-auth-file={}", root.join("tokens.csv").display()))
+        .arg(format!(
+            "--token-auth-file={}",
+            root.join("tokens.csv").display()
+        ))
         .arg("--authorization-mode=RBAC")
         .arg("--service-account-issuer=https://kubernetes.default.svc")
-        .arg(format!("--service-account-key-file={}", root.join("sa.key").display()))
+        .arg(format!(
+            "--service-account-key-file={}",
+            root.join("sa.key").display()
+        ))
         .arg(format!(
             "--service-account-signing-key-file={}",
             root.join("sa.key").display()
@@ -265,8 +362,8 @@ impl KubeServer {
         .stdin(Stdio::null())
         .stdout(out)
         .stderr(err);
-        let child = process::spawn(cmd, self.info.detached)
-            .map_err(io_err("starting kube-apiserver"))?;
+        let child =
+            process::spawn(cmd, self.info.detached).map_err(io_err("starting kube-apiserver"))?;
         self.info.api_pid = Some(child.id());
         self.api = Some(child);
         self.save()?;
@@ -300,65 +397,6 @@ impl KubeServer {
             std::thread::sleep(Duration::from_millis(250));
         }
     }
-
-    /// Kills the API server (SIGKILL); etcd keeps the objects for
-    /// [`restart_api`](Self::restart_api).
-    pub fn stop_api(&mut self) -> Result<()> {
-        process::kill_and_reap(&mut self.info.api_pid, &mut self.api)?;
-        self.save()
-    }
-
-    /// Freezes the API server (SIGSTOP): connections hang instead of being
-    /// refused.
-    pub fn pause_api(&self) -> Result<()> {
-        self.signal_api(libc::SIGSTOP)
-    }
-
-    /// Thaws a paused API server (SIGCONT).
-    pub fn resume_api(&self) -> Result<()> {
-        self.signal_api(libc::SIGCONT)
-    }
-
-    fn signal_api(&self, signal: i32) -> Result<()> {
-        match self.info.api_pid {
-            Some(pid) => process::signal(pid, signal).map_err(io_err(format!("signalling {pid}"))),
-            None => Err(Error::Invalid("the API server is not running".to_string())),
-        }
-    }
-
-    /// Kills both processes; ports and data are kept for
-    /// [`restart`](Self::restart).
-    pub fn stop(&mut self) -> Result<()> {
-        // A frozen process dies on SIGKILL too.
-        process::kill_and_reap(&mut self.info.api_pid, &mut self.api)?;
-        process::kill_and_reap(&mut self.info.etcd_pid, &mut self.etcd)?;
-        self.save()
-    }
-
-    /// Stops the server and removes its folder.
-    pub fn destroy(mut self) -> Result<()> {
-        self.owned = false;
-        self.stop()?;
-        fs::remove_dir_all(&self.info.root)
-            .map_err(io_err(format!("removing {}", self.info.root.display())))
-    }
-
-    /// Stops owning the server: it keeps running after this handle.
-    pub fn detach(mut self) -> KubeInfo {
-        self.owned = false;
-        self.etcd = None;
-        self.api = None;
-        self.info.clone()
-    }
-
-    fn save(&self) -> Result<()> {
-        crate::save_description(&self.info.root, "kube.json", &self.info)
-    }
-
-    /// The folder of the server's files.
-    pub fn root(&self) -> &Path {
-        &self.info.root
-    }
 }
 
 impl Drop for KubeServer {
@@ -367,14 +405,15 @@ impl Drop for KubeServer {
             return;
         }
         let _ = self.stop();
+        let info = self.info();
         if std::thread::panicking() {
             eprintln!(
                 "ferry-testkit: test failed; Kubernetes API server '{}' data and logs kept under {}",
-                self.info.name,
-                self.info.root.display()
+                info.name,
+                info.root.display()
             );
         } else {
-            let _ = fs::remove_dir_all(&self.info.root);
+            let _ = fs::remove_dir_all(&info.root);
         }
     }
 }

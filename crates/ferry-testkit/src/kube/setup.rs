@@ -42,9 +42,8 @@ impl Identity {
 
 /// Fresh random tokens, one per identity.
 pub(super) fn new_tokens() -> Result<[String; 3]> {
-    let token = || -> Result<String> {
-        Ok(random_bytes()?.iter().map(|b| format!("{b:02x}")).collect())
-    };
+    let token =
+        || -> Result<String> { Ok(random_bytes()?.iter().map(|b| format!("{b:02x}")).collect()) };
     Ok([token()?, token()?, token()?])
 }
 
@@ -67,10 +66,19 @@ pub(super) fn write_credentials(info: &KubeInfo) -> Result<()> {
     fs::write(&path, csv).map_err(io_err(format!("writing {}", path.display())))?;
     let key = info.root.join("sa.key");
     let out = Command::new("openssl")
-        .args(["ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out"])
+        .args([
+            "ecparam",
+            "-name",
+            "prime256v1",
+            "-genkey",
+            "-noout",
+            "-out",
+        ])
         .arg(&key)
         .output()
-        .map_err(|e| Error::Binaries(format!("cannot run openssl (apt-get install openssl): {e}")))?;
+        .map_err(|e| {
+            Error::Binaries(format!("cannot run openssl (apt-get install openssl): {e}"))
+        })?;
     if !out.status.success() {
         return Err(Error::Invalid(format!(
             "openssl could not make the service-account key: {}",
@@ -190,7 +198,11 @@ pub(super) fn grant_roles(info: &KubeInfo) -> Result<()> {
     )?;
     let rbac = format!("/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}");
     for (role, verbs, identity) in [
-        ("ferry-lease", vec!["get", "create", "update"], Identity::Ferry),
+        (
+            "ferry-lease",
+            vec!["get", "create", "update"],
+            Identity::Ferry,
+        ),
         ("ferry-lease-read", vec!["get"], Identity::Reader),
     ] {
         create(

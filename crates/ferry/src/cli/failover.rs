@@ -355,7 +355,7 @@ fn dr_help(verb: &str) -> String {
 
                --from LOCATION   where to look (repeatable) [default: job.checkpointsDirectory]
                --job-id ID       only this job's state [default: the HA job id with
-                                 high-availability.type lease, else any job's]
+                                 a high-availability.type, else any job's]
                --dry-run         only report what would be started
                --report          only print the data RPO of a failover now: now − the end of the last
                                  window the sink holds (newest valid state, and the sink position if
@@ -370,16 +370,16 @@ fn dr_help(verb: &str) -> String {
                                  rewound; the report states the target and, per table, its cut and the
                                  rows rewritten and deleted
 
-         With high-availability.type lease it claims the lease first (waiting for a live holder's
-         lease to lapse).
+         With high-availability.type lease or kubernetes it claims the lease first (waiting for a
+         live holder's lease to lapse).
 
          Exit codes: 0 the job ended cleanly or --dry-run / --report found a state, 1 runtime failure,
          2 usage or configuration error, 3 no valid state found.
 "
     } else {
-        "Watch the job's lease (high-availability.type lease) with warm Kudu connections and the
-         newest valid state pre-loaded; when the lease has not been renewed for
-         high-availability.lease-duration, claim the next generation and start the job from the
+        "Watch the job's lease (high-availability.type lease or kubernetes) with warm Kudu
+         connections and the newest valid state pre-loaded; when the lease has not been renewed for
+         its duration, claim the next generation and start the job from the
          newest valid state (same job id), with REST and metrics like `ferry run`.
 
          Usage: ferry standby [--from LOCATION]... <ferry run options>

@@ -22,7 +22,9 @@
 //!   gets a message naming the verb, the resource, the namespace and
 //!   itself; nothing is written (no Lease, no sink table, no checkpoint).
 
-use ferry_engine::checkpoint::{decode_metadata, CheckpointStore, JobId, JobState, StorageLocation};
+use ferry_engine::checkpoint::{
+    decode_metadata, CheckpointStore, JobId, JobState, StorageLocation,
+};
 use ferry_fixtures::compare::compare_tables;
 use ferry_fixtures::process::FerryProcess;
 use ferry_fixtures::workload::{Workload, WorkloadOptions};
@@ -140,7 +142,10 @@ impl Setup {
             .args(&self.job_args)
             .args(extra)
             .env("POD_NAME", pod)
-            .env("KUBECONFIG", self.kube.kubeconfig(identity).to_string_lossy())
+            .env(
+                "KUBECONFIG",
+                self.kube.kubeconfig(identity).to_string_lossy(),
+            )
             .rest_port(free_port())
             .log_level("info")
             .stderr_file(&self.dir.path().join(format!("{pod}.err")))
@@ -160,7 +165,10 @@ impl Setup {
         KubeLease::new(KubeSettings {
             namespace: NAMESPACE.to_string(),
             config_file: Some(self.kube.kubeconfig(Identity::Admin)),
-            lease_name: lease_name(&format!("ferry-replication-{}", self.table), &self.job.to_string()),
+            lease_name: lease_name(
+                &format!("ferry-replication-{}", self.table),
+                &self.job.to_string(),
+            ),
             lease_duration: Duration::from_secs(LEASE_S),
             call_timeout: Duration::from_secs(5),
         })
@@ -168,7 +176,12 @@ impl Setup {
 
     /// The Lease's (generation, holder).
     async fn holder(&self) -> Option<(u64, String)> {
-        let record = self.lease().newest().await.map_err(|f| f.error).expect("read the Lease");
+        let record = self
+            .lease()
+            .newest()
+            .await
+            .map_err(|f| f.error)
+            .expect("read the Lease");
         record.map(|r| (r.generation, r.owner))
     }
 
@@ -192,7 +205,10 @@ impl Setup {
                     return c.state;
                 }
             }
-            assert!(Instant::now() < deadline, "generation {generation} never caught up");
+            assert!(
+                Instant::now() < deadline,
+                "generation {generation} never caught up"
+            );
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
@@ -244,12 +260,18 @@ async fn kill_9_of_the_leader() {
     let mut leader = s.spawn("run", "ferry-0", Identity::Ferry, &[]);
     let line = stdout_line(&leader, "JobID", Duration::from_secs(60)).await;
     assert!(line.ends_with(&s.job.to_string()), "{line}");
-    s.caught_up(1, s.clock().await, Duration::from_secs(90)).await;
+    s.caught_up(1, s.clock().await, Duration::from_secs(90))
+        .await;
     let (generation, owner) = s.holder().await.expect("a Lease");
     assert_eq!(generation, 1);
     assert!(owner.starts_with("ferry-0/"), "holderIdentity {owner}");
 
-    let standby = s.spawn("standby", "ferry-1", Identity::Ferry, &["--from", &s.chk_arg()]);
+    let standby = s.spawn(
+        "standby",
+        "ferry-1",
+        Identity::Ferry,
+        &["--from", &s.chk_arg()],
+    );
     tokio::time::sleep(Duration::from_secs(LEASE_S + 2)).await;
     assert!(
         standby.stdout_lines().is_empty(),
@@ -262,7 +284,10 @@ async fn kill_9_of_the_leader() {
     let line = stdout_line(&standby, "JobID", Duration::from_secs(40)).await;
     assert!(line.ends_with(&s.job.to_string()), "same job id: {line}");
     let rto = stdout_line(&standby, "RTO: ", Duration::from_secs(40)).await;
-    eprintln!("kube kill -9 takeover: {rto} ({:?} from the kill)", killed.elapsed());
+    eprintln!(
+        "kube kill -9 takeover: {rto} ({:?} from the kill)",
+        killed.elapsed()
+    );
     let (generation, owner) = s.holder().await.expect("a Lease");
     assert_eq!(generation, 2, "leaseTransitions counts the takeover");
     assert!(owner.starts_with("ferry-1/"), "holderIdentity {owner}");
@@ -282,22 +307,35 @@ async fn a_resumed_leader_writes_nothing() {
     let writer = Workload::start(s.source.clone(), &s.table, OPS_PER_SEC, 32);
     let mut leader = s.spawn("run", "ferry-0", Identity::Ferry, &[]);
     stdout_line(&leader, "JobID", Duration::from_secs(60)).await;
-    let standby = s.spawn("standby", "ferry-1", Identity::Ferry, &["--from", &s.chk_arg()]);
+    let standby = s.spawn(
+        "standby",
+        "ferry-1",
+        Identity::Ferry,
+        &["--from", &s.chk_arg()],
+    );
     tokio::time::sleep(Duration::from_secs(3)).await;
     // An idle leader: no write can be in flight at the pause.
     let first = writer.stop().await;
-    s.caught_up(1, s.clock().await, Duration::from_secs(90)).await;
+    s.caught_up(1, s.clock().await, Duration::from_secs(90))
+        .await;
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let live = tokio::task::block_in_place(|| leader.get_json(&format!("/ferry/jobs/{}/live", s.job)));
+    let live =
+        tokio::task::block_in_place(|| leader.get_json(&format!("/ferry/jobs/{}/live", s.job)));
     let t = &live["totals"];
-    let before_pause = t["rows_upserted"].as_u64().unwrap_or(0) + t["rows_deleted"].as_u64().unwrap_or(0);
+    let before_pause =
+        t["rows_upserted"].as_u64().unwrap_or(0) + t["rows_deleted"].as_u64().unwrap_or(0);
     assert!(before_pause > 0, "the leader replicated rows");
 
     leader.signal(libc::SIGSTOP);
     let writer = Workload::start_with(
         s.source.clone(),
         &s.table,
-        WorkloadOptions { ops_per_sec: OPS_PER_SEC, seed: 33, first_id: first.next_id, key_floor: 0 },
+        WorkloadOptions {
+            ops_per_sec: OPS_PER_SEC,
+            seed: 33,
+            first_id: first.next_id,
+            key_floor: 0,
+        },
     );
     let rto = stdout_line(&standby, "RTO: ", Duration::from_secs(60)).await;
     eprintln!("kube SIGSTOP takeover: {rto}");
@@ -308,13 +346,20 @@ async fn a_resumed_leader_writes_nothing() {
     let code = leader.wait_exit(Duration::from_secs(30)).code();
     let err = leader.stderr_text();
     assert_eq!(code, Some(1), "stderr:\n{err}");
-    assert!(err.contains("fenced") || err.contains("lease lost"), "stderr:\n{err}");
+    assert!(
+        err.contains("fenced") || err.contains("lease lost"),
+        "stderr:\n{err}"
+    );
     assert_eq!(rows_written(&err), before_pause, "no row after the pause");
 
     tokio::time::sleep(Duration::from_secs(2)).await;
     let stats = writer.stop().await;
-    assert!(stats.applied > 200, "changes flowed during the takeover: {stats:?}");
-    s.caught_up(2, s.clock().await, Duration::from_secs(90)).await;
+    assert!(
+        stats.applied > 200,
+        "changes flowed during the takeover: {stats:?}"
+    );
+    s.caught_up(2, s.clock().await, Duration::from_secs(90))
+        .await;
     let states = s.all_checkpoints();
     for st in states.iter().filter(|st| st.generation == 1) {
         assert!(
@@ -325,6 +370,92 @@ async fn a_resumed_leader_writes_nothing() {
     }
     s.assert_sink_equals_source().await;
     assert_eq!(s.holder().await.map(|h| h.0), Some(2));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn api_server_outage() {
+    let _turn = TURN.lock().await;
+    let s = Setup::new("kube_outage").await;
+    let writer = Workload::start(s.source.clone(), &s.table, OPS_PER_SEC, 34);
+    let mut pods = vec![
+        (
+            "run",
+            "ferry-0",
+            s.spawn("run", "ferry-0", Identity::Ferry, &[]),
+        ),
+        (
+            "standby",
+            "ferry-1",
+            s.spawn(
+                "standby",
+                "ferry-1",
+                Identity::Ferry,
+                &["--from", &s.chk_arg()],
+            ),
+        ),
+    ];
+    stdout_line(&pods[0].2, "JobID", Duration::from_secs(60)).await;
+    s.caught_up(1, s.clock().await, Duration::from_secs(90))
+        .await;
+
+    let stopped_at = now_ms();
+    s.kube.stop_api().expect("stop the API server");
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    // While the server is away: the leader wrote while its lease was valid
+    // and nothing after its renew deadline; nobody else wrote.
+    let deadline_ms = stopped_at + 4_000 + 1_000;
+    let states = s.all_checkpoints();
+    assert!(
+        states
+            .iter()
+            .any(|st| st.generation == 1 && st.created_at_ms > stopped_at),
+        "the leader kept going while its lease was valid"
+    );
+    for st in &states {
+        assert_eq!(
+            st.generation, 1,
+            "no other generation while the server is away"
+        );
+        assert!(
+            st.created_at_ms <= deadline_ms,
+            "checkpoint {} written {} ms after the API server stopped",
+            st.checkpoint_id,
+            st.created_at_ms - stopped_at
+        );
+    }
+    tokio::task::block_in_place(|| s.kube.restart_api()).expect("restart the API server");
+    let back = Instant::now();
+
+    // Kubernetes restarts a pod whose process exited (before the standby
+    // loop that never gives up, an HA process exits on a lost lease).
+    let mut restarted = Vec::new();
+    for (verb, pod, process) in &mut pods {
+        if !process.is_running() {
+            restarted.push(format!("{pod} ({verb})"));
+            let chk = s.chk_arg();
+            let extra: Vec<&str> = if *verb == "standby" {
+                vec!["--from", &chk]
+            } else {
+                vec![]
+            };
+            *process = s.spawn(verb, &format!("{pod}-restarted"), Identity::Ferry, &extra);
+        }
+    }
+    eprintln!("kube outage: restarted after the outage: {restarted:?}");
+    let state = s
+        .caught_up(2, s.clock().await, Duration::from_secs(120))
+        .await;
+    eprintln!(
+        "kube outage: generation 2 running {:?} after the API server came back",
+        back.elapsed()
+    );
+    let (generation, _) = s.holder().await.expect("a Lease");
+    assert_eq!(generation, state.generation);
+    let stats = writer.stop().await;
+    assert!(stats.applied > 1000, "changes flowed: {stats:?}");
+    s.caught_up(2, s.clock().await, Duration::from_secs(90))
+        .await;
+    s.assert_sink_equals_source().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -341,7 +472,11 @@ async fn missing_rbac_permission() {
         )),
         "stderr:\n{err}"
     );
-    assert_eq!(err.matches("missing RBAC permission").count(), 1, "said once:\n{err}");
+    assert_eq!(
+        err.matches("missing RBAC permission").count(),
+        1,
+        "said once:\n{err}"
+    );
     assert_eq!(s.holder().await, None, "no Lease written");
     assert!(s.all_checkpoints().is_empty(), "no checkpoint");
     assert!(
@@ -363,8 +498,9 @@ async fn missing_rbac_permission() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "stderr:\n{err}");
     assert!(
-        err.contains(&format!("the Kubernetes API server at {dead} is unreachable")),
+        err.contains(&format!(
+            "the Kubernetes API server at {dead} is unreachable"
+        )),
         "stderr:\n{err}"
     );
 }
-

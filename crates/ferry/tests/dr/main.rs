@@ -11,6 +11,7 @@ mod cutover_drills;
 mod failback;
 mod failover_to;
 mod from_cutover;
+mod kube_ha;
 mod region_loss;
 mod rewind;
 mod s3_state;
