@@ -37,7 +37,7 @@ crate::config_section! {
         .origin(Flink)
         .derived("job.name")
         .blank_means_default()
-        .doc("With high-availability.type lease: the job id is derived from it (as Flink's application mode does), so the active and its standbys agree on it.");
+        .doc("With a high-availability.type: the job id (and a Kubernetes Lease object's name) is derived from it (as Flink's application mode does), so the active and its standbys agree on it.");
     /// `high-availability.lease-duration`.
     pub const HA_LEASE_DURATION: ConfigOption<Duration> = ConfigOption::duration("high-availability.lease-duration")
         .default_value("5 s")
