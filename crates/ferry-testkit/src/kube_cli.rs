@@ -81,7 +81,7 @@ pub(crate) fn kube(command: KubeCommand) -> ferry_testkit::Result<ExitCode> {
         }
         KubeCommand::Stop { name } => KubeServer::attach(&name)?.stop_api()?,
         KubeCommand::Start { name } => {
-            let mut server = KubeServer::attach(&name)?;
+            let server = KubeServer::attach(&name)?;
             server.restart()?;
             server.detach();
         }

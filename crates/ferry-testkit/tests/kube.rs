@@ -21,13 +21,18 @@ fn an_api_server_with_rbac_identities() {
         let text = std::fs::read_to_string(kube.kubeconfig(identity)).expect("kubeconfig");
         assert!(text.contains(&kube.server_url()), "{text}");
         assert!(text.contains(&format!("namespace: {NAMESPACE}")), "{text}");
-        assert!(text.contains(&format!("name: {}", identity.user())), "{text}");
+        assert!(
+            text.contains(&format!("name: {}", identity.user())),
+            "{text}"
+        );
     }
     // RBAC: the bindings exist, the reader's role allows get only.
     let (code, body) = kube
         .request(
             "GET",
-            &format!("/apis/rbac.authorization.k8s.io/v1/namespaces/{NAMESPACE}/roles/ferry-lease-read"),
+            &format!(
+                "/apis/rbac.authorization.k8s.io/v1/namespaces/{NAMESPACE}/roles/ferry-lease-read"
+            ),
         )
         .expect("role");
     assert_eq!(code, 200, "{body}");

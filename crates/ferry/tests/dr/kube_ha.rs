@@ -254,8 +254,9 @@ fn rows_written(err: &str) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn kill_9_of_the_leader() {
-    let _turn = TURN.lock().await;
+    // The Setup holds the shared server while this test waits its turn.
     let s = Setup::new("kube_kill").await;
+    let _turn = TURN.lock().await;
     let writer = Workload::start(s.source.clone(), &s.table, OPS_PER_SEC, 31);
     let mut leader = s.spawn("run", "ferry-0", Identity::Ferry, &[]);
     let line = stdout_line(&leader, "JobID", Duration::from_secs(60)).await;
@@ -302,8 +303,9 @@ async fn kill_9_of_the_leader() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_resumed_leader_writes_nothing() {
-    let _turn = TURN.lock().await;
+    // The Setup holds the shared server while this test waits its turn.
     let s = Setup::new("kube_pause").await;
+    let _turn = TURN.lock().await;
     let writer = Workload::start(s.source.clone(), &s.table, OPS_PER_SEC, 32);
     let mut leader = s.spawn("run", "ferry-0", Identity::Ferry, &[]);
     stdout_line(&leader, "JobID", Duration::from_secs(60)).await;
@@ -374,8 +376,9 @@ async fn a_resumed_leader_writes_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn api_server_outage() {
-    let _turn = TURN.lock().await;
+    // The Setup holds the shared server while this test waits its turn.
     let s = Setup::new("kube_outage").await;
+    let _turn = TURN.lock().await;
     let writer = Workload::start(s.source.clone(), &s.table, OPS_PER_SEC, 34);
     let mut pods = vec![
         (
@@ -460,8 +463,9 @@ async fn api_server_outage() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn missing_rbac_permission() {
-    let _turn = TURN.lock().await;
+    // The Setup holds the shared server while this test waits its turn.
     let s = Setup::new("kube_rbac").await;
+    let _turn = TURN.lock().await;
     let mut reader = s.spawn("run", "ferry-0", Identity::Reader, &[]);
     let code = reader.wait_exit(Duration::from_secs(60)).code();
     let err = reader.stderr_text();
