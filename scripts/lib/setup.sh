@@ -98,6 +98,33 @@ ensure_zookeeper() {
   rm -rf crates/ferry-testkit/zookeeper/target
 }
 
+# ensure_kube: etcd and kube-apiserver for the Kubernetes HA tests, built
+# once with `go build` from crates/ferry-testkit/go/kube (its go.mod pins
+# k8s.io/kubernetes and every staging module, go.sum makes it reproducible;
+# modules come from the Go module proxy) into ~/.cache/ferry, where
+# ferry-testkit looks for them (`ferry-testkit kube install` does the same).
+# curl and openssl: the kit sets up RBAC and the service-account key with them.
+KUBE_VERSION=1.37.2
+ensure_kube() {
+  local prefix="$HOME/.cache/ferry/kube-$KUBE_VERSION"
+  [ -f "$prefix/.ferry-installed" ] && return 0
+  ensure_deb curl openssl
+  if ! command -v go >/dev/null; then
+    echo "error: Go 1.26 or newer is needed to build kube-apiserver and etcd" >&2
+    return 1
+  fi
+  log "building kube-apiserver $KUBE_VERSION and etcd into $prefix (go build, once)"
+  local staging="$prefix.partial-$$"
+  rm -rf "$staging"
+  mkdir -p "$staging"
+  (cd crates/ferry-testkit/go/kube &&
+    go build -buildvcs=false -trimpath -ldflags='-s -w' -o "$staging/" ./etcd ./kube-apiserver)
+  rm -rf "$prefix"
+  mkdir -p "$prefix"
+  mv "$staging" "$prefix/bin"
+  echo "$KUBE_VERSION" >"$prefix/.ferry-installed"
+}
+
 # ensure_kdc: MIT Kerberos for the Kerberized tests and for building ferry:
 # the KDC and its tools (krb5kdc, kdb5_util, kadmin.local, kinit, klist)
 # that ferry-testkit runs with a realm of its own (never /etc/krb5.conf),
@@ -107,18 +134,21 @@ ensure_kdc() {
   ensure_deb krb5-kdc krb5-admin-server krb5-user libkrb5-dev libclang-dev faketime
 }
 
-# ensure_servers: the Kudu binaries, s3s-fs, the Kafka and ZooKeeper jars. s3s-fs is
+# ensure_servers: the Kudu binaries, s3s-fs, kube-apiserver + etcd, the Kafka and ZooKeeper jars. s3s-fs is
 # compiled (both cores for minutes on a fresh machine) while Maven fetches
 # the jars; the two Maven runs stay one after the other (one local
 # repository).
 ensure_servers() {
-  local s3_pid
+  local s3_pid kube_pid
   ensure_s3 &
   s3_pid=$!
+  ensure_kube &
+  kube_pid=$!
   ensure_kafka
   ensure_zookeeper
   ensure_kudu
   wait "$s3_pid"
+  wait "$kube_pid"
 }
 
 # test_runs ARTIFACTS: every test executable of a `cargo test --no-run

@@ -349,10 +349,10 @@ fn unzip(jar: &Path, into: &Path) -> Result<()> {
 }
 
 /// An exclusive `flock` held until drop.
-struct FileLock(#[allow(dead_code)] fs::File);
+pub(crate) struct FileLock(#[allow(dead_code)] fs::File);
 
 impl FileLock {
-    fn acquire(path: &Path) -> Result<Self> {
+    pub(crate) fn acquire(path: &Path) -> Result<Self> {
         use std::os::fd::AsRawFd;
         let file = fs::OpenOptions::new()
             .create(true)

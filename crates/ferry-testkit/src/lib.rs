@@ -24,6 +24,9 @@
 //! - [`kdc`]: [`Kdc`] — a real MIT Kerberos KDC on loopback with a realm of
 //!   its own, for Kerberized clusters ([`ClusterBuilder::kerberos`]);
 //!   stop/start simulates a KDC outage, a clock offset a skewed KDC.
+//! - [`kube`]: [`KubeServer`] — a real Kubernetes API server and its etcd on
+//!   loopback (built once from the Go module proxy), with RBAC identities
+//!   and kubeconfigs, for Kubernetes HA; stop/restart/freeze the API server.
 //! - [`zookeeper`]: [`ZooKeeperServer`] — a real Apache ZooKeeper 3.9 server
 //!   (standalone) on loopback, for ZooKeeper HA; stop/start keeps port and
 //!   data, pause/resume freezes it.
@@ -41,6 +44,7 @@ pub mod cluster;
 pub mod fault;
 pub mod kafka;
 pub mod kdc;
+pub mod kube;
 pub mod net;
 pub mod process;
 pub mod s3;
@@ -50,6 +54,7 @@ pub use binaries::{KuduBinaries, KuduVersion};
 pub use cluster::{ClusterBuilder, ClusterInfo, Daemon, DaemonKind, MiniCluster};
 pub use kafka::{KafkaBroker, KafkaInfo};
 pub use kdc::{Kdc, KdcBuilder, KdcInfo};
+pub use kube::{KubeInfo, KubeServer};
 pub use s3::{S3Info, S3Server};
 pub use zookeeper::{ZooKeeperInfo, ZooKeeperServer};
 

@@ -27,7 +27,13 @@
 //! ferry-testkit kudu --cluster secure -- table list 127.a.b.1:7051  # with the kit's ticket
 //! ferry-testkit kdc stop --name krb | ferry-testkit kdc start --name krb  # a KDC outage
 //! ferry-testkit kdc down --name krb | ferry-testkit kdc down --all
+//! ferry-testkit kube install                      # go build etcd + kube-apiserver once
+//! eval "$(ferry-testkit kube up --name ha)"       # KUBECONFIG=... (RBAC identity `ferry`)
+//! ferry-testkit kube stop --name ha | ferry-testkit kube start --name ha  # an API server outage
+//! ferry-testkit kube down --name ha | ferry-testkit kube down --all
 //! ```
+
+mod kube_cli;
 
 use clap::{Parser, Subcommand};
 use ferry_testkit::binaries::Provenance;
@@ -128,6 +134,12 @@ enum Command {
     Kdc {
         #[command(subcommand)]
         command: KdcCommand,
+    },
+    /// A real Kubernetes API server with its etcd on loopback, for
+    /// Kubernetes HA.
+    Kube {
+        #[command(subcommand)]
+        command: kube_cli::KubeCommand,
     },
     /// Run the bundled `kudu` CLI with the right environment.
     Kudu {
@@ -414,6 +426,7 @@ fn run(command: Command) -> ferry_testkit::Result<ExitCode> {
         Command::Kafka { command } => kafka(command),
         Command::ZooKeeper { command } => zookeeper(command),
         Command::Kdc { command } => kdc(command),
+        Command::Kube { command } => kube_cli::kube(command),
     }
 }
 

@@ -40,6 +40,7 @@ pub static KEYS: Registry = Registry::new(&[
     &engine::RESTART_KEYS,
     &engine::HA_KEYS,
     &engine::HA_ZOOKEEPER_KEYS,
+    &engine::KUBERNETES_HA_KEYS,
     &engine::KERBEROS_LOGIN_KEYS,
     &engine::KERBEROS_CLUSTER_KEYS,
     &SERVER_KEYS,

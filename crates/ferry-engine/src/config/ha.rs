@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use super::error::ConfigError;
+use super::ha_kubernetes::KubernetesHa;
 use super::map::Config;
 use super::option::{ConfigOption, ValueError};
 use super::parse::{self, format_duration};
@@ -15,7 +16,7 @@ use super::zookeeper::ZooKeeperConfig;
 use crate::checkpoint::{JobId, StorageLocation};
 
 /// The valid names for `high-availability.type`.
-const HA_TYPE_NAMES: &[&str] = &["none", "lease", "zookeeper"];
+const HA_TYPE_NAMES: &[&str] = &["none", "lease", "zookeeper", "kubernetes"];
 
 crate::config_section! {
     /// The high-availability keys.
@@ -25,7 +26,7 @@ crate::config_section! {
         .origin(Flink)
         .default_value("none")
         .aliases(&["high-availability"])
-        .doc("none: one instance, no fencing. lease: the active instance renews a lease object in high-availability.storageDir; `ferry standby` takes over when it lapses, and an instance that lost it stops before its next checkpoint or row (docs/dr.md). zookeeper: the same lease, kept in znodes under high-availability.zookeeper.path.root on the quorum high-availability.zookeeper.quorum (docs/dr.md, \"ZooKeeper HA\").");
+        .doc("none: one instance, no fencing. lease: the active instance renews a lease object in high-availability.storageDir; `ferry standby` takes over when it lapses, and an instance that lost it stops before its next checkpoint or row (docs/dr.md). zookeeper: the same lease, kept in znodes under high-availability.zookeeper.path.root on the quorum high-availability.zookeeper.quorum (docs/dr.md, \"ZooKeeper HA\"). kubernetes: the same lease in a coordination.k8s.io/v1 Lease object (kubernetes.* and high-availability.kubernetes.* keys; docs/dr.md, \"Kubernetes HA\").");
     /// `high-availability.storageDir`.
     pub const HA_STORAGE_DIR: ConfigOption<LeasePlace> = ConfigOption::new("high-availability.storageDir", ValueKind::Location, lease_place, print_lease_place)
         .origin(Flink)
@@ -37,7 +38,7 @@ crate::config_section! {
         .origin(Flink)
         .derived("job.name")
         .blank_means_default()
-        .doc("With high-availability.type lease: the job id is derived from it (as Flink's application mode does), so the active and its standbys agree on it.");
+        .doc("With a high-availability.type: the job id (and a Kubernetes Lease object's name) is derived from it (as Flink's application mode does), so the active and its standbys agree on it.");
     /// `high-availability.lease-duration`.
     pub const HA_LEASE_DURATION: ConfigOption<Duration> = ConfigOption::duration("high-availability.lease-duration")
         .default_value("5 s")
@@ -104,6 +105,7 @@ fn ha_kind(value: &str) -> Result<HaKind, ValueError> {
         "none" | "null" => Ok(HaKind::None),
         "lease" => Ok(HaKind::Lease),
         "zookeeper" => Ok(HaKind::Zookeeper),
+        "kubernetes" => Ok(HaKind::Kubernetes),
         _ => Err(ValueError::NotOneOf(HA_TYPE_NAMES)),
     }
 }
@@ -113,6 +115,7 @@ fn print_ha_kind(kind: &HaKind) -> String {
         HaKind::None => "none",
         HaKind::Lease => "lease",
         HaKind::Zookeeper => "zookeeper",
+        HaKind::Kubernetes => "kubernetes",
     }
     .to_string()
 }
@@ -128,6 +131,9 @@ pub enum HaKind {
     /// The same lease protocol on a ZooKeeper quorum (the `ferry-zk`
     /// crate), with [`HaConfig::zookeeper`].
     Zookeeper,
+    /// The lease in a Kubernetes Lease object (the `ferry-kube` crate;
+    /// [`KubernetesHa`]).
+    Kubernetes,
 }
 
 impl HaKind {
@@ -156,6 +162,11 @@ pub struct HaConfig {
     /// The `high-availability.zookeeper.*` settings, with
     /// `high-availability.type zookeeper`.
     pub zookeeper: Option<ZooKeeperConfig>,
+    /// How long after its last renewal the active may still write, when
+    /// shorter than four fifths of the lease (Kubernetes' renew-deadline).
+    pub renew_deadline: Option<Duration>,
+    /// The Kubernetes settings (used with [`HaKind::Kubernetes`]).
+    pub kubernetes: KubernetesHa,
 }
 
 impl HaConfig {
@@ -163,6 +174,20 @@ impl HaConfig {
         let kind = keys.get(&HA_TYPE)?;
         let storage_dir = keys.get_optional(&HA_STORAGE_DIR)?;
         let cluster_id = keys.get_optional(&HA_CLUSTER_ID)?;
+        let kubernetes = KubernetesHa::from_config(keys)?;
+        if kind == HaKind::Kubernetes {
+            // Flink's Kubernetes timing replaces the lease keys.
+            return Ok(HaConfig {
+                kind,
+                storage_dir,
+                cluster_id,
+                lease_duration: kubernetes.lease_duration,
+                renew_interval: kubernetes.retry_period,
+                zookeeper: None,
+                renew_deadline: Some(kubernetes.renew_deadline),
+                kubernetes,
+            });
+        }
         let lease_duration = keys.get(&HA_LEASE_DURATION)?;
         let renew_interval = keys.get(&HA_RENEW_INTERVAL)?;
         let text = |key| keys.text(key).unwrap_or_default().to_string();
@@ -196,15 +221,22 @@ impl HaConfig {
             lease_duration,
             renew_interval,
             zookeeper,
+            renew_deadline: None,
+            kubernetes,
         })
     }
 
     /// How long before the lease would lapse the active stops writing: a
-    /// fifth of the lease duration. It absorbs clock-rate differences
-    /// between the instances and the time from a fence check to the end of
-    /// the write it let through (docs/dr.md, "Timing assumptions").
+    /// fifth of the lease duration, or more when a renew deadline says so.
+    /// It absorbs clock-rate differences between the instances and the
+    /// time from a fence check to the end of the write it let through
+    /// (docs/dr.md, "Timing assumptions").
     pub fn safety_margin(&self) -> Duration {
-        self.lease_duration / 5
+        let fifth = self.lease_duration / 5;
+        match self.renew_deadline {
+            Some(deadline) => fifth.max(self.lease_duration.saturating_sub(deadline)),
+            None => fifth,
+        }
     }
 }
 
@@ -278,6 +310,78 @@ mod tests {
         assert!(err.to_string().contains("high-availability.type"), "{err}");
         let err = config(&[("high-availability.renew-interval", "2 s")]).expect_err("too slow");
         assert!(err.to_string().contains("at most a third"), "{err}");
+    }
+
+    #[test]
+    fn kubernetes_timing_maps_onto_the_lease_protocol() {
+        let c = config(&[("high-availability.type", "kubernetes")]).expect("valid");
+        assert_eq!(c.ha.kind, HaKind::Kubernetes);
+        assert!(c.ha.kind.holds_lease() && !HaKind::None.holds_lease());
+        // Flink's defaults: 15 s lease, renewed every 5 s; the 15 s renew
+        // deadline leaves the usual fifth as the margin.
+        assert_eq!(c.ha.lease_duration, Duration::from_secs(15));
+        assert_eq!(c.ha.renew_interval, Duration::from_secs(5));
+        assert_eq!(c.ha.safety_margin(), Duration::from_secs(3));
+        assert_eq!(c.ha.kubernetes.namespace, "default");
+        assert_eq!(c.ha.kubernetes.config_file, None);
+        // A shorter renew deadline stops the holder earlier.
+        let c = config(&[
+            ("high-availability.type", "kubernetes"),
+            ("kubernetes.namespace", "ferry"),
+            ("kubernetes.config.file", "/etc/kube/config"),
+            (
+                "high-availability.kubernetes.leader-election.lease-duration",
+                "6 s",
+            ),
+            (
+                "high-availability.kubernetes.leader-election.renew-deadline",
+                "3 s",
+            ),
+            (
+                "high-availability.kubernetes.leader-election.retry-period",
+                "1 s",
+            ),
+        ])
+        .expect("valid");
+        assert_eq!(c.ha.lease_duration, Duration::from_secs(6));
+        assert_eq!(c.ha.renew_interval, Duration::from_secs(1));
+        assert_eq!(c.ha.safety_margin(), Duration::from_secs(3));
+        assert_eq!(
+            c.ha.kubernetes.config_file.as_deref(),
+            Some(std::path::Path::new("/etc/kube/config"))
+        );
+        let again =
+            JobConfig::from_named_pairs(c.effective_values().iter().map(|(k, v)| (*k, v.as_str())))
+                .expect("round trip");
+        assert_eq!(again, c);
+        for (key, bad, says) in [
+            ("kubernetes.namespace", "Ferry_NS", "namespace name"),
+            (
+                "high-availability.kubernetes.leader-election.retry-period",
+                "6 s",
+                "at most a third",
+            ),
+            (
+                "high-availability.kubernetes.leader-election.renew-deadline",
+                "20 s",
+                "at most the lease duration",
+            ),
+            (
+                "high-availability.kubernetes.leader-election.renew-deadline",
+                "5 s",
+                "longer than the retry period",
+            ),
+            (
+                "high-availability.kubernetes.leader-election.lease-duration",
+                "500 ms",
+                "at least 1 s",
+            ),
+        ] {
+            let err =
+                config(&[("high-availability.type", "kubernetes"), (key, bad)]).expect_err(bad);
+            assert!(err.to_string().contains(key), "{err}");
+            assert!(err.to_string().contains(says), "{err}");
+        }
     }
 
     #[test]

@@ -26,6 +26,7 @@
 mod connectors;
 mod error;
 mod ha;
+mod ha_kubernetes;
 mod job;
 mod map;
 mod option;
@@ -49,6 +50,10 @@ pub use error::ConfigError;
 pub use ha::{
     ha_job_id, HaConfig, HaKind, LeasePlace, DEFAULT_LEASE_TABLE, HA_CLUSTER_ID, HA_KEYS,
     HA_LEASE_DURATION, HA_RENEW_INTERVAL, HA_STORAGE_DIR, HA_TYPE,
+};
+pub use ha_kubernetes::{
+    KubernetesHa, KUBERNETES_HA_KEYS, KUBE_CONFIG_FILE, KUBE_LEASE_DURATION, KUBE_NAMESPACE,
+    KUBE_RENEW_DEADLINE, KUBE_RETRY_PERIOD,
 };
 pub use job::*;
 pub use map::Config;
@@ -83,6 +88,7 @@ pub static ENGINE_SECTIONS: &[&Section] = &[
     &RESTART_KEYS,
     &HA_KEYS,
     &HA_ZOOKEEPER_KEYS,
+    &KUBERNETES_HA_KEYS,
     &KERBEROS_LOGIN_KEYS,
     &KERBEROS_CLUSTER_KEYS,
 ];

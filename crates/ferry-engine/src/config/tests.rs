@@ -209,6 +209,20 @@ fn every_key_set_explicitly() {
         ("zookeeper.sasl.disable", "true"),
         ("zookeeper.sasl.service-name", "zookeeper"),
         ("zookeeper.sasl.login-context-name", "Client"),
+        ("kubernetes.namespace", "ferry-prod"),
+        ("kubernetes.config.file", "/etc/ferry/kubeconfig"),
+        (
+            "high-availability.kubernetes.leader-election.lease-duration",
+            "20 s",
+        ),
+        (
+            "high-availability.kubernetes.leader-election.renew-deadline",
+            "12 s",
+        ),
+        (
+            "high-availability.kubernetes.leader-election.retry-period",
+            "4 s",
+        ),
     ];
     // The connector kinds' keys are set in the Kafka crate's tests (a Kudu
     // sink or source refuses Kafka keys); Kerberos keys name files that
@@ -838,6 +852,7 @@ fn sections_are_well_formed_and_names_unique() {
                 "execution",
                 "high-availability",
                 "zookeeper",
+                "kubernetes",
                 "security"
             ]
             .contains(&key.spec().section()),

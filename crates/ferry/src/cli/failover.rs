@@ -310,7 +310,7 @@ pub fn command(args: &[String], verb: &str) -> ExitCode {
     };
     if verb == "standby" && !parsed.run.config.ha.kind.holds_lease() {
         return super::usage_error(
-            "ferry standby needs high-availability.type lease or zookeeper (the active instance must hold a lease to be taken over from)",
+            "ferry standby needs high-availability.type lease, zookeeper or kubernetes (the active instance must hold a lease to be taken over from)",
             "ferry standby --help",
         );
     }
@@ -355,7 +355,7 @@ fn dr_help(verb: &str) -> String {
 
                --from LOCATION   where to look (repeatable) [default: job.checkpointsDirectory]
                --job-id ID       only this job's state [default: the HA job id with
-                                 high-availability.type lease or zookeeper, else any job's]
+                                 high-availability.type lease, zookeeper or kubernetes, else any job's]
                --dry-run         only report what would be started
                --report          only print the data RPO of a failover now: now − the end of the last
                                  window the sink holds (newest valid state, and the sink position if
@@ -370,14 +370,14 @@ fn dr_help(verb: &str) -> String {
                                  rewound; the report states the target and, per table, its cut and the
                                  rows rewritten and deleted
 
-         With high-availability.type lease or zookeeper it claims the lease first (waiting for a
+         With high-availability.type lease, zookeeper or kubernetes it claims the lease first (waiting for a
          live holder's lease to lapse).
 
          Exit codes: 0 the job ended cleanly or --dry-run / --report found a state, 1 runtime failure,
          2 usage or configuration error, 3 no valid state found.
 "
     } else {
-        "Watch the job's lease (high-availability.type lease or zookeeper) with warm Kudu connections and the
+        "Watch the job's lease (high-availability.type lease, zookeeper or kubernetes) with warm Kudu connections and the
          newest valid state pre-loaded; when the lease has not been renewed for
          high-availability.lease-duration, claim the next generation and start the job from the
          newest valid state (same job id), with REST and metrics like `ferry run`.

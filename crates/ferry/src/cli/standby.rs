@@ -35,7 +35,7 @@ use std::time::Instant;
 pub async fn standby(args: DrArgs) -> Result<JobStatus> {
     let cfg = &args.run.config;
     if !cfg.ha.kind.holds_lease() {
-        bail!("ferry standby needs high-availability.type lease or zookeeper (the active instance must hold a lease to be taken over from)");
+        bail!("ferry standby needs high-availability.type lease, zookeeper or kubernetes (the active instance must hold a lease to be taken over from)");
     }
     let mut standby = standby_for(&args.run, &args.from, args.job)?;
     eprintln!(

@@ -1,6 +1,7 @@
 //! Running a job as the holder of its lease (`high-availability.type
-//! lease` or `zookeeper`, whose records live on a ZooKeeper quorum through
-//! `ferry_zk`): `ferry run`, `ferry failover` and `ferry standby` all get the
+//! lease`, `zookeeper` (records on a ZooKeeper quorum through `ferry_zk`)
+//! or `kubernetes` (a Lease object through `ferry_kube`)): `ferry run`,
+//! `ferry failover` and `ferry standby` all get the
 //! lease through the engine's [`Standby`] (wait, claim, find the newest
 //! state) and run the job with [`run_holding`], which renews it until the
 //! job ends. This module prints what they share: the waiting lines, the
@@ -15,7 +16,9 @@ use super::submit::StartExtras;
 use crate::run_args::RunArgs;
 use anyhow::{bail, Result};
 use ferry_engine::checkpoint::{JobId, StorageLocation};
-use ferry_engine::config::{JobConfig, LeasePlace, SinkKind, ZooKeeperConfig, HA_STORAGE_DIR};
+use ferry_engine::config::{
+    HaKind, JobConfig, LeasePlace, SinkKind, ZooKeeperConfig, HA_STORAGE_DIR,
+};
 use ferry_engine::lease::{Claim, Event, Lease, LeaseRecord, Role, Standby};
 use ferry_engine::JobStatus;
 use ferry_kudu::lease_table::LeaseTable;
@@ -26,11 +29,15 @@ use std::time::{Duration, Instant};
 /// How often a waiting instance says what it waits for.
 pub const SAY_WAITING_EVERY: Duration = Duration::from_secs(10);
 
-/// This instance's name in lease objects: host and pid.
+/// This instance's name in lease objects: its pod (`POD_NAME`, as on
+/// Kubernetes) or host, and pid.
 fn owner() -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+    let host = std::env::var("POD_NAME")
+        .ok()
+        .filter(|pod| !pod.trim().is_empty())
+        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
         .map(|h| h.trim().to_string())
-        .unwrap_or_else(|_| "unknown-host".to_string());
+        .unwrap_or_else(|| "unknown-host".to_string());
     format!("{host}/{}", std::process::id())
 }
 
@@ -38,16 +45,21 @@ fn owner() -> String {
 /// `job` (any one job's if `None`).
 pub fn standby_for(run: &RunArgs, from: &[StorageLocation], job: Option<JobId>) -> Result<Standby> {
     let cfg: &JobConfig = &run.config;
+    let search = crate::wiring::state_search(&run.process, from, job);
     if let Some(zookeeper) = &cfg.ha.zookeeper {
         let lease = zookeeper_lease(cfg, zookeeper.clone())?;
-        let search = crate::wiring::state_search(&run.process, from, job);
+        return Ok(Standby::new(Arc::new(lease), search));
+    }
+    if cfg.ha.kind == HaKind::Kubernetes {
+        let backend = super::kube_lease::backend(cfg);
+        let lease = Lease::with_backend(backend, &cfg.ha, owner());
         return Ok(Standby::new(Arc::new(lease), search));
     }
     let lease = Arc::new(match cfg.ha_lease_place() {
         LeasePlace::SinkTable(table) => {
             if cfg.sink == SinkKind::Kafka {
                 bail!(
-                    "{} = kudu:{table} names a table on the sink cluster, but this job's sink                      is Kafka; set it to a directory every instance reaches",
+                    "{} = kudu:{table} names a table on the sink cluster, but this job's sink is Kafka; set it to a directory every instance reaches",
                     HA_STORAGE_DIR.name()
                 );
             }
@@ -68,7 +80,6 @@ pub fn standby_for(run: &RunArgs, from: &[StorageLocation], job: Option<JobId>) 
         // `LeasePlace` may grow; say so rather than guess.
         other => bail!("{} = {other} is not supported here", HA_STORAGE_DIR.name()),
     });
-    let search = crate::wiring::state_search(&run.process, from, job);
     Ok(Standby::new(lease, search))
 }
 

@@ -15,6 +15,7 @@
 //! Nothing here imports [`crate::client`]; the REST bodies are
 //! [`crate::api`]'s.
 
+pub mod kube_lease;
 pub mod lease;
 pub mod listen;
 pub mod progress;

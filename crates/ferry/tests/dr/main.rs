@@ -12,6 +12,7 @@ mod drill;
 mod failback;
 mod failover_to;
 mod from_cutover;
+mod kube_ha;
 mod region_loss;
 mod rewind;
 mod s3_state;
