@@ -20,7 +20,8 @@ pub mod report;
 pub mod to;
 
 use crate::run_args::{self, RunArgs, RunCommand};
-use crate::server::lease::{run_holding, standby_for};
+use crate::server::holder::run_holding;
+use crate::server::lease::standby_for;
 use crate::server::rto::Rto;
 use crate::server::submit::StartExtras;
 use crate::wiring::connect;
@@ -288,7 +289,7 @@ pub async fn failover(args: DrArgs) -> Result<Outcome> {
     let json = args.json;
     let status = match claimed {
         Some((standby, claim)) => {
-            run_holding(&standby, claim, args.run, extras, rto, began, json).await?
+            run_holding(standby, claim, args.run, extras, rto, began, json).await?
         }
         None => {
             crate::server::run::run_with(args.run, extras, |entry| {

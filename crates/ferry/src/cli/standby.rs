@@ -20,13 +20,14 @@
 
 use super::failover::{print_search, DrArgs};
 use crate::run_args::RunArgs;
-use crate::server::lease::{run_holding, standby_for, WaitingLines};
+use crate::server::holder::run_holding;
+use crate::server::lease::{standby_for, EventLines};
 use crate::server::rto::Rto;
 use crate::server::submit::StartExtras;
 use crate::wiring::connect;
 use anyhow::{bail, Result};
 use ferry_engine::config::HaKind;
-use ferry_engine::lease::{Claim, Event, Role, Standby};
+use ferry_engine::lease::{Claim, Role, Standby};
 use ferry_engine::JobStatus;
 use kudu_client::KuduClient;
 use std::time::Instant;
@@ -49,14 +50,11 @@ pub async fn standby(args: DrArgs) -> Result<JobStatus> {
             .join(", ")
     );
     let mut clients = warm_up(&args.run).await;
-    let mut lines = WaitingLines::default();
+    let mut lines = EventLines::new("ferry standby");
     let claim = standby
         .claim(
             Role::Standby,
-            |event| {
-                print_event(&event);
-                lines.on_event(&event);
-            },
+            |event| lines.on_event(&event),
             async || {
                 if clients.is_none() {
                     clients = warm_up(&args.run).await;
@@ -65,25 +63,6 @@ pub async fn standby(args: DrArgs) -> Result<JobStatus> {
         )
         .await?;
     take_over(args, standby, claim, clients).await
-}
-
-/// What a standby says of the engine's events besides the waiting lines.
-fn print_event(event: &Event<'_>) {
-    match event {
-        Event::Lapsed { silent, .. } => eprintln!(
-            "ferry standby: the lease has not changed for {} ms; taking over",
-            silent.as_millis()
-        ),
-        Event::ReadFailed(e) => tracing::warn!(error = %e, "cannot read the lease; retrying"),
-        Event::Preloaded {
-            newest: Some(f),
-            changed: true,
-        } => tracing::info!(path = %f.location, "standby: newest valid state"),
-        Event::SearchFailed(e) => {
-            tracing::warn!(error = %chain(e), "standby: cannot search for state")
-        }
-        _ => {}
-    }
 }
 
 /// Claimed: find the newest state (reusing the pre-loaded ones) and start.
@@ -97,6 +76,9 @@ async fn take_over(
     let began = claim.last_renewal_seen();
     let mut rto = Rto::printed();
     rto.step("lease silent", claim.silent);
+    if !claim.unreadable().is_zero() {
+        rto.step("lease unreadable", claim.unreadable());
+    }
     rto.step("claim", claim.detected.elapsed());
     eprintln!(
         "ferry standby: claimed generation {} of the lease",
@@ -128,7 +110,7 @@ async fn take_over(
         clients: Some(clients),
         ..StartExtras::default()
     };
-    run_holding(&standby, claim, args.run, extras, rto, began, false).await
+    run_holding(standby, claim, args.run, extras, rto, began, false).await
 }
 
 /// Connects and opens the tables; `None` (and a warning) if a cluster is
@@ -141,15 +123,4 @@ async fn warm_up(run: &RunArgs) -> Option<(KuduClient, KuduClient)> {
             None
         }
     }
-}
-
-/// An error and its causes, as `{:#}` prints an `anyhow` chain.
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        text.push_str(&format!(": {c}"));
-        cause = c.source();
-    }
-    text
 }
