@@ -5,10 +5,12 @@
 //! - `find`: [`find_newest`] — the newest complete, valid savepoint or
 //!   checkpoint of a job in any store, chosen by recorded window end, with
 //!   torn and damaged directories listed as skipped.
-//! - `protocol`: [`Lease`] — a create-only sequence of lease objects under
-//!   `<high-availability.storageDir>/<job-id>/_lease/`; renewals and claims
-//!   race for the same next name, so exactly one wins; [`Watcher`] measures
-//!   a holder's silence on this instance's monotonic clock.
+//! - `backend`: [`LeaseBackend`] — where the lease records live: a sequence
+//!   whose positions are each written once (on a state store, create-only
+//!   objects under `<high-availability.storageDir>/<job-id>/_lease/`;
+//!   coordination services in their own crates).
+//! - `protocol`: [`Lease`] — renewals and claims race for the same next
+//!   position, so exactly one wins.
 //! - `standby`: [`Standby`] — wait while a holder renews, claim the next
 //!   generation when it goes silent, find the newest retained state, hold
 //!   the lease while the job runs; `ferry run` (with a lease), `ferry
@@ -25,6 +27,11 @@
 //! Timing assumptions (pauses, clock rates, in-flight writes) are in
 //! docs/dr.md.
 
+mod backend;
+/// The [`LeaseBackend`] conformance suite, for backends outside this crate
+/// (feature `conformance`).
+#[cfg(any(test, feature = "conformance"))]
+pub mod conformance;
 mod failures;
 mod fence;
 mod find;
@@ -54,12 +61,13 @@ fn test_ha(duration_ms: u64) -> crate::config::HaConfig {
         .ha
 }
 
+pub use backend::{LeaseBackend, LeaseError, LeaseFuture, LeaseRecord, StoreBackend};
 pub use failures::{FailureLog, LOG_FAILURE_EVERY};
 pub use fence::{Fence, Fenced};
 pub use find::{
     find_newest, find_newest_reusing, sort_newest_first, FindError, FoundState, Search,
     SkippedState,
 };
-pub use protocol::{Held, Lease, LeaseError, LeaseRecord, LEASE_DIR};
-pub use watch::Watcher;
+pub use protocol::{Held, Lease, LEASE_DIR};
 pub use standby::{Claim, Event, Holding, Role, Standby, StandbyError, StateSearch, PRELOAD_EVERY};
+pub use watch::Watcher;

@@ -36,7 +36,11 @@ impl Flaky {
         self.down.store(down, Ordering::SeqCst);
     }
 
-    fn refused<'a, T: Send + 'a>(&self, op: &'static str, key: &StateKey) -> Option<StoreFuture<'a, T>> {
+    fn refused<'a, T: Send + 'a>(
+        &self,
+        op: &'static str,
+        key: &StateKey,
+    ) -> Option<StoreFuture<'a, T>> {
         if !self.down.load(Ordering::SeqCst) {
             return None;
         }
@@ -63,7 +67,8 @@ impl StateStore for Flaky {
     }
 
     fn get<'a>(&'a self, key: &'a StateKey) -> StoreFuture<'a, Option<Bytes>> {
-        self.refused("read", key).unwrap_or_else(|| self.inner.get(key))
+        self.refused("read", key)
+            .unwrap_or_else(|| self.inner.get(key))
     }
 
     fn list<'a>(&'a self, prefix: &'a StateKey) -> StoreFuture<'a, Vec<StateKey>> {
@@ -143,7 +148,10 @@ async fn a_fenced_holder_stands_by_and_wins_the_lease_again() {
     let shared = Arc::new(MemoryStateStore::new());
     let (a_view, b_view) = (Flaky::new(&shared), Flaky::new(&shared));
     let mut a = standby(&a_view, "a");
-    let claim = a.claim(Role::Active, |_| {}, async || {}).await.expect("claim");
+    let claim = a
+        .claim(Role::Active, |_| {}, async || {})
+        .await
+        .expect("claim");
     let a_holding = a.hold(claim.held);
     // a loses the store: it cannot renew, its fence closes, b takes over.
     let mut b = standby(&b_view, "b");

@@ -1,79 +1,35 @@
-//! The lease protocol over a [`StateStore`]: one create-only sequence of
-//! small objects, `<storageDir>/<job-id>/_lease/seq-<k>` (k zero-padded so
-//! names sort), each saying which generation wrote it.
+//! The lease protocol over a [`LeaseBackend`]: one sequence of records,
+//! each position written once, each saying which generation wrote it (on a
+//! state store: `<storageDir>/<job-id>/_lease/seq-<k>`).
 //!
-//! - The holder of generation N renews by creating `seq-<k+1>` with N.
-//! - A standby that saw the newest object unchanged for the lease duration
-//!   claims by creating `seq-<k+1>` with N+1.
+//! - The holder of generation N renews by writing position k+1 with N.
+//! - A standby that saw the newest record unchanged for the lease duration
+//!   claims by writing position k+1 with N+1.
 //!
-//! Both race for the same name and the store lets exactly one create it
-//! (requirement 1 of [`StateStore`]), so a renewal and a claim can never both
-//! succeed: the loser learns who won by reading the object. Two standbys
-//! racing for N+1 likewise produce one winner. Holders delete objects a few
-//! steps behind, so a listing stays a handful of keys.
+//! Both race for the same position and the backend lets exactly one write
+//! it, so a renewal and a claim can never both succeed: the loser learns
+//! who won from the record that holds it. Two standbys racing for N+1
+//! likewise produce one winner. Holders drop records a few positions
+//! behind, so a listing stays a handful of keys.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use serde::{Deserialize, Serialize};
-
+use super::backend::{LeaseBackend, LeaseError, LeaseRecord, StoreBackend};
+use super::failures::FailureLog;
 use super::fence::Fence;
-use crate::checkpoint::{JobId, StateKey, StateStore, StorageLocation, StoreError};
+use crate::checkpoint::{JobId, StateKey, StateStore, StorageLocation};
 use crate::config::HaConfig;
 
 /// Name of the lease directory inside the job's directory.
 pub const LEASE_DIR: &str = "_lease";
-/// Sequence objects kept behind the newest (the rest are deleted).
+/// Records kept behind the newest (the rest are dropped).
 const KEEP: u64 = 8;
 
-/// What one lease object says.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct LeaseRecord {
-    /// Its position in the sequence (from its name).
-    #[serde(skip)]
-    pub seq: u64,
-    /// The generation that wrote it.
-    pub generation: u64,
-    /// Who wrote it (host and pid), for messages.
-    pub owner: String,
-    /// Wall-clock time of writing, ms since the Unix epoch (informational:
-    /// no decision uses another machine's clock).
-    pub at_ms: u64,
-}
-
-/// A failed lease operation.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum LeaseError {
-    /// The store failed.
-    #[error("cannot {op} the lease object '{path}'")]
-    Store {
-        /// What was tried.
-        op: &'static str,
-        /// The object or directory.
-        path: String,
-        /// The store's error.
-        #[source]
-        source: StoreError,
-    },
-    /// A lease object is not what ferry writes.
-    #[error("the lease object '{path}' is damaged: {reason}")]
-    Damaged {
-        /// The object.
-        path: String,
-        /// What is wrong.
-        reason: String,
-    },
-}
-
-/// One job's lease in one store.
+/// One job's lease.
 #[derive(Debug, Clone)]
 pub struct Lease {
-    store: Arc<dyn StateStore>,
-    dir: StateKey,
-    place: Place,
+    backend: Arc<dyn LeaseBackend>,
     /// How long silence means the holder is gone.
     pub duration: Duration,
     /// How often the holder renews.
@@ -83,22 +39,13 @@ pub struct Lease {
     owner: String,
 }
 
-/// Where the lease objects are, for messages.
-#[derive(Debug, Clone)]
-enum Place {
-    /// A directory of a state store.
-    Location(StorageLocation),
-    /// A store known by a name (`kudu:ferry_ha`), its keys appended.
-    Named(String),
-}
-
 /// A lease won: the generation, the sequence position reached, and the
 /// fence the job checks.
 #[derive(Debug, Clone)]
 pub struct Held {
     /// The generation held.
     pub generation: u64,
-    /// The newest sequence object this holder wrote.
+    /// The newest sequence position this holder wrote.
     pub seq: u64,
     /// The job's fence (closes when the lease is lost).
     pub fence: Fence,
@@ -106,7 +53,7 @@ pub struct Held {
 
 impl Lease {
     /// The lease of `job` under `storage_dir` (in `store`), with `ha`'s
-    /// timing; `owner` names this instance in the objects it writes.
+    /// timing; `owner` names this instance in the records it writes.
     pub fn new(
         store: Arc<dyn StateStore>,
         storage_dir: &StorageLocation,
@@ -118,8 +65,8 @@ impl Lease {
             .key()
             .join_valid(&job.to_string())
             .join_valid(LEASE_DIR);
-        let location = storage_dir.with_key(dir.clone());
-        Self::at(store, dir, Place::Location(location), ha, owner)
+        let backend = StoreBackend::at_location(store, storage_dir.with_key(dir));
+        Self::with_backend(Arc::new(backend), ha, owner)
     }
 
     /// The lease of `job` at the root of `store`, a store known by `name`
@@ -134,20 +81,19 @@ impl Lease {
         let dir = StateKey::root()
             .join_valid(&job.to_string())
             .join_valid(LEASE_DIR);
-        Self::at(store, dir, Place::Named(name.into()), ha, owner)
+        let backend = StoreBackend::named(store, name, dir);
+        Self::with_backend(Arc::new(backend), ha, owner)
     }
 
-    fn at(
-        store: Arc<dyn StateStore>,
-        dir: StateKey,
-        place: Place,
+    /// The lease kept by `backend` (a coordination service), with `ha`'s
+    /// timing.
+    pub fn with_backend(
+        backend: Arc<dyn LeaseBackend>,
         ha: &HaConfig,
         owner: impl Into<String>,
     ) -> Self {
         Lease {
-            store,
-            dir,
-            place,
+            backend,
             duration: ha.lease_duration,
             renew_interval: ha.renew_interval,
             margin: ha.safety_margin(),
@@ -155,95 +101,27 @@ impl Lease {
         }
     }
 
-    /// The lease directory, for messages (`s3://b/chk/<job>/_lease`,
+    /// Where the lease is, for messages (`s3://b/chk/<job>/_lease`,
     /// `kudu:ferry_ha/<job>/_lease`).
     pub fn location(&self) -> String {
-        self.path(&self.dir)
+        self.backend.location()
     }
 
-    fn key(&self, seq: u64) -> StateKey {
-        self.dir.join_valid(&format!("seq-{seq:020}"))
-    }
-
-    fn path(&self, key: &StateKey) -> String {
-        match &self.place {
-            Place::Location(location) => location.with_key(key.clone()).to_string(),
-            Place::Named(name) => format!("{name}/{key}"),
-        }
-    }
-
-    /// The newest lease object, if any.
+    /// The newest lease record, if any.
     pub async fn newest(&self) -> Result<Option<LeaseRecord>, LeaseError> {
-        let listing = self
-            .store
-            .list(&self.dir)
-            .await
-            .map_err(|source| LeaseError::Store {
-                op: "list",
-                path: self.location(),
-                source,
-            })?;
-        let newest = listing
-            .iter()
-            .filter_map(|k| k.file_name()?.strip_prefix("seq-")?.parse::<u64>().ok())
-            .max();
-        match newest {
-            None => Ok(None),
-            // Deleted since the listing (retention): list again next time.
-            Some(seq) => self.read(seq).await,
-        }
+        self.backend.newest().await
     }
 
-    async fn read(&self, seq: u64) -> Result<Option<LeaseRecord>, LeaseError> {
-        let key = self.key(seq);
-        let bytes = self
-            .store
-            .get(&key)
-            .await
-            .map_err(|source| LeaseError::Store {
-                op: "read",
-                path: self.path(&key),
-                source,
-            })?;
-        let Some(bytes) = bytes else { return Ok(None) };
-        let mut record: LeaseRecord =
-            serde_json::from_slice(&bytes).map_err(|e| LeaseError::Damaged {
-                path: self.path(&key),
-                reason: e.to_string(),
-            })?;
-        record.seq = seq;
-        Ok(Some(record))
-    }
-
-    /// Creates `seq` for `generation`: `Ok(None)` if this call created it,
-    /// else the record that won the name.
+    /// Writes position `seq` for `generation`: `Ok(None)` if this call
+    /// wrote it, else the record that won the position.
     async fn create(&self, seq: u64, generation: u64) -> Result<Option<LeaseRecord>, LeaseError> {
-        let key = self.key(seq);
         let record = LeaseRecord {
             seq,
             generation,
             owner: self.owner.clone(),
             at_ms: crate::time::now_ms(),
         };
-        let bytes = serde_json::to_vec(&record).map_err(|e| LeaseError::Damaged {
-            path: self.path(&key),
-            reason: e.to_string(),
-        })?;
-        match self.store.put_if_absent(&key, Bytes::from(bytes)).await {
-            Ok(()) => Ok(None),
-            Err(StoreError::AlreadyExists { .. }) => match self.read(seq).await? {
-                Some(winner) => Ok(Some(winner)),
-                None => Err(LeaseError::Damaged {
-                    path: self.path(&key),
-                    reason: "it existed and then vanished".to_string(),
-                }),
-            },
-            Err(source) => Err(LeaseError::Store {
-                op: "create",
-                path: self.path(&key),
-                source,
-            }),
-        }
+        self.backend.write_next(&record).await
     }
 
     /// Claims the generation after `newest` (or generation 1 on an empty
@@ -275,10 +153,12 @@ impl Lease {
 
     /// Renews `held` until its fence closes or the returned task is
     /// aborted. A renewal that finds a higher generation closes the fence;
-    /// one that fails (store error) is retried at the next interval, and if
-    /// none succeeds before the deadline the fence closes on its own.
+    /// one that fails (store error) is retried at the next interval (each
+    /// distinct failure logged once a minute), and if none succeeds before
+    /// the deadline the fence closes on its own.
     pub fn keep(self: Arc<Self>, mut held: Held) -> tokio::task::JoinHandle<()> {
         tokio::spawn(async move {
+            let mut failures = FailureLog::default();
             let mut tick = tokio::time::interval(self.renew_interval);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             tick.tick().await;
@@ -294,8 +174,7 @@ impl Lease {
                         held.seq += 1;
                         held.fence.renewed(started, self.valid_for());
                         if held.seq > KEEP {
-                            let old = self.key(held.seq - KEEP);
-                            if let Err(e) = self.store.delete(&old).await {
+                            if let Err(e) = self.backend.forget_before(held.seq - KEEP + 1).await {
                                 tracing::debug!(error = %e, "lease cleanup");
                             }
                         }
@@ -314,7 +193,11 @@ impl Lease {
                     // with one holder; step past it.
                     Ok(Some(_)) => held.seq += 1,
                     Err(e) => {
-                        tracing::warn!(error = %e, source = ?std::error::Error::source(&e), "lease renewal failed; retrying")
+                        let source = std::error::Error::source(&e).map(|s| s.to_string());
+                        let text = format!("{e}: {}", source.as_deref().unwrap_or(""));
+                        if let Some(repeats) = failures.due(&text) {
+                            tracing::warn!(error = %e, source = ?source, repeats, "lease renewal failed; retrying");
+                        }
                     }
                 }
             }
@@ -322,57 +205,11 @@ impl Lease {
     }
 }
 
-/// Watches a lease with this instance's own monotonic clock: how long has
-/// the newest object been the same? Clocks of different machines are
-/// never compared.
-#[derive(Debug)]
-pub struct Watcher {
-    last_seq: Option<u64>,
-    changed_at: Instant,
-    /// The newest record seen.
-    pub newest: Option<LeaseRecord>,
-}
-
-impl Default for Watcher {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl Watcher {
-    /// Starts watching now (silence is counted from here).
-    pub fn new() -> Self {
-        Watcher {
-            last_seq: None,
-            changed_at: Instant::now(),
-            newest: None,
-        }
-    }
-
-    /// Reads the newest object and notes a change. The change is dated
-    /// when the read returned, which is no earlier than its writing.
-    pub async fn poll(&mut self, lease: &Lease) -> Result<Option<&LeaseRecord>, LeaseError> {
-        let newest = lease.newest().await?;
-        let seq = newest.as_ref().map(|r| r.seq);
-        if seq != self.last_seq {
-            self.last_seq = seq;
-            self.changed_at = Instant::now();
-        }
-        self.newest = newest;
-        Ok(self.newest.as_ref())
-    }
-
-    /// How long the newest object has not changed.
-    pub fn silent_for(&self) -> Duration {
-        self.changed_at.elapsed()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::checkpoint::MemoryStateStore;
-    use crate::lease::{Role, Standby, StateSearch};
+    use crate::lease::{Role, Standby, StateSearch, Watcher};
 
     /// Claims `lease` through a [`Standby`] with nowhere to look for state.
     async fn claim_as(lease: &Arc<Lease>, role: Role) -> Result<Held, LeaseError> {

@@ -19,8 +19,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::backend::{LeaseError, LeaseRecord};
 use super::find::{find_newest_reusing, sort_newest_first, FindError, FoundState, Search};
-use super::protocol::{Held, Lease, LeaseError, LeaseRecord};
+use super::protocol::{Held, Lease};
 use super::watch::Watcher;
 use super::{Fence, Fenced};
 use crate::checkpoint::{JobId, LoadedState, StorageLocation, StoreError, StoreResolver};

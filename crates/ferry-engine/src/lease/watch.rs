@@ -9,7 +9,8 @@
 
 use std::time::{Duration, Instant};
 
-use super::protocol::{Lease, LeaseError, LeaseRecord};
+use super::backend::{LeaseError, LeaseRecord};
+use super::protocol::Lease;
 
 /// Watches a lease: the newest record and how long it has been observed
 /// unchanged through successful reads.
@@ -149,7 +150,11 @@ mod tests {
         assert_eq!(w.silent_for(), Duration::from_millis(400));
         w.observe(Ok(Some(record(1))), at(500)).expect("read");
         assert_eq!(
-            (w.silent_for(), w.seen_at(), w.newest.as_ref().map(|r| r.seq)),
+            (
+                w.silent_for(),
+                w.seen_at(),
+                w.newest.as_ref().map(|r| r.seq)
+            ),
             (Duration::ZERO, at(500), Some(1))
         );
         assert!(w.observe(failed(), at(600)).is_err());

@@ -134,7 +134,9 @@ async fn a_lease_store_outage_ends_with_one_writer_running_again() {
     let writer = Workload::start(source.clone(), TABLE, OPS_PER_SEC, 41);
     let mut active = spawn("run", &job_args, &[], &dir.path().join("active.err"));
     active
-        .wait_line_async(Duration::from_secs(60), |l| l.contains("JobID").then_some(()))
+        .wait_line_async(Duration::from_secs(60), |l| {
+            l.contains("JobID").then_some(())
+        })
         .await;
     let t0 = source.server_clock().await.expect("clock").raw();
     caught_up(&store, &job, 1, t0).await;
@@ -205,8 +207,16 @@ async fn a_lease_store_outage_ends_with_one_writer_running_again() {
     all.sort_unstable();
     let count = all.len();
     all.dedup();
-    assert_eq!(all.len(), count, "a generation claimed twice: active {a:?}, standby {b:?}");
-    assert_eq!(all.last(), Some(&state.generation), "active {a:?}, standby {b:?}");
+    assert_eq!(
+        all.len(),
+        count,
+        "a generation claimed twice: active {a:?}, standby {b:?}"
+    );
+    assert_eq!(
+        all.last(),
+        Some(&state.generation),
+        "active {a:?}, standby {b:?}"
+    );
     // Exactly one of them runs; the other still stands by.
     let rto_lines = |p: &FerryProcess| p.stdout_text().matches("RTO: ").count();
     assert_eq!(

@@ -91,6 +91,30 @@ fn start_ferry(
     (ferry, job_id)
 }
 
+/// Returns once the newest complete checkpoint is inside the snapshot with
+/// splits still to copy.
+async fn wait_for_mid_snapshot_checkpoint(store: &CheckpointStore, job_id: &JobId) {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        assert!(
+            Instant::now() < deadline,
+            "no checkpoint inside the snapshot within 90 s"
+        );
+        let latest = store.latest_complete(job_id).await.expect("list");
+        if let Some(w) = latest.checkpoint.as_ref().and_then(|c| {
+            let in_progress = !c.state.pending.is_empty() || !c.state.unassigned.is_empty();
+            c.state.window.clone().filter(|_| in_progress)
+        }) {
+            assert!(
+                w.is_snapshot(),
+                "the snapshot ended before a checkpoint inside it: load more rows"
+            );
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn ten_kill_9_restarts_lose_nothing() {
     let (src, dst) = ferry_fixtures::two_clusters();
@@ -136,13 +160,19 @@ async fn ten_kill_9_restarts_lose_nothing() {
     let mut restored_mid_diff = false;
     for i in 0..10 {
         let (mut f, job_id) = start_ferry(&src_addrs, &dst_addrs, &chk, resume.as_deref());
-        // Early kills hit the snapshot, later ones diff windows.
-        let wait = if i < 2 {
-            rng.gen_range(150..600)
+        if i == 0 {
+            // The first kill waits for a checkpoint taken inside the
+            // snapshot: a random moment misses it on a loaded machine.
+            wait_for_mid_snapshot_checkpoint(&store, &job_id).await;
         } else {
-            rng.gen_range(300..2500)
-        };
-        tokio::time::sleep(Duration::from_millis(wait)).await;
+            // Random moments: the snapshot's remainder, then diff windows.
+            let wait = if i < 3 {
+                rng.gen_range(150..600)
+            } else {
+                rng.gen_range(300..2500)
+            };
+            tokio::time::sleep(Duration::from_millis(wait)).await;
+        }
         f.kill9();
         let latest = store
             .latest_complete(&job_id)

@@ -219,9 +219,19 @@ async fn a_non_unique_key_table_round_trips_with_its_hidden_ids() {
     .await;
     let mut back = crate::run(&from_kafka, &[]);
 
+    // The changes below must come after the snapshot's time: a slow start
+    // would otherwise snapshot rows already deleted, and their keys would
+    // never reach the topic.
+    let before = rows(&client, "nu_events").await;
+    wait_until("the copy holds the snapshot", || {
+        let client = client.clone();
+        let before = before.clone();
+        async move { rows(&client, "nu_events_copy").await == before }
+    })
+    .await;
+
     // Updates and deletes by the full key, and more inserts, while both
     // jobs run.
-    let before = rows(&client, "nu_events").await;
     let ops = before
         .keys()
         .enumerate()
