@@ -11,7 +11,6 @@
 
 use ferry_engine::checkpoint::{CheckpointStore, JobId, JobState, StorageLocation};
 use ferry_fixtures::compare::compare_tables;
-use ferry_fixtures::free_port;
 use ferry_fixtures::process::FerryProcess;
 use ferry_fixtures::workload::Workload;
 use ferry_testkit::S3Server;
@@ -32,7 +31,7 @@ fn spawn(verb: &str, job_args: &[String], extra: &[&str], err: &Path) -> FerryPr
         .arg(verb)
         .args(job_args)
         .args(extra)
-        .rest_port(free_port())
+        .free_ports()
         .log_level("info")
         .stderr_file(err)
         .spawn()
@@ -51,6 +50,15 @@ fn claimed(process: &FerryProcess) -> Vec<u64> {
             rest.split(' ').next()?.parse().ok()
         })
         .collect()
+}
+
+/// The value of an unlabelled gauge in a Prometheus exposition.
+fn gauge(exposition: &str, name: &str) -> Option<f64> {
+    exposition.lines().find_map(|l| {
+        let rest = l.strip_prefix(name)?;
+        let value = rest.strip_prefix("{}").unwrap_or(rest).strip_prefix(' ')?;
+        value.trim().parse().ok()
+    })
 }
 
 /// Waits until the newest complete checkpoint is of `generation` or later
@@ -161,6 +169,20 @@ async fn a_lease_store_outage_ends_with_one_writer_running_again() {
         "the standby took over an unreadable lease:\n{}",
         standby.output_text()
     );
+    // Its REST API and metrics say so.
+    let (status, metrics) =
+        tokio::task::block_in_place(|| (active.job_status(), active.metrics_text()));
+    assert_eq!(status, "SUSPENDED");
+    assert_eq!(
+        gauge(&metrics, "ferry_ha_standing_by"),
+        Some(1.0),
+        "{metrics}"
+    );
+    assert_eq!(
+        gauge(&metrics, "ferry_ha_generation"),
+        Some(0.0),
+        "{metrics}"
+    );
     let gen1 = active.stderr_text();
     assert_eq!(claimed(&active), vec![1], "active:\n{gen1}");
     assert!(claimed(&standby).is_empty(), "{}", standby.stderr_text());
@@ -225,6 +247,18 @@ async fn a_lease_store_outage_ends_with_one_writer_running_again() {
         "one takeover after the outage:\nactive:\n{}\nstandby:\n{}",
         active.stdout_text(),
         standby.stdout_text()
+    );
+    let runner = [&active, &standby][runner];
+    let metrics = tokio::task::block_in_place(|| runner.metrics_text());
+    assert_eq!(
+        gauge(&metrics, "ferry_ha_standing_by"),
+        Some(0.0),
+        "{metrics}"
+    );
+    assert_eq!(
+        gauge(&metrics, "ferry_ha_generation"),
+        Some(state.generation as f64),
+        "{metrics}"
     );
     active.assert_running("after the outage");
     standby.assert_running("after the outage");
