@@ -373,7 +373,7 @@ fn dr_help(verb: &str) -> String {
                                  rows rewritten and deleted
 
          With high-availability.type lease it claims the lease first (waiting for a live holder's
-         lease to lapse).
+         lease to lapse); once fenced it stops the job and stands by for the lease again.
 
          Exit codes: 0 the job ended cleanly or --dry-run / --report found a state, 1 runtime failure,
          2 usage or configuration error, 3 no valid state found.
@@ -382,7 +382,9 @@ fn dr_help(verb: &str) -> String {
         "Watch the job's lease (high-availability.type lease) with warm Kudu connections and the
          newest valid state pre-loaded; when the lease has not been renewed for
          high-availability.lease-duration, claim the next generation and start the job from the
-         newest valid state (same job id), with REST and metrics like `ferry run`.
+         newest valid state (same job id), with REST and metrics like `ferry run`. Time during
+         which the lease cannot be read never counts as silence; failed reads and claims are
+         retried. Once fenced it stops the job and stands by again (job state SUSPENDED).
 
          Usage: ferry standby [--from LOCATION]... <ferry run options>
 

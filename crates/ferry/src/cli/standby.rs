@@ -12,7 +12,9 @@
 //! starts the job from the newest valid state under the same job id, with
 //! REST and metrics like `ferry run`. The instance it replaced stops
 //! writing on its own (engine `lease` module; docs/dr.md has the timing
-//! assumptions).
+//! assumptions) and stands by in turn; so does this one once fenced
+//! (`server::holder`). Time the lease could not be read is not silence,
+//! and no failed read or claim ends a standby.
 //!
 //! `ferry run` with a lease claims it at once if nobody ever held it, and
 //! otherwise waits like a standby until it lapses; without `-s` it resumes
