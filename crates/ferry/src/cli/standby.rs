@@ -29,7 +29,7 @@ use crate::server::submit::StartExtras;
 use crate::wiring::connect;
 use anyhow::{bail, Result};
 use ferry_engine::config::HaKind;
-use ferry_engine::lease::{Claim, Role, Standby};
+use ferry_engine::lease::{Claim, FailureLog, Role, Standby};
 use ferry_engine::JobStatus;
 use kudu_client::KuduClient;
 use std::time::Instant;
@@ -51,7 +51,8 @@ pub async fn standby(args: DrArgs) -> Result<JobStatus> {
             .collect::<Vec<_>>()
             .join(", ")
     );
-    let mut clients = warm_up(&args.run).await;
+    let mut failures = FailureLog::default();
+    let mut clients = warm_up(&args.run, &mut failures).await;
     let mut lines = EventLines::new("ferry standby");
     let claim = standby
         .claim(
@@ -59,7 +60,7 @@ pub async fn standby(args: DrArgs) -> Result<JobStatus> {
             |event| lines.on_event(&event),
             async || {
                 if clients.is_none() {
-                    clients = warm_up(&args.run).await;
+                    clients = warm_up(&args.run, &mut failures).await;
                 }
             },
         )
@@ -115,13 +116,17 @@ async fn take_over(
     run_holding(standby, claim, args.run, extras, rto, began, false).await
 }
 
-/// Connects and opens the tables; `None` (and a warning) if a cluster is
-/// not reachable yet — the standby tries again later.
-async fn warm_up(run: &RunArgs) -> Option<(KuduClient, KuduClient)> {
+/// Connects and opens the tables; `None` (and a warning, once a minute
+/// per distinct failure) if a cluster is not reachable yet — the standby
+/// tries again later.
+async fn warm_up(run: &RunArgs, failures: &mut FailureLog) -> Option<(KuduClient, KuduClient)> {
     match connect(run).await {
         Ok(clients) => Some(clients),
         Err(e) => {
-            tracing::warn!(error = %crate::error_line(&e), "standby: cannot connect yet; will retry");
+            let error = crate::error_line(&e);
+            if let Some(repeats) = failures.due(&error) {
+                tracing::warn!(%error, repeats, "standby: cannot connect yet; will retry");
+            }
             None
         }
     }
