@@ -20,7 +20,7 @@ use ferry_kafka::config::{KafkaSinkConfig, KafkaSourceConfig};
 use std::path::PathBuf;
 
 /// Parsed `ferry run` arguments.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct RunArgs {
     /// The validated job configuration.
     pub config: JobConfig,

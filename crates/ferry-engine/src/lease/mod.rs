@@ -10,12 +10,16 @@
 //!   objects under `<high-availability.storageDir>/<job-id>/_lease/`;
 //!   coordination services in their own crates).
 //! - `protocol`: [`Lease`] — renewals and claims race for the same next
-//!   position, so exactly one wins; [`Watcher`] measures a holder's silence
-//!   on this instance's monotonic clock.
+//!   position, so exactly one wins.
 //! - `standby`: [`Standby`] — wait while a holder renews, claim the next
 //!   generation when it goes silent, find the newest retained state, hold
 //!   the lease while the job runs; `ferry run` (with a lease), `ferry
 //!   standby` and `ferry failover` all use it, reporting its [`Event`]s.
+//! - `watch`: [`Watcher`] — how long the holder has been silent, counted
+//!   only over time the lease could be read (an outage of the store is
+//!   unknown time, never silence).
+//! - `failures`: [`FailureLog`] — each distinct failure of a retrying
+//!   instance logged once a minute, not once per retry.
 //! - `fence`: [`Fence`] — the holder's local, lock-free check before every
 //!   checkpoint, savepoint and sink write (monotonic deadline + "a higher
 //!   generation was seen").
@@ -28,10 +32,14 @@ mod backend;
 /// (feature `conformance`).
 #[cfg(any(test, feature = "conformance"))]
 pub mod conformance;
+mod failures;
 mod fence;
 mod find;
+#[cfg(test)]
+mod outage_tests;
 mod protocol;
 mod standby;
+mod watch;
 
 /// The HA settings of a lease job whose lease lasts `duration_ms` (renewed
 /// every quarter of it), for the lease tests.
@@ -54,10 +62,12 @@ fn test_ha(duration_ms: u64) -> crate::config::HaConfig {
 }
 
 pub use backend::{LeaseBackend, LeaseError, LeaseFuture, LeaseRecord, StoreBackend};
+pub use failures::{FailureLog, LOG_FAILURE_EVERY};
 pub use fence::{Fence, Fenced};
 pub use find::{
     find_newest, find_newest_reusing, sort_newest_first, FindError, FoundState, Search,
     SkippedState,
 };
-pub use protocol::{Held, Lease, Watcher, LEASE_DIR};
+pub use protocol::{Held, Lease, LEASE_DIR};
 pub use standby::{Claim, Event, Holding, Role, Standby, StandbyError, StateSearch, PRELOAD_EVERY};
+pub use watch::Watcher;

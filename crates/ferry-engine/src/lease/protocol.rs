@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::backend::{LeaseBackend, LeaseError, LeaseRecord, StoreBackend};
+use super::failures::FailureLog;
 use super::fence::Fence;
 use crate::checkpoint::{JobId, StateKey, StateStore, StorageLocation};
 use crate::config::HaConfig;
@@ -152,10 +153,12 @@ impl Lease {
 
     /// Renews `held` until its fence closes or the returned task is
     /// aborted. A renewal that finds a higher generation closes the fence;
-    /// one that fails (store error) is retried at the next interval, and if
-    /// none succeeds before the deadline the fence closes on its own.
+    /// one that fails (store error) is retried at the next interval (each
+    /// distinct failure logged once a minute), and if none succeeds before
+    /// the deadline the fence closes on its own.
     pub fn keep(self: Arc<Self>, mut held: Held) -> tokio::task::JoinHandle<()> {
         tokio::spawn(async move {
+            let mut failures = FailureLog::default();
             let mut tick = tokio::time::interval(self.renew_interval);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             tick.tick().await;
@@ -190,7 +193,11 @@ impl Lease {
                     // with one holder; step past it.
                     Ok(Some(_)) => held.seq += 1,
                     Err(e) => {
-                        tracing::warn!(error = %e, source = ?std::error::Error::source(&e), "lease renewal failed; retrying")
+                        let source = std::error::Error::source(&e).map(|s| s.to_string());
+                        let text = format!("{e}: {}", source.as_deref().unwrap_or(""));
+                        if let Some(repeats) = failures.due(&text) {
+                            tracing::warn!(error = %e, source = ?source, repeats, "lease renewal failed; retrying");
+                        }
                     }
                 }
             }
@@ -198,57 +205,11 @@ impl Lease {
     }
 }
 
-/// Watches a lease with this instance's own monotonic clock: how long has
-/// the newest object been the same? Clocks of different machines are
-/// never compared.
-#[derive(Debug)]
-pub struct Watcher {
-    last_seq: Option<u64>,
-    changed_at: Instant,
-    /// The newest record seen.
-    pub newest: Option<LeaseRecord>,
-}
-
-impl Default for Watcher {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl Watcher {
-    /// Starts watching now (silence is counted from here).
-    pub fn new() -> Self {
-        Watcher {
-            last_seq: None,
-            changed_at: Instant::now(),
-            newest: None,
-        }
-    }
-
-    /// Reads the newest object and notes a change. The change is dated
-    /// when the read returned, which is no earlier than its writing.
-    pub async fn poll(&mut self, lease: &Lease) -> Result<Option<&LeaseRecord>, LeaseError> {
-        let newest = lease.newest().await?;
-        let seq = newest.as_ref().map(|r| r.seq);
-        if seq != self.last_seq {
-            self.last_seq = seq;
-            self.changed_at = Instant::now();
-        }
-        self.newest = newest;
-        Ok(self.newest.as_ref())
-    }
-
-    /// How long the newest object has not changed.
-    pub fn silent_for(&self) -> Duration {
-        self.changed_at.elapsed()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::checkpoint::MemoryStateStore;
-    use crate::lease::{Role, Standby, StateSearch};
+    use crate::lease::{Role, Standby, StateSearch, Watcher};
 
     /// Claims `lease` through a [`Standby`] with nowhere to look for state.
     async fn claim_as(lease: &Arc<Lease>, role: Role) -> Result<Held, LeaseError> {

@@ -8,14 +8,22 @@
 //! Claim first, search after: once the lease is ours the state cannot
 //! move on, so the search that follows a claim sees the last state the
 //! previous holder wrote.
+//!
+//! Nobody gives up: a failed lease read is unknown time, never silence
+//! ([`Watcher`]); failed reads and claims are retried with backoff and
+//! reported as events (the caller logs them through a
+//! [`FailureLog`](super::FailureLog)). Only an active instance that has
+//! not read the lease even once stops on an error: a place it never
+//! reached is most likely misconfigured.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::backend::{LeaseError, LeaseRecord};
 use super::find::{find_newest_reusing, sort_newest_first, FindError, FoundState, Search};
-use super::protocol::{Held, Lease, Watcher};
-use super::Fence;
+use super::protocol::{Held, Lease};
+use super::watch::Watcher;
+use super::{Fence, Fenced};
 use crate::checkpoint::{JobId, LoadedState, StorageLocation, StoreError, StoreResolver};
 
 /// How often a standby refreshes its pre-loaded state while it waits.
@@ -26,11 +34,13 @@ pub const PRELOAD_EVERY: Duration = Duration::from_secs(2);
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
     /// The job's active instance (`ferry run`, `ferry failover`): claims a
-    /// lease nobody ever held at once; a failed lease read is an error.
+    /// lease nobody ever held at once; a lease it cannot read even once is
+    /// an error (later failures are retried).
     Active,
-    /// A standby (`ferry standby`): waits for an active instance to appear
-    /// and go silent, keeps the newest state pre-loaded meanwhile
-    /// ([`PRELOAD_EVERY`]), and retries a failed lease read.
+    /// A standby (`ferry standby`, or a fenced holder standing by again):
+    /// waits for an active instance to appear and go silent, keeps the
+    /// newest state pre-loaded meanwhile ([`PRELOAD_EVERY`]), and retries
+    /// every failed lease read or claim.
     Standby,
 }
 
@@ -54,8 +64,12 @@ pub enum Event<'a> {
         /// How long it has been silent.
         silent: Duration,
     },
-    /// A standby could not read the lease; it tries again.
+    /// The lease could not be read; tried again after a backoff. The time
+    /// until the next successful read does not count as silence.
     ReadFailed(&'a LeaseError),
+    /// A claim failed (the store's answer was lost or an error): watched
+    /// again from scratch after a backoff.
+    ClaimFailed(&'a LeaseError),
     /// A standby refreshed its pre-loaded state; `changed` when the newest
     /// valid state is not the one it had.
     Preloaded {
@@ -75,20 +89,29 @@ pub struct Claim {
     pub held: Held,
     /// When the lease was seen free (lapsed, or never held).
     pub detected: Instant,
-    /// How long the previous holder had been silent then (zero for a lease
-    /// nobody held).
+    /// How long the previous holder had been silent then, counted over
+    /// successful reads only (zero for a lease nobody held).
     pub silent: Duration,
     /// How long the claim took, from the call.
     pub waited: Duration,
+    /// When this instance first read the previous holder's last record
+    /// (`detected` for a lease nobody held).
+    pub renewal_seen: Instant,
 }
 
 impl Claim {
     /// When the previous holder was last seen renewing, on this instance's
     /// clock: where a takeover's recovery time starts.
     pub fn last_renewal_seen(&self) -> Instant {
+        self.renewal_seen
+    }
+
+    /// Time since the last renewal seen during which the lease could not
+    /// be read (it counted neither as silence nor as renewal).
+    pub fn unreadable(&self) -> Duration {
         self.detected
-            .checked_sub(self.silent)
-            .unwrap_or(self.detected)
+            .saturating_duration_since(self.renewal_seen)
+            .saturating_sub(self.silent)
     }
 }
 
@@ -102,11 +125,25 @@ pub struct Holding {
     keeper: tokio::task::JoinHandle<()>,
 }
 
+/// How often [`Holding::fenced`] looks at the fence.
+const FENCE_POLL: Duration = Duration::from_millis(50);
+
 impl Holding {
     /// Stops renewing (the job ended): the lease lapses for the next
     /// instance after its duration.
     pub fn release(self) {
         self.keeper.abort();
+    }
+
+    /// Resolves once the fence closes (a higher generation seen, or the
+    /// lease not renewed in time): the holder must stop its job.
+    pub async fn fenced(&self) -> Fenced {
+        loop {
+            if let Err(fenced) = self.fence.check() {
+                return fenced;
+            }
+            tokio::time::sleep(FENCE_POLL).await;
+        }
     }
 }
 
@@ -211,7 +248,8 @@ impl Standby {
     /// Waits until the lease is free (see [`Role`]) and claims the next
     /// generation; a lost race waits again. `on_event` hears every poll;
     /// `refresh` runs after each [`Role::Standby`] preload (the caller
-    /// keeps its own resources warm there).
+    /// keeps its own resources warm there). Returns an error only for an
+    /// [`Role::Active`] instance that could not read the lease at all.
     pub async fn claim(
         &mut self,
         role: Role,
@@ -219,14 +257,21 @@ impl Standby {
         mut refresh: impl AsyncFnMut(),
     ) -> Result<Claim, LeaseError> {
         let began = Instant::now();
-        let poll = (self.lease.renew_interval / 2).max(Duration::from_millis(50));
+        let mut backoff = Backoff::new(&self.lease);
         let mut watcher = Watcher::new();
+        let mut reached = false;
         let mut preloaded_at: Option<Instant> = None;
         loop {
-            if let Err(e) = watcher.poll(&self.lease).await {
-                match role {
-                    Role::Active => return Err(e),
-                    Role::Standby => on_event(Event::ReadFailed(&e)),
+            match watcher.poll(&self.lease).await {
+                Ok(_) => {
+                    reached = true;
+                    backoff.reset();
+                }
+                Err(e) if role == Role::Active && !reached => return Err(e),
+                Err(e) => {
+                    on_event(Event::ReadFailed(&e));
+                    backoff.failed().await;
+                    continue;
                 }
             }
             let silent = watcher.silent_for();
@@ -243,13 +288,29 @@ impl Standby {
                     }
                     None => Duration::ZERO,
                 };
-                if let Some(held) = self.lease.claim(watcher.newest.as_ref()).await? {
-                    return Ok(Claim {
-                        held,
-                        detected,
-                        silent,
-                        waited: began.elapsed(),
-                    });
+                let renewal_seen = match &watcher.newest {
+                    Some(_) => watcher.seen_at(),
+                    None => detected,
+                };
+                match self.lease.claim(watcher.newest.as_ref()).await {
+                    Ok(Some(held)) => {
+                        return Ok(Claim {
+                            held,
+                            detected,
+                            silent,
+                            waited: began.elapsed(),
+                            renewal_seen,
+                        })
+                    }
+                    // Lost the race: watch the winner.
+                    Ok(None) => {}
+                    // Whether the record was written is unknown: whoever
+                    // wrote it, it is a change, watched for a full
+                    // duration again.
+                    Err(e) => {
+                        on_event(Event::ClaimFailed(&e));
+                        backoff.failed().await;
+                    }
                 }
                 watcher = Watcher::new();
                 continue;
@@ -266,7 +327,7 @@ impl Standby {
                 holder: watcher.newest.as_ref(),
                 silent,
             });
-            tokio::time::sleep(poll).await;
+            tokio::time::sleep(backoff.poll).await;
         }
     }
 
@@ -284,6 +345,36 @@ impl Standby {
             fence,
             keeper: self.lease.clone().keep(held),
         }
+    }
+}
+
+/// The waits between lease polls: the poll interval (half the renew
+/// interval) while reads succeed, doubling after each failure up to a
+/// quarter of the lease duration, so a returning store is noticed soon.
+#[derive(Debug)]
+struct Backoff {
+    poll: Duration,
+    max: Duration,
+    next: Duration,
+}
+
+impl Backoff {
+    fn new(lease: &Lease) -> Self {
+        let poll = (lease.renew_interval / 2).max(Duration::from_millis(50));
+        Backoff {
+            poll,
+            max: (lease.duration / 4).max(poll),
+            next: poll,
+        }
+    }
+
+    fn reset(&mut self) {
+        self.next = self.poll;
+    }
+
+    async fn failed(&mut self) {
+        tokio::time::sleep(self.next).await;
+        self.next = (self.next * 2).min(self.max);
     }
 }
 

@@ -20,7 +20,8 @@ pub mod report;
 pub mod to;
 
 use crate::run_args::{self, RunArgs, RunCommand};
-use crate::server::lease::{run_holding, standby_for};
+use crate::server::holder::run_holding;
+use crate::server::lease::standby_for;
 use crate::server::rto::Rto;
 use crate::server::submit::StartExtras;
 use crate::wiring::connect;
@@ -287,7 +288,7 @@ pub async fn failover(args: DrArgs) -> Result<Outcome> {
     let json = args.json;
     let status = match claimed {
         Some((standby, claim)) => {
-            run_holding(&standby, claim, args.run, extras, rto, began, json).await?
+            run_holding(standby, claim, args.run, extras, rto, began, json).await?
         }
         None => {
             crate::server::run::run_with(args.run, extras, |entry| {
@@ -371,7 +372,8 @@ fn dr_help(verb: &str) -> String {
                                  rows rewritten and deleted
 
          With high-availability.type lease, zookeeper or kubernetes it claims the lease first (waiting for a
-         live holder's lease to lapse).
+         live holder's lease to lapse); once fenced it stops the job and stands by for the lease
+         again.
 
          Exit codes: 0 the job ended cleanly or --dry-run / --report found a state, 1 runtime failure,
          2 usage or configuration error, 3 no valid state found.
@@ -380,7 +382,9 @@ fn dr_help(verb: &str) -> String {
         "Watch the job's lease (high-availability.type lease, zookeeper or kubernetes) with warm Kudu connections and the
          newest valid state pre-loaded; when the lease has not been renewed for
          high-availability.lease-duration, claim the next generation and start the job from the
-         newest valid state (same job id), with REST and metrics like `ferry run`.
+         newest valid state (same job id), with REST and metrics like `ferry run`. Time during
+         which the lease cannot be read never counts as silence; failed reads and claims are
+         retried. Once fenced it stops the job and stands by again (job state SUSPENDED).
 
          Usage: ferry standby [--from LOCATION]... <ferry run options>
 

@@ -12,7 +12,9 @@
 //! starts the job from the newest valid state under the same job id, with
 //! REST and metrics like `ferry run`. The instance it replaced stops
 //! writing on its own (engine `lease` module; docs/dr.md has the timing
-//! assumptions).
+//! assumptions) and stands by in turn; so does this one once fenced
+//! (`server::holder`). Time the lease could not be read is not silence,
+//! and no failed read or claim ends a standby.
 //!
 //! `ferry run` with a lease claims it at once if nobody ever held it, and
 //! otherwise waits like a standby until it lapses; without `-s` it resumes
@@ -20,13 +22,14 @@
 
 use super::failover::{print_search, DrArgs};
 use crate::run_args::RunArgs;
-use crate::server::lease::{run_holding, standby_for, WaitingLines};
+use crate::server::holder::run_holding;
+use crate::server::lease::{standby_for, EventLines};
 use crate::server::rto::Rto;
 use crate::server::run::Listeners;
 use crate::server::submit::StartExtras;
 use crate::wiring::connect;
 use anyhow::{bail, Result};
-use ferry_engine::lease::{Claim, Event, Role, Standby};
+use ferry_engine::lease::{Claim, FailureLog, Role, Standby};
 use ferry_engine::JobStatus;
 use kudu_client::KuduClient;
 use std::time::Instant;
@@ -50,42 +53,21 @@ pub async fn standby(args: DrArgs) -> Result<JobStatus> {
     );
     // Serve the probes while waiting for the lease.
     let listeners = Listeners::open_waiting(&args.run.process).await?;
-    let mut clients = warm_up(&args.run).await;
-    let mut lines = WaitingLines::default();
+    let mut failures = FailureLog::default();
+    let mut clients = warm_up(&args.run, &mut failures).await;
+    let mut lines = EventLines::new("ferry standby");
     let claim = standby
         .claim(
             Role::Standby,
-            |event| {
-                print_event(&event);
-                lines.on_event(&event);
-            },
+            |event| lines.on_event(&event),
             async || {
                 if clients.is_none() {
-                    clients = warm_up(&args.run).await;
+                    clients = warm_up(&args.run, &mut failures).await;
                 }
             },
         )
         .await?;
     take_over(args, standby, claim, clients, listeners).await
-}
-
-/// What a standby says of the engine's events besides the waiting lines.
-fn print_event(event: &Event<'_>) {
-    match event {
-        Event::Lapsed { silent, .. } => eprintln!(
-            "ferry standby: the lease has not changed for {} ms; taking over",
-            silent.as_millis()
-        ),
-        Event::ReadFailed(e) => tracing::warn!(error = %e, "cannot read the lease; retrying"),
-        Event::Preloaded {
-            newest: Some(f),
-            changed: true,
-        } => tracing::info!(path = %f.location, "standby: newest valid state"),
-        Event::SearchFailed(e) => {
-            tracing::warn!(error = %chain(e), "standby: cannot search for state")
-        }
-        _ => {}
-    }
 }
 
 /// Claimed: find the newest state (reusing the pre-loaded ones) and start.
@@ -100,6 +82,9 @@ async fn take_over(
     let began = claim.last_renewal_seen();
     let mut rto = Rto::printed();
     rto.step("lease silent", claim.silent);
+    if !claim.unreadable().is_zero() {
+        rto.step("lease unreadable", claim.unreadable());
+    }
     rto.step("claim", claim.detected.elapsed());
     eprintln!(
         "ferry standby: claimed generation {} of the lease",
@@ -132,28 +117,21 @@ async fn take_over(
         listeners: Some(listeners),
         ..StartExtras::default()
     };
-    run_holding(&standby, claim, args.run, extras, rto, began, false).await
+    run_holding(standby, claim, args.run, extras, rto, began, false).await
 }
 
-/// Connects and opens the tables; `None` (and a warning) if a cluster is
-/// not reachable yet — the standby tries again later.
-async fn warm_up(run: &RunArgs) -> Option<(KuduClient, KuduClient)> {
+/// Connects and opens the tables; `None` (and a warning, once a minute
+/// per distinct failure) if a cluster is not reachable yet — the standby
+/// tries again later.
+async fn warm_up(run: &RunArgs, failures: &mut FailureLog) -> Option<(KuduClient, KuduClient)> {
     match connect(run).await {
         Ok(clients) => Some(clients),
         Err(e) => {
-            tracing::warn!(error = %crate::error_line(&e), "standby: cannot connect yet; will retry");
+            let error = crate::error_line(&e);
+            if let Some(repeats) = failures.due(&error) {
+                tracing::warn!(%error, repeats, "standby: cannot connect yet; will retry");
+            }
             None
         }
     }
-}
-
-/// An error and its causes, as `{:#}` prints an `anyhow` chain.
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        text.push_str(&format!(": {c}"));
-        cause = c.source();
-    }
-    text
 }

@@ -191,7 +191,8 @@ pub async fn list(rest: &Rest, running: bool, scheduled: bool, all: bool) -> Res
         print_section(
             "------------------ Running/Restarting Jobs -------------------",
             "No running jobs.",
-            &in_states(&["RUNNING", "RESTARTING", "CANCELLING"]),
+            // SUSPENDED: a lease holder standing by to run it again.
+            &in_states(&["RUNNING", "RESTARTING", "CANCELLING", "SUSPENDED"]),
         );
     }
     if show_scheduled {

@@ -5,12 +5,15 @@
 //! lease through the engine's [`Standby`] (wait, claim, find the newest
 //! state) and run the job with [`run_holding`], which renews it until the
 //! job ends. This module prints what they share: the waiting lines, the
-//! generation held, and the rows a generation wrote.
+//! generation held, and each distinct failure of a retrying instance once a
+//! minute ([`EventLines`]). A fenced holder stands by again and runs the
+//! next generation it wins ([`super::holder`]).
 //!
 //! `ferry run` with a lease claims it at once if nobody ever held it, and
 //! otherwise waits like a standby until it lapses; without `-s` it resumes
 //! from the newest valid state of the HA job in its checkpoints directory.
 
+use super::holder::run_holding;
 use super::rto::Rto;
 use super::submit::StartExtras;
 use crate::run_args::RunArgs;
@@ -19,7 +22,7 @@ use ferry_engine::checkpoint::{JobId, StorageLocation};
 use ferry_engine::config::{
     HaKind, JobConfig, LeasePlace, SinkKind, ZooKeeperConfig, HA_STORAGE_DIR,
 };
-use ferry_engine::lease::{Claim, Event, Lease, LeaseRecord, Role, Standby};
+use ferry_engine::lease::{Claim, Event, FailureLog, Lease, LeaseRecord, Role, Standby};
 use ferry_engine::JobStatus;
 use ferry_kudu::lease_table::LeaseTable;
 use ferry_zk::ZooKeeperLease;
@@ -131,10 +134,71 @@ impl WaitingLines {
     }
 }
 
+/// What a waiting instance says of the engine's events: the waiting line
+/// every [`SAY_WAITING_EVERY`], a lapse, the newest state found, and each
+/// distinct failure (lease read, claim, state search) once a minute.
+#[derive(Debug)]
+pub struct EventLines {
+    who: &'static str,
+    waiting: WaitingLines,
+    failures: FailureLog,
+}
+
+impl EventLines {
+    /// Lines prefixed with `who` (`ferry standby`, `ferry`).
+    pub fn new(who: &'static str) -> Self {
+        EventLines {
+            who,
+            waiting: WaitingLines::default(),
+            failures: FailureLog::default(),
+        }
+    }
+
+    /// Says what `event` calls for.
+    pub fn on_event(&mut self, event: &Event<'_>) {
+        self.waiting.on_event(event);
+        match event {
+            Event::Lapsed { silent, .. } => eprintln!(
+                "{}: the lease has not changed for {} ms; taking over",
+                self.who,
+                silent.as_millis()
+            ),
+            Event::ReadFailed(e) => self.failure("cannot read the lease; retrying", e),
+            Event::ClaimFailed(e) => self.failure("cannot claim the lease; retrying", e),
+            Event::Preloaded {
+                newest: Some(f),
+                changed: true,
+            } => tracing::info!(path = %f.location, "standby: newest valid state"),
+            Event::SearchFailed(e) => self.failure("standby: cannot search for state", e),
+            _ => {}
+        }
+    }
+
+    /// Logs `what` with `error` unless the same failure was logged less
+    /// than a minute ago.
+    pub fn failure(&mut self, what: &str, error: &dyn std::error::Error) {
+        let text = chain(error);
+        if let Some(repeats) = self.failures.due(&text) {
+            tracing::warn!(error = %text, repeats, "{what}");
+        }
+    }
+}
+
+/// An error and its causes, as `{:#}` prints an `anyhow` chain.
+pub fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text.push_str(&format!(": {c}"));
+        cause = c.source();
+    }
+    text
+}
+
 /// Claims the lease as the job's active instance (`ferry run`, `ferry
 /// failover`), waiting while another instance holds it.
 pub async fn claim(standby: &mut Standby, rto: &mut Rto) -> Result<Claim> {
-    let mut lines = WaitingLines::default();
+    let mut lines = EventLines::new("ferry");
     let claim = standby
         .claim(Role::Active, |e| lines.on_event(&e), async || {})
         .await?;
@@ -145,38 +209,6 @@ pub async fn claim(standby: &mut Standby, rto: &mut Rto) -> Result<Claim> {
         standby.lease().location()
     );
     Ok(claim)
-}
-
-/// Runs the job under `claim`'s fence and the HA job id, renewing the
-/// lease until the job ends.
-pub async fn run_holding(
-    standby: &Standby,
-    claim: Claim,
-    run: RunArgs,
-    mut extras: StartExtras,
-    rto: Rto,
-    began: Instant,
-    json: bool,
-) -> Result<JobStatus> {
-    extras.fence = claim.held.fence.clone();
-    extras.job_id = Some(run.config.ha_job_id());
-    let holding = standby.hold(claim.held);
-    let generation = holding.generation;
-    let mut metrics = None;
-    let status = super::run::run_with(run, extras, |entry| {
-        metrics = Some(entry.handle.metrics().clone());
-        rto.report_when_first_window_completes(entry, began, json)
-    })
-    .await;
-    holding.release();
-    // What this generation wrote, for operators (and the fencing test).
-    if let Some(m) = metrics.map(|m| m.snapshot()) {
-        eprintln!(
-            "ferry: generation {generation} ended; rows written by this instance: {}",
-            m.rows_upserted + m.rows_deleted
-        );
-    }
-    status
 }
 
 /// `ferry run` with `high-availability.type lease`.
@@ -200,5 +232,5 @@ pub async fn run_leased(run: RunArgs) -> Result<JobStatus> {
             extras.restore = Some(found.loaded());
         }
     }
-    run_holding(&standby, claim, run, extras, rto, Instant::now(), false).await
+    run_holding(standby, claim, run, extras, rto, Instant::now(), false).await
 }

@@ -5,7 +5,8 @@
 //! - [`run`]: the application-mode (`ferry run`) and session-mode (`ferry
 //!   server`) processes; [`lease`]: running a job as the holder of its
 //!   lease (`high-availability.type lease`), for `ferry run`, `ferry
-//!   standby` and `ferry failover`.
+//!   standby` and `ferry failover`; [`holder`]: the holder's life — run,
+//!   stand by when fenced, run the next generation it wins.
 //! - [`listen`]: the REST and Prometheus listeners; [`rest`]: the
 //!   Flink-shaped REST API, ferry's `/ferry/*` endpoints and the web page;
 //!   [`prom`]: the Prometheus exposition; [`view`]: one job's state, read
@@ -15,6 +16,7 @@
 //! Nothing here imports [`crate::client`]; the REST bodies are
 //! [`crate::api`]'s.
 
+pub mod holder;
 pub mod kube_lease;
 pub mod lease;
 pub mod listen;

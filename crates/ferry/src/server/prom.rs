@@ -202,6 +202,22 @@ impl FerryCollector {
         let mut out = Families::default();
         let running = views.iter().filter(|v| !v.is_terminal()).count();
         out.flink(SCOPE_JOBMANAGER, "numRunningJobs", vec![], running as f64);
+        if let Some((standing_by, generation)) = self.registry.ha.get() {
+            out.ferry(
+                "ha_standing_by",
+                "1 while this process stands by for the job's lease (fenced off, or waiting for the holder to go silent), 0 while it holds it",
+                MetricType::Gauge,
+                vec![],
+                f64::from(u8::from(standing_by)),
+            );
+            out.ferry(
+                "ha_generation",
+                "The lease generation this process holds (0 while it stands by)",
+                MetricType::Gauge,
+                vec![],
+                generation as f64,
+            );
+        }
         for v in &views {
             let labels = job_labels(v);
             push_job_scope(&mut out, v, &labels);

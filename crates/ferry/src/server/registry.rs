@@ -140,6 +140,9 @@ pub struct JobEntry {
     /// Cancelled when the job ends or the process shuts down; stops the
     /// job's helper tasks.
     pub tasks: CancellationToken,
+    /// Set when the job was stopped because its lease was lost and the
+    /// process stands by for it again (Flink's SUSPENDED).
+    suspended: std::sync::atomic::AtomicBool,
 }
 
 impl JobEntry {
@@ -176,7 +179,18 @@ impl JobEntry {
             operations: Mutex::new(HashMap::new()),
             verify: Mutex::new(VerifyRuns::default()),
             tasks: CancellationToken::new(),
+            suspended: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// The job ended because its lease was lost; the process stands by.
+    pub fn suspend(&self) {
+        self.suspended.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether [`suspend`](Self::suspend) was called.
+    pub fn is_suspended(&self) -> bool {
+        self.suspended.load(Ordering::Relaxed)
     }
 
     /// With the counters of the job's Kafka connectors.
@@ -335,6 +349,38 @@ impl JobEntry {
     }
 }
 
+/// What a lease holder's process is doing, for the metrics
+/// (`ferry_ha_*`): unset without high availability.
+#[derive(Debug, Default)]
+pub struct HaState {
+    /// 1 holding, 2 standing by (0: no lease).
+    role: AtomicU64,
+    generation: AtomicU64,
+}
+
+impl HaState {
+    /// Holds `generation` of the lease.
+    pub fn holding(&self, generation: u64) {
+        self.generation.store(generation, Ordering::Relaxed);
+        self.role.store(1, Ordering::Relaxed);
+    }
+
+    /// Stands by for the lease (holds none).
+    pub fn standing_by(&self) {
+        self.generation.store(0, Ordering::Relaxed);
+        self.role.store(2, Ordering::Relaxed);
+    }
+
+    /// `Some((standing by, generation held))` once the process has a lease
+    /// role.
+    pub fn get(&self) -> Option<(bool, u64)> {
+        match self.role.load(Ordering::Relaxed) {
+            0 => None,
+            role => Some((role == 2, self.generation.load(Ordering::Relaxed))),
+        }
+    }
+}
+
 /// All jobs of this process.
 pub struct Registry {
     /// Application or session mode.
@@ -347,6 +393,8 @@ pub struct Registry {
     /// Opens checkpoint and savepoint locations (local paths and `s3://`,
     /// with the process's `s3.*` settings) for every job of the process.
     pub resolver: Arc<ferry_objstore::ObjectStoreResolver>,
+    /// The lease role of a lease holder's process.
+    pub ha: HaState,
 }
 
 impl Registry {
@@ -358,14 +406,20 @@ impl Registry {
             jobs: RwLock::new(Vec::new()),
             shutdown: CancellationToken::new(),
             resolver,
+            ha: HaState::default(),
         })
     }
 
     /// Registers a job and starts its helper tasks: the end-time watcher,
-    /// the sampler and the tablet-server poller.
+    /// the sampler and the tablet-server poller. In application mode it
+    /// replaces an ended job of the same id (a lease holder's previous
+    /// generation), so the job id names the running one.
     pub fn add(&self, entry: JobEntry) -> Arc<JobEntry> {
         let entry = Arc::new(entry);
         if let Ok(mut jobs) = self.jobs.write() {
+            if self.mode == Mode::Application {
+                jobs.retain(|j| j.id != entry.id || !j.status().is_terminal());
+            }
             jobs.push(entry.clone());
         }
         let watched = entry.clone();

@@ -86,47 +86,79 @@ pub async fn run_with(
     mut extras: StartExtras,
     on_started: impl FnOnce(&Arc<JobEntry>),
 ) -> Result<JobStatus> {
-    let Listeners { registry, bound } =
-        Listeners::for_job(extras.listeners.take(), &args.process).await?;
-    let entry = match crate::server::submit::start_job_with(&registry, args, extras).await {
+    let app = App::start(extras.listeners.take(), &args.process).await?;
+    let entry = match app.start_job(args, extras).await {
         Ok(e) => e,
         Err(e) => {
-            registry.shutdown.cancel();
-            bound.finish(Duration::from_secs(2)).await;
+            app.finish().await;
             return Err(e);
         }
     };
-    crate::say!("Job has been submitted with JobID {}", entry.id);
     on_started(&entry);
-    if let Some(url) = bound.rest_url() {
-        eprintln!("ferry: web page and REST API at {url}");
-    }
-    if let Some(url) = bound.metrics_url() {
-        eprintln!("ferry: Prometheus metrics at {url}");
-    }
-    crate::server::progress::spawn(
-        entry.clone(),
-        std::io::stderr().is_terminal(),
-        registry.shutdown.clone(),
-    );
-
     let status = tokio::select! {
         status = entry.handle.wait() => status,
         _ = shutdown_signal() => stop_on_signal(&entry).await,
     };
-    // Let REST clients (`ferry stop`, a savepoint script) read their results.
-    let deadline = tokio::time::Instant::now() + RESULT_GRACE;
-    while !entry.operations_settled() && tokio::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    registry.shutdown.cancel();
-    bound.finish(Duration::from_secs(3)).await;
+    app.settle(&entry).await;
+    app.finish().await;
     Ok(status)
+}
+
+/// An application-mode process: the REST API and metrics, serving the job
+/// it runs — one job, or one per lease generation for a lease holder
+/// (`super::holder`), which keeps them up while it stands by.
+pub struct App {
+    /// The process's jobs.
+    pub registry: Arc<Registry>,
+    bound: Bound,
+}
+
+impl App {
+    /// Serves the REST API and metrics as `process` says: `waiting`'s
+    /// listeners (a process that waited for its lease), with what was
+    /// busy then opened now, or new ones.
+    pub async fn start(waiting: Option<Listeners>, process: &ProcessOptions) -> Result<App> {
+        let Listeners { registry, bound } = Listeners::for_job(waiting, process).await?;
+        if let Some(url) = bound.rest_url() {
+            eprintln!("ferry: web page and REST API at {url}");
+        }
+        if let Some(url) = bound.metrics_url() {
+            eprintln!("ferry: Prometheus metrics at {url}");
+        }
+        Ok(App { registry, bound })
+    }
+
+    /// Starts the job and its progress display.
+    pub async fn start_job(&self, args: RunArgs, extras: StartExtras) -> Result<Arc<JobEntry>> {
+        let entry = crate::server::submit::start_job_with(&self.registry, args, extras).await?;
+        crate::say!("Job has been submitted with JobID {}", entry.id);
+        crate::server::progress::spawn(
+            entry.clone(),
+            std::io::stderr().is_terminal(),
+            self.registry.shutdown.clone(),
+        );
+        Ok(entry)
+    }
+
+    /// Lets REST clients (`ferry stop`, a savepoint script) read the
+    /// results of their operations on the ended `entry`.
+    pub async fn settle(&self, entry: &JobEntry) {
+        let deadline = tokio::time::Instant::now() + RESULT_GRACE;
+        while !entry.operations_settled() && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Stops serving.
+    pub async fn finish(self) {
+        self.registry.shutdown.cancel();
+        self.bound.finish(Duration::from_secs(3)).await;
+    }
 }
 
 /// SIGTERM / Ctrl-C: stop with a savepoint if a directory is configured,
 /// else cancel (checkpoints are kept). A second signal cancels at once.
-async fn stop_on_signal(entry: &Arc<JobEntry>) -> JobStatus {
+pub async fn stop_on_signal(entry: &Arc<JobEntry>) -> JobStatus {
     if entry.savepoint_dir.is_some() {
         eprintln!("ferry: stopping with a savepoint ... (press Ctrl-C again to cancel instead)");
         tokio::select! {
@@ -199,6 +231,49 @@ pub async fn serve(opts: ProcessOptions) -> Result<()> {
     registry.shutdown.cancel();
     bound.finish(Duration::from_secs(3)).await;
     Ok(())
+}
+
+/// SIGTERM and Ctrl-C, listened to for the whole life of a process that
+/// outlives its jobs (a lease holder standing by between generations), so
+/// a signal between two waits is not lost.
+pub struct Signals {
+    #[cfg(unix)]
+    streams: Option<(tokio::signal::unix::Signal, tokio::signal::unix::Signal)>,
+}
+
+impl Default for Signals {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Signals {
+    /// Starts listening.
+    pub fn new() -> Self {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            let streams = signal(SignalKind::terminate())
+                .and_then(|term| Ok((term, signal(SignalKind::interrupt())?)))
+                .ok();
+            Signals { streams }
+        }
+        #[cfg(not(unix))]
+        Signals {}
+    }
+
+    /// Resolves on the next SIGTERM or Ctrl-C.
+    pub async fn recv(&mut self) {
+        #[cfg(unix)]
+        if let Some((term, int)) = &mut self.streams {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+            return;
+        }
+        let _ = tokio::signal::ctrl_c().await;
+    }
 }
 
 /// Resolves on SIGTERM or Ctrl-C.

@@ -91,8 +91,13 @@ impl JobView<'_> {
         source_operator(self.job.source_name)
     }
 
-    /// Flink's state name.
+    /// Flink's state name; SUSPENDED for a job stopped because its lease
+    /// was lost while the process stands by for it again (as Flink shows a
+    /// job whose JobManager lost leadership).
     pub fn state(&self) -> &'static str {
+        if self.job.is_suspended() && self.status.is_terminal() {
+            return "SUSPENDED";
+        }
         self.status.flink_name()
     }
 

@@ -1,7 +1,8 @@
 //! Disaster recovery with the real binary: warm standby with fencing,
 //! planned and unplanned cutover drills, the reverse job from a cutover
 //! report, `ferry verify`, state replication to a DR store and state on
-//! an S3 server.
+//! an S3 server, and an outage of the lease's store that nobody gives up
+//! on.
 
 // Test code: a failed unwrap is a failed test, which is what it should be.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -19,6 +20,7 @@ mod s3_state;
 mod standby;
 mod standby_reads;
 mod state_replication;
+mod store_outage;
 mod verify;
 mod zookeeper_ha;
 

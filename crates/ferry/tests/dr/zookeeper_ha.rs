@@ -456,7 +456,6 @@ async fn zookeeper_stopped_for_20_s() {
 /// holder exits when fenced and today's standby exits when its claim
 /// fails against the stopped server.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "needs the hacore branch's never-give-up HA loop; enable when merged"]
 async fn the_job_runs_again_after_a_zookeeper_outage() {
     let mut zk = tokio::task::block_in_place(|| {
         ZooKeeperServer::start(&format!("again-{}", std::process::id())).expect("ZooKeeper")
