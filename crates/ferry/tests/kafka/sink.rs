@@ -475,12 +475,19 @@ async fn kudu_to_kafka_exactly_once_through_kill_9_restarts() {
             let status = ferry.wait_exit(Duration::from_secs(60));
             assert!(!status.success(), "the failpoint aborts the run");
         } else {
-            tokio::time::sleep(Duration::from_millis(rng.gen_range(1500..4000))).await;
-            if after_failpoint
-                && ferry
-                    .stderr_text()
-                    .contains("continuing from the sink's last commit")
+            // On a loaded machine a run may take longer than the random
+            // pause to restore: after a failpoint, give it time to say
+            // where it continues from.
+            let says = "continuing from the sink's last commit";
+            let deadline = std::time::Instant::now() + Duration::from_secs(30);
+            while after_failpoint
+                && !ferry.stderr_text().contains(says)
+                && std::time::Instant::now() < deadline
             {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            tokio::time::sleep(Duration::from_millis(rng.gen_range(1500..4000))).await;
+            if after_failpoint && ferry.stderr_text().contains(says) {
                 continued_from_commit += 1;
             }
             ferry.kill9();
