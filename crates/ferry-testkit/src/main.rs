@@ -121,14 +121,14 @@ enum Command {
     /// the Kafka connectors.
     Kafka {
         #[command(subcommand)]
-        command: KafkaCommand,
+        command: ServerCommand,
     },
     /// A real Apache ZooKeeper 3.9 server (standalone) on loopback, for
     /// ZooKeeper HA.
     #[command(name = "zookeeper")]
     ZooKeeper {
         #[command(subcommand)]
-        command: ZooKeeperCommand,
+        command: ServerCommand,
     },
     /// A real MIT Kerberos KDC on loopback, for Kerberized clusters.
     Kdc {
@@ -232,48 +232,12 @@ enum S3Command {
     },
 }
 
+/// The commands of a long-running server the kit starts by name (a Kafka
+/// broker, a ZooKeeper server): the same five for each.
 #[derive(Subcommand)]
-enum KafkaCommand {
-    /// Start a broker in the background; print shell assignments
-    /// `FERRY_KAFKA_BOOTSTRAP=…` (use with `eval`).
-    Up {
-        /// Broker name ([A-Za-z0-9_-], unique among running brokers).
-        #[arg(long)]
-        name: String,
-    },
-    /// Print a broker's assignments again (and whether it runs).
-    Status {
-        /// Broker name.
-        #[arg(long)]
-        name: String,
-    },
-    /// Kill the broker process; ports and data are kept.
-    Stop {
-        /// Broker name.
-        #[arg(long)]
-        name: String,
-    },
-    /// Start a stopped broker again on the same ports with the same data.
-    Start {
-        /// Broker name.
-        #[arg(long)]
-        name: String,
-    },
-    /// Stop a broker and remove its data.
-    Down {
-        /// Broker name.
-        #[arg(long, required_unless_present = "all", conflicts_with = "all")]
-        name: Option<String>,
-        /// Every broker started with `kafka up`.
-        #[arg(long)]
-        all: bool,
-    },
-}
-
-#[derive(Subcommand)]
-enum ZooKeeperCommand {
+enum ServerCommand {
     /// Start a server in the background; print shell assignments
-    /// `FERRY_ZOOKEEPER_QUORUM=…` (use with `eval`).
+    /// (`FERRY_KAFKA_BOOTSTRAP=…`, `FERRY_ZOOKEEPER_QUORUM=…`; use with `eval`).
     Up {
         /// Server name ([A-Za-z0-9_-], unique among running servers).
         #[arg(long)]
@@ -285,13 +249,13 @@ enum ZooKeeperCommand {
         #[arg(long)]
         name: String,
     },
-    /// Kill the server process; port and data are kept.
+    /// Kill the server process; ports and data are kept.
     Stop {
         /// Server name.
         #[arg(long)]
         name: String,
     },
-    /// Start a stopped server again on the same port with the same data.
+    /// Start a stopped server again on the same ports with the same data.
     Start {
         /// Server name.
         #[arg(long)]
@@ -302,7 +266,7 @@ enum ZooKeeperCommand {
         /// Server name.
         #[arg(long, required_unless_present = "all", conflicts_with = "all")]
         name: Option<String>,
-        /// Every server started with `zookeeper up`.
+        /// Every server of this kind started with `up`.
         #[arg(long)]
         all: bool,
     },
@@ -549,28 +513,28 @@ fn s3(command: S3Command) -> ferry_testkit::Result<ExitCode> {
 }
 
 /// `kafka up|status|stop|start|down`.
-fn kafka(command: KafkaCommand) -> ferry_testkit::Result<ExitCode> {
+fn kafka(command: ServerCommand) -> ferry_testkit::Result<ExitCode> {
     let print = |info: &ferry_testkit::KafkaInfo| {
         println!("FERRY_KAFKA_NAME={}", info.name);
         println!("FERRY_KAFKA_BOOTSTRAP={}", info.bootstrap());
     };
     match command {
-        KafkaCommand::Up { name } => {
+        ServerCommand::Up { name } => {
             let broker = KafkaBroker::start_detached(&name)?;
             print(&broker.detach());
         }
-        KafkaCommand::Status { name } => {
+        ServerCommand::Status { name } => {
             let broker = KafkaBroker::attach(&name)?;
             print(broker.info());
             println!("FERRY_KAFKA_RUNNING={}", broker.is_running());
         }
-        KafkaCommand::Stop { name } => KafkaBroker::attach(&name)?.stop()?,
-        KafkaCommand::Start { name } => {
+        ServerCommand::Stop { name } => KafkaBroker::attach(&name)?.stop()?,
+        ServerCommand::Start { name } => {
             let mut broker = KafkaBroker::attach(&name)?;
             broker.restart()?;
             broker.detach();
         }
-        KafkaCommand::Down { name, all } => {
+        ServerCommand::Down { name, all } => {
             let names = if all {
                 KafkaBroker::list_names()
             } else {
@@ -592,28 +556,28 @@ fn kafka(command: KafkaCommand) -> ferry_testkit::Result<ExitCode> {
 }
 
 /// `zookeeper up|status|stop|start|down`.
-fn zookeeper(command: ZooKeeperCommand) -> ferry_testkit::Result<ExitCode> {
+fn zookeeper(command: ServerCommand) -> ferry_testkit::Result<ExitCode> {
     let print = |info: &ferry_testkit::ZooKeeperInfo| {
         println!("FERRY_ZOOKEEPER_NAME={}", info.name);
         println!("FERRY_ZOOKEEPER_QUORUM={}", info.connect_string());
     };
     match command {
-        ZooKeeperCommand::Up { name } => {
+        ServerCommand::Up { name } => {
             let server = ZooKeeperServer::start_detached(&name)?;
             print(&server.detach());
         }
-        ZooKeeperCommand::Status { name } => {
+        ServerCommand::Status { name } => {
             let server = ZooKeeperServer::attach(&name)?;
             print(server.info());
             println!("FERRY_ZOOKEEPER_RUNNING={}", server.is_running());
         }
-        ZooKeeperCommand::Stop { name } => ZooKeeperServer::attach(&name)?.stop()?,
-        ZooKeeperCommand::Start { name } => {
+        ServerCommand::Stop { name } => ZooKeeperServer::attach(&name)?.stop()?,
+        ServerCommand::Start { name } => {
             let mut server = ZooKeeperServer::attach(&name)?;
             server.restart()?;
             server.detach();
         }
-        ZooKeeperCommand::Down { name, all } => {
+        ServerCommand::Down { name, all } => {
             let names = if all {
                 ZooKeeperServer::list_names()
             } else {
