@@ -178,9 +178,7 @@ fn the_role_grants_leases_and_nothing_else() {
     assert_eq!(strings(at(&rules[0], "apiGroups")), ["coordination.k8s.io"]);
     assert_eq!(strings(at(&rules[0], "resources")), ["leases"]);
     let verbs: BTreeSet<String> = strings(at(&rules[0], "verbs")).into_iter().collect();
-    let allowed: BTreeSet<String> = ["get", "create", "update"]
-        .map(String::from)
-        .into();
+    let allowed: BTreeSet<String> = ["get", "create", "update"].map(String::from).into();
     assert_eq!(verbs, allowed);
     let binding = document(&base(), "rolebinding.yaml");
     assert_eq!(text(&binding, "roleRef.name"), text(&role, "metadata.name"));

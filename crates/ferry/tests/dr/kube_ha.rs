@@ -12,7 +12,8 @@
 //! - `a_resumed_leader_writes_nothing`: the leader is frozen with SIGSTOP,
 //!   the standby takes over while changes arrive, the leader is thawed:
 //!   it exits fenced with no further row or checkpoint.
-//! - `api_server_outage`: the API server is stopped for 20 s under a
+//! - `api_server_outage`: the API server is stopped for 20 s
+//!   (`FERRY_HA_OUTAGE_SECS`; `bench/ha-outage` runs 2 minutes) under a
 //!   writer: the leader keeps replicating while its lease is valid and
 //!   stops writing when it cannot renew (no checkpoint of its generation
 //!   after its renew deadline), the standby never claims while the
@@ -409,8 +410,9 @@ async fn api_server_outage() {
         .await;
 
     let stopped_at = now_ms();
+    let outage = crate::ha_outage();
     s.kube.stop_api().expect("stop the API server");
-    tokio::time::sleep(Duration::from_secs(20)).await;
+    tokio::time::sleep(outage).await;
     // While the server is away: the leader wrote while its lease was valid
     // and nothing after its renew deadline; nobody else wrote.
     let deadline_ms = stopped_at + 4_000 + 1_000;
@@ -456,7 +458,7 @@ async fn api_server_outage() {
         .caught_up(2, s.clock().await, Duration::from_secs(120))
         .await;
     eprintln!(
-        "kube outage: generation 2 running {:?} after the API server came back",
+        "kube outage of {outage:?}: generation 2 running {:?} after the API server came back",
         back.elapsed()
     );
     let (generation, _) = s.holder().await.expect("a Lease");

@@ -51,3 +51,17 @@ fn standby_clusters() -> Arc<(MiniCluster, MiniCluster)> {
 fn verify_clusters() -> Arc<(MiniCluster, MiniCluster)> {
     VERIFY.get(ferry_fixtures::two_clusters)
 }
+
+/// How long the HA outage drills keep their coordination server away:
+/// 20 s in the suite; `bench/ha-outage` runs them with
+/// `FERRY_HA_OUTAGE_SECS=120` (the 2-minute drill of issue 32).
+fn ha_outage() -> std::time::Duration {
+    let secs = std::env::var("FERRY_HA_OUTAGE_SECS")
+        .ok()
+        .map(|v| {
+            v.parse::<u64>()
+                .unwrap_or_else(|_| panic!("FERRY_HA_OUTAGE_SECS={v}: not a number of seconds"))
+        })
+        .unwrap_or(20);
+    std::time::Duration::from_secs(secs)
+}

@@ -1,6 +1,7 @@
 //! Nobody gives up (issue 32): an active `ferry run` and a `ferry standby`
 //! keep their lease and state in a bucket of a real S3 server (s3s-fs),
-//! a writer runs, and the S3 server is stopped for 20 s. The active fences
+//! a writer runs, and the S3 server is stopped for 20 s
+//! (`FERRY_HA_OUTAGE_SECS`; `bench/ha-outage` runs 2 minutes). The active fences
 //! itself and stands by (it does not exit), the standby never mistakes
 //! the unreadable lease for a silent one (it does not claim during the
 //! outage, nor exit); once the server is back, one of them claims the next
@@ -24,7 +25,6 @@ const OPS_PER_SEC: u32 = 200;
 /// Short, so the test is short: the active fences 2.4 s into the outage.
 const LEASE: Duration = Duration::from_secs(3);
 const STATE: &str = "s3://ferry-ha/prod/checkpoints";
-const OUTAGE: Duration = Duration::from_secs(20);
 
 fn spawn(verb: &str, job_args: &[String], extra: &[&str], err: &Path) -> FerryProcess {
     crate::ferry()
@@ -157,7 +157,8 @@ async fn a_lease_store_outage_ends_with_one_writer_running_again() {
     tokio::time::sleep(Duration::from_secs(3)).await;
 
     tokio::task::block_in_place(|| s3.stop()).expect("stop s3");
-    tokio::time::sleep(OUTAGE).await;
+    let outage = crate::ha_outage();
+    tokio::time::sleep(outage).await;
     // The active fenced itself and stands by; nobody took over or exited.
     let err = active.stderr_text();
     assert!(err.contains("fenced: "), "active:\n{err}");
@@ -210,7 +211,7 @@ async fn a_lease_store_outage_ends_with_one_writer_running_again() {
         }
     };
     eprintln!(
-        "running again {} ms after the store's return (runner: {})",
+        "lease store outage of {outage:?}: running again {} ms after the store's return (runner: {})",
         back.elapsed().as_millis(),
         ["active", "standby"][runner]
     );

@@ -14,9 +14,10 @@
 //!   and stops writing when it cannot renew; never two writers (no
 //!   checkpoints of two generations interleave). Its own server, as it
 //!   stops it.
-//! - `the_job_runs_again_after_a_zookeeper_outage` (ignored until the
-//!   `hacore` branch's never-give-up HA loop is merged): the same outage
-//!   with a standby; the job runs again by itself afterwards.
+//! - `the_job_runs_again_after_a_zookeeper_outage`: the same outage with
+//!   a standby; the job runs again by itself afterwards (the outage lasts
+//!   `FERRY_HA_OUTAGE_SECS`, 20 s by default; `bench/ha-outage` runs it
+//!   for 2 minutes).
 //! - `an_unreachable_quorum_is_named`: `ferry run` against a quorum where
 //!   nothing listens fails naming it, having written nothing.
 //!
@@ -447,14 +448,9 @@ async fn zookeeper_stopped_for_20_s() {
 }
 
 /// The availability half of the outage drill: an active and a standby,
-/// ZooKeeper stopped for 20 s under a writer and started again; the job
-/// must run again by itself (one of them claims a new generation and
-/// checkpoints again) and never with two writers. Needs the generic HA
-/// loop that never gives up (a fenced holder stands by again, a standby
-/// treats an unreadable lease as unknown and never exits on a
-/// coordination error): branch `hacore`. Until it is merged, today's
-/// holder exits when fenced and today's standby exits when its claim
-/// fails against the stopped server.
+/// ZooKeeper stopped for [`crate::ha_outage`] (20 s) under a writer and
+/// started again; the job must run again by itself (one of them claims a
+/// new generation and checkpoints again) and never with two writers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_job_runs_again_after_a_zookeeper_outage() {
     let mut zk = tokio::task::block_in_place(|| {
@@ -474,8 +470,9 @@ async fn the_job_runs_again_after_a_zookeeper_outage() {
     s.caught_up(1, s.clock().await, Duration::from_secs(90))
         .await;
 
+    let outage = crate::ha_outage();
     tokio::task::block_in_place(|| zk.stop()).expect("stop ZooKeeper");
-    tokio::time::sleep(Duration::from_secs(20)).await;
+    tokio::time::sleep(outage).await;
     let back = Instant::now();
     let back_ms = now_ms();
     tokio::task::block_in_place(|| zk.restart()).expect("start ZooKeeper");
@@ -493,7 +490,7 @@ async fn the_job_runs_again_after_a_zookeeper_outage() {
         standby.stderr_text()
     );
     eprintln!(
-        "zookeeper HA, after a 20 s outage: running again {:?} after the server's return",
+        "zookeeper HA, after a {outage:?} outage: running again {:?} after the server's return",
         back.elapsed()
     );
     let record = s.newest_record().await;
