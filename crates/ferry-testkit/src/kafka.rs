@@ -20,14 +20,15 @@
 //! The jars: `$FERRY_KAFKA_LIBS`, else the cache folder above; Java:
 //! `$JAVA_HOME/bin/java`, else `java` on `PATH`.
 
-use crate::s3::{free_port, random_bytes, validate_component_name};
-use crate::{home_dir, io_err, process, Error, Result};
+use crate::s3::{free_port, random_bytes};
+use crate::server_process::{described, fresh_root, ServerProcess};
+use crate::{io_err, Error, Result};
 use serde::{Deserialize, Serialize};
 use std::fs;
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 /// The Kafka version the kit installs and runs.
 pub const KAFKA_VERSION: &str = "4.1.1";
@@ -50,6 +51,9 @@ pub struct KafkaInfo {
     pub pid: Option<u32>,
 }
 
+described!(KafkaInfo, "Kafka broker", "kafka", "kafka.json", |i| i
+    .bootstrap());
+
 impl KafkaInfo {
     /// `127.0.0.1:<port>`, Kafka's `bootstrap.servers`.
     pub fn bootstrap(&self) -> String {
@@ -60,16 +64,14 @@ impl KafkaInfo {
 /// A running (or stopped) broker. Dropping an attached one kills it and
 /// removes its folder (kept, with its log, when the thread panics).
 pub struct KafkaBroker {
-    info: KafkaInfo,
-    child: Option<Child>,
-    owned: bool,
+    process: ServerProcess<KafkaInfo>,
 }
 
 impl std::fmt::Debug for KafkaBroker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("KafkaBroker")
-            .field("name", &self.info.name)
-            .field("bootstrap", &self.info.bootstrap())
+            .field("name", &self.info().name)
+            .field("bootstrap", &self.bootstrap())
             .finish()
     }
 }
@@ -86,21 +88,7 @@ impl KafkaBroker {
     }
 
     fn launch(name: &str, detached: bool) -> Result<KafkaBroker> {
-        let name = validate_component_name("Kafka broker", name)?;
-        let root = home_dir().join("kafka").join(&name);
-        if let Ok(existing) = Self::attach(&name) {
-            if existing.is_running() {
-                return Err(Error::Invalid(format!(
-                    "a Kafka broker named '{name}' is running ({}); `ferry-testkit kafka down --name {name}` first",
-                    existing.bootstrap()
-                )));
-            }
-        }
-        if root.exists() {
-            fs::remove_dir_all(&root).map_err(io_err(format!("clearing {}", root.display())))?;
-        }
-        fs::create_dir_all(root.join("data"))
-            .map_err(io_err(format!("creating {}", root.display())))?;
+        let (name, root) = fresh_root::<KafkaInfo>(name, &["data"])?;
         let info = KafkaInfo {
             name,
             root,
@@ -110,9 +98,7 @@ impl KafkaBroker {
             pid: None,
         };
         let mut broker = KafkaBroker {
-            info,
-            child: None,
-            owned: !detached,
+            process: ServerProcess::new(info),
         };
         broker.write_config()?;
         broker.format_storage()?;
@@ -123,39 +109,34 @@ impl KafkaBroker {
     /// Finds a broker started earlier by name; the handle does not tear it
     /// down on drop.
     pub fn attach(name: &str) -> Result<KafkaBroker> {
-        let name = validate_component_name("Kafka broker", name)?;
-        let info: KafkaInfo =
-            crate::load_description("kafka", &name, "kafka.json", "Kafka broker")?;
         Ok(KafkaBroker {
-            info,
-            child: None,
-            owned: false,
+            process: ServerProcess::attach(name)?,
         })
     }
 
     /// Names of the brokers recorded under the kit's home folder.
     pub fn list_names() -> Vec<String> {
-        crate::recorded_names("kafka", "kafka.json")
+        ServerProcess::<KafkaInfo>::list_names()
     }
 
     /// The description (ports, folders).
     pub fn info(&self) -> &KafkaInfo {
-        &self.info
+        &self.process.info
     }
 
     /// `127.0.0.1:<port>`.
     pub fn bootstrap(&self) -> String {
-        self.info.bootstrap()
+        self.info().bootstrap()
     }
 
     /// Whether the broker process is alive.
     pub fn is_running(&self) -> bool {
-        self.info.pid.is_some_and(process::alive)
+        self.process.is_running()
     }
 
     fn write_config(&self) -> Result<()> {
-        let root = &self.info.root;
-        let (port, controller) = (self.info.port, self.info.controller_port);
+        let root = &self.info().root;
+        let (port, controller) = (self.info().port, self.info().controller_port);
         let properties = format!(
             "process.roles=broker,controller\n\
              node.id=1\n\
@@ -207,12 +188,12 @@ impl KafkaBroker {
             .arg("-XX:TieredStopAtLevel=1")
             .arg(format!(
                 "-Dlog4j2.configurationFile={}",
-                self.info.root.join("log4j2.properties").display()
+                self.info().root.join("log4j2.properties").display()
             ))
             .arg("-cp")
             .arg(format!("{}/*", libs.display()))
             .arg(class)
-            .current_dir(&self.info.root)
+            .current_dir(&self.info().root)
             .stdin(Stdio::null());
         Ok(cmd)
     }
@@ -227,15 +208,15 @@ impl KafkaBroker {
         cmd.arg("format")
             .arg(cluster_id_arg(id))
             .arg("-c")
-            .arg(self.info.root.join("server.properties"));
+            .arg(self.info().root.join("server.properties"));
         let out = cmd
             .output()
             .map_err(io_err("running kafka.tools.StorageTool"))?;
         if !out.status.success() {
             return Err(Error::DaemonStart {
-                daemon: format!("Kafka broker '{}' (storage format)", self.info.name),
+                daemon: format!("Kafka broker '{}' (storage format)", self.info().name),
                 reason: String::from_utf8_lossy(&out.stderr).trim().to_string(),
-                logs: self.info.root.clone(),
+                logs: self.info().root.clone(),
             });
         }
         Ok(())
@@ -247,96 +228,36 @@ impl KafkaBroker {
         if self.is_running() {
             return Ok(());
         }
-        let out_path = self.info.root.join("stdout.log");
-        let out = fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&out_path)
-            .map_err(io_err(format!("opening {}", out_path.display())))?;
-        let err = out
-            .try_clone()
-            .map_err(io_err(format!("opening {}", out_path.display())))?;
-        let log = self.info.root.join("server.log");
+        let (out, err, _) = self.process.log_files("stdout.log")?;
+        let log = self.info().root.join("server.log");
         let seen_before = started_lines(&log);
         let mut cmd = self.java("kafka.Kafka")?;
-        cmd.arg(self.info.root.join("server.properties"))
+        cmd.arg(self.info().root.join("server.properties"))
             .stdout(out)
             .stderr(err);
-        let child = process::spawn(cmd, self.info.detached)
-            .map_err(io_err("starting the Kafka broker (java)"))?;
-        self.info.pid = Some(child.id());
-        self.child = Some(child);
-        self.save()?;
-        self.wait_ready(&log, seen_before)
-    }
-
-    fn wait_ready(&mut self, log: &Path, seen_before: usize) -> Result<()> {
-        let deadline = Instant::now() + READY_TIMEOUT;
-        loop {
-            if started_lines(log) > seen_before {
-                return Ok(());
-            }
-            let exited = match &mut self.child {
-                Some(child) => matches!(child.try_wait(), Ok(Some(_))),
-                None => !self.is_running(),
-            };
-            if exited || Instant::now() > deadline {
-                return Err(Error::DaemonStart {
-                    daemon: format!("Kafka broker '{}'", self.info.name),
-                    reason: if exited {
-                        "the process exited".into()
-                    } else {
-                        format!("no \"{STARTED_LINE}\" in its log after {READY_TIMEOUT:?}")
-                    },
-                    logs: log.to_path_buf(),
-                });
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        self.process.spawn(cmd, "java")?;
+        self.process
+            .wait_ready(READY_TIMEOUT, Duration::from_millis(100), &log, |_| {
+                (started_lines(&log) > seen_before)
+                    .then_some(())
+                    .ok_or_else(|| format!("no \"{STARTED_LINE}\" in its log"))
+            })
     }
 
     /// Kills the broker process (SIGKILL); ports and data are kept for
     /// [`restart`](Self::restart).
     pub fn stop(&mut self) -> Result<()> {
-        process::kill_and_reap(&mut self.info.pid, &mut self.child)?;
-        self.save()
+        self.process.stop()
     }
 
     /// Stops the broker and removes its folder.
-    pub fn destroy(mut self) -> Result<()> {
-        self.owned = false;
-        self.stop()?;
-        fs::remove_dir_all(&self.info.root)
-            .map_err(io_err(format!("removing {}", self.info.root.display())))
+    pub fn destroy(self) -> Result<()> {
+        self.process.destroy()
     }
 
     /// Stops owning the broker: it keeps running after this handle.
-    pub fn detach(mut self) -> KafkaInfo {
-        self.owned = false;
-        self.child = None;
-        self.info.clone()
-    }
-
-    fn save(&self) -> Result<()> {
-        crate::save_description(&self.info.root, "kafka.json", &self.info)
-    }
-}
-
-impl Drop for KafkaBroker {
-    fn drop(&mut self) {
-        if !self.owned {
-            return;
-        }
-        let _ = self.stop();
-        if std::thread::panicking() {
-            eprintln!(
-                "ferry-testkit: test failed; Kafka broker '{}' data and log kept under {}",
-                self.info.name,
-                self.info.root.display()
-            );
-        } else {
-            let _ = fs::remove_dir_all(&self.info.root);
-        }
+    pub fn detach(self) -> KafkaInfo {
+        self.process.detach()
     }
 }
 
@@ -431,16 +352,14 @@ mod tests {
         let root = dir.path().join("dash");
         fs::create_dir_all(root.join("data")).expect("data dir");
         let broker = KafkaBroker {
-            info: KafkaInfo {
+            process: ServerProcess::from_info(KafkaInfo {
                 name: "dash".into(),
                 root: root.clone(),
                 port: free_port().expect("port"),
                 controller_port: free_port().expect("port"),
                 detached: true,
                 pid: None,
-            },
-            child: None,
-            owned: false,
+            }),
         };
         broker.write_config().expect("config");
         let id = cluster_id([0xfb; 16]);

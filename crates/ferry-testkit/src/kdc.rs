@@ -33,14 +33,15 @@ mod config;
 pub use config::ENCTYPES;
 
 use crate::s3::{free_port, random_bytes, validate_component_name};
-use crate::{home_dir, io_err, process, Error, Result};
+use crate::server_process::{described, fresh_root, ServerProcess};
+use crate::{io_err, Error, Result};
 use serde::{Deserialize, Serialize};
 use std::fs;
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The realm of a KDC unless [`KdcBuilder::realm`] says otherwise.
 pub const DEFAULT_REALM: &str = "FERRY.TEST";
@@ -69,6 +70,8 @@ pub struct KdcInfo {
     pub detached: bool,
     pub pid: Option<u32>,
 }
+
+described!(KdcInfo, "KDC", "kdc", "kdc.json", |i| i.address());
 
 impl KdcInfo {
     /// `127.0.0.1:<port>`.
@@ -168,20 +171,7 @@ impl KdcBuilder {
                 "ticket lifetime {ticket_secs} s must be at least 60 s and at most the renew lifetime {renew_secs} s"
             )));
         }
-        if let Ok(existing) = Kdc::attach(&name) {
-            if existing.is_running() {
-                return Err(Error::Invalid(format!(
-                    "a KDC named '{name}' is running ({}); `ferry-testkit kdc down --name {name}` first",
-                    existing.info.address()
-                )));
-            }
-        }
-        let root = home_dir().join("kdc").join(&name);
-        if root.exists() {
-            fs::remove_dir_all(&root).map_err(io_err(format!("clearing {}", root.display())))?;
-        }
-        fs::create_dir_all(root.join("keytabs"))
-            .map_err(io_err(format!("creating {}", root.display())))?;
+        let (name, root) = fresh_root::<KdcInfo>(&name, &["keytabs"])?;
         let info = KdcInfo {
             name,
             root,
@@ -194,9 +184,7 @@ impl KdcBuilder {
             pid: None,
         };
         let mut kdc = Kdc {
-            info,
-            child: None,
-            owned: !self.detached,
+            process: ServerProcess::new(info),
         };
         kdc.write_config()?;
         kdc.create_database()?;
@@ -218,17 +206,15 @@ fn unique_name() -> String {
 /// A running (or stopped) KDC. Dropping an attached one kills it and
 /// removes its folder (kept, with its log, when the thread panics).
 pub struct Kdc {
-    info: KdcInfo,
-    child: Option<Child>,
-    owned: bool,
+    process: ServerProcess<KdcInfo>,
 }
 
 impl std::fmt::Debug for Kdc {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Kdc")
-            .field("name", &self.info.name)
-            .field("realm", &self.info.realm)
-            .field("address", &self.info.address())
+            .field("name", &self.info().name)
+            .field("realm", &self.info().realm)
+            .field("address", &self.info().address())
             .finish()
     }
 }
@@ -242,43 +228,39 @@ impl Kdc {
     /// Finds a KDC started earlier by name; the handle does not tear it
     /// down on drop.
     pub fn attach(name: &str) -> Result<Kdc> {
-        let name = validate_component_name("KDC", name)?;
-        let info: KdcInfo = crate::load_description("kdc", &name, "kdc.json", "KDC")?;
         Ok(Kdc {
-            info,
-            child: None,
-            owned: false,
+            process: ServerProcess::attach(name)?,
         })
     }
 
     /// Names of the KDCs recorded under the kit's home folder.
     pub fn list_names() -> Vec<String> {
-        crate::recorded_names("kdc", "kdc.json")
+        ServerProcess::<KdcInfo>::list_names()
     }
 
     /// The description (port, realm, folders).
     pub fn info(&self) -> &KdcInfo {
-        &self.info
+        &self.process.info
     }
 
     /// The KDC's name.
     pub fn name(&self) -> &str {
-        &self.info.name
+        &self.info().name
     }
 
     /// The realm.
     pub fn realm(&self) -> &str {
-        &self.info.realm
+        &self.info().realm
     }
 
     /// `127.0.0.1:<port>`.
     pub fn address(&self) -> String {
-        self.info.address()
+        self.info().address()
     }
 
     /// The `krb5.conf` clients must use (`KRB5_CONFIG`).
     pub fn krb5_conf(&self) -> PathBuf {
-        self.info.krb5_conf()
+        self.info().krb5_conf()
     }
 
     /// What a client process needs in its environment: `KRB5_CONFIG`
@@ -292,12 +274,12 @@ impl Kdc {
 
     /// Whether the `krb5kdc` process is alive.
     pub fn is_running(&self) -> bool {
-        self.info.pid.is_some_and(process::alive)
+        self.process.is_running()
     }
 
     /// `name` with the realm: `ferry-source` → `ferry-source@FERRY.TEST`.
     pub fn principal(&self, name: &str) -> Result<String> {
-        config::full_principal(name, &self.info.realm)
+        config::full_principal(name, &self.info().realm)
     }
 
     /// Creates principal `name` (`primary[/instance][@REALM]`) with a
@@ -306,7 +288,10 @@ impl Kdc {
     /// keytab. Works whether or not the KDC process runs.
     pub fn add_principal(&self, name: &str) -> Result<PathBuf> {
         let full = self.principal(name)?;
-        let keytab = self.info.keytab_dir().join(config::keytab_file_name(&full));
+        let keytab = self
+            .info()
+            .keytab_dir()
+            .join(config::keytab_file_name(&full));
         if !self.has_principal(&full)? {
             self.kadmin_create(&format!("addprinc -randkey {full}"), &full)?;
         }
@@ -346,7 +331,10 @@ impl Kdc {
         let full = self.principal(name)?;
         let out = self.kadmin(&format!("delprinc -force {full}"))?;
         kadmin_checked(&out, "delete_principal", &full)?;
-        let keytab = self.info.keytab_dir().join(config::keytab_file_name(&full));
+        let keytab = self
+            .info()
+            .keytab_dir()
+            .join(config::keytab_file_name(&full));
         match fs::remove_file(&keytab) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
                 Err(io_err(format!("removing {}", keytab.display()))(e))
@@ -403,112 +391,76 @@ impl Kdc {
         if self.is_running() {
             return Ok(());
         }
-        let log_path = self.info.root.join("kdc.log");
-        let log = fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log_path)
-            .map_err(io_err(format!("opening {}", log_path.display())))?;
-        let log_err = log
-            .try_clone()
-            .map_err(io_err(format!("opening {}", log_path.display())))?;
+        let (out, err, log) = self.process.log_files("kdc.log")?;
+        let info = self.info();
         let mut cmd = self.kdc_tool("krb5kdc")?;
         // -n: foreground, so the kit owns the pid. -P puts the folder on
         // the command line, where leftover checks look for it.
         cmd.arg("-n")
             .arg("-r")
-            .arg(&self.info.realm)
+            .arg(&info.realm)
             .arg("-P")
-            .arg(self.info.root.join("kdc.pid"))
+            .arg(info.root.join("kdc.pid"))
             .stdin(Stdio::null())
-            .stdout(log)
-            .stderr(log_err);
-        if self.info.clock_offset_secs != 0 {
+            .stdout(out)
+            .stderr(err);
+        if info.clock_offset_secs != 0 {
             cmd.env("LD_PRELOAD", libfaketime()?)
-                .env("FAKETIME", format!("{:+}", self.info.clock_offset_secs))
+                .env("FAKETIME", format!("{:+}", info.clock_offset_secs))
                 // Only the wall clock is skewed; timers keep working.
                 .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
         }
-        let child = process::spawn(cmd, self.info.detached)
-            .map_err(io_err("starting krb5kdc".to_string()))?;
-        self.info.pid = Some(child.id());
-        self.child = Some(child);
-        self.save()?;
-        self.wait_ready(&log_path)
+        self.process.spawn(cmd, "krb5kdc")?;
+        self.wait_ready(&log)
     }
 
     /// Polls with a probe `kinit` until the KDC answers. A skewed KDC
     /// answers with "Clock skew too great", which is an answer too.
     fn wait_ready(&mut self, log: &Path) -> Result<()> {
-        let deadline = Instant::now() + READY_TIMEOUT;
+        let probe = self.principal(PROBE_PRINCIPAL)?;
         let keytab = self
-            .info
+            .info()
             .keytab_dir()
-            .join(config::keytab_file_name(&self.principal(PROBE_PRINCIPAL)?));
-        let ccache = self.info.root.join("probe.krb5cc");
-        loop {
-            let last = match self.kinit(PROBE_PRINCIPAL, &keytab, &ccache) {
-                Ok(()) => return Ok(()),
-                Err(e) if self.info.clock_offset_secs != 0 && is_clock_skew(&e) => return Ok(()),
-                Err(e) => e.to_string(),
-            };
-            let exited = match &mut self.child {
-                Some(child) => matches!(child.try_wait(), Ok(Some(_))),
-                None => !self.is_running(),
-            };
-            if exited || Instant::now() > deadline {
-                return Err(Error::DaemonStart {
-                    daemon: format!("KDC '{}'", self.info.name),
-                    reason: if exited {
-                        "krb5kdc exited".into()
-                    } else {
-                        format!("no answer after {READY_TIMEOUT:?}: {last}")
-                    },
-                    logs: log.to_path_buf(),
-                });
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
+            .join(config::keytab_file_name(&probe));
+        let ccache = self.info().root.join("probe.krb5cc");
+        self.process.wait_ready(
+            READY_TIMEOUT,
+            Duration::from_millis(50),
+            log,
+            |info| match kinit(&info.krb5_conf(), &probe, &keytab, &ccache) {
+                Ok(()) => Ok(()),
+                Err(e) if info.clock_offset_secs != 0 && is_clock_skew(&e) => Ok(()),
+                Err(e) => Err(format!("no answer ({e})")),
+            },
+        )
     }
 
     /// Kills `krb5kdc` (a KDC outage); port, database and keytabs are
     /// kept for [`start_again`](Self::start_again).
     pub fn stop(&mut self) -> Result<()> {
-        process::kill_and_reap(&mut self.info.pid, &mut self.child)?;
-        self.save()
+        self.process.stop()
     }
 
     /// Stops the KDC and removes its folder.
-    pub fn destroy(mut self) -> Result<()> {
-        self.owned = false;
-        self.stop()?;
-        fs::remove_dir_all(&self.info.root)
-            .map_err(io_err(format!("removing {}", self.info.root.display())))
+    pub fn destroy(self) -> Result<()> {
+        self.process.destroy()
     }
 
     /// Stops owning the KDC: it keeps running after this handle.
-    pub fn detach(mut self) -> KdcInfo {
-        self.owned = false;
-        self.child = None;
-        self.info.clone()
+    pub fn detach(self) -> KdcInfo {
+        self.process.detach()
     }
 
     /// A handle on a recorded KDC that never tears it down (for clusters,
     /// which keep only the description).
     pub(crate) fn from_info(info: KdcInfo) -> Kdc {
         Kdc {
-            info,
-            child: None,
-            owned: false,
+            process: ServerProcess::from_info(info),
         }
     }
 
-    fn save(&self) -> Result<()> {
-        crate::save_description(&self.info.root, "kdc.json", &self.info)
-    }
-
     fn write_config(&self) -> Result<()> {
-        let i = &self.info;
+        let i = self.info();
         let files = [
             (
                 "krb5.conf",
@@ -546,7 +498,7 @@ impl Kdc {
         let out = self
             .kdc_tool("kdb5_util")?
             .args(["create", "-s", "-W", "-r"])
-            .arg(&self.info.realm)
+            .arg(&self.info().realm)
             .arg("-P")
             .arg(master)
             .stdin(Stdio::null())
@@ -554,9 +506,9 @@ impl Kdc {
             .map_err(io_err("running kdb5_util"))?;
         if !out.status.success() {
             return Err(Error::DaemonStart {
-                daemon: format!("KDC '{}' (kdb5_util create)", self.info.name),
+                daemon: format!("KDC '{}' (kdb5_util create)", self.info().name),
                 reason: text(&out.stderr),
-                logs: self.info.root.clone(),
+                logs: self.info().root.clone(),
             });
         }
         Ok(())
@@ -581,7 +533,7 @@ impl Kdc {
     fn kadmin(&self, query: &str) -> Result<Output> {
         self.kdc_tool("kadmin.local")?
             .arg("-r")
-            .arg(&self.info.realm)
+            .arg(&self.info().realm)
             .arg("-q")
             .arg(query)
             .stdin(Stdio::null())
@@ -594,28 +546,10 @@ impl Kdc {
     fn kdc_tool(&self, name: &str) -> Result<Command> {
         let mut cmd = Command::new(tool(name)?);
         cmd.env("KRB5_CONFIG", self.krb5_conf())
-            .env("KRB5_KDC_PROFILE", self.info.root.join("kdc.conf"))
+            .env("KRB5_KDC_PROFILE", self.info().root.join("kdc.conf"))
             .env_remove("KRB5CCNAME")
-            .current_dir(&self.info.root);
+            .current_dir(&self.info().root);
         Ok(cmd)
-    }
-}
-
-impl Drop for Kdc {
-    fn drop(&mut self) {
-        if !self.owned {
-            return;
-        }
-        let _ = self.stop();
-        if std::thread::panicking() {
-            eprintln!(
-                "ferry-testkit: test failed; KDC '{}' database and log kept under {}",
-                self.info.name,
-                self.info.root.display()
-            );
-        } else {
-            let _ = fs::remove_dir_all(&self.info.root);
-        }
     }
 }
 

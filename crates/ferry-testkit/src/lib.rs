@@ -48,6 +48,7 @@ pub mod kube;
 pub mod net;
 pub mod process;
 pub mod s3;
+mod server_process;
 pub mod zookeeper;
 
 pub use binaries::{KuduBinaries, KuduVersion};

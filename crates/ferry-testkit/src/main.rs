@@ -33,17 +33,15 @@
 //! ferry-testkit kube down --name ha | ferry-testkit kube down --all
 //! ```
 
-mod kube_cli;
+mod server_cli;
 
 use clap::{Parser, Subcommand};
 use ferry_testkit::binaries::Provenance;
 use ferry_testkit::fault::NetNs;
 use ferry_testkit::process::alive;
-use ferry_testkit::{
-    KafkaBroker, Kdc, KuduBinaries, KuduVersion, MiniCluster, S3Server, ZooKeeperServer,
-};
+use ferry_testkit::{Kdc, KuduBinaries, KuduVersion, MiniCluster};
+use server_cli::{KdcCommand, KubeCommand, S3Command, ServerCommand};
 use std::process::ExitCode;
-use std::time::Duration;
 
 #[derive(Parser)]
 #[command(
@@ -139,7 +137,7 @@ enum Command {
     /// Kubernetes HA.
     Kube {
         #[command(subcommand)]
-        command: kube_cli::KubeCommand,
+        command: KubeCommand,
     },
     /// Run the bundled `kudu` CLI with the right environment.
     Kudu {
@@ -177,155 +175,6 @@ enum NetnsCommand {
         #[arg(required_unless_present = "all", conflicts_with = "all")]
         name: Option<String>,
         /// Every `ferry-ns*` namespace in which nothing runs.
-        #[arg(long)]
-        all: bool,
-    },
-}
-
-#[derive(Subcommand)]
-enum S3Command {
-    /// Start a server in the background; print shell assignments
-    /// `FERRY_S3_ENDPOINT=…`, `FERRY_S3_ACCESS_KEY=…`, `FERRY_S3_SECRET_KEY=…`
-    /// (use with `eval`).
-    Up {
-        /// Server name ([A-Za-z0-9_-], unique among running servers).
-        #[arg(long)]
-        name: String,
-        /// Create this bucket (repeatable).
-        #[arg(long)]
-        bucket: Vec<String>,
-    },
-    /// Create a bucket on a running server.
-    Bucket {
-        /// Server name.
-        #[arg(long)]
-        name: String,
-        /// Bucket name ([a-z0-9.-], 3-63 characters).
-        bucket: String,
-    },
-    /// Print a server's assignments again (and whether it runs).
-    Status {
-        /// Server name.
-        #[arg(long)]
-        name: String,
-    },
-    /// Kill the server process; port and data are kept.
-    Stop {
-        /// Server name.
-        #[arg(long)]
-        name: String,
-    },
-    /// Start a stopped server again on the same port with the same data.
-    Start {
-        /// Server name.
-        #[arg(long)]
-        name: String,
-    },
-    /// Stop a server and remove its data.
-    Down {
-        /// Server name.
-        #[arg(long, required_unless_present = "all", conflicts_with = "all")]
-        name: Option<String>,
-        /// Every server started with `s3 up`.
-        #[arg(long)]
-        all: bool,
-    },
-}
-
-/// The commands of a long-running server the kit starts by name (a Kafka
-/// broker, a ZooKeeper server): the same five for each.
-#[derive(Subcommand)]
-enum ServerCommand {
-    /// Start a server in the background; print shell assignments
-    /// (`FERRY_KAFKA_BOOTSTRAP=…`, `FERRY_ZOOKEEPER_QUORUM=…`; use with `eval`).
-    Up {
-        /// Server name ([A-Za-z0-9_-], unique among running servers).
-        #[arg(long)]
-        name: String,
-    },
-    /// Print a server's assignments again (and whether it runs).
-    Status {
-        /// Server name.
-        #[arg(long)]
-        name: String,
-    },
-    /// Kill the server process; ports and data are kept.
-    Stop {
-        /// Server name.
-        #[arg(long)]
-        name: String,
-    },
-    /// Start a stopped server again on the same ports with the same data.
-    Start {
-        /// Server name.
-        #[arg(long)]
-        name: String,
-    },
-    /// Stop a server and remove its data.
-    Down {
-        /// Server name.
-        #[arg(long, required_unless_present = "all", conflicts_with = "all")]
-        name: Option<String>,
-        /// Every server of this kind started with `up`.
-        #[arg(long)]
-        all: bool,
-    },
-}
-
-#[derive(Subcommand)]
-enum KdcCommand {
-    /// Start a KDC in the background; print shell assignments
-    /// `FERRY_KDC_KRB5_CONFIG=…`, `FERRY_KDC_REALM=…` (use with `eval`).
-    Up {
-        /// KDC name ([A-Za-z0-9_-], unique among running KDCs).
-        #[arg(long, default_value = "kdc")]
-        name: String,
-        /// Realm ([A-Z0-9.-]).
-        #[arg(long, default_value = ferry_testkit::kdc::DEFAULT_REALM)]
-        realm: String,
-        /// Longest ticket, in seconds (at least 60).
-        #[arg(long, default_value_t = 24 * 3600)]
-        ticket_lifetime: u64,
-        /// Longest renewal, in seconds (at least the ticket lifetime).
-        #[arg(long, default_value_t = 7 * 24 * 3600)]
-        renew_lifetime: u64,
-        /// Run the KDC's clock this many seconds off (libfaketime); beyond
-        /// 300, clients get "Clock skew too great".
-        #[arg(long, default_value_t = 0, allow_hyphen_values = true)]
-        clock_offset: i64,
-    },
-    /// Create a principal (idempotent) and print its keytab's path.
-    AddPrincipal {
-        /// KDC name.
-        #[arg(long, default_value = "kdc")]
-        name: String,
-        /// Principal, `primary[/instance][@REALM]`, e.g. ferry-source.
-        principal: String,
-    },
-    /// Print a KDC's assignments again (and whether it runs).
-    Status {
-        /// KDC name.
-        #[arg(long, default_value = "kdc")]
-        name: String,
-    },
-    /// Kill the KDC process (an outage); port and database are kept.
-    Stop {
-        /// KDC name.
-        #[arg(long, default_value = "kdc")]
-        name: String,
-    },
-    /// Start a stopped KDC again on the same port with the same database.
-    Start {
-        /// KDC name.
-        #[arg(long, default_value = "kdc")]
-        name: String,
-    },
-    /// Stop a KDC and remove its database and keytabs.
-    Down {
-        /// KDC name.
-        #[arg(long, required_unless_present = "all", conflicts_with = "all")]
-        name: Option<String>,
-        /// Every KDC started with `kdc up`.
         #[arg(long)]
         all: bool,
     },
@@ -386,219 +235,14 @@ fn run(command: Command) -> ferry_testkit::Result<ExitCode> {
         Command::Install { kudu_version } => install(kudu_version),
         Command::Kudu { cluster, args } => kudu(cluster, &args),
         Command::Netns { command } => netns(command),
-        Command::S3 { command } => s3(command),
-        Command::Kafka { command } => kafka(command),
-        Command::ZooKeeper { command } => zookeeper(command),
-        Command::Kdc { command } => kdc(command),
-        Command::Kube { command } => kube_cli::kube(command),
+        Command::S3 { command } => server_cli::s3(command),
+        Command::Kafka { command } => server_cli::kafka(command),
+        Command::ZooKeeper { command } => server_cli::zookeeper(command),
+        Command::Kdc { command } => server_cli::kdc(command),
+        Command::Kube { command } => server_cli::kube(command),
     }
 }
 
-/// `kdc up|add-principal|status|stop|start|down`.
-fn kdc(command: KdcCommand) -> ferry_testkit::Result<ExitCode> {
-    let print = |info: &ferry_testkit::KdcInfo| {
-        println!("FERRY_KDC_NAME={}", info.name);
-        println!("FERRY_KDC_REALM={}", info.realm);
-        println!("FERRY_KDC_KRB5_CONFIG={}", info.krb5_conf().display());
-        println!("FERRY_KDC_ADDRESS={}", info.address());
-        println!("FERRY_KDC_KEYTABS={}", info.keytab_dir().display());
-    };
-    match command {
-        KdcCommand::Up {
-            name,
-            realm,
-            ticket_lifetime,
-            renew_lifetime,
-            clock_offset,
-        } => {
-            let kdc = Kdc::builder()
-                .name(name)
-                .realm(realm)
-                .ticket_lifetime(Duration::from_secs(ticket_lifetime))
-                .renew_lifetime(Duration::from_secs(renew_lifetime))
-                .clock_offset(clock_offset)
-                .detached(true)
-                .start()?;
-            print(&kdc.detach());
-        }
-        KdcCommand::AddPrincipal { name, principal } => {
-            let keytab = Kdc::attach(&name)?.add_principal(&principal)?;
-            println!("{}", keytab.display());
-        }
-        KdcCommand::Status { name } => {
-            let kdc = Kdc::attach(&name)?;
-            print(kdc.info());
-            println!("FERRY_KDC_RUNNING={}", kdc.is_running());
-        }
-        KdcCommand::Stop { name } => Kdc::attach(&name)?.stop()?,
-        KdcCommand::Start { name } => {
-            let mut kdc = Kdc::attach(&name)?;
-            kdc.start_again()?;
-            kdc.detach();
-        }
-        KdcCommand::Down { name, all } => {
-            let names = if all {
-                Kdc::list_names()
-            } else {
-                name.into_iter().collect()
-            };
-            for name in names {
-                let kdc = Kdc::attach(&name)?;
-                // A test's own KDC dies with the test.
-                if all && !kdc.info().detached && kdc.is_running() {
-                    println!("{name} skipped: owned by a running test");
-                    continue;
-                }
-                kdc.destroy()?;
-                println!("{name} down");
-            }
-        }
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-/// `s3 up|bucket|status|stop|start|down`.
-fn s3(command: S3Command) -> ferry_testkit::Result<ExitCode> {
-    let print = |s: &S3Server| {
-        let info = s.info();
-        println!("FERRY_S3_NAME={}", info.name);
-        println!("FERRY_S3_ENDPOINT={}", info.endpoint());
-        println!("FERRY_S3_ACCESS_KEY={}", info.access_key);
-        println!("FERRY_S3_SECRET_KEY={}", info.secret_key);
-        println!("FERRY_S3_DATA={}", info.data_dir().display());
-    };
-    match command {
-        S3Command::Up { name, bucket } => {
-            for b in &bucket {
-                ferry_testkit::s3::validate_bucket(b)?;
-            }
-            let server = S3Server::start_detached(&name)?;
-            for b in &bucket {
-                server.create_bucket(b)?;
-            }
-            print(&server);
-            server.detach();
-        }
-        S3Command::Bucket { name, bucket } => S3Server::attach(&name)?.create_bucket(&bucket)?,
-        S3Command::Status { name } => {
-            let server = S3Server::attach(&name)?;
-            print(&server);
-            println!("FERRY_S3_RUNNING={}", server.is_running());
-        }
-        S3Command::Stop { name } => S3Server::attach(&name)?.stop()?,
-        S3Command::Start { name } => {
-            let mut server = S3Server::attach(&name)?;
-            server.restart()?;
-            server.detach();
-        }
-        S3Command::Down { name, all } => {
-            let names = if all {
-                S3Server::list_names()
-            } else {
-                name.into_iter().collect()
-            };
-            for name in names {
-                let server = S3Server::attach(&name)?;
-                // A test's own server dies with the test.
-                if all && !server.info().detached && server.is_running() {
-                    println!("{name} skipped: owned by a running test");
-                    continue;
-                }
-                server.destroy()?;
-                println!("{name} down");
-            }
-        }
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-/// `kafka up|status|stop|start|down`.
-fn kafka(command: ServerCommand) -> ferry_testkit::Result<ExitCode> {
-    let print = |info: &ferry_testkit::KafkaInfo| {
-        println!("FERRY_KAFKA_NAME={}", info.name);
-        println!("FERRY_KAFKA_BOOTSTRAP={}", info.bootstrap());
-    };
-    match command {
-        ServerCommand::Up { name } => {
-            let broker = KafkaBroker::start_detached(&name)?;
-            print(&broker.detach());
-        }
-        ServerCommand::Status { name } => {
-            let broker = KafkaBroker::attach(&name)?;
-            print(broker.info());
-            println!("FERRY_KAFKA_RUNNING={}", broker.is_running());
-        }
-        ServerCommand::Stop { name } => KafkaBroker::attach(&name)?.stop()?,
-        ServerCommand::Start { name } => {
-            let mut broker = KafkaBroker::attach(&name)?;
-            broker.restart()?;
-            broker.detach();
-        }
-        ServerCommand::Down { name, all } => {
-            let names = if all {
-                KafkaBroker::list_names()
-            } else {
-                name.into_iter().collect()
-            };
-            for name in names {
-                let broker = KafkaBroker::attach(&name)?;
-                // A test's own broker dies with the test.
-                if all && !broker.info().detached && broker.is_running() {
-                    println!("{name} skipped: owned by a running test");
-                    continue;
-                }
-                broker.destroy()?;
-                println!("{name} down");
-            }
-        }
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-/// `zookeeper up|status|stop|start|down`.
-fn zookeeper(command: ServerCommand) -> ferry_testkit::Result<ExitCode> {
-    let print = |info: &ferry_testkit::ZooKeeperInfo| {
-        println!("FERRY_ZOOKEEPER_NAME={}", info.name);
-        println!("FERRY_ZOOKEEPER_QUORUM={}", info.connect_string());
-    };
-    match command {
-        ServerCommand::Up { name } => {
-            let server = ZooKeeperServer::start_detached(&name)?;
-            print(&server.detach());
-        }
-        ServerCommand::Status { name } => {
-            let server = ZooKeeperServer::attach(&name)?;
-            print(server.info());
-            println!("FERRY_ZOOKEEPER_RUNNING={}", server.is_running());
-        }
-        ServerCommand::Stop { name } => ZooKeeperServer::attach(&name)?.stop()?,
-        ServerCommand::Start { name } => {
-            let mut server = ZooKeeperServer::attach(&name)?;
-            server.restart()?;
-            server.detach();
-        }
-        ServerCommand::Down { name, all } => {
-            let names = if all {
-                ZooKeeperServer::list_names()
-            } else {
-                name.into_iter().collect()
-            };
-            for name in names {
-                let server = ZooKeeperServer::attach(&name)?;
-                // A test's own server dies with the test.
-                if all && !server.info().detached && server.is_running() {
-                    println!("{name} skipped: owned by a running test");
-                    continue;
-                }
-                server.destroy()?;
-                println!("{name} down");
-            }
-        }
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-/// `netns up|partition|heal|down`.
 fn netns(command: NetnsCommand) -> ferry_testkit::Result<ExitCode> {
     match command {
         NetnsCommand::Up => {

@@ -21,13 +21,14 @@
 //! The binary: `$FERRY_S3S_FS`, else the `cargo install` root that
 //! `scripts/lib/setup.sh` (`ensure_s3`) uses, else `s3s-fs` on `PATH`.
 
-use crate::{home_dir, io_err, process, Error, Result};
+use crate::server_process::{described, fresh_root, ServerProcess};
+use crate::{io_err, Error, Result};
 use serde::{Deserialize, Serialize};
 use std::fs;
 use std::net::{Ipv4Addr, SocketAddrV4, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 /// The s3s-fs version the kit installs and expects.
 pub const S3S_FS_VERSION: &str = "0.14.1";
@@ -48,6 +49,8 @@ pub struct S3Info {
     pub pid: Option<u32>,
 }
 
+described!(S3Info, "S3 server", "s3", "s3.json", |i| i.endpoint());
+
 impl S3Info {
     /// `http://127.0.0.1:<port>`.
     pub fn endpoint(&self) -> String {
@@ -63,16 +66,14 @@ impl S3Info {
 /// A running (or stopped) s3s-fs server. Dropping an attached one kills it
 /// and removes its folder (kept, with its log, when the thread panics).
 pub struct S3Server {
-    info: S3Info,
-    child: Option<Child>,
-    owned: bool,
+    process: ServerProcess<S3Info>,
 }
 
 impl std::fmt::Debug for S3Server {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("S3Server")
-            .field("name", &self.info.name)
-            .field("endpoint", &self.info.endpoint())
+            .field("name", &self.info().name)
+            .field("endpoint", &self.endpoint())
             .finish()
     }
 }
@@ -89,21 +90,7 @@ impl S3Server {
     }
 
     fn launch(name: &str, detached: bool) -> Result<S3Server> {
-        let name = validate_name(name)?;
-        let root = home_dir().join("s3").join(&name);
-        if let Ok(existing) = Self::attach(&name) {
-            if existing.is_running() {
-                return Err(Error::Invalid(format!(
-                    "an S3 server named '{name}' is running ({}); `ferry-testkit s3 down --name {name}` first",
-                    existing.endpoint()
-                )));
-            }
-        }
-        if root.exists() {
-            fs::remove_dir_all(&root).map_err(io_err(format!("clearing {}", root.display())))?;
-        }
-        fs::create_dir_all(root.join("data"))
-            .map_err(io_err(format!("creating {}", root.display())))?;
+        let (name, root) = fresh_root::<S3Info>(name, &["data"])?;
         let info = S3Info {
             name,
             root,
@@ -114,9 +101,7 @@ impl S3Server {
             pid: None,
         };
         let mut server = S3Server {
-            info,
-            child: None,
-            owned: !detached,
+            process: ServerProcess::new(info),
         };
         server.restart()?;
         Ok(server)
@@ -125,56 +110,52 @@ impl S3Server {
     /// Finds a server started earlier by name; the handle does not tear it
     /// down on drop.
     pub fn attach(name: &str) -> Result<S3Server> {
-        let name = validate_name(name)?;
-        let info: S3Info = crate::load_description("s3", &name, "s3.json", "S3 server")?;
         Ok(S3Server {
-            info,
-            child: None,
-            owned: false,
+            process: ServerProcess::attach(name)?,
         })
     }
 
     /// Names of the servers recorded under the kit's home folder.
     pub fn list_names() -> Vec<String> {
-        crate::recorded_names("s3", "s3.json")
+        ServerProcess::<S3Info>::list_names()
     }
 
     /// The description (endpoint, keys, folders).
     pub fn info(&self) -> &S3Info {
-        &self.info
+        &self.process.info
     }
 
     /// `http://127.0.0.1:<port>`.
     pub fn endpoint(&self) -> String {
-        self.info.endpoint()
+        self.info().endpoint()
     }
 
     /// The access key.
     pub fn access_key(&self) -> &str {
-        &self.info.access_key
+        &self.info().access_key
     }
 
     /// The secret key.
     pub fn secret_key(&self) -> &str {
-        &self.info.secret_key
+        &self.info().secret_key
     }
 
     /// Whether the server process is alive.
     pub fn is_running(&self) -> bool {
-        self.info.pid.is_some_and(process::alive)
+        self.process.is_running()
     }
 
     /// Creates bucket `bucket` (a directory under the data root).
     pub fn create_bucket(&self, bucket: &str) -> Result<()> {
         validate_bucket(bucket)?;
-        let dir = self.info.data_dir().join(bucket);
+        let dir = self.info().data_dir().join(bucket);
         fs::create_dir_all(&dir).map_err(io_err(format!("creating {}", dir.display())))
     }
 
     /// The file behind `bucket/key`, for tests that damage objects behind
     /// the server's back.
     pub fn object_path(&self, bucket: &str, key: &str) -> PathBuf {
-        self.info.data_dir().join(bucket).join(key)
+        self.info().data_dir().join(bucket).join(key)
     }
 
     /// Starts the server process again on its port, with its data (no-op
@@ -184,104 +165,45 @@ impl S3Server {
             return Ok(());
         }
         let bin = s3s_fs_binary()?;
-        let log_path = self.info.root.join("server.log");
-        let log = fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log_path)
-            .map_err(io_err(format!("opening {}", log_path.display())))?;
-        let log_err = log
-            .try_clone()
-            .map_err(io_err(format!("opening {}", log_path.display())))?;
+        let (out, err, log) = self.process.log_files("server.log")?;
+        let info = self.info();
         let mut cmd = Command::new(&bin);
         cmd.arg("--host")
             .arg(HOST.to_string())
             .arg("--port")
-            .arg(self.info.port.to_string())
+            .arg(info.port.to_string())
             .arg("--access-key")
-            .arg(&self.info.access_key)
+            .arg(&info.access_key)
             .arg("--secret-key")
-            .arg(&self.info.secret_key)
-            .arg(self.info.data_dir())
+            .arg(&info.secret_key)
+            .arg(info.data_dir())
             .stdin(Stdio::null())
-            .stdout(log)
-            .stderr(log_err);
-        let child = process::spawn(cmd, self.info.detached)
-            .map_err(io_err(format!("starting {}", bin.display())))?;
-        self.info.pid = Some(child.id());
-        self.child = Some(child);
-        self.save()?;
-        self.wait_ready(&log_path)
-    }
-
-    fn wait_ready(&mut self, log: &Path) -> Result<()> {
-        let deadline = Instant::now() + READY_TIMEOUT;
-        let addr = SocketAddrV4::new(HOST, self.info.port);
-        loop {
-            if TcpStream::connect_timeout(&addr.into(), Duration::from_millis(200)).is_ok() {
-                return Ok(());
-            }
-            let exited = match &mut self.child {
-                Some(child) => matches!(child.try_wait(), Ok(Some(_))),
-                None => !self.is_running(),
-            };
-            if exited || Instant::now() > deadline {
-                return Err(Error::DaemonStart {
-                    daemon: format!("s3s-fs '{}'", self.info.name),
-                    reason: if exited {
-                        "the process exited".into()
-                    } else {
-                        format!("port {} not open after {READY_TIMEOUT:?}", self.info.port)
-                    },
-                    logs: log.to_path_buf(),
-                });
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
+            .stdout(out)
+            .stderr(err);
+        self.process.spawn(cmd, &bin.display().to_string())?;
+        self.process
+            .wait_ready(READY_TIMEOUT, Duration::from_millis(50), &log, |info| {
+                let addr = SocketAddrV4::new(HOST, info.port);
+                TcpStream::connect_timeout(&addr.into(), Duration::from_millis(200))
+                    .map(|_| ())
+                    .map_err(|_| format!("port {} not open", info.port))
+            })
     }
 
     /// Kills the server process; port and data are kept for
     /// [`restart`](Self::restart).
     pub fn stop(&mut self) -> Result<()> {
-        process::kill_and_reap(&mut self.info.pid, &mut self.child)?;
-        self.save()
+        self.process.stop()
     }
 
     /// Stops the server and removes its folder.
-    pub fn destroy(mut self) -> Result<()> {
-        self.owned = false;
-        self.stop()?;
-        fs::remove_dir_all(&self.info.root)
-            .map_err(io_err(format!("removing {}", self.info.root.display())))
+    pub fn destroy(self) -> Result<()> {
+        self.process.destroy()
     }
 
     /// Stops owning the server: it keeps running after this handle.
-    pub fn detach(mut self) -> S3Info {
-        self.owned = false;
-        self.child = None;
-        self.info.clone()
-    }
-
-    fn save(&self) -> Result<()> {
-        crate::save_description(&self.info.root, "s3.json", &self.info)
-    }
-}
-
-impl Drop for S3Server {
-    fn drop(&mut self) {
-        if !self.owned {
-            return;
-        }
-        let _ = self.stop();
-        if std::thread::panicking() {
-            eprintln!(
-                "ferry-testkit: test failed; S3 server '{}' data and log kept under {}",
-                self.info.name,
-                self.info.root.display()
-            );
-        } else {
-            let _ = fs::remove_dir_all(&self.info.root);
-        }
+    pub fn detach(self) -> S3Info {
+        self.process.detach()
     }
 }
 
@@ -343,10 +265,6 @@ pub(crate) fn validate_component_name(what: &str, name: &str) -> Result<String> 
     }
 }
 
-fn validate_name(name: &str) -> Result<String> {
-    validate_component_name("S3 server", name)
-}
-
 /// A free port on loopback (the kernel's pick; the server binds it right
 /// after).
 pub(crate) fn free_port() -> Result<u16> {
@@ -377,8 +295,8 @@ mod tests {
 
     #[test]
     fn names_and_buckets_are_checked() {
-        assert!(validate_name("dr-store_1").is_ok());
-        assert!(validate_name("a/b").is_err());
+        assert!(validate_component_name("S3 server", "dr-store_1").is_ok());
+        assert!(validate_component_name("S3 server", "a/b").is_err());
         assert_eq!(random_secret().expect("random").len(), 32);
     }
 }

@@ -22,15 +22,16 @@
 //! `$JAVA_HOME/bin/java`, else `java` on `PATH`.
 
 use crate::kafka::java_binary;
-use crate::s3::{free_port, validate_component_name};
-use crate::{home_dir, io_err, process, Error, Result};
+use crate::s3::free_port;
+use crate::server_process::{described, fresh_root, ServerProcess};
+use crate::{io_err, Error, Result};
 use serde::{Deserialize, Serialize};
 use std::fs;
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddrV4, TcpStream};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 /// The ZooKeeper version the kit installs and runs.
 pub const ZOOKEEPER_VERSION: &str = "3.9.5";
@@ -49,6 +50,14 @@ pub struct ZooKeeperInfo {
     pub pid: Option<u32>,
 }
 
+described!(
+    ZooKeeperInfo,
+    "ZooKeeper server",
+    "zookeeper",
+    "zookeeper.json",
+    |i| i.connect_string()
+);
+
 impl ZooKeeperInfo {
     /// `127.0.0.1:<port>`, a ZooKeeper connect string (Flink's
     /// `high-availability.zookeeper.quorum`).
@@ -60,16 +69,14 @@ impl ZooKeeperInfo {
 /// A running (or stopped) server. Dropping an attached one kills it and
 /// removes its folder (kept, with its log, when the thread panics).
 pub struct ZooKeeperServer {
-    info: ZooKeeperInfo,
-    child: Option<Child>,
-    owned: bool,
+    process: ServerProcess<ZooKeeperInfo>,
 }
 
 impl std::fmt::Debug for ZooKeeperServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ZooKeeperServer")
-            .field("name", &self.info.name)
-            .field("connect", &self.info.connect_string())
+            .field("name", &self.info().name)
+            .field("connect", &self.connect_string())
             .finish()
     }
 }
@@ -87,21 +94,7 @@ impl ZooKeeperServer {
     }
 
     fn launch(name: &str, detached: bool) -> Result<ZooKeeperServer> {
-        let name = validate_component_name("ZooKeeper server", name)?;
-        let root = home_dir().join("zookeeper").join(&name);
-        if let Ok(existing) = Self::attach(&name) {
-            if existing.is_running() {
-                return Err(Error::Invalid(format!(
-                    "a ZooKeeper server named '{name}' is running ({}); `ferry-testkit zookeeper down --name {name}` first",
-                    existing.connect_string()
-                )));
-            }
-        }
-        if root.exists() {
-            fs::remove_dir_all(&root).map_err(io_err(format!("clearing {}", root.display())))?;
-        }
-        fs::create_dir_all(root.join("data"))
-            .map_err(io_err(format!("creating {}", root.display())))?;
+        let (name, root) = fresh_root::<ZooKeeperInfo>(name, &["data"])?;
         let info = ZooKeeperInfo {
             name,
             root,
@@ -110,9 +103,7 @@ impl ZooKeeperServer {
             pid: None,
         };
         let mut server = ZooKeeperServer {
-            info,
-            child: None,
-            owned: !detached,
+            process: ServerProcess::new(info),
         };
         server.write_config()?;
         server.restart()?;
@@ -122,38 +113,33 @@ impl ZooKeeperServer {
     /// Finds a server started earlier by name; the handle does not tear it
     /// down on drop.
     pub fn attach(name: &str) -> Result<ZooKeeperServer> {
-        let name = validate_component_name("ZooKeeper server", name)?;
-        let info: ZooKeeperInfo =
-            crate::load_description("zookeeper", &name, "zookeeper.json", "ZooKeeper server")?;
         Ok(ZooKeeperServer {
-            info,
-            child: None,
-            owned: false,
+            process: ServerProcess::attach(name)?,
         })
     }
 
     /// Names of the servers recorded under the kit's home folder.
     pub fn list_names() -> Vec<String> {
-        crate::recorded_names("zookeeper", "zookeeper.json")
+        ServerProcess::<ZooKeeperInfo>::list_names()
     }
 
     /// The description (port, folders).
     pub fn info(&self) -> &ZooKeeperInfo {
-        &self.info
+        &self.process.info
     }
 
     /// `127.0.0.1:<port>`.
     pub fn connect_string(&self) -> String {
-        self.info.connect_string()
+        self.info().connect_string()
     }
 
     /// Whether the server process is alive (a paused one is).
     pub fn is_running(&self) -> bool {
-        self.info.pid.is_some_and(process::alive)
+        self.process.is_running()
     }
 
     fn write_config(&self) -> Result<()> {
-        let root = &self.info.root;
+        let root = &self.info().root;
         // Short ticks so session timeouts as low as 1 s are accepted
         // (the server clamps them to 2..20 ticks unless told otherwise).
         let cfg = format!(
@@ -167,7 +153,7 @@ impl ZooKeeperServer {
              4lw.commands.whitelist=ruok,srvr\n\
              autopurge.purgeInterval=0\n",
             data = root.join("data").display(),
-            port = self.info.port,
+            port = self.info().port,
         );
         let path = root.join("zoo.cfg");
         fs::write(&path, cfg).map_err(io_err(format!("writing {}", path.display())))
@@ -179,16 +165,9 @@ impl ZooKeeperServer {
         if self.is_running() {
             return Ok(());
         }
-        let log_path = self.info.root.join("server.log");
-        let out = fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log_path)
-            .map_err(io_err(format!("opening {}", log_path.display())))?;
-        let err = out
-            .try_clone()
-            .map_err(io_err(format!("opening {}", log_path.display())))?;
+        let (out, err, log) = self.process.log_files("server.log")?;
         let libs = zookeeper_libs()?;
+        let root = &self.info().root;
         let mut cmd = Command::new(java_binary());
         cmd.arg("-Xms32m")
             .arg("-Xmx256m")
@@ -199,133 +178,69 @@ impl ZooKeeperServer {
             .arg("-cp")
             .arg(format!("{}/*", libs.display()))
             .arg("org.apache.zookeeper.server.ZooKeeperServerMain")
-            .arg(self.info.root.join("zoo.cfg"))
-            .current_dir(&self.info.root)
+            .arg(root.join("zoo.cfg"))
+            .current_dir(root)
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err);
-        let child = process::spawn(cmd, self.info.detached)
-            .map_err(io_err("starting the ZooKeeper server (java)"))?;
-        self.info.pid = Some(child.id());
-        self.child = Some(child);
-        self.save()?;
-        self.wait_ready()
-    }
-
-    fn wait_ready(&mut self) -> Result<()> {
-        let deadline = Instant::now() + READY_TIMEOUT;
-        loop {
-            if self.serving() {
-                return Ok(());
-            }
-            let exited = match &mut self.child {
-                Some(child) => matches!(child.try_wait(), Ok(Some(_))),
-                None => !self.is_running(),
-            };
-            if exited || Instant::now() > deadline {
-                return Err(Error::DaemonStart {
-                    daemon: format!("ZooKeeper server '{}'", self.info.name),
-                    reason: if exited {
-                        "the process exited".into()
-                    } else {
-                        format!("it did not answer `srvr` after {READY_TIMEOUT:?}")
-                    },
-                    logs: self.info.root.join("server.log"),
-                });
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        self.process.spawn(cmd, "java")?;
+        self.process
+            .wait_ready(READY_TIMEOUT, Duration::from_millis(100), &log, |info| {
+                serving(info.port)
+                    .then_some(())
+                    .ok_or_else(|| "it did not answer `srvr`".to_string())
+            })
     }
 
     /// Whether the server answers the `srvr` four-letter command as a
     /// serving standalone server.
     pub fn serving(&self) -> bool {
-        let addr = SocketAddrV4::new(HOST, self.info.port);
-        let Ok(mut stream) = TcpStream::connect_timeout(&addr.into(), Duration::from_millis(500))
-        else {
-            return false;
-        };
-        let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
-        if stream.write_all(b"srvr").is_err() {
-            return false;
-        }
-        let mut reply = String::new();
-        let _ = stream.read_to_string(&mut reply);
-        reply.contains("Mode: standalone")
+        serving(self.info().port)
     }
 
     /// Kills the server process (SIGKILL); port and data are kept for
     /// [`restart`](Self::restart).
     pub fn stop(&mut self) -> Result<()> {
-        if let Some(pid) = self.info.pid {
-            // A paused JVM must run again to be reaped promptly.
-            let _ = process::signal(pid, libc::SIGCONT);
-        }
-        process::kill_and_reap(&mut self.info.pid, &mut self.child)?;
-        self.save()
+        self.process.stop()
     }
 
     /// Freezes the server (SIGSTOP): it keeps its socket but answers
     /// nothing, as a server stuck in a long pause.
     pub fn pause(&self) -> Result<()> {
-        self.signal(libc::SIGSTOP)
+        self.process.signal(libc::SIGSTOP)
     }
 
     /// Thaws a paused server (SIGCONT).
     pub fn resume(&self) -> Result<()> {
-        self.signal(libc::SIGCONT)
-    }
-
-    fn signal(&self, signal: i32) -> Result<()> {
-        let pid = self
-            .info
-            .pid
-            .filter(|pid| process::alive(*pid))
-            .ok_or_else(|| {
-                Error::Invalid(format!(
-                    "the ZooKeeper server '{}' is not running",
-                    self.info.name
-                ))
-            })?;
-        process::signal(pid, signal).map_err(io_err(format!("signalling {pid}")))
+        self.process.signal(libc::SIGCONT)
     }
 
     /// Stops the server and removes its folder.
-    pub fn destroy(mut self) -> Result<()> {
-        self.owned = false;
-        self.stop()?;
-        fs::remove_dir_all(&self.info.root)
-            .map_err(io_err(format!("removing {}", self.info.root.display())))
+    pub fn destroy(self) -> Result<()> {
+        self.process.destroy()
     }
 
     /// Stops owning the server: it keeps running after this handle.
-    pub fn detach(mut self) -> ZooKeeperInfo {
-        self.owned = false;
-        self.child = None;
-        self.info.clone()
-    }
-
-    fn save(&self) -> Result<()> {
-        crate::save_description(&self.info.root, "zookeeper.json", &self.info)
+    pub fn detach(self) -> ZooKeeperInfo {
+        self.process.detach()
     }
 }
 
-impl Drop for ZooKeeperServer {
-    fn drop(&mut self) {
-        if !self.owned {
-            return;
-        }
-        let _ = self.stop();
-        if std::thread::panicking() {
-            eprintln!(
-                "ferry-testkit: test failed; ZooKeeper server '{}' data and log kept under {}",
-                self.info.name,
-                self.info.root.display()
-            );
-        } else {
-            let _ = fs::remove_dir_all(&self.info.root);
-        }
+/// Whether the server on `port` answers `srvr` as a serving standalone
+/// server.
+fn serving(port: u16) -> bool {
+    let addr = SocketAddrV4::new(HOST, port);
+    let Ok(mut stream) = TcpStream::connect_timeout(&addr.into(), Duration::from_millis(500))
+    else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+    if stream.write_all(b"srvr").is_err() {
+        return false;
     }
+    let mut reply = String::new();
+    let _ = stream.read_to_string(&mut reply);
+    reply.contains("Mode: standalone")
 }
 
 /// The folder of the server's jars (see the module docs).
