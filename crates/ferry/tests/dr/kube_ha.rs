@@ -23,10 +23,8 @@
 //!   gets a message naming the verb, the resource, the namespace and
 //!   itself; nothing is written (no Lease, no sink table, no checkpoint).
 
-use ferry_engine::checkpoint::{
-    decode_metadata, CheckpointStore, JobId, JobState, StorageLocation,
-};
-use ferry_fixtures::compare::compare_tables;
+use crate::ha_kit::{checkpoints_in, now_ms, stdout_line};
+use ferry_engine::checkpoint::{CheckpointStore, JobId, JobState};
 use ferry_fixtures::process::FerryProcess;
 use ferry_fixtures::workload::{Workload, WorkloadOptions};
 use ferry_fixtures::{free_port, Shared};
@@ -34,10 +32,9 @@ use ferry_kube::{lease_name, KubeLease, KubeSettings};
 use ferry_testkit::kube::{Identity, NAMESPACE};
 use ferry_testkit::{KubeServer, MiniCluster};
 use kudu_client::{KuduClient, TableBuilder};
-use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 const OPS_PER_SEC: u32 = 200;
 /// Flink's Kubernetes keys, scaled down: a 6 s lease renewed every 2 s,
@@ -55,13 +52,6 @@ fn kube() -> Arc<KubeServer> {
         KubeServer::start(&format!("dr-{}", std::process::id()))
             .expect("kube-apiserver and etcd (run scripts/test once to build them)")
     })
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
 }
 
 struct Setup {
@@ -187,31 +177,12 @@ impl Setup {
     }
 
     fn store(&self) -> CheckpointStore {
-        CheckpointStore::open_local(
-            &StorageLocation::local(&self.chk()).expect("loc"),
-            NonZeroUsize::new(1000).expect("n"),
-        )
+        crate::ha_kit::local_store(&self.chk())
     }
 
     /// Waits until a complete checkpoint of `generation` ends past `ts`.
     async fn caught_up(&self, generation: u64, ts: u64, within: Duration) -> JobState {
-        let store = self.store();
-        let deadline = Instant::now() + within;
-        loop {
-            let latest = store.latest_complete(&self.job).await.expect("list");
-            if let Some(c) = latest.checkpoint {
-                if c.state.generation == generation
-                    && c.state.last_end_timestamp.is_some_and(|t| t.raw() > ts)
-                {
-                    return c.state;
-                }
-            }
-            assert!(
-                Instant::now() < deadline,
-                "generation {generation} never caught up"
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        crate::ha_kit::caught_up(&self.store(), &self.job, generation, ts, within).await
     }
 
     async fn clock(&self) -> u64 {
@@ -219,30 +190,14 @@ impl Setup {
     }
 
     async fn assert_sink_equals_source(&self) {
-        let diff = compare_tables(&self.source, &self.sink, &self.table, &self.table).await;
-        assert!(diff.is_equal(), "{diff}");
         let _ = &self.clusters;
+        crate::ha_kit::assert_sink_equals_source(&self.source, &self.sink, &self.table).await;
     }
 
     /// Every valid checkpoint state of the job.
     fn all_checkpoints(&self) -> Vec<JobState> {
-        let mut states = Vec::new();
-        let Ok(entries) = std::fs::read_dir(self.chk().join(self.job.to_string())) else {
-            return states;
-        };
-        for entry in entries.flatten() {
-            if let Ok(bytes) = std::fs::read(entry.path().join("_metadata")) {
-                states.push(decode_metadata(&bytes).expect("valid checkpoint"));
-            }
-        }
-        states
+        checkpoints_in(&self.chk().join(self.job.to_string()))
     }
-}
-
-async fn stdout_line(ferry: &FerryProcess, needle: &str, within: Duration) -> String {
-    ferry
-        .wait_line_async(within, |l| l.contains(needle).then(|| l.to_string()))
-        .await
 }
 
 /// The rows `ferry` says its generation wrote (its last stderr line).

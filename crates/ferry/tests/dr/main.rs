@@ -13,6 +13,7 @@ mod drill;
 mod failback;
 mod failover_to;
 mod from_cutover;
+mod ha_kit;
 mod kube_ha;
 mod region_loss;
 mod rewind;

@@ -20,53 +20,22 @@
 //!   checkpoint (every generation-1 checkpoint was taken before the
 //!   resume); the sink equals the source.
 
-use ferry_engine::checkpoint::{
-    decode_metadata, CheckpointStore, JobId, JobState, StorageLocation,
-};
-use ferry_fixtures::compare::compare_tables;
-use ferry_fixtures::free_port;
-use ferry_fixtures::process::FerryProcess;
+use crate::ha_kit::{checkpoints_in, now_ms, spawn, stdout_line};
+use ferry_engine::checkpoint::{CheckpointStore, JobId, JobState, StorageLocation};
 use ferry_fixtures::workload::{Workload, WorkloadOptions};
 use ferry_objstore::ObjectStoreResolver;
 use ferry_testkit::{MiniCluster, S3Server};
 use kudu_client::{KuduClient, TableBuilder};
 use std::num::NonZeroUsize;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 const OPS_PER_SEC: u32 = 200;
 const LEASE: &str = "2s";
 const RENEW: &str = "500ms";
 /// The S3 variant's replica: a second bucket (one endpoint per process).
 const S3_REPLICA: &str = "s3://ferry-replica/dr";
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
-
-/// `ferry <verb>` of the job (`run` or `standby`) with `extra`, logging at
-/// info level to `err`.
-fn spawn(verb: &str, job_args: &[String], extra: &[&str], err: PathBuf) -> FerryProcess {
-    crate::ferry()
-        .arg(verb)
-        .args(job_args)
-        .args(extra)
-        .rest_port(free_port())
-        .log_level("info")
-        .stderr_file(&err)
-        .spawn()
-}
-
-/// Waits for a stdout line of `ferry` containing `needle`.
-async fn stdout_line(ferry: &FerryProcess, needle: &str, within: Duration) -> String {
-    ferry
-        .wait_line_async(within, |l| l.contains(needle).then(|| l.to_string()))
-        .await
-}
 
 /// Everything both tests need: clusters, a table, directories, job keys.
 struct Setup {
@@ -200,23 +169,7 @@ impl Setup {
     /// Waits until a complete checkpoint of generation `generation` has a
     /// window end past `ts` (every change before `ts` is in the sink).
     async fn caught_up(&self, generation: u64, ts: u64, within: Duration) -> JobState {
-        let store = self.store();
-        let deadline = Instant::now() + within;
-        loop {
-            let latest = store.latest_complete(&self.job).await.expect("list");
-            if let Some(c) = latest.checkpoint {
-                if c.state.generation == generation
-                    && c.state.last_end_timestamp.is_some_and(|t| t.raw() > ts)
-                {
-                    return c.state;
-                }
-            }
-            assert!(
-                Instant::now() < deadline,
-                "generation {generation} never caught up"
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        crate::ha_kit::caught_up(&self.store(), &self.job, generation, ts, within).await
     }
 
     async fn clock(&self) -> u64 {
@@ -224,26 +177,13 @@ impl Setup {
     }
 
     async fn assert_sink_equals_source(&self) {
-        let diff = compare_tables(&self.source, &self.sink, &self.table, &self.table).await;
-        assert!(diff.is_equal(), "{diff}");
         let _ = &self.clusters;
+        crate::ha_kit::assert_sink_equals_source(&self.source, &self.sink, &self.table).await;
     }
 
     /// Every checkpoint state of the job in the primary directory.
     fn all_checkpoints(&self) -> Vec<JobState> {
-        Self::checkpoints_in(&self.chk().join(self.job.to_string()))
-    }
-
-    /// Every valid checkpoint state in a local job directory.
-    fn checkpoints_in(job_dir: &Path) -> Vec<JobState> {
-        let mut states = Vec::new();
-        for entry in std::fs::read_dir(job_dir).expect("job dir").flatten() {
-            let meta = entry.path().join("_metadata");
-            if let Ok(bytes) = std::fs::read(&meta) {
-                states.push(decode_metadata(&bytes).expect("valid checkpoint"));
-            }
-        }
-        states
+        checkpoints_in(&self.chk().join(self.job.to_string()))
     }
 }
 
@@ -251,7 +191,7 @@ impl Setup {
 async fn kill_9_of_the_active() {
     let s = Setup::new("standby_kill").await;
     let writer = Workload::start(s.source.clone(), &s.table, OPS_PER_SEC, 21);
-    let mut active = spawn("run", &s.job_args, &[], s.log("active.err"));
+    let mut active = spawn("run", &s.job_args, &[], &s.log("active.err"));
     let line = stdout_line(&active, "JobID", Duration::from_secs(60)).await;
     assert!(line.ends_with(&s.job.to_string()), "{line}");
     let t0 = s.clock().await;
@@ -263,7 +203,7 @@ async fn kill_9_of_the_active() {
         "standby",
         &s.job_args,
         &["--from", &s.replica],
-        s.log("standby.err"),
+        &s.log("standby.err"),
     );
     tokio::time::sleep(Duration::from_secs(4)).await;
     assert!(
@@ -296,7 +236,7 @@ async fn kill_9_of_the_active() {
         .and_then(|rest| rest.split(' ').next())
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("checkpoint number in {newest}"));
-    let replicated_newest = Setup::checkpoints_in(&dr.join(s.job.to_string()))
+    let replicated_newest = checkpoints_in(&dr.join(s.job.to_string()))
         .iter()
         .filter(|st| st.generation == 1)
         .map(|st| st.checkpoint_id)
@@ -324,7 +264,7 @@ async fn kill_9_of_the_active() {
 async fn takeover_with_lease_and_state_on_s3() {
     let s = Setup::on_s3("standby_s3").await;
     let writer = Workload::start(s.source.clone(), &s.table, OPS_PER_SEC, 24);
-    let mut active = spawn("run", &s.job_args, &[], s.log("active.err"));
+    let mut active = spawn("run", &s.job_args, &[], &s.log("active.err"));
     stdout_line(&active, "JobID", Duration::from_secs(60)).await;
     s.caught_up(1, s.clock().await, Duration::from_secs(90))
         .await;
@@ -332,7 +272,7 @@ async fn takeover_with_lease_and_state_on_s3() {
         "standby",
         &s.job_args,
         &["--from", S3_REPLICA],
-        s.log("standby.err"),
+        &s.log("standby.err"),
     );
     tokio::time::sleep(Duration::from_secs(3)).await;
     active.signal(libc::SIGKILL);
@@ -358,13 +298,13 @@ async fn takeover_with_lease_and_state_on_s3() {
 async fn a_resumed_active_writes_nothing() {
     let s = Setup::new("standby_pause").await;
     let writer = Workload::start(s.source.clone(), &s.table, OPS_PER_SEC, 22);
-    let mut active = spawn("run", &s.job_args, &[], s.log("active.err"));
+    let mut active = spawn("run", &s.job_args, &[], &s.log("active.err"));
     stdout_line(&active, "JobID", Duration::from_secs(60)).await;
     let standby = spawn(
         "standby",
         &s.job_args,
         &["--from", &s.chk().to_string_lossy()],
-        s.log("standby.err"),
+        &s.log("standby.err"),
     );
     tokio::time::sleep(Duration::from_secs(3)).await;
     // Let the active become idle: no write can be in flight at the pause.

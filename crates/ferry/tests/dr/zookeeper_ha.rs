@@ -25,19 +25,19 @@
 //! ZooKeeper server and the standby tests' Kudu clusters (tables of their
 //! own, one cluster id each).
 
-use ferry_engine::checkpoint::{decode_metadata, JobId, JobState};
+use crate::ha_kit::{checkpoints_in, now_ms, spawn, stdout_line, wait_for};
+use ferry_engine::checkpoint::{JobId, JobState};
 use ferry_engine::config::JobConfig;
 use ferry_engine::lease::{LeaseBackend, LeaseRecord};
-use ferry_fixtures::compare::compare_tables;
 use ferry_fixtures::free_port;
 use ferry_fixtures::process::FerryProcess;
 use ferry_fixtures::workload::{Workload, WorkloadOptions};
 use ferry_fixtures::Shared;
 use ferry_testkit::{MiniCluster, ZooKeeperServer};
 use kudu_client::{KuduClient, TableBuilder};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 const OPS_PER_SEC: u32 = 200;
 const LEASE: &str = "2s";
@@ -52,31 +52,6 @@ fn shared_zookeeper() -> Arc<ZooKeeperServer> {
         ZooKeeperServer::start(&format!("dr-{}", std::process::id()))
             .expect("ZooKeeper (run scripts/test once to install its jars)")
     })
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
-
-/// `ferry <verb>` of the job with `extra`, logging at info level to `err`.
-fn spawn(verb: &str, job_args: &[String], extra: &[&str], err: PathBuf) -> FerryProcess {
-    crate::ferry()
-        .arg(verb)
-        .args(job_args)
-        .args(extra)
-        .rest_port(free_port())
-        .log_level("info")
-        .stderr_file(&err)
-        .spawn()
-}
-
-async fn stdout_line(ferry: &FerryProcess, needle: &str, within: Duration) -> String {
-    ferry
-        .wait_line_async(within, |l| l.contains(needle).then(|| l.to_string()))
-        .await
 }
 
 /// The ZooKeeper HA keys of a job whose cluster id is `cluster`.
@@ -231,22 +206,9 @@ impl Setup {
     }
 
     async fn assert_sink_equals_source(&self) {
-        let diff = compare_tables(&self.source, &self.sink, &self.table, &self.table).await;
-        assert!(diff.is_equal(), "{diff}");
         let _ = &self.clusters;
+        crate::ha_kit::assert_sink_equals_source(&self.source, &self.sink, &self.table).await;
     }
-}
-
-/// Every valid checkpoint state in a local job directory.
-fn checkpoints_in(job_dir: &Path) -> Vec<JobState> {
-    let Ok(entries) = std::fs::read_dir(job_dir) else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .filter_map(|e| std::fs::read(e.path().join("_metadata")).ok())
-        .map(|bytes| decode_metadata(&bytes).expect("valid checkpoint"))
-        .collect()
 }
 
 /// The RTO line a takeover printed, echoed into the test's output.
@@ -261,7 +223,7 @@ async fn kill_9_of_the_leader() {
     let zk = tokio::task::block_in_place(shared_zookeeper);
     let s = Setup::new("zk_kill", &zk.connect_string()).await;
     let writer = Workload::start(s.source.clone(), &s.table, OPS_PER_SEC, 31);
-    let mut active = spawn("run", &s.job_args, &[], s.log("active.err"));
+    let mut active = spawn("run", &s.job_args, &[], &s.log("active.err"));
     let line = stdout_line(&active, "JobID", Duration::from_secs(60)).await;
     assert!(line.ends_with(&s.job.to_string()), "{line}");
     s.caught_up(1, s.clock().await, Duration::from_secs(90))
@@ -278,7 +240,7 @@ async fn kill_9_of_the_leader() {
         "standby",
         &s.job_args,
         &["--from", &chk],
-        s.log("standby.err"),
+        &s.log("standby.err"),
     );
     tokio::time::sleep(Duration::from_secs(4)).await;
     assert!(
@@ -317,14 +279,14 @@ async fn a_resumed_leader_is_fenced() {
     let zk = tokio::task::block_in_place(shared_zookeeper);
     let s = Setup::new("zk_pause", &zk.connect_string()).await;
     let writer = Workload::start(s.source.clone(), &s.table, OPS_PER_SEC, 32);
-    let mut active = spawn("run", &s.job_args, &[], s.log("active.err"));
+    let mut active = spawn("run", &s.job_args, &[], &s.log("active.err"));
     stdout_line(&active, "JobID", Duration::from_secs(60)).await;
     let chk = s.chk().to_string_lossy().to_string();
     let standby = spawn(
         "standby",
         &s.job_args,
         &["--from", &chk],
-        s.log("standby.err"),
+        &s.log("standby.err"),
     );
     tokio::time::sleep(Duration::from_secs(3)).await;
     // Let the leader become idle: no write can be in flight at the pause.
@@ -404,7 +366,7 @@ async fn zookeeper_stopped_for_20_s() {
     });
     let s = Setup::new("zk_outage", &zk.connect_string()).await;
     let writer = Workload::start(s.source.clone(), &s.table, OPS_PER_SEC, 34);
-    let active = spawn("run", &s.job_args, &[], s.log("active.err"));
+    let active = spawn("run", &s.job_args, &[], &s.log("active.err"));
     stdout_line(&active, "JobID", Duration::from_secs(60)).await;
     s.caught_up(1, s.clock().await, Duration::from_secs(90))
         .await;
@@ -458,14 +420,14 @@ async fn the_job_runs_again_after_a_zookeeper_outage() {
     });
     let s = Setup::new("zk_again", &zk.connect_string()).await;
     let writer = Workload::start(s.source.clone(), &s.table, OPS_PER_SEC, 35);
-    let active = spawn("run", &s.job_args, &[], s.log("active.err"));
+    let active = spawn("run", &s.job_args, &[], &s.log("active.err"));
     stdout_line(&active, "JobID", Duration::from_secs(60)).await;
     let chk = s.chk().to_string_lossy().to_string();
     let standby = spawn(
         "standby",
         &s.job_args,
         &["--from", &chk],
-        s.log("standby.err"),
+        &s.log("standby.err"),
     );
     s.caught_up(1, s.clock().await, Duration::from_secs(90))
         .await;
@@ -534,23 +496,12 @@ async fn stderr_says(ferry: &FerryProcess, needle: &str, within: Duration) {
     );
 }
 
-async fn wait_for(within: Duration, mut done: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + within;
-    while Instant::now() < deadline {
-        if done() {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    done()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_unreachable_quorum_is_named() {
     let quorum = format!("127.0.0.1:{}", free_port());
     let s = Setup::new("zk_unreachable", &quorum).await;
     let started = Instant::now();
-    let mut run = spawn("run", &s.job_args, &[], s.log("run.err"));
+    let mut run = spawn("run", &s.job_args, &[], &s.log("run.err"));
     let status = run.wait_exit(Duration::from_secs(30));
     let err = run.stderr_text();
     assert_eq!(status.code(), Some(1), "stderr:\n{err}");
