@@ -21,6 +21,7 @@
 //! eval "$(ferry-testkit zookeeper up --name ha)"  # FERRY_ZOOKEEPER_QUORUM=127.0.0.1:<port>
 //! ferry-testkit zookeeper stop --name ha | ferry-testkit zookeeper start --name ha  # same port, same data
 //! ferry-testkit zookeeper down --name ha | ferry-testkit zookeeper down --all
+//! eval "$(ferry-testkit zookeeper up --name kha --kdc krb)"  # SASL (Kerberos) required
 //! eval "$(ferry-testkit kdc up --name krb)"       # FERRY_KDC_KRB5_CONFIG=..., FERRY_KDC_REALM=...
 //! ferry-testkit kdc add-principal --name krb ferry-source   # prints the keytab's path
 //! ferry-testkit up --name secure --kerberos krb   # a cluster requiring Kerberos
@@ -242,6 +243,10 @@ enum ServerCommand {
         /// Server name ([A-Za-z0-9_-], unique among running servers).
         #[arg(long)]
         name: String,
+        /// ZooKeeper only: require Kerberos (SASL GSSAPI) of every client,
+        /// with a principal of this KDC (`ferry-testkit kdc up`).
+        #[arg(long)]
+        kdc: Option<String>,
     },
     /// Print a server's assignments again (and whether it runs).
     Status {
@@ -519,7 +524,12 @@ fn kafka(command: ServerCommand) -> ferry_testkit::Result<ExitCode> {
         println!("FERRY_KAFKA_BOOTSTRAP={}", info.bootstrap());
     };
     match command {
-        ServerCommand::Up { name } => {
+        ServerCommand::Up { name, kdc } => {
+            if kdc.is_some() {
+                return Err(ferry_testkit::Error::Invalid(
+                    "--kdc is for `zookeeper up`; a Kerberized Kafka broker is not in the kit".into(),
+                ));
+            }
             let broker = KafkaBroker::start_detached(&name)?;
             print(&broker.detach());
         }
@@ -562,9 +572,16 @@ fn zookeeper(command: ServerCommand) -> ferry_testkit::Result<ExitCode> {
         println!("FERRY_ZOOKEEPER_QUORUM={}", info.connect_string());
     };
     match command {
-        ServerCommand::Up { name } => {
-            let server = ZooKeeperServer::start_detached(&name)?;
-            print(&server.detach());
+        ServerCommand::Up { name, kdc } => {
+            let server = match kdc {
+                Some(kdc) => ZooKeeperServer::start_kerberized(&name, &Kdc::attach(&kdc)?, true)?,
+                None => ZooKeeperServer::start_detached(&name)?,
+            };
+            let info = server.detach();
+            print(&info);
+            if let Some(kerberos) = &info.kerberos {
+                println!("FERRY_ZOOKEEPER_PRINCIPAL={}", kerberos.principal);
+            }
         }
         ServerCommand::Status { name } => {
             let server = ZooKeeperServer::attach(&name)?;
