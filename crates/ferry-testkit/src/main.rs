@@ -527,7 +527,8 @@ fn kafka(command: ServerCommand) -> ferry_testkit::Result<ExitCode> {
         ServerCommand::Up { name, kdc } => {
             if kdc.is_some() {
                 return Err(ferry_testkit::Error::Invalid(
-                    "--kdc is for `zookeeper up`; a Kerberized Kafka broker is not in the kit".into(),
+                    "--kdc is for `zookeeper up`; a Kerberized Kafka broker is not in the kit"
+                        .into(),
                 ));
             }
             let broker = KafkaBroker::start_detached(&name)?;

@@ -81,8 +81,8 @@ impl Login {
                 source,
             }
         };
-        let name = Name::new(self.principal.as_bytes(), Some(GSS_NT_KRB5_PRINCIPAL))
-            .map_err(failed)?;
+        let name =
+            Name::new(self.principal.as_bytes(), Some(GSS_NT_KRB5_PRINCIPAL)).map_err(failed)?;
         let mechs = OidSet::singleton(GSS_MECH_KRB5).map_err(failed)?;
         Cred::acquire(Some(&name), None, CredUsage::Initiate, Some(&mechs)).map_err(failed)?;
         if self.keytab.is_some() {
@@ -112,7 +112,10 @@ fn point_defaults_at(keytab: &Path) -> Result<(), ZkError> {
         // Set once, before the process's first ZooKeeper session, which
         // `ferry` opens before any Kudu client (whose GSSAPI reads the
         // environment from other threads) exists.
-        std::env::set_var("KRB5CCNAME", format!("MEMORY:ferry-zk-{}", std::process::id()));
+        std::env::set_var(
+            "KRB5CCNAME",
+            format!("MEMORY:ferry-zk-{}", std::process::id()),
+        );
         std::env::set_var("KRB5_CLIENT_KTNAME", format!("FILE:{}", keytab.display()));
         keytab.to_path_buf()
     });

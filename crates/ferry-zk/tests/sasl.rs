@@ -79,12 +79,9 @@ async fn a_kerberized_quorum_serves_the_lease_to_its_principal_alone() {
     let principal = kdc.principal("ferry").expect("principal");
     let intruder_keytab = kdc.add_principal("intruder").expect("intruder keytab");
     let intruder = kdc.principal("intruder").expect("principal");
-    let zk = ZooKeeperServer::start_kerberized(
-        &format!("zk-sasl-{}", std::process::id()),
-        &kdc,
-        false,
-    )
-    .expect("server");
+    let zk =
+        ZooKeeperServer::start_kerberized(&format!("zk-sasl-{}", std::process::id()), &kdc, false)
+            .expect("server");
     let quorum = zk.connect_string();
 
     // Without a login the quorum closes the session: said at once, not
@@ -113,8 +110,12 @@ async fn a_kerberized_quorum_serves_the_lease_to_its_principal_alone() {
     // The lease-backend contract over SASL sessions (one per handle).
     let handle = || -> Arc<dyn LeaseBackend> {
         Arc::new(
-            ZooKeeperLease::new(sasl_settings(&quorum, &principal, &keytab), "orders", &job())
-                .expect("lease"),
+            ZooKeeperLease::new(
+                sasl_settings(&quorum, &principal, &keytab),
+                "orders",
+                &job(),
+            )
+            .expect("lease"),
         )
     };
     conformance::run(handle(), (0..3).map(|_| handle()).collect()).await;
@@ -133,7 +134,12 @@ async fn a_kerberized_quorum_serves_the_lease_to_its_principal_alone() {
         let (acls, _) = raw.get_acl(&path).await.expect("acl");
         let ids: Vec<_> = acls
             .iter()
-            .map(|a| (a.auth_id().scheme().to_string(), a.auth_id().id().to_string()))
+            .map(|a| {
+                (
+                    a.auth_id().scheme().to_string(),
+                    a.auth_id().id().to_string(),
+                )
+            })
             .collect();
         assert_eq!(ids, [("sasl".to_string(), principal.clone())], "{path}");
     }
