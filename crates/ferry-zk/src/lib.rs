@@ -60,7 +60,8 @@ pub enum ZkError {
     /// `client.acl creator` on a session without an authenticated identity.
     #[error(
         "ZooKeeper refused the ACL 'creator': the session has no authenticated identity \
-         (set high-availability.zookeeper.client.acl to open)"
+         (give ferry a Kerberos login for ZooKeeper with security.kerberos.login.contexts \
+         Client, or set high-availability.zookeeper.client.acl to open)"
     )]
     CreatorNeedsAuthentication,
     /// The quorum closed a session that did not authenticate.

@@ -77,8 +77,6 @@ async fn a_kerberized_quorum_serves_the_lease_to_its_principal_alone() {
     std::env::set_var("KRB5_CONFIG", kdc.krb5_conf());
     let keytab = kdc.add_principal("ferry").expect("ferry keytab");
     let principal = kdc.principal("ferry").expect("principal");
-    let intruder_keytab = kdc.add_principal("intruder").expect("intruder keytab");
-    let intruder = kdc.principal("intruder").expect("principal");
     let zk =
         ZooKeeperServer::start_kerberized(&format!("zk-sasl-{}", std::process::id()), &kdc, false)
             .expect("server");
