@@ -109,9 +109,10 @@ impl Login {
 /// keytab in the same process is refused: the defaults are process-wide).
 fn point_defaults_at(keytab: &Path) -> Result<(), ZkError> {
     let held = PROCESS_KEYTAB.get_or_init(|| {
-        // Set once, before the process's first ZooKeeper session, which
-        // `ferry` opens before any Kudu client (whose GSSAPI reads the
-        // environment from other threads) exists.
+        // Set once per process, before its first ZooKeeper session. In
+        // `ferry run` / `standby` / `failover` that comes before any Kudu
+        // client (whose GSSAPI reads the environment from other threads)
+        // exists; in `ferry server` a later job's may race one getenv.
         std::env::set_var(
             "KRB5CCNAME",
             format!("MEMORY:ferry-zk-{}", std::process::id()),
