@@ -57,7 +57,7 @@ pub use kafka::{KafkaBroker, KafkaInfo};
 pub use kdc::{Kdc, KdcBuilder, KdcInfo};
 pub use kube::{KubeInfo, KubeServer};
 pub use s3::{S3Info, S3Server};
-pub use zookeeper::{ZooKeeperInfo, ZooKeeperServer};
+pub use zookeeper::{ZooKeeperInfo, ZooKeeperKerberos, ZooKeeperServer};
 
 use std::path::PathBuf;
 

@@ -21,6 +21,7 @@
 //! eval "$(ferry-testkit zookeeper up --name ha)"  # FERRY_ZOOKEEPER_QUORUM=127.0.0.1:<port>
 //! ferry-testkit zookeeper stop --name ha | ferry-testkit zookeeper start --name ha  # same port, same data
 //! ferry-testkit zookeeper down --name ha | ferry-testkit zookeeper down --all
+//! eval "$(ferry-testkit zookeeper up --name kha --kdc krb)"  # SASL (Kerberos) required
 //! eval "$(ferry-testkit kdc up --name krb)"       # FERRY_KDC_KRB5_CONFIG=..., FERRY_KDC_REALM=...
 //! ferry-testkit kdc add-principal --name krb ferry-source   # prints the keytab's path
 //! ferry-testkit up --name secure --kerberos krb   # a cluster requiring Kerberos

@@ -112,6 +112,10 @@ pub(crate) enum ServerCommand {
         /// Server name ([A-Za-z0-9_-], unique among running servers).
         #[arg(long)]
         name: String,
+        /// ZooKeeper only: require Kerberos (SASL GSSAPI) of every client,
+        /// with a principal of this KDC (`ferry-testkit kdc up`).
+        #[arg(long)]
+        kdc: Option<String>,
     },
     #[command(flatten)]
     Common(Common),
@@ -120,18 +124,26 @@ pub(crate) enum ServerCommand {
 /// `kafka up|status|stop|start|down`.
 pub(crate) fn kafka(command: ServerCommand) -> Result<ExitCode> {
     match command {
-        ServerCommand::Up { name } => up(KafkaBroker::start_detached(&name)?, KafkaBroker::detach),
+        ServerCommand::Up { kdc: Some(_), .. } => Err(ferry_testkit::Error::Invalid(
+            "--kdc is for `zookeeper up`; a Kerberized Kafka broker is not in the kit".into(),
+        )),
+        ServerCommand::Up { name, kdc: None } => {
+            up(KafkaBroker::start_detached(&name)?, KafkaBroker::detach)
+        }
         ServerCommand::Common(c) => common::<KafkaBroker>(c),
     }
 }
 
-/// `zookeeper up|status|stop|start|down`.
+/// `zookeeper up [--kdc]|status|stop|start|down`.
 pub(crate) fn zookeeper(command: ServerCommand) -> Result<ExitCode> {
     match command {
-        ServerCommand::Up { name } => up(
-            ZooKeeperServer::start_detached(&name)?,
-            ZooKeeperServer::detach,
-        ),
+        ServerCommand::Up { name, kdc } => {
+            let server = match kdc {
+                Some(kdc) => ZooKeeperServer::start_kerberized(&name, &Kdc::attach(&kdc)?, true)?,
+                None => ZooKeeperServer::start_detached(&name)?,
+            };
+            up(server, ZooKeeperServer::detach)
+        }
         ServerCommand::Common(c) => common::<ZooKeeperServer>(c),
     }
 }
@@ -367,13 +379,20 @@ impl Managed for ZooKeeperServer {
     }
     fn assignments(&self) -> Vec<(String, String)> {
         let info = self.info();
-        assignments(
+        let mut out = assignments(
             Self::PREFIX,
             [
                 ("NAME", info.name.clone()),
                 ("QUORUM", info.connect_string()),
             ],
-        )
+        );
+        if let Some(kerberos) = &info.kerberos {
+            out.push((
+                format!("{}_PRINCIPAL", Self::PREFIX),
+                kerberos.principal.clone(),
+            ));
+        }
+        out
     }
     fn running(&self) -> bool {
         self.is_running()

@@ -20,8 +20,17 @@
 //!
 //! The jars: `$FERRY_ZOOKEEPER_LIBS`, else the cache folder above; Java:
 //! `$JAVA_HOME/bin/java`, else `java` on `PATH`.
+//!
+//! **Kerberos mode** ([`ZooKeeperServer::start_kerberized`], `ferry-testkit
+//! zookeeper up --kdc NAME`): the server authenticates clients with SASL
+//! GSSAPI as `zookeeper/127.0.0.1@REALM` (a keytab from the test kit's KDC,
+//! a JAAS `Server` section with `Krb5LoginModule`) and closes every session
+//! that has not authenticated with SASL (`enforce.auth.enabled`,
+//! `enforce.auth.schemes=sasl`). A client's SASL identity (and so a
+//! `creator` ACL's id) is its full principal.
 
 use crate::kafka::java_binary;
+use crate::kdc::Kdc;
 use crate::s3::free_port;
 use crate::server_process::{described, fresh_root, ServerProcess};
 use crate::{io_err, Error, Result};
@@ -48,7 +57,24 @@ pub struct ZooKeeperInfo {
     pub port: u16,
     pub detached: bool,
     pub pid: Option<u32>,
+    /// Kerberos mode: the server's login; `None`: no authentication.
+    #[serde(default)]
+    pub kerberos: Option<ZooKeeperKerberos>,
 }
+
+/// The Kerberos login of a server in Kerberos mode.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ZooKeeperKerberos {
+    /// `zookeeper/127.0.0.1@REALM`.
+    pub principal: String,
+    /// Its keytab (exported by the KDC).
+    pub keytab: PathBuf,
+    /// The KDC's `krb5.conf`.
+    pub krb5_conf: PathBuf,
+}
+
+/// The server's Kerberos principal (instance: the address clients dial).
+const SERVICE_PRINCIPAL: &str = "zookeeper/127.0.0.1";
 
 described!(
     ZooKeeperInfo,
@@ -84,23 +110,38 @@ impl std::fmt::Debug for ZooKeeperServer {
 impl ZooKeeperServer {
     /// Starts a server named `name` that dies with this process.
     pub fn start(name: &str) -> Result<ZooKeeperServer> {
-        Self::launch(name, false)
+        Self::launch(name, false, None)
     }
 
     /// Starts a server that outlives this process (`ferry-testkit
     /// zookeeper up`).
     pub fn start_detached(name: &str) -> Result<ZooKeeperServer> {
-        Self::launch(name, true)
+        Self::launch(name, true, None)
     }
 
-    fn launch(name: &str, detached: bool) -> Result<ZooKeeperServer> {
+    /// Starts a server in Kerberos mode (see the module docs) with a
+    /// principal of `kdc`; `detached`: it outlives this process.
+    pub fn start_kerberized(name: &str, kdc: &Kdc, detached: bool) -> Result<ZooKeeperServer> {
+        Self::launch(name, detached, Some(kdc))
+    }
+
+    fn launch(name: &str, detached: bool, kdc: Option<&Kdc>) -> Result<ZooKeeperServer> {
         let (name, root) = fresh_root::<ZooKeeperInfo>(name, &["data"])?;
+        let kerberos = match kdc {
+            Some(kdc) => Some(ZooKeeperKerberos {
+                keytab: kdc.add_principal(SERVICE_PRINCIPAL)?,
+                principal: kdc.principal(SERVICE_PRINCIPAL)?,
+                krb5_conf: kdc.krb5_conf(),
+            }),
+            None => None,
+        };
         let info = ZooKeeperInfo {
             name,
             root,
             port: free_port()?,
             detached,
             pid: None,
+            kerberos,
         };
         let mut server = ZooKeeperServer {
             process: ServerProcess::new(info),
@@ -156,7 +197,28 @@ impl ZooKeeperServer {
             port = self.info().port,
         );
         let path = root.join("zoo.cfg");
-        fs::write(&path, cfg).map_err(io_err(format!("writing {}", path.display())))
+        let Some(kerberos) = &self.info().kerberos else {
+            return fs::write(&path, cfg).map_err(io_err(format!("writing {}", path.display())));
+        };
+        // Keys the server does not know become `zookeeper.<key>` system
+        // properties: SASL accepted, and required of every session.
+        let cfg = format!(
+            "{cfg}authProvider.sasl=org.apache.zookeeper.server.auth.SASLAuthenticationProvider\n\
+             enforce.auth.enabled=true\n\
+             enforce.auth.schemes=sasl\n"
+        );
+        fs::write(&path, cfg).map_err(io_err(format!("writing {}", path.display())))?;
+        // isInitiator=false: the server only accepts, so it logs in from
+        // the keytab without asking the KDC for a ticket.
+        let jaas = format!(
+            "Server {{\n  com.sun.security.auth.module.Krb5LoginModule required\n  \
+             useKeyTab=true\n  keyTab=\"{keytab}\"\n  storeKey=true\n  useTicketCache=false\n  \
+             isInitiator=false\n  principal=\"{principal}\";\n}};\n",
+            keytab = kerberos.keytab.display(),
+            principal = kerberos.principal,
+        );
+        let path = root.join("jaas.conf");
+        fs::write(&path, jaas).map_err(io_err(format!("writing {}", path.display())))
     }
 
     /// Starts the server process again on its port, with its data (no-op
@@ -174,8 +236,18 @@ impl ZooKeeperServer {
             // Starts faster and costs less CPU on a 2-core test machine.
             .arg("-XX:+UseSerialGC")
             .arg("-XX:TieredStopAtLevel=1")
-            .arg("-Dorg.slf4j.simpleLogger.showDateTime=true")
-            .arg("-cp")
+            .arg("-Dorg.slf4j.simpleLogger.showDateTime=true");
+        if let Some(kerberos) = &self.info().kerberos {
+            cmd.arg(format!(
+                "-Djava.security.auth.login.config={}",
+                root.join("jaas.conf").display()
+            ))
+            .arg(format!(
+                "-Djava.security.krb5.conf={}",
+                kerberos.krb5_conf.display()
+            ));
+        }
+        cmd.arg("-cp")
             .arg(format!("{}/*", libs.display()))
             .arg("org.apache.zookeeper.server.ZooKeeperServerMain")
             .arg(root.join("zoo.cfg"))

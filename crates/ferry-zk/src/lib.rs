@@ -23,15 +23,18 @@
 //! successor wrote, not by ZooKeeper deleting its node), so a session
 //! expiry never hands the job to two writers.
 //!
-//! Kerberos (SASL) to ZooKeeper is not supported yet (see docs/dr.md,
-//! "ZooKeeper HA"); `creator` ACLs need an authenticated session.
+//! - `kerberos`: with `security.kerberos.login.contexts Client`, the
+//!   session authenticates with SASL GSSAPI as the keytab login (and
+//!   `client.acl creator` makes the znodes `sasl:<principal>`'s alone).
 
 mod backend;
+mod kerberos;
 mod session;
 
 pub use backend::ZooKeeperLease;
 pub use session::ConnectFailure;
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// A failed ZooKeeper call (the source of a
@@ -57,7 +60,55 @@ pub enum ZkError {
     /// `client.acl creator` on a session without an authenticated identity.
     #[error(
         "ZooKeeper refused the ACL 'creator': the session has no authenticated identity \
-         (set high-availability.zookeeper.client.acl to open)"
+         (give ferry a Kerberos login for ZooKeeper with security.kerberos.login.contexts \
+         Client, or set high-availability.zookeeper.client.acl to open)"
     )]
     CreatorNeedsAuthentication,
+    /// The quorum closed a session that did not authenticate.
+    #[error(
+        "the ZooKeeper quorum requires authentication (SASL) and this session has none: give \
+         ferry a Kerberos login for ZooKeeper (security.kerberos.login.principal, \
+         security.kerberos.login.keytab, security.kerberos.login.contexts Client; docs/security.md)"
+    )]
+    AuthenticationRequired,
+    /// The quorum refused the SASL authentication of `principal`.
+    #[error("the ZooKeeper quorum refused the Kerberos (SASL) authentication of {principal}")]
+    AuthenticationRefused {
+        /// The principal ferry authenticated as.
+        principal: String,
+    },
+    /// The keytab of the ZooKeeper login cannot be read.
+    #[error("cannot read the keytab {} of the ZooKeeper login", keytab.display())]
+    Keytab {
+        /// `security.kerberos.login.keytab`.
+        keytab: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// No Kerberos credentials for the ZooKeeper login.
+    #[error("cannot log in to Kerberos as {principal} from {from} for ZooKeeper")]
+    Login {
+        /// `security.kerberos.login.principal`.
+        principal: String,
+        /// The keytab or ticket cache, with a hint.
+        from: String,
+        /// GSSAPI's error.
+        #[source]
+        source: libgssapi::error::Error,
+    },
+    /// The blocking login task died (panicked or was cancelled).
+    #[error("the ZooKeeper Kerberos login task failed: {0}")]
+    LoginTask(String),
+    /// A second keytab login for ZooKeeper in one process.
+    #[error(
+        "this process already authenticates to ZooKeeper as {held}; one process has one \
+         ZooKeeper login (asked for {asked}: run that job in its own process)"
+    )]
+    SecondLogin {
+        /// The login in use.
+        held: String,
+        /// The login asked for.
+        asked: String,
+    },
 }

@@ -67,7 +67,7 @@ pub use spec::{closest_name, KeyDefault, KeyOrigin, KeySpec, ValueKind};
 pub use tables::*;
 pub use writer::*;
 pub use zookeeper::{
-    ZooKeeperAcl, ZooKeeperConfig, HA_ZOOKEEPER_KEYS, ZK_ACL, ZK_CONNECTION_TIMEOUT,
+    ZooKeeperAcl, ZooKeeperConfig, ZooKeeperSasl, HA_ZOOKEEPER_KEYS, ZK_ACL, ZK_CONNECTION_TIMEOUT,
     ZK_MAX_RETRY_ATTEMPTS, ZK_PATH_ROOT, ZK_QUORUM, ZK_RETRY_WAIT, ZK_SASL_DISABLE,
     ZK_SASL_LOGIN_CONTEXT_NAME, ZK_SASL_SERVICE_NAME, ZK_SESSION_TIMEOUT,
 };

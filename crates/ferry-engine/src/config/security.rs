@@ -32,6 +32,11 @@ crate::config_section! {
         .origin(Flink)
         .default_value("true")
         .doc("Whether a principal without a keytab may use the ticket cache (KRB5CCNAME or the default cache); false makes a keytab mandatory.");
+    /// `security.kerberos.login.contexts`.
+    pub const LOGIN_CONTEXTS: ConfigOption<String> = optional_text("security.kerberos.login.contexts")
+        .origin(Flink)
+        .derived("none: ZooKeeper sessions are not authenticated")
+        .doc("Flink's login contexts that get the Kerberos login besides the Kudu clusters (which always do): Client (zookeeper.sasl.login-context-name) makes the ZooKeeper HA session authenticate with SASL GSSAPI as security.kerberos.login.principal (docs/security.md). Other names are refused.");
 }
 
 crate::config_section! {

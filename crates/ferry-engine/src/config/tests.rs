@@ -233,6 +233,7 @@ fn every_key_set_explicitly() {
         LOGIN_PRINCIPAL.name(),
         LOGIN_KEYTAB.name(),
         LOGIN_USE_TICKET_CACHE.name(),
+        LOGIN_CONTEXTS.name(),
         SOURCE_PRINCIPAL.name(),
         SOURCE_KEYTAB.name(),
         SOURCE_SERVICE_NAME.name(),

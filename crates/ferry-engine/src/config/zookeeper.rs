@@ -1,15 +1,19 @@
 //! Flink's ZooKeeper HA keys (`high-availability.zookeeper.*`), used with
 //! `high-availability.type zookeeper`: where the quorum is, where under it
-//! the lease lives, and the client's timing. Validated into
+//! the lease lives, the client's timing, and Kerberos (SASL GSSAPI with
+//! the `security.kerberos.login.*` login, Flink's `zookeeper.sasl.*` keys
+//! and rule). Validated into
 //! [`ZooKeeperConfig`]; the lease on ZooKeeper itself is the `ferry-zk`
 //! crate (a [`crate::lease::LeaseBackend`]).
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use super::error::ConfigError;
 use super::map::Config;
-use super::option::{AnyOption, ConfigOption, ValueError};
+use super::option::{ConfigOption, ValueError};
 use super::section::Section;
+use super::security::{LOGIN_CONTEXTS, LOGIN_KEYTAB, LOGIN_PRINCIPAL};
 use super::spec::{KeyOrigin::Flink, ValueKind};
 
 crate::choice! {
@@ -65,24 +69,24 @@ crate::config_section! {
     /// `zookeeper.sasl.disable`.
     pub const ZK_SASL_DISABLE: ConfigOption<bool> = ConfigOption::flag("zookeeper.sasl.disable")
         .origin(Flink)
-        .default_value("true")
-        .doc("Kerberos (SASL) to ZooKeeper is not supported yet: only true is accepted (Flink's default is false; docs/dr.md, \"ZooKeeper HA\").");
+        .default_value("false")
+        .doc("true: never authenticate to ZooKeeper, even when security.kerberos.login.contexts names the ZooKeeper login context. false (Flink's default): SASL GSSAPI when it does (docs/security.md, \"ZooKeeper\").");
     /// `zookeeper.sasl.service-name`.
     pub const ZK_SASL_SERVICE_NAME: ConfigOption<String> = ConfigOption::text("zookeeper.sasl.service-name")
         .origin(Flink)
-        .derived("none (SASL to ZooKeeper is not supported yet)")
-        .doc("Refused with high-availability.type zookeeper: SASL to ZooKeeper is not supported yet.");
+        .default_value("zookeeper")
+        .doc("Service name of the ZooKeeper servers' Kerberos principals: <name>/<host>@REALM, <host> as written in high-availability.zookeeper.quorum.");
     /// `zookeeper.sasl.login-context-name`.
     pub const ZK_SASL_LOGIN_CONTEXT_NAME: ConfigOption<String> = ConfigOption::text("zookeeper.sasl.login-context-name")
         .origin(Flink)
-        .derived("none (SASL to ZooKeeper is not supported yet)")
-        .doc("Refused with high-availability.type zookeeper: SASL to ZooKeeper is not supported yet.");
+        .default_value("Client")
+        .doc("The login context of the ZooKeeper client: when security.kerberos.login.contexts names it, the ZooKeeper session authenticates with the security.kerberos.login.* login.");
 }
 
-/// Why the `zookeeper.sasl.*` keys are refused.
-const NO_SASL: &str = "ferry's ZooKeeper client does not authenticate with SASL (Kerberos) yet; \
-     use a quorum that admits unauthenticated clients to the lease's path and leave \
-     zookeeper.sasl.* unset (docs/dr.md, \"ZooKeeper HA\")";
+/// Why a login context other than ZooKeeper's is refused.
+const OTHER_CONTEXT: &str = "ferry gives the Kerberos login to its Kudu clusters always and to \
+     ZooKeeper through the context named by zookeeper.sasl.login-context-name (Client); other \
+     contexts (e.g. KafkaClient: a Kafka connector takes its own SASL properties) have no meaning here";
 
 fn quorum(value: &str) -> Result<String, ValueError> {
     let servers: Vec<&str> = value.split(',').map(str::trim).collect();
@@ -136,25 +140,29 @@ pub struct ZooKeeperConfig {
     pub max_retry_attempts: u32,
     /// `high-availability.zookeeper.client.acl`.
     pub acl: ZooKeeperAcl,
+    /// Kerberos (SASL GSSAPI) to the quorum; `None`: the session is not
+    /// authenticated.
+    pub sasl: Option<ZooKeeperSasl>,
+}
+
+/// How the ZooKeeper session authenticates: SASL GSSAPI with the
+/// `security.kerberos.login.*` login.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ZooKeeperSasl {
+    /// `zookeeper.sasl.service-name`: the servers are
+    /// `<service_name>/<host>@REALM`.
+    pub service_name: String,
+    /// `security.kerberos.login.principal`.
+    pub principal: String,
+    /// `security.kerberos.login.keytab`; `None`: the ticket cache.
+    pub keytab: Option<PathBuf>,
 }
 
 impl ZooKeeperConfig {
     /// Reads the keys; the quorum is required (called with
     /// `high-availability.type zookeeper`).
     pub(super) fn from_config(keys: &Config) -> Result<Self, ConfigError> {
-        let refuse = |key: &dyn AnyOption| ConfigError::Unsupported {
-            key: key.name(),
-            value: keys.text(key).unwrap_or_default().to_string(),
-            reason: NO_SASL,
-        };
-        if !keys.get(&ZK_SASL_DISABLE)? {
-            return Err(refuse(&ZK_SASL_DISABLE));
-        }
-        for key in [&ZK_SASL_SERVICE_NAME, &ZK_SASL_LOGIN_CONTEXT_NAME] {
-            if keys.get_optional(key)?.is_some() {
-                return Err(refuse(key));
-            }
-        }
         Ok(ZooKeeperConfig {
             quorum: keys.get(&ZK_QUORUM)?,
             root: keys.get(&ZK_PATH_ROOT)?,
@@ -163,6 +171,7 @@ impl ZooKeeperConfig {
             retry_wait: keys.get(&ZK_RETRY_WAIT)?,
             max_retry_attempts: keys.get(&ZK_MAX_RETRY_ATTEMPTS)?,
             acl: keys.get(&ZK_ACL)?,
+            sasl: sasl(keys)?,
         })
     }
 
@@ -171,6 +180,43 @@ impl ZooKeeperConfig {
         let root = self.root.trim_end_matches('/');
         format!("{root}/{cluster_id}/{job}/lease")
     }
+}
+
+/// Flink's rule: SASL when not disabled and the login is given to the
+/// ZooKeeper client's login context.
+fn sasl(keys: &Config) -> Result<Option<ZooKeeperSasl>, ConfigError> {
+    let context = keys.get(&ZK_SASL_LOGIN_CONTEXT_NAME)?;
+    let contexts = keys.get_optional(&LOGIN_CONTEXTS)?.unwrap_or_default();
+    let mut given = false;
+    for name in contexts.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        if name != context {
+            return Err(ConfigError::Unsupported {
+                key: LOGIN_CONTEXTS.name(),
+                value: contexts.clone(),
+                reason: OTHER_CONTEXT,
+            });
+        }
+        given = true;
+    }
+    if !given || keys.get(&ZK_SASL_DISABLE)? {
+        return Ok(None);
+    }
+    let Some(principal) = keys.get_optional(&LOGIN_PRINCIPAL)? else {
+        return Err(ConfigError::InvalidValue {
+            key: LOGIN_CONTEXTS.name(),
+            value: contexts,
+            reason: format!(
+                "it gives the Kerberos login to ZooKeeper, but there is none: set {} and {}",
+                LOGIN_PRINCIPAL.name(),
+                LOGIN_KEYTAB.name()
+            ),
+        });
+    };
+    Ok(Some(ZooKeeperSasl {
+        service_name: keys.get(&ZK_SASL_SERVICE_NAME)?,
+        principal,
+        keytab: keys.get_optional(&LOGIN_KEYTAB)?,
+    }))
 }
 
 #[cfg(test)]
@@ -212,6 +258,7 @@ mod tests {
         assert_eq!(zk.retry_wait, Duration::from_secs(5));
         assert_eq!(zk.max_retry_attempts, 3);
         assert_eq!(zk.acl, ZooKeeperAcl::Open);
+        assert_eq!(zk.sasl, None);
         let job = c.ha_job_id();
         assert_eq!(
             zk.lease_path("orders", &job),
@@ -255,12 +302,77 @@ mod tests {
         assert_eq!(zk.acl, ZooKeeperAcl::Creator);
     }
 
+    fn keytab() -> std::path::PathBuf {
+        let path = std::env::temp_dir().join(format!("ferry-cfg-zk-{}.keytab", std::process::id()));
+        std::fs::write(&path, b"not read here").expect("write keytab");
+        path
+    }
+
     #[test]
-    fn sasl_to_zookeeper_is_refused_by_name() {
+    fn sasl_follows_flinks_login_contexts() {
+        let keytab = keytab();
+        let keytab_text = keytab.to_str().expect("utf-8 path");
+        let base = [
+            ("high-availability.type", "zookeeper"),
+            ("high-availability.zookeeper.quorum", "zk1:2181"),
+            ("security.kerberos.login.principal", "ferry@A.TEST"),
+            ("security.kerberos.login.keytab", keytab_text),
+        ];
+        let with = |extra: &[(&str, &str)]| {
+            let mut pairs = base.to_vec();
+            pairs.extend_from_slice(extra);
+            config(&pairs).map(|c| c.ha.zookeeper.expect("zookeeper settings").sasl)
+        };
+        // A login alone is the Kudu clusters'; ZooKeeper gets it through
+        // its login context, as in Flink.
+        assert_eq!(with(&[]).expect("valid"), None);
+        let sasl = with(&[("security.kerberos.login.contexts", "Client")])
+            .expect("valid")
+            .expect("SASL");
+        assert_eq!(sasl.principal, "ferry@A.TEST");
+        assert_eq!(sasl.keytab.as_deref(), Some(keytab.as_path()));
+        assert_eq!(sasl.service_name, "zookeeper");
+        let sasl = with(&[
+            ("security.kerberos.login.contexts", "ZkClient"),
+            ("zookeeper.sasl.login-context-name", "ZkClient"),
+            ("zookeeper.sasl.service-name", "zk"),
+        ])
+        .expect("valid")
+        .expect("SASL");
+        assert_eq!(sasl.service_name, "zk");
+        let off = with(&[
+            ("security.kerberos.login.contexts", "Client"),
+            ("zookeeper.sasl.disable", "true"),
+        ]);
+        assert_eq!(off.expect("valid"), None);
+        let _ = std::fs::remove_file(&keytab);
+    }
+
+    #[test]
+    fn sasl_without_a_login_or_for_other_contexts_is_refused_by_name() {
+        let err = config(&[
+            ("high-availability.type", "zookeeper"),
+            ("high-availability.zookeeper.quorum", "zk1:2181"),
+            ("security.kerberos.login.contexts", "Client"),
+        ])
+        .expect_err("no login");
+        let text = err.to_string();
+        assert!(text.contains("security.kerberos.login.contexts"), "{text}");
+        assert!(text.contains("security.kerberos.login.principal"), "{text}");
+        let err = config(&[
+            ("high-availability.type", "zookeeper"),
+            ("high-availability.zookeeper.quorum", "zk1:2181"),
+            ("security.kerberos.login.contexts", "Client,KafkaClient"),
+        ])
+        .expect_err("KafkaClient");
+        let text = err.to_string();
+        assert!(
+            text.contains("'security.kerberos.login.contexts=Client,KafkaClient' is not supported"),
+            "{text}"
+        );
         for (key, value) in [
-            ("zookeeper.sasl.disable", "false"),
-            ("zookeeper.sasl.service-name", "zookeeper"),
-            ("zookeeper.sasl.login-context-name", "Client"),
+            ("zookeeper.sasl.disable", "maybe"),
+            ("zookeeper.sasl.service-name", " "),
         ] {
             let err = config(&[
                 ("high-availability.type", "zookeeper"),
@@ -268,19 +380,7 @@ mod tests {
                 (key, value),
             ])
             .expect_err(key);
-            let text = err.to_string();
-            assert!(
-                text.contains(&format!("'{key}={value}' is not supported")),
-                "{text}"
-            );
-            assert!(text.contains("SASL"), "{text}");
+            assert!(err.to_string().contains(key), "{err}");
         }
-        // Flink configurations often say it explicitly.
-        config(&[
-            ("high-availability.type", "zookeeper"),
-            ("high-availability.zookeeper.quorum", "zk1:2181"),
-            ("zookeeper.sasl.disable", "true"),
-        ])
-        .expect("valid");
     }
 }

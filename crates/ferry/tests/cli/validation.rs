@@ -247,7 +247,7 @@ fn kafka_sink_keys_are_checked() {
 }
 
 #[test]
-fn zookeeper_ha_needs_a_quorum_and_refuses_sasl() {
+fn zookeeper_ha_needs_a_quorum_and_its_sasl_a_login() {
     let (code, err) = run_with(&["--high-availability.type", "zookeeper"], None);
     assert_eq!(code, 2, "{err}");
     assert!(
@@ -274,14 +274,15 @@ fn zookeeper_ha_needs_a_quorum_and_refuses_sasl() {
             "zookeeper",
             "--high-availability.zookeeper.quorum",
             "zk1:2181",
-            "--zookeeper.sasl.disable",
-            "false",
+            "--security.kerberos.login.contexts",
+            "Client",
         ],
         None,
     );
     assert_eq!(code, 2, "{err}");
     assert!(
-        err.contains("'zookeeper.sasl.disable=false' is not supported"),
+        err.contains("'Client' for key 'security.kerberos.login.contexts'"),
         "{err}"
     );
+    assert!(err.contains("security.kerberos.login.principal"), "{err}");
 }

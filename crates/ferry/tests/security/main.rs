@@ -7,6 +7,7 @@
 
 mod kerberos;
 mod rest_security;
+mod zookeeper_sasl;
 
 use std::sync::Arc;
 use std::time::Duration;
