@@ -98,7 +98,7 @@ async fn wait_equal(a: &KuduClient, b: &KuduClient, timeout: Duration) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_switchover_drill_switches_back_and_reports_rpo_and_outage() {
-    let clusters = crate::standby_clusters();
+    let clusters = crate::verify_clusters();
     let (a, b) = (&clusters.0, &clusters.1);
     let (am, bm) = (a.master_addrs_joined(), b.master_addrs_joined());
     let ca = KuduClient::new(&a.master_addrs()).expect("client a");
