@@ -75,6 +75,16 @@ impl StateStore for RedactingStore {
         })
     }
 
+    fn list_modified<'a>(
+        &'a self,
+        prefix: &'a StateKey,
+    ) -> StoreFuture<'a, Vec<(StateKey, Option<u64>)>> {
+        Box::pin(async move {
+            let result = self.inner.list_modified(prefix).await;
+            result.map_err(|e| self.clean(e))
+        })
+    }
+
     fn delete<'a>(&'a self, key: &'a StateKey) -> StoreFuture<'a, ()> {
         Box::pin(async move {
             let result = self.inner.delete(key).await;

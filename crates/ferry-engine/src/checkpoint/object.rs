@@ -71,6 +71,45 @@ impl ObjectStateStore {
     }
 }
 
+impl ObjectStateStore {
+    /// Every key under `prefix` with its last-modified time.
+    async fn list_metas(
+        &self,
+        prefix: &StateKey,
+    ) -> Result<Vec<(StateKey, Option<u64>)>, StoreError> {
+        // Rooted at `/`, an empty prefix would walk the whole disk.
+        if prefix.is_root() && self.local.is_some() {
+            return Err(StoreError::backend(
+                "list",
+                prefix,
+                "refusing to list the whole local filesystem",
+            ));
+        }
+        let path = Self::path("list", prefix)?;
+        let metas: Vec<_> = self
+            .store
+            .list(Some(&path))
+            .try_collect()
+            .await
+            .map_err(|e| StoreError::backend("list", prefix, e))?;
+        Ok(metas
+            .into_iter()
+            .filter_map(|meta| match StateKey::parse(meta.location.as_ref()) {
+                Ok(key) => Some((
+                    key,
+                    u64::try_from(meta.last_modified.timestamp_millis()).ok(),
+                )),
+                Err(e) => {
+                    // Not a name ferry writes (e.g. a file with '#' in
+                    // it that an operator dropped there); skip it.
+                    tracing::debug!(location = %meta.location, error = %e, "ignoring object");
+                    None
+                }
+            })
+            .collect())
+    }
+}
+
 impl StateStore for ObjectStateStore {
     fn put_if_absent<'a>(&'a self, key: &'a StateKey, bytes: Bytes) -> StoreFuture<'a, ()> {
         Box::pin(async move {
@@ -122,34 +161,16 @@ impl StateStore for ObjectStateStore {
 
     fn list<'a>(&'a self, prefix: &'a StateKey) -> StoreFuture<'a, Vec<StateKey>> {
         Box::pin(async move {
-            // Rooted at `/`, an empty prefix would walk the whole disk.
-            if prefix.is_root() && self.local.is_some() {
-                return Err(StoreError::backend(
-                    "list",
-                    prefix,
-                    "refusing to list the whole local filesystem",
-                ));
-            }
-            let path = Self::path("list", prefix)?;
-            let metas: Vec<_> = self
-                .store
-                .list(Some(&path))
-                .try_collect()
-                .await
-                .map_err(|e| StoreError::backend("list", prefix, e))?;
-            Ok(metas
-                .into_iter()
-                .filter_map(|meta| match StateKey::parse(meta.location.as_ref()) {
-                    Ok(key) => Some(key),
-                    Err(e) => {
-                        // Not a name ferry writes (e.g. a file with '#' in
-                        // it that an operator dropped there); skip it.
-                        tracing::debug!(location = %meta.location, error = %e, "ignoring object");
-                        None
-                    }
-                })
-                .collect())
+            let listed = self.list_metas(prefix).await?;
+            Ok(listed.into_iter().map(|(key, _)| key).collect())
         })
+    }
+
+    fn list_modified<'a>(
+        &'a self,
+        prefix: &'a StateKey,
+    ) -> StoreFuture<'a, Vec<(StateKey, Option<u64>)>> {
+        Box::pin(self.list_metas(prefix))
     }
 
     fn delete<'a>(&'a self, key: &'a StateKey) -> StoreFuture<'a, ()> {

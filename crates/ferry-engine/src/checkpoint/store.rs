@@ -67,6 +67,20 @@ pub trait StateStore: Send + Sync + fmt::Debug {
     /// Every object key under `prefix` (see requirement 4).
     fn list<'a>(&'a self, prefix: &'a StateKey) -> StoreFuture<'a, Vec<StateKey>>;
 
+    /// [`list`](Self::list), with each object's last-modified time (ms
+    /// since the epoch, the store's clock) where the store reports one
+    /// (`None` otherwise): lets a search read the most recently written
+    /// states first. The default knows no times.
+    fn list_modified<'a>(
+        &'a self,
+        prefix: &'a StateKey,
+    ) -> StoreFuture<'a, Vec<(StateKey, Option<u64>)>> {
+        Box::pin(async move {
+            let keys = self.list(prefix).await?;
+            Ok(keys.into_iter().map(|k| (k, None)).collect())
+        })
+    }
+
     /// Removes the object at `key`, if any.
     fn delete<'a>(&'a self, key: &'a StateKey) -> StoreFuture<'a, ()>;
 }

@@ -10,6 +10,10 @@
 //! nothing about a copy made by a replicator or by hand. Directories
 //! without `_metadata` (in progress, torn copies) and damaged ones are
 //! listed as skipped, each with a warning naming it.
+//!
+//! [`find_latest`] makes the same choice without reading every state (what
+//! a failover and a takeover use): most recently written first, stopping
+//! once the rest are older than the newest valid one.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -79,6 +83,9 @@ pub struct Search {
     pub listed_in: Duration,
     /// States taken from `known` instead of being read again.
     pub reused: usize,
+    /// States not read ([`find_latest`]): written well before the newest
+    /// valid state was created, so none of them is newer.
+    pub unread: usize,
 }
 
 /// The listing or a read failed.
@@ -100,6 +107,8 @@ struct Dir {
     job: Option<JobId>,
     checkpoint_id: Option<u64>,
     has_metadata: bool,
+    /// When its `_metadata` was written, if the store says.
+    modified: Option<u64>,
 }
 
 /// Searches `location` (in `store`) for the newest complete, valid state of
@@ -124,74 +133,24 @@ pub async fn find_newest_reusing(
 ) -> Result<Search, FindError> {
     let started = Instant::now();
     let root = location.key();
-    let listing = store.list(&root).await.map_err(|source| FindError {
-        path: location.to_string(),
-        source,
-    })?;
+    let listing = store
+        .list_modified(&root)
+        .await
+        .map_err(|source| FindError {
+            path: location.to_string(),
+            source,
+        })?;
     let dirs = group(&root, &listing, job);
     let mut search = Search {
         listed_in: started.elapsed(),
         ..Search::default()
     };
-    let mut read = read_metadata(store, location, &dirs, known)
-        .await
-        .into_iter();
-    for (dir_key, dir) in dirs {
-        let fetched = read.next().flatten();
-        let dir_location = location.with_key(dir_key.clone());
-        if dir.has_metadata {
-            if let Some(found) = known.iter().find(|f| f.location == dir_location) {
-                search.valid.push(found.clone());
-                search.reused += 1;
-                continue;
-            }
-        }
-        let skip = |reason: String| SkippedState {
-            location: dir_location.clone(),
-            reason,
-        };
-        if !dir.has_metadata {
-            search
-                .skipped
-                .push(skip("incomplete: it has no _metadata".into()));
-            continue;
-        }
-        let meta = dir_key.join_valid(METADATA_FILE);
-        let Some(fetched) = fetched else {
-            continue;
-        };
-        let bytes = match fetched {
-            Ok(Some(bytes)) => bytes,
-            Ok(None) => {
-                search
-                    .skipped
-                    .push(skip("its _metadata vanished while searching".into()));
-                continue;
-            }
-            Err(source) => {
-                return Err(FindError {
-                    path: location.with_key(meta.clone()).to_string(),
-                    source,
-                })
-            }
-        };
-        match decode_metadata(&bytes)
-            .map_err(|e| e.to_string())
-            .and_then(|state| check(&dir, job, state))
-        {
-            Ok(state) => search.valid.push(FoundState {
-                location: dir_location,
-                state,
-            }),
-            Err(reason) => search.skipped.push(skip(reason)),
-        }
+    let read = read_metadata(store, location, &dirs, known).await;
+    for ((dir_key, dir), fetched) in dirs.into_iter().zip(read) {
+        let verdict = judge(location, job, known, dir_key, &dir, fetched)?;
+        search.note(verdict);
     }
-    for s in &search.skipped {
-        tracing::warn!(path = %s.location, reason = %s.reason, "skipping state");
-    }
-    sort_newest_first(&mut search.valid);
-    search.newest = search.valid.first().cloned();
-    Ok(search)
+    Ok(search.finish())
 }
 
 /// Every candidate's `_metadata` (`None` for a directory without one or a
@@ -222,6 +181,182 @@ async fn read_metadata(
         .buffered(READ_AHEAD)
         .collect::<Vec<_>>()
         .await
+}
+
+/// What one candidate directory turned out to be.
+enum Verdict {
+    Valid(FoundState),
+    /// Taken from the states an earlier search verified.
+    Reused(FoundState),
+    Skipped(SkippedState),
+}
+
+impl Search {
+    fn note(&mut self, verdict: Verdict) {
+        match verdict {
+            Verdict::Valid(found) => self.valid.push(found),
+            Verdict::Reused(found) => {
+                self.valid.push(found);
+                self.reused += 1;
+            }
+            Verdict::Skipped(skipped) => self.skipped.push(skipped),
+        }
+    }
+
+    /// Warns about each skipped directory, sorts the valid states and
+    /// names the newest.
+    fn finish(mut self) -> Self {
+        for s in &self.skipped {
+            tracing::warn!(path = %s.location, reason = %s.reason, "skipping state");
+        }
+        sort_newest_first(&mut self.valid);
+        self.newest = self.valid.first().cloned();
+        self
+    }
+}
+
+/// Judges one candidate: reused from `known`, or its `_metadata` (`fetched`:
+/// `None` when it was not read) decoded and checked.
+fn judge(
+    location: &StorageLocation,
+    job: Option<JobId>,
+    known: &[FoundState],
+    dir_key: StateKey,
+    dir: &Dir,
+    fetched: Option<Result<Option<bytes::Bytes>, StoreError>>,
+) -> Result<Verdict, FindError> {
+    let dir_location = location.with_key(dir_key.clone());
+    let skip = |reason: &str| {
+        Ok(Verdict::Skipped(SkippedState {
+            location: dir_location.clone(),
+            reason: reason.to_string(),
+        }))
+    };
+    if !dir.has_metadata {
+        return skip("incomplete: it has no _metadata");
+    }
+    if let Some(found) = known.iter().find(|f| f.location == dir_location) {
+        return Ok(Verdict::Reused(found.clone()));
+    }
+    let bytes = match fetched {
+        Some(Ok(Some(bytes))) => bytes,
+        Some(Ok(None)) | None => return skip("its _metadata vanished while searching"),
+        Some(Err(source)) => {
+            let meta = dir_key.join_valid(METADATA_FILE);
+            return Err(FindError {
+                path: location.with_key(meta).to_string(),
+                source,
+            });
+        }
+    };
+    match decode_metadata(&bytes)
+        .map_err(|e| e.to_string())
+        .and_then(|state| check(dir, job, state))
+    {
+        Ok(state) => Ok(Verdict::Valid(FoundState {
+            location: dir_location,
+            state,
+        })),
+        Err(reason) => skip(&reason),
+    }
+}
+
+/// How far the clock of a machine that writes states may be ahead of the
+/// store's (plus the whole second some stores round last-modified times
+/// to): [`find_latest`] reads every state written up to this long before
+/// the newest valid one was created.
+pub const CLOCK_SLACK: Duration = Duration::from_secs(10);
+
+/// [`find_newest_reusing`] without reading every state: what `ferry
+/// failover` and a standby's takeover use.
+///
+/// The listing says when each `_metadata` was written (`_metadata` is
+/// written last, create-only); candidates are read most recently written
+/// first (unknown times first, then the higher checkpoint number), one at
+/// a time until one is valid (a damaged newest falls back to the next).
+/// A copy is written no earlier than its state was created, so a state
+/// whose `_metadata` was written more than [`CLOCK_SLACK`] before the
+/// newest valid state read so far was created is older than that state
+/// and is not read (counted in [`Search::unread`]); the others are read
+/// at once. Among the states read, the newest is chosen as
+/// [`find_newest`] chooses (recorded window ends). The choice equals
+/// `find_newest`'s when window ends grow with creation, as they do in one
+/// job's run; after a restore from an older state it is the restored
+/// run's newest state once the earlier run's states are older than the
+/// slack.
+pub async fn find_latest(
+    store: &dyn StateStore,
+    location: &StorageLocation,
+    job: Option<JobId>,
+    known: &[FoundState],
+) -> Result<Search, FindError> {
+    let started = Instant::now();
+    let root = location.key();
+    let listing = store
+        .list_modified(&root)
+        .await
+        .map_err(|source| FindError {
+            path: location.to_string(),
+            source,
+        })?;
+    let mut search = Search {
+        listed_in: started.elapsed(),
+        ..Search::default()
+    };
+    let mut candidates = Vec::new();
+    for (dir_key, dir) in group(&root, &listing, job) {
+        if dir.has_metadata {
+            candidates.push((dir_key, dir));
+        } else {
+            search.note(judge(location, job, known, dir_key, &dir, None)?);
+        }
+    }
+    candidates
+        .sort_by_key(|(_, d)| std::cmp::Reverse((d.modified.unwrap_or(u64::MAX), d.checkpoint_id)));
+    let mut rest = candidates.into_iter();
+    let mut newest_created = None;
+    for (dir_key, dir) in rest.by_ref() {
+        let fetched = read_one(store, location, known, &dir_key).await;
+        let verdict = judge(location, job, known, dir_key, &dir, fetched)?;
+        if let Verdict::Valid(f) | Verdict::Reused(f) = &verdict {
+            newest_created = Some(f.state.created_at_ms);
+        }
+        search.note(verdict);
+        if newest_created.is_some() {
+            break;
+        }
+    }
+    let rest: Vec<(StateKey, Dir)> = rest.collect();
+    let slack = u64::try_from(CLOCK_SLACK.as_millis()).unwrap_or(u64::MAX);
+    // Sorted newest written first, so the ones that may be newer lead.
+    let may_be_newer = newest_created.map_or(rest.len(), |created| {
+        rest.iter()
+            .take_while(|(_, d)| d.modified.is_none_or(|m| m.saturating_add(slack) > created))
+            .count()
+    });
+    search.unread = rest.len() - may_be_newer;
+    let read: BTreeMap<StateKey, Dir> = rest.into_iter().take(may_be_newer).collect();
+    let fetched = read_metadata(store, location, &read, known).await;
+    for ((dir_key, dir), fetched) in read.into_iter().zip(fetched) {
+        search.note(judge(location, job, known, dir_key, &dir, fetched)?);
+    }
+    Ok(search.finish())
+}
+
+/// One candidate's `_metadata` (`None` for a state `known` already).
+async fn read_one(
+    store: &dyn StateStore,
+    location: &StorageLocation,
+    known: &[FoundState],
+    dir_key: &StateKey,
+) -> Option<Result<Option<bytes::Bytes>, StoreError>> {
+    if known
+        .iter()
+        .any(|f| f.location == location.with_key(dir_key.clone()))
+    {
+        return None;
+    }
+    Some(store.get(&dir_key.join_valid(METADATA_FILE)).await)
 }
 
 /// Sorts states newest first by what they record (see [`find_newest`]).
@@ -258,7 +393,11 @@ fn check(dir: &Dir, job: Option<JobId>, state: JobState) -> Result<JobState, Str
 }
 
 /// Groups a listing into candidate directories (pure, no I/O).
-fn group(root: &StateKey, listing: &[StateKey], job: Option<JobId>) -> BTreeMap<StateKey, Dir> {
+fn group(
+    root: &StateKey,
+    listing: &[(StateKey, Option<u64>)],
+    job: Option<JobId>,
+) -> BTreeMap<StateKey, Dir> {
     let mut dirs: BTreeMap<StateKey, Dir> = BTreeMap::new();
     let job_short = job.map(|j| j.short());
     let savepoint_of_job = |name: &str| {
@@ -268,7 +407,7 @@ fn group(root: &StateKey, listing: &[StateKey], job: Option<JobId>) -> BTreeMap<
                     .is_some_and(|n| n.starts_with(s))
             })
     };
-    for key in listing {
+    for (key, modified) in listing {
         let Some(rest) = key.strip_prefix(root) else {
             continue;
         };
@@ -280,7 +419,7 @@ fn group(root: &StateKey, listing: &[StateKey], job: Option<JobId>) -> BTreeMap<
                         kind: Some(SnapshotKind::Checkpoint),
                         job: Some(path_job),
                         checkpoint_id: Some(n),
-                        has_metadata: false,
+                        ..Dir::default()
                     },
                 ),
                 _ if *j == "savepoints" && savepoint_of_job(chk) => (
@@ -313,7 +452,10 @@ fn group(root: &StateKey, listing: &[StateKey], job: Option<JobId>) -> BTreeMap<
             .fold(root.clone(), |k, seg| k.join_valid(seg));
         let is_metadata = rest.len() == depth + 1 && rest[depth] == METADATA_FILE;
         let entry = dirs.entry(dir_key).or_insert(dir);
-        entry.has_metadata |= is_metadata;
+        if is_metadata {
+            entry.has_metadata = true;
+            entry.modified = *modified;
+        }
     }
     dirs
 }
@@ -466,6 +608,245 @@ mod tests {
         s.generation = 3;
         let back = decode_metadata(&meta(&s)).expect("decode");
         assert_eq!(back.generation, 3);
+    }
+
+    /// Counts the `_metadata` reads of a search.
+    #[derive(Debug, Default)]
+    struct Counting {
+        inner: MemoryStateStore,
+        reads: std::sync::atomic::AtomicUsize,
+    }
+
+    impl Counting {
+        fn reads(&self) -> usize {
+            self.reads.swap(0, std::sync::atomic::Ordering::SeqCst)
+        }
+
+        /// Plants `s`'s `_metadata` at `path` (bytes `meta` if given),
+        /// written at `modified`.
+        fn plant(&self, path: &str, s: &JobState, modified: u64, bytes: Option<Vec<u8>>) {
+            let key = StateKey::parse(path).expect("key");
+            self.inner.overwrite(&key, bytes.unwrap_or_else(|| meta(s)));
+            self.inner.set_modified(&key, modified);
+        }
+    }
+
+    impl StateStore for Counting {
+        fn put_if_absent<'a>(
+            &'a self,
+            key: &'a StateKey,
+            bytes: bytes::Bytes,
+        ) -> crate::checkpoint::StoreFuture<'a, ()> {
+            self.inner.put_if_absent(key, bytes)
+        }
+        fn put<'a>(
+            &'a self,
+            key: &'a StateKey,
+            bytes: bytes::Bytes,
+        ) -> crate::checkpoint::StoreFuture<'a, ()> {
+            self.inner.put(key, bytes)
+        }
+        fn get<'a>(
+            &'a self,
+            key: &'a StateKey,
+        ) -> crate::checkpoint::StoreFuture<'a, Option<bytes::Bytes>> {
+            if key.segments().last() == Some(METADATA_FILE) {
+                self.reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+            self.inner.get(key)
+        }
+        fn list<'a>(
+            &'a self,
+            prefix: &'a StateKey,
+        ) -> crate::checkpoint::StoreFuture<'a, Vec<StateKey>> {
+            self.inner.list(prefix)
+        }
+        fn list_modified<'a>(
+            &'a self,
+            prefix: &'a StateKey,
+        ) -> crate::checkpoint::StoreFuture<'a, Vec<(StateKey, Option<u64>)>> {
+            self.inner.list_modified(prefix)
+        }
+        fn delete<'a>(&'a self, key: &'a StateKey) -> crate::checkpoint::StoreFuture<'a, ()> {
+            self.inner.delete(key)
+        }
+    }
+
+    const MINUTE: u64 = 60_000;
+    const T0: u64 = 1_800_000_000_000;
+
+    /// 30 checkpoints a minute apart (the newest written last) and 8
+    /// savepoints among them, as a long-running job's DR store holds.
+    fn long_history() -> Counting {
+        let store = Counting::default();
+        for id in 1..=30u64 {
+            let mut s = state(SnapshotKind::Checkpoint, id, id * 100, None);
+            s.created_at_ms = T0 + id * MINUTE;
+            // The replica's copy lands a little after the state's creation.
+            let written = s.created_at_ms + 700;
+            store.plant(&format!("dr/{JOB}/chk-{id}/_metadata"), &s, written, None);
+            if id % 4 == 0 && id < 30 {
+                let mut sp = state(SnapshotKind::Savepoint, id, id * 100 + 50, None);
+                sp.created_at_ms = T0 + id * MINUTE + 30_000;
+                let path = format!("dr/savepoints/savepoint-001122-{id:012}/_metadata");
+                store.plant(&path, &sp, sp.created_at_ms + 900, None);
+            }
+        }
+        store
+    }
+
+    #[tokio::test]
+    async fn find_latest_reads_only_the_newest_of_many_states() {
+        let store = long_history();
+        let loc = StorageLocation::parse("/dr").expect("loc");
+        let job = Some(JOB.parse().expect("id"));
+        let full = find_newest(&store, &loc, job).await.expect("search");
+        assert_eq!(store.reads(), 37, "the full search reads every state");
+        let latest = find_latest(&store, &loc, job, &[]).await.expect("search");
+        assert_eq!(store.reads(), 1, "{latest:?}");
+        assert_eq!(latest.newest, full.newest);
+        assert_eq!(
+            latest.newest.as_ref().map(|f| f.location.to_string()),
+            Some(format!("/dr/{JOB}/chk-30"))
+        );
+        assert_eq!((latest.valid.len(), latest.unread), (1, 36));
+        assert!(latest.skipped.is_empty());
+
+        // Stopped with a savepoint after its last checkpoint: the
+        // savepoint is written last and is the newest.
+        let mut sp = state(SnapshotKind::Savepoint, 31, 3_050, None);
+        sp.created_at_ms = T0 + 31 * MINUTE;
+        let path = "dr/savepoints/savepoint-001122-ffffffffffff/_metadata";
+        store.plant(path, &sp, sp.created_at_ms + 500, None);
+        let latest = find_latest(&store, &loc, job, &[]).await.expect("search");
+        assert_eq!(store.reads(), 1);
+        assert_eq!(
+            latest.newest.as_ref().map(|f| f.location.to_string()),
+            Some("/dr/savepoints/savepoint-001122-ffffffffffff".to_string())
+        );
+        let full = find_newest(&store, &loc, job).await.expect("search");
+        assert_eq!(latest.newest, full.newest);
+    }
+
+    #[tokio::test]
+    async fn find_latest_falls_back_past_a_damaged_newest_state() {
+        let store = long_history();
+        let mut s = state(SnapshotKind::Checkpoint, 31, 3_100, None);
+        s.created_at_ms = T0 + 31 * MINUTE;
+        let mut flipped = meta(&s);
+        let mid = flipped.len() / 2;
+        flipped[mid] ^= 0x01;
+        store.plant(
+            &format!("dr/{JOB}/chk-31/_metadata"),
+            &s,
+            s.created_at_ms + 700,
+            Some(flipped),
+        );
+        // And one without _metadata (in progress): never read.
+        store.inner.overwrite(
+            &StateKey::parse(&format!("dr/{JOB}/chk-32/part-0")).expect("key"),
+            b"x".to_vec(),
+        );
+        let loc = StorageLocation::parse("/dr").expect("loc");
+        let job = Some(JOB.parse().expect("id"));
+        let latest = find_latest(&store, &loc, job, &[]).await.expect("search");
+        assert_eq!(store.reads(), 2, "{latest:?}");
+        assert_eq!(
+            latest.newest.as_ref().map(|f| f.location.to_string()),
+            Some(format!("/dr/{JOB}/chk-30"))
+        );
+        let mut skipped: Vec<(String, String)> = latest
+            .skipped
+            .iter()
+            .map(|s| (s.location.to_string(), s.reason.clone()))
+            .collect();
+        skipped.sort();
+        assert_eq!(skipped.len(), 2, "{skipped:?}");
+        assert!(skipped[0].0.ends_with("chk-31") && skipped[0].1.contains("checksum"));
+        assert!(skipped[1].0.ends_with("chk-32") && skipped[1].1.contains("no _metadata"));
+        // A standby's next search reuses what it verified: no read at all.
+        let again = find_latest(&store, &loc, job, &latest.valid)
+            .await
+            .expect("search");
+        assert_eq!(store.reads(), 1, "only the damaged one is read again");
+        assert_eq!((again.newest, again.reused), (latest.newest, 1));
+    }
+
+    #[tokio::test]
+    async fn find_latest_reads_every_state_that_may_be_newer() {
+        // A mirror copied the whole history at once: every copy was written
+        // after every state was created, so each may be the newest and the
+        // choice is by recorded window end, as the full search makes it.
+        let store = long_history();
+        let now = T0 + 40 * MINUTE;
+        let listed = store
+            .inner
+            .list(&StateKey::parse("dr").expect("key"))
+            .await
+            .expect("list");
+        for (n, key) in listed.iter().enumerate() {
+            store.inner.set_modified(key, now + n as u64);
+        }
+        let loc = StorageLocation::parse("/dr").expect("loc");
+        let job = Some(JOB.parse().expect("id"));
+        let latest = find_latest(&store, &loc, job, &[]).await.expect("search");
+        assert_eq!((store.reads(), latest.unread), (37, 0));
+        let full = find_newest(&store, &loc, job).await.expect("search");
+        assert_eq!(latest.newest, full.newest);
+        assert_eq!(latest.valid, full.valid);
+        // A store that reports no times: every state is read.
+        let plain = MemoryStateStore::new();
+        for (key, bytes) in &[
+            (format!("dr/{JOB}/chk-1/_metadata"), 100),
+            (format!("dr/{JOB}/chk-2/_metadata"), 200),
+        ] {
+            let id = if *bytes == 100 { 1 } else { 2 };
+            put(
+                &plain,
+                key,
+                meta(&state(SnapshotKind::Checkpoint, id, *bytes, None)),
+            );
+        }
+        let untimed = Untimed(plain);
+        let latest = find_latest(&untimed, &loc, job, &[]).await.expect("search");
+        assert_eq!((latest.valid.len(), latest.unread), (2, 0));
+        assert_eq!(latest.newest.map(|f| f.state.checkpoint_id), Some(2));
+    }
+
+    /// A store that knows no last-modified times (the trait's default).
+    #[derive(Debug)]
+    struct Untimed(MemoryStateStore);
+
+    impl StateStore for Untimed {
+        fn put_if_absent<'a>(
+            &'a self,
+            key: &'a StateKey,
+            bytes: bytes::Bytes,
+        ) -> crate::checkpoint::StoreFuture<'a, ()> {
+            self.0.put_if_absent(key, bytes)
+        }
+        fn put<'a>(
+            &'a self,
+            key: &'a StateKey,
+            bytes: bytes::Bytes,
+        ) -> crate::checkpoint::StoreFuture<'a, ()> {
+            self.0.put(key, bytes)
+        }
+        fn get<'a>(
+            &'a self,
+            key: &'a StateKey,
+        ) -> crate::checkpoint::StoreFuture<'a, Option<bytes::Bytes>> {
+            self.0.get(key)
+        }
+        fn list<'a>(
+            &'a self,
+            prefix: &'a StateKey,
+        ) -> crate::checkpoint::StoreFuture<'a, Vec<StateKey>> {
+            self.0.list(prefix)
+        }
+        fn delete<'a>(&'a self, key: &'a StateKey) -> crate::checkpoint::StoreFuture<'a, ()> {
+            self.0.delete(key)
+        }
     }
 
     #[tokio::test]

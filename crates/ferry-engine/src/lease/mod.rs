@@ -4,7 +4,8 @@
 //!
 //! - `find`: [`find_newest`] — the newest complete, valid savepoint or
 //!   checkpoint of a job in any store, chosen by recorded window end, with
-//!   torn and damaged directories listed as skipped.
+//!   torn and damaged directories listed as skipped; [`find_latest`] makes
+//!   the same choice reading only the states that may be the newest.
 //! - `backend`: [`LeaseBackend`] — where the lease records live: a sequence
 //!   whose positions are each written once (on a state store, create-only
 //!   objects under `<high-availability.storageDir>/<job-id>/_lease/`;
@@ -65,8 +66,8 @@ pub use backend::{LeaseBackend, LeaseError, LeaseFuture, LeaseRecord, StoreBacke
 pub use failures::{FailureLog, LOG_FAILURE_EVERY};
 pub use fence::{Fence, Fenced};
 pub use find::{
-    find_newest, find_newest_reusing, sort_newest_first, FindError, FoundState, Search,
-    SkippedState,
+    find_latest, find_newest, find_newest_reusing, sort_newest_first, FindError, FoundState,
+    Search, SkippedState, CLOCK_SLACK,
 };
 pub use protocol::{Held, Lease, LEASE_DIR};
 pub use standby::{Claim, Event, Holding, Role, Standby, StandbyError, StateSearch, PRELOAD_EVERY};

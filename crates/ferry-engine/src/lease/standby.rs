@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::backend::{LeaseError, LeaseRecord};
-use super::find::{find_newest_reusing, sort_newest_first, FindError, FoundState, Search};
+use super::find::{find_latest, sort_newest_first, FindError, FoundState, Search};
 use super::protocol::{Held, Lease};
 use super::watch::Watcher;
 use super::{Fence, Fenced};
@@ -97,6 +97,9 @@ pub struct Claim {
     /// When this instance first read the previous holder's last record
     /// (`detected` for a lease nobody held).
     pub renewal_seen: Instant,
+    /// The previous holder's last record (`None` for a lease nobody held):
+    /// its `at_ms` is the holder's own clock at its last renewal.
+    pub holder: Option<LeaseRecord>,
 }
 
 impl Claim {
@@ -193,18 +196,19 @@ impl StateSearch {
         &self.from
     }
 
-    /// The newest complete, valid state over every location (states found
-    /// by an earlier search are not read again).
+    /// The newest complete, valid state over every location, reading
+    /// only the states that may be the newest ([`find_latest`]; states
+    /// found by an earlier search are not read again).
     pub async fn find_newest(&mut self) -> Result<Search, StandbyError> {
         let mut all = Search::default();
         for location in &self.from {
             let store = self.resolver.open(location).map_err(StandbyError::Open)?;
-            let search =
-                find_newest_reusing(store.as_ref(), location, self.job, &self.known).await?;
+            let search = find_latest(store.as_ref(), location, self.job, &self.known).await?;
             all.valid.extend(search.valid);
             all.skipped.extend(search.skipped);
             all.listed_in += search.listed_in;
             all.reused += search.reused;
+            all.unread += search.unread;
         }
         sort_newest_first(&mut all.valid);
         all.newest = all.valid.first().cloned();
@@ -300,6 +304,7 @@ impl Standby {
                             silent,
                             waited: began.elapsed(),
                             renewal_seen,
+                            holder: watcher.newest.clone(),
                         })
                     }
                     // Lost the race: watch the winner.

@@ -29,7 +29,8 @@ use ferry_engine::time::now_ms;
 use ferry_engine::{JobStatus, SinkTime};
 use ferry_verify::{At, Method, Side, VerifyOptions};
 use kudu_client::{HybridTime, KuduClient};
-use reverse::{reverse_options, shell_quote};
+pub(crate) use reverse::reverse_options;
+use reverse::shell_quote;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -160,8 +161,12 @@ async fn side(client: &KuduClient, masters: &[String], table: &str) -> CutoverSi
     }
 }
 
-/// Steps 1–5: stop, read the savepoint, verify, write the report.
-async fn cut_over(args: &CutoverArgs, job: &str) -> Result<(CutoverReport, String), Failure> {
+/// Steps 1–5: stop, read the savepoint, verify, write the report (also
+/// `ferry drill --switchover`'s two cutovers).
+pub(crate) async fn cut_over(
+    args: &CutoverArgs,
+    job: &str,
+) -> Result<(CutoverReport, String), Failure> {
     let cfg = &args.run.config;
     let security = RestClientOptions::from_process(&args.run.process.server.security);
     let rest = Rest::new(&args.jobmanager, &security).map_err(Failure::Usage)?;

@@ -28,6 +28,7 @@ pub mod lease;
 pub mod report;
 pub mod rpo;
 pub mod steps;
+pub mod switchover;
 pub mod verify_cut;
 
 pub use report::DrillReport;
@@ -246,6 +247,9 @@ pub async fn drill(args: &DrillArgs) -> Result<DrillReport> {
 
 /// `ferry drill`: parses, drills, prints, writes the report, exit code.
 pub fn command(raw: &[String]) -> ExitCode {
+    if raw.iter().any(|a| a == "--switchover") {
+        return switchover::command(raw);
+    }
     let (args, runtime) = match super::prepare(parse(raw), help, "drill") {
         Ok(ready) => ready,
         Err(code) => return code,
@@ -317,6 +321,22 @@ explains each check and the JSON.
 
 Exit codes: 0 every check passed, 1 a check failed (STALE DR store, tables differ, RPO over
 --max-rpo, lease not renewed, restore would fail) or a runtime failure, 2 usage error.
+
+A real planned switchover and back, timed:
+
+Usage: ferry drill --switchover --jobmanager HOST:PORT --job-id ID [--hold D] [--report FILE]
+                   [--json] [ferry cutover's options] <ferry run options of the job>
+
+  `ferry cutover` of the running job to the sink cluster (drain check, stop with a drained
+  savepoint, verify), the reverse job in this process (no snapshot), --hold D [default: 0],
+  the same cutover back, then the original direction again in this process, where it keeps
+  running. `Drill:` lines on stdout say when the application must stop and may resume its
+  writes. The report (human, --json one line, --report FILE; cutover reports beside it) has
+  each step's time, each switch's write outage (drain check start to the new job's first
+  window), the RPO (0: drained and verified equal) and the final state. Not for jobs with
+  high-availability.type, Kafka or several tables. Exit codes: 0 the drill passed and the
+  final job ended cleanly, 1 the drill stopped (the report says what runs) or a failure,
+  2 usage error.
 "
     .to_string()
 }

@@ -27,7 +27,7 @@ use crate::server::submit::StartExtras;
 use crate::wiring::connect;
 use anyhow::{bail, Result};
 use ferry_engine::checkpoint::{JobId, StorageLocation};
-use ferry_engine::lease::{FoundState, Search};
+use ferry_engine::lease::{FoundState, LeaseRecord, Search, CLOCK_SLACK};
 use ferry_engine::time::now_ms;
 use ferry_engine::{JobStatus, SourceClock};
 use std::process::ExitCode;
@@ -133,13 +133,30 @@ pub enum Outcome {
     NothingFound,
 }
 
-/// When the previous holder of `claim`'s lease was last seen renewing,
-/// in ms since the epoch: the moment its writes stopped reaching the
-/// state, so the age of a copy then is its RPO (the lease wait after it
-/// changes nothing the copy holds).
+/// When the previous holder of `claim`'s lease was lost, in ms since the
+/// epoch: the moment its writes stopped reaching the state, so the age of
+/// a copy then is its RPO (the lease wait after it changes nothing the
+/// copy holds). See [`lost_at_ms`].
 pub fn holder_lost_at_ms(claim: &ferry_engine::lease::Claim) -> u64 {
-    let since = u64::try_from(claim.last_renewal_seen().elapsed().as_millis()).unwrap_or(u64::MAX);
-    now_ms().saturating_sub(since)
+    let seen_ago =
+        u64::try_from(claim.last_renewal_seen().elapsed().as_millis()).unwrap_or(u64::MAX);
+    lost_at_ms(now_ms().saturating_sub(seen_ago), claim.holder.as_ref())
+}
+
+/// The old holder's last renewal: the time its last lease record carries
+/// — its own clock, the clock its states' creation times were read on, so
+/// a copy's age then compares one machine's times — unless that is past
+/// `seen_ms` (when this instance first read the record, on this machine's
+/// clock) by more than [`CLOCK_SLACK`]: a clock that far ahead is not
+/// believed. Not when this instance noticed the loss: `ferry failover`
+/// may start long after the holder died, and a claim waits a lease
+/// duration on top.
+pub fn lost_at_ms(seen_ms: u64, holder: Option<&LeaseRecord>) -> u64 {
+    let slack = u64::try_from(CLOCK_SLACK.as_millis()).unwrap_or(u64::MAX);
+    match holder {
+        Some(r) if r.at_ms > 0 && r.at_ms <= seen_ms.saturating_add(slack) => r.at_ms,
+        _ => seen_ms,
+    }
 }
 
 /// Prints a search's result (human or JSON).
@@ -164,14 +181,19 @@ pub fn print_search(
             "searched": from.iter().map(|l| l.to_uri()).collect::<Vec<_>>(),
             "found": found,
             "valid": search.valid.len(),
+            "unread": search.unread,
             "skipped": skipped,
         });
         crate::say!("{body}");
         return;
     }
     let places: Vec<String> = from.iter().map(|l| l.to_string()).collect();
+    let unread = match search.unread {
+        0 => String::new(),
+        n => format!(", {n} older not read"),
+    };
     crate::say!(
-        "Searched {}: {} valid state(s), {} skipped",
+        "Searched {}: {} valid state(s), {} skipped{unread}",
         places.join(", "),
         search.valid.len(),
         search.skipped.len()
@@ -191,18 +213,19 @@ pub fn print_search(
                 s.job_id,
                 s.generation
             );
-            if let Some(end) = f.window_end() {
-                crate::say!(
-                    "  window end: {end} ({}; {} ms behind now)",
-                    clock.name(),
-                    now.saturating_sub(clock.epoch_millis(end))
-                );
-            }
             let when = if as_of_ms.is_some() {
                 "when the last holder was lost"
             } else {
                 "now"
             };
+            if let Some(end) = f.window_end() {
+                let behind = if as_of_ms.is_some() { "then" } else { "now" };
+                crate::say!(
+                    "  window end: {end} ({}; {} ms behind {behind})",
+                    clock.name(),
+                    now.saturating_sub(clock.epoch_millis(end))
+                );
+            }
             crate::say!(
                 "  age {when}: {} ms (RPO of this copy: written at {} ms since the epoch)",
                 now.saturating_sub(s.created_at_ms),
@@ -399,4 +422,34 @@ fn dr_help(verb: &str) -> String {
 The job's options are `ferry run`'s (see `ferry run --help`); docs/dr.md has the runbook.
 "
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(at_ms: u64) -> LeaseRecord {
+        LeaseRecord {
+            seq: 7,
+            generation: 3,
+            owner: "host:1".into(),
+            at_ms,
+        }
+    }
+
+    #[test]
+    fn the_holder_is_lost_at_its_last_renewal_not_when_the_loss_was_noticed() {
+        // `ferry failover` first read the record 40 s after the holder's
+        // last renewal: the copy's age is taken at the renewal.
+        let seen = 1_800_000_040_000;
+        assert_eq!(
+            lost_at_ms(seen, Some(&record(1_800_000_000_000))),
+            1_800_000_000_000
+        );
+        // A holder clock far ahead of ours is not believed.
+        assert_eq!(lost_at_ms(seen, Some(&record(seen + 60_000))), seen);
+        assert_eq!(lost_at_ms(seen, Some(&record(0))), seen);
+        // Nobody held the lease.
+        assert_eq!(lost_at_ms(seen, None), seen);
+    }
 }

@@ -22,6 +22,7 @@ mod standby;
 mod standby_reads;
 mod state_replication;
 mod store_outage;
+mod switchover_drill;
 mod verify;
 mod zookeeper_ha;
 

@@ -37,6 +37,22 @@ fn spawn(verb: &str, args: &[String], extra: &[&str], err: PathBuf) -> FerryProc
         .spawn()
 }
 
+/// The copy was fresh (checkpoints every 300 ms, replicated at once):
+/// its age when the holder was lost is below the lease duration (2 s),
+/// which a wait for the lease would have added.
+fn assert_fresh_copy(line: &str) {
+    let age: u64 = line
+        .split("lost: ")
+        .nth(1)
+        .and_then(|rest| rest.split(" ms").next())
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no age in '{line}'"));
+    assert!(
+        age < 2_000,
+        "the RPO printed includes the lease wait: {line}"
+    );
+}
+
 async fn stdout_line(ferry: &FerryProcess, needle: &str, within: Duration) -> String {
     let deadline = Instant::now() + within;
     loop {
@@ -215,6 +231,7 @@ async fn the_standby_takes_over_from_the_dr_bucket_when_the_primary_region_is_lo
     assert!(newest.contains(DR_STATE), "from the DR replica: {newest}");
     let rpo = stdout_line(&standby, "RPO of this copy", Duration::from_secs(5)).await;
     assert!(rpo.contains("when the last holder was lost"), "{rpo}");
+    assert_fresh_copy(&rpo);
 
     // The source region's cluster comes back with its history; the new
     // active continues by diff windows from the replicated state.
@@ -247,6 +264,10 @@ async fn the_standby_takes_over_from_the_dr_bucket_when_the_primary_region_is_lo
     );
     let newest = stdout_line(&failover, "Newest: ", Duration::from_secs(30)).await;
     assert!(newest.contains(DR_STATE), "from the DR replica: {newest}");
+    // Started 2 s after the kill, then a lease duration of waiting: the
+    // copy's age is still taken at the holder's last renewal.
+    let rpo = stdout_line(&failover, "RPO of this copy", Duration::from_secs(5)).await;
+    assert_fresh_copy(&rpo);
     assert!(
         failover
             .stderr_text()

@@ -38,7 +38,7 @@ fn without_reversed_keys(options: &[String]) -> Vec<String> {
 }
 
 /// The reverse job's `ferry run` options.
-pub(super) fn reverse_options(
+pub(crate) fn reverse_options(
     args: &CutoverArgs,
     report: &CutoverReport,
     path: &str,

@@ -1,6 +1,6 @@
 //! The drill's DR store section: the newest valid state in the DR store
-//! (the search a takeover makes: every `_metadata` read and checked, the
-//! newest by recorded window end), its age against now and against the
+//! (the search a takeover makes: the states that may be the newest read
+//! and checked, the newest by recorded window end), its age against now and against the
 //! primary store's newest — STALE when either is over `--max-dr-lag` —
 //! and a dry-run restore of it: loaded again and validated (checksum,
 //! invariants), its tables opened on both clusters (same table id on the

@@ -1,7 +1,7 @@
 //! The drill's failover steps: each step a takeover goes through, timed
 //! for real here without acting — one lease read (the claim is one more
-//! write), the search of the DR store (listing, every `_metadata` read and
-//! checked), loading the newest state again, new connections to both
+//! write), the search of the DR store (listing, then the `_metadata` of
+//! the states that may be the newest read and checked), loading the newest state again, new connections to both
 //! clusters with every table opened, the sink positions read — plus the
 //! lease wait (a standby claims after the lease duration of silence).
 //! Their sum is the estimated RTO up to the restored job's first window;
