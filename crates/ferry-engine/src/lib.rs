@@ -48,6 +48,8 @@
 //!   lag metrics; [`replication::mirror`] for `ferry state mirror`.
 //! - [`lease`]: high availability — find the newest valid state in a store,
 //!   the lease a standby takes over, the fence that stops a stale active.
+//! - [`shard`]: a job cut into shards (`job.shards`): [`shard::ShardSpec`]
+//!   and which shard owns which table (or part of a split table).
 //! - [`sink_position`]: the sink position, a record on the sink of the
 //!   window the sink may hold rows of, so a restore from an older state
 //!   resumes where the sink is (a sink keeps it through the
@@ -66,6 +68,7 @@ pub mod metrics;
 mod pipeline;
 pub mod replication;
 pub mod restart;
+pub mod shard;
 pub mod status;
 pub mod time;
 pub mod verify;

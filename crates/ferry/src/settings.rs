@@ -31,6 +31,7 @@ use crate::process_opts::{KUDU_METRICS_KEYS, REST_SECURITY_KEYS, SERVER_KEYS};
 pub static KEYS: Registry = Registry::new(&[
     &engine::JOB_KEYS,
     &engine::TABLE_KEYS,
+    &engine::SHARD_KEYS,
     &engine::SINK_KIND_KEYS,
     &KAFKA_SINK_KEYS,
     &engine::SOURCE_KIND_KEYS,

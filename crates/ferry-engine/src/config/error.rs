@@ -10,6 +10,7 @@ const TABLE_NAME: &str = "job.tableName";
 const TABLE_PATTERN: &str = "job.tablePattern";
 const CHECKPOINTING_INTERVAL: &str = "job.checkpointingIntervalMillis";
 const DISCOVERY_INTERVAL: &str = "job.discoveryIntervalSeconds";
+const SHARDS: &str = "job.shards";
 
 /// Why a job configuration was rejected.
 #[derive(Debug, thiserror::Error)]
@@ -136,6 +137,24 @@ pub enum ConfigError {
         /// Why, and what to give instead.
         reason: &'static str,
     },
+
+    /// A shard the job does not have ([`super::JobConfig::for_shard`]).
+    #[error("there is no shard {index}: job.shards is {shards}, so the shards are numbered 0 to {}", .shards.saturating_sub(1))]
+    NoSuchShard {
+        /// The shard asked for.
+        index: u32,
+        /// `job.shards`.
+        shards: u32,
+    },
+
+    /// A shard's configuration split again ([`super::JobConfig::for_shard`]).
+    #[error("this configuration is {shard} already; shard {requested} is made from the whole job's configuration (job.shards)")]
+    AlreadyAShard {
+        /// The shard it is.
+        shard: crate::shard::ShardSpec,
+        /// The shard asked for.
+        requested: u32,
+    },
 }
 
 impl ConfigError {
@@ -153,6 +172,7 @@ impl ConfigError {
             ConfigError::CheckpointIntervalTooLong { .. } => Some(CHECKPOINTING_INTERVAL),
             ConfigError::UnknownKey { key, .. } => Some(key),
             ConfigError::NoTables => Some(TABLE_NAME),
+            ConfigError::NoSuchShard { .. } | ConfigError::AlreadyAShard { .. } => Some(SHARDS),
         }
     }
 

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use super::connectors::{Connectors, SinkKind, SourceKind};
 use super::error::ConfigError;
-use super::ha::{ha_job_id, HaConfig, LeasePlace, DEFAULT_LEASE_TABLE};
+use super::ha::{ha_job_id, HaConfig, LeasePlace, DEFAULT_LEASE_TABLE, HA_CLUSTER_ID};
 use super::map::Config;
 use super::option::{ConfigOption, ValueError};
 use super::parse;
@@ -20,6 +20,7 @@ use super::reader::ReaderConfig;
 use super::restart::RestartConfig;
 use super::section::Section;
 use super::security::KerberosConfig;
+use super::shards::{SHARDS, SHARD_TABLETS_OVER};
 use super::spec::{KeyOrigin::Reference, ValueKind};
 use super::tables::{
     TableSelection, RENAME_SINK_TABLE, SCHEMA_EVOLUTION, TABLE_DISCOVERY_INTERVAL, TABLE_PATTERN,
@@ -27,6 +28,7 @@ use super::tables::{
 use super::writer::WriterConfig;
 use super::{ENGINE_KEYS, ENGINE_SECTIONS};
 use crate::checkpoint::{JobId, StorageLocation};
+use crate::shard::ShardSpec;
 
 crate::config_section! {
     /// The job's own keys, most of them the reference job's.
@@ -289,6 +291,16 @@ pub struct JobConfig {
     pub sink: SinkKind,
     /// `job.sourceType` (ferry only), like `sink`.
     pub source: SourceKind,
+    /// `job.shards` (ferry only, at least 1): how many shards the job is
+    /// cut into; fixed when the job is created.
+    pub shards: u32,
+    /// `job.shardTabletsOver` (ferry only): a table with more hash buckets
+    /// than this is split over the shards; 0: none is.
+    pub shard_tablets_over: u32,
+    /// Which shard this configuration runs ([`JobConfig::for_shard`]);
+    /// `None` for an unsharded job and for the whole job's configuration
+    /// before it is split.
+    pub shard: Option<ShardSpec>,
     /// `security.kerberos.login.*` and the per-cluster Kerberos keys.
     pub kerberos: KerberosConfig,
     /// Every engine key with its effective value in canonical form (see
@@ -349,10 +361,14 @@ impl JobConfig {
             rename_sink_table: keys.get(&RENAME_SINK_TABLE)?,
             sink: connectors.sink,
             source: connectors.source,
+            shards: keys.get(&SHARDS)?,
+            shard_tablets_over: keys.get(&SHARD_TABLETS_OVER)?,
+            shard: None,
             keys: keys.effective(ENGINE_KEYS.keys().map(|(_, k)| k))?,
         };
         config.check_intervals()?;
         config.check_sink_table()?;
+        config.check_shards()?;
         // Keys no field reads (read where they are used) are checked too.
         for section in ENGINE_SECTIONS {
             section.check(keys)?;
@@ -407,6 +423,62 @@ impl JobConfig {
             sink,
             ValueError::Invalid(reason),
         ))
+    }
+
+    /// `job.shardTabletsOver` needs shards; continuous verify compares a
+    /// table at one shard's sink time, which a table split over shards
+    /// does not have.
+    fn check_shards(&self) -> Result<(), ConfigError> {
+        super::shards::check(self.shards, self.shard_tablets_over).map_err(|why| {
+            ConfigError::invalid(
+                SHARD_TABLETS_OVER.spec(),
+                &self.shard_tablets_over.to_string(),
+                why,
+            )
+        })?;
+        if self.verify_interval.is_some() && self.shard_tablets_over > 0 {
+            return Err(ConfigError::invalid(
+                VERIFY_INTERVAL.spec(),
+                self.keys.raw(&VERIFY_INTERVAL).unwrap_or_default(),
+                ValueError::Invalid(format!(
+                    "cannot verify tables split over shards ({SHARD_TABLETS_OVER} = {}): each shard's part of a split table is at its own sink time; set {SHARD_TABLETS_OVER} to 0 or {VERIFY_INTERVAL} to 0",
+                    self.shard_tablets_over
+                )),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The configuration of shard `index` of this job (`job.shards`): the
+    /// same keys with `high-availability.cluster-id` set to `<cluster-id or
+    /// job.name>-shard-<index>` (so the shard has its own job id, checkpoint
+    /// chain, savepoints and lease) and [`JobConfig::shard`] set. With more
+    /// than one shard no consistent cuts are published (`job.cutsTable`):
+    /// each shard's windows are its own, so no sink time holds every table
+    /// of the job at one source instant. An index at or above `job.shards`,
+    /// or a configuration that is a shard's already, is an error.
+    pub fn for_shard(&self, index: u32) -> Result<JobConfig, ConfigError> {
+        if let Some(shard) = self.shard {
+            return Err(ConfigError::AlreadyAShard {
+                shard,
+                requested: index,
+            });
+        }
+        let spec = ShardSpec::new(index, self.shards).ok_or(ConfigError::NoSuchShard {
+            index,
+            shards: self.shards,
+        })?;
+        let base = self.ha.cluster_id.as_deref().unwrap_or(&self.job_name);
+        let cluster_id = format!("{base}-shard-{index}");
+        let mut shard = self.clone();
+        shard.keys.set(&HA_CLUSTER_ID, cluster_id.clone());
+        shard.ha.cluster_id = Some(cluster_id);
+        if self.shards > 1 {
+            shard.keys.set(&CUTS_TABLE, "");
+            shard.cuts_table = None;
+        }
+        shard.shard = Some(spec);
+        Ok(shard)
     }
 
     /// The sink table: `job.sinkTableName`, else `job.tableName` +

@@ -35,6 +35,7 @@ mod reader;
 mod restart;
 mod section;
 mod security;
+mod shards;
 mod spec;
 mod tables;
 mod writer;
@@ -63,6 +64,7 @@ pub use reader::*;
 pub use restart::*;
 pub use section::{Registry, Scope, Section};
 pub use security::*;
+pub use shards::{SHARDS, SHARD_KEYS, SHARD_TABLETS_OVER};
 pub use spec::{closest_name, KeyDefault, KeyOrigin, KeySpec, ValueKind};
 pub use tables::*;
 pub use writer::*;
@@ -81,6 +83,7 @@ pub mod values {
 pub static ENGINE_SECTIONS: &[&Section] = &[
     &JOB_KEYS,
     &TABLE_KEYS,
+    &SHARD_KEYS,
     &SINK_KIND_KEYS,
     &SOURCE_KIND_KEYS,
     &READER_KEYS,

@@ -148,6 +148,9 @@ fn every_key_set_explicitly() {
         ("job.tableDiscoveryIntervalSeconds", "7"),
         ("job.schemaEvolution", "false"),
         ("job.renameSinkTable", "true"),
+        ("job.shards", "3"),
+        // Above 0 refuses job.verifyInterval (set above): config::shards' tests.
+        ("job.shardTabletsOver", "0"),
         ("reader.batchSizeBytes", "65536"),
         ("reader.splitSizeBytes", "1024"),
         ("reader.scanRequestTimeout", "1234"),
@@ -253,6 +256,7 @@ fn every_key_set_explicitly() {
     assert_eq!(c.restart.initial_backoff, Duration::from_millis(500));
     assert_eq!(c.restart.backoff_multiplier.0, 2.0);
     assert_eq!(c.source_master_addresses, ["s1:7051", "s2:7051"]);
+    assert_eq!((c.shards, c.shard_tablets_over, c.shard), (3, 0, None));
     assert_eq!(
         c.checkpoints_directory.as_local_path(),
         Some(std::path::Path::new("/tmp/ferry-ckpt"))
@@ -962,6 +966,8 @@ fn ferry_only_keys_are_marked() {
             "job.tableDiscoveryIntervalSeconds",
             "job.schemaEvolution",
             "job.renameSinkTable",
+            "job.shards",
+            "job.shardTabletsOver",
             "job.sinkType",
             "job.sourceType",
             "reader.quietTabletMaxSkips",
