@@ -64,6 +64,7 @@ impl Rto {
             rto.step("first window completed", started.elapsed());
             let total = began.elapsed();
             let ms = |d: Duration| d.as_millis() as u64;
+            entry.took_over_in(ms(total));
             if json {
                 let steps: serde_json::Map<String, serde_json::Value> = rto
                     .steps

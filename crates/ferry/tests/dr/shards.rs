@@ -118,7 +118,7 @@ impl Drill {
             .args(&self.args)
             .rest_port(free_port())
             .log_level("info")
-            .stderr_file(self.dir.path().join(format!("{name}.err")))
+            .stderr_file(&self.dir.path().join(format!("{name}.err")))
             .spawn()
     }
 

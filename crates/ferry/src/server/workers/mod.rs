@@ -4,6 +4,8 @@
 //!
 //! - [`slots`]: membership. Each worker holds one worker slot (a lease of
 //!   its own); the live slots divide the shards round-robin ([`owned`]).
+//! - [`ShardBoard`]: the whole job as any worker sees it
+//!   (`GET /ferry/shards`).
 //! - [`shard`]: one shard's life in a worker — its own lease (fenced by
 //!   generation, as a single job's), its own checkpoint chain; handed
 //!   over with a savepoint and an immediate release.
@@ -17,9 +19,11 @@
 //! worker whose slot lease is lost stops its shards and joins again;
 //! nothing about coordination makes it exit.
 
-mod plan;
+mod board;
 mod shard;
 pub mod slots;
+
+pub use board::{split_owner, ShardBoard};
 
 use super::run::{App, Listeners, Signals};
 use crate::run_args::RunArgs;
@@ -38,7 +42,7 @@ use tokio_util::sync::CancellationToken;
 /// The shard count of `run`'s job when it runs as workers: more than one
 /// shard and a lease to share them by.
 pub fn sharded(run: &RunArgs) -> Option<u32> {
-    let shards = plan::shard_count(&run.config);
+    let shards = run.config.shards;
     (shards > 1 && run.config.ha.kind.holds_lease()).then_some(shards)
 }
 
@@ -55,7 +59,11 @@ pub async fn run_worker(run: RunArgs, shards: u32) -> Result<JobStatus> {
         Some(url) => format!("{} {url}", super::lease::owner()),
         None => super::lease::owner(),
     };
-    let status = match Slots::new(&run, shards, &owner) {
+    let status = match Slots::new(&run, shards, &owner).and_then(|slots| {
+        let board = ShardBoard::new(&run, shards, slots.leases(), app.rest_url())?;
+        let _ = app.registry.shards.set(std::sync::Arc::new(board));
+        Ok(slots)
+    }) {
         Ok(mut slots) => {
             let worker = Worker {
                 app: &app,
@@ -134,6 +142,9 @@ impl Worker<'_> {
         let mut tick = tokio::time::interval(slots.poll_every());
         let mut leaving: Option<Left> = None;
         let mut said: Vec<u32> = Vec::new();
+        // Workers started together see each other's slots within a poll
+        // or two: starting shards before would hand them over at once.
+        let settled = tokio::time::Instant::now() + 2 * slots.poll_every();
         loop {
             if leaving.is_some() && running.is_empty() {
                 return leaving.unwrap_or(Left::SlotLost);
@@ -141,6 +152,9 @@ impl Worker<'_> {
             tokio::select! {
                 _ = tick.tick(), if leaving.is_none() => {
                     slots.poll().await;
+                    if tokio::time::Instant::now() < settled {
+                        continue;
+                    }
                     let live = slots.live(slot);
                     let mine = owned(&live, self.shards, slot);
                     if mine != said {

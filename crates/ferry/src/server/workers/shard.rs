@@ -52,7 +52,7 @@ pub(super) async fn run_shard(
     stop: CancellationToken,
 ) -> Result<ShardEnd> {
     let mut run = run.clone();
-    run.config = super::plan::for_shard(&run.config, shard)?;
+    run.config = run.config.for_shard(shard)?;
     let job = run.config.ha_job_id();
     let from = [run.config.checkpoints_directory.clone()];
     let mut standby = standby_owned_by(&run, &from, Some(job), owner)?;

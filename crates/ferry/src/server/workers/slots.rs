@@ -63,6 +63,11 @@ impl Slots {
         })
     }
 
+    /// Every slot's lease, by slot.
+    pub fn leases(&self) -> Vec<Arc<Lease>> {
+        self.leases.clone()
+    }
+
     /// How often the slots are read: half a renew interval.
     pub fn poll_every(&self) -> Duration {
         self.leases.first().map_or(Duration::from_millis(500), |l| {
