@@ -263,6 +263,26 @@ pub enum RestoreError {
         /// The table of this job.
         table: String,
     },
+    /// It was taken by a job cut into another number of shards (or with
+    /// another split threshold, or by another shard): the tables would be
+    /// divided differently, so some would be copied twice or not at all.
+    #[error("the savepoint or checkpoint at '{location}' was taken by {saved} (job.shards = {saved_count}, job.shardTabletsOver = {saved_over}), but this job runs {given} (job.shards = {given_count}, job.shardTabletsOver = {given_over}): the shard count and split threshold are fixed when a job is created; restore it with the values it was taken with, or start a new job without it to change them")]
+    ShardPlan {
+        /// Where the state is.
+        location: String,
+        /// Which shard took it (`shard 1 of 3`, or `a job without shards`).
+        saved: String,
+        /// `job.shards` of the state.
+        saved_count: u32,
+        /// `job.shardTabletsOver` of the state.
+        saved_over: u32,
+        /// Which shard this job runs, as `saved`.
+        given: String,
+        /// `job.shards` given.
+        given_count: u32,
+        /// `job.shardTabletsOver` given.
+        given_over: u32,
+    },
 }
 
 /// Why a job did not start.

@@ -12,6 +12,9 @@
 //!   (`immutable_cells`).
 //! - [`tables`]: [`KuduTables`], the job's tables (a list, a pattern or one
 //!   table) and each one's source and sink.
+//! - [`shard`]: in a job cut into shards, which tables and tablets a
+//!   shard replicates ([`shard::ShardTablets`]: a table whole, or the
+//!   tablets of its hash buckets).
 //! - [`sink_table`]: creating the sink table as a copy of the source
 //!   (`job.createTable`), checking an existing one, following schema
 //!   changes.
@@ -38,6 +41,7 @@ pub mod lease_table;
 pub mod position;
 mod prefetch;
 pub mod quiet_tablets;
+pub mod shard;
 pub mod sink;
 pub mod sink_table;
 pub mod source;

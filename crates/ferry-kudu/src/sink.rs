@@ -12,6 +12,7 @@
 
 use crate::immutable_cells::ImmutableCells;
 use crate::position::PositionTable;
+use crate::shard::ShardTablets;
 use crate::sink_table::{prepare_sink_table, SinkTableAction, SinkTableError, SinkTableOptions};
 use crate::source::KuduBatch;
 use ferry_engine::config::{FlushMode, JobConfig, WriterConfig, REQUEST_SIZE_BYTES};
@@ -54,6 +55,11 @@ pub struct KuduSink {
     current_name: Arc<std::sync::RwLock<String>>,
     /// Column names across schema changes, shared with the writers.
     names: Arc<std::sync::RwLock<ColumnNames>>,
+    /// In a job cut into shards: the shard writing this sink.
+    shard: Option<ShardTablets>,
+    /// Set by `prepare` when the table is split over shards: several
+    /// shards write this sink table (and follow its schema).
+    split: bool,
 }
 
 /// What the writers need to map a batch of an older projection: every
@@ -109,6 +115,8 @@ impl KuduSink {
             generation: Arc::new(AtomicU64::new(0)),
             current_name: Arc::new(std::sync::RwLock::new(String::new())),
             names: Arc::default(),
+            shard: None,
+            split: false,
         }
     }
 
@@ -144,6 +152,7 @@ impl KuduSink {
         .with_cuts_table(config.cuts_table.clone(), config.cuts_retention);
         this.rename_with_suffix = (config.rename_sink_table && config.sink_table.is_none())
             .then(|| config.table_suffix.clone());
+        this.shard = ShardTablets::of(config);
         this
     }
 
@@ -202,6 +211,21 @@ impl KuduSink {
         self.table.as_ref()
     }
 
+    /// Whether the source table is split over the job's shards (by its
+    /// partitioning, which never changes): then each shard keeps its own
+    /// position record for this sink table.
+    async fn split_over_shards(&self) -> Result<bool, EngineError> {
+        let Some(shard) = self.shard.filter(|s| s.tablets_over > 0) else {
+            return Ok(false);
+        };
+        let source = self
+            .source
+            .open_table(&self.source_table)
+            .await
+            .map_err(|e| crate::error::source_error(&self.source_table, e))?;
+        Ok(shard.is_split(&source))
+    }
+
     pub(crate) fn err(&self, source: kudu_client::Error) -> EngineError {
         crate::error::sink_error(&self.options.sink_table_name, source)
     }
@@ -226,7 +250,11 @@ impl Sink<KuduBatch> for KuduSink {
             }
             _ => tracing::info!(table = %name, "sink table found and compatible"),
         }
+        self.split = self.split_over_shards().await?;
         if let Some(position) = &mut self.position {
+            if let (true, Some(shard)) = (self.split, self.shard) {
+                position.for_shard_part(shard.spec.index);
+            }
             position.prepare(plan.table.num_replicas()).await?;
         } else {
             tracing::warn!(
@@ -328,18 +356,27 @@ impl SchemaFollower for KuduSink {
         Box::pin(async move {
             use crate::sink_table::schema_change::{follow, parse, FollowTarget};
             let sink_name = self.sink_name();
-            let outcome = follow(
-                FollowTarget {
-                    sink: &self.client,
-                    source: &self.source,
-                    sink_name: &sink_name,
-                    sink_id: self.table.as_ref().map(|t| t.id()),
-                    rename_with_suffix: self.rename_with_suffix.as_deref(),
-                },
-                applied,
-                now,
-            )
-            .await?;
+            let target = || FollowTarget {
+                sink: &self.client,
+                source: &self.source,
+                sink_name: &sink_name,
+                sink_id: self.table.as_ref().map(|t| t.id()),
+                rename_with_suffix: self.rename_with_suffix.as_deref(),
+            };
+            // Every shard of a split table follows its schema (its rows need
+            // the sink in line first): an ALTER may race another shard's, and
+            // planned again the change is found done.
+            let mut raced = 0;
+            let outcome = loop {
+                match follow(target(), applied, now).await {
+                    Err(e) if self.split && raced < 3 => {
+                        raced += 1;
+                        tracing::info!(sink = %sink_name, error = %e, "following the schema change again: another shard may have applied it");
+                        tokio::time::sleep(std::time::Duration::from_millis(300 * raced)).await;
+                    }
+                    done => break done?,
+                }
+            };
             // Batches planned before the change still name columns as they
             // were: remember every name a column id had, for the writers.
             if let Ok(mut names) = self.names.write() {

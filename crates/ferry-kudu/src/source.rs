@@ -6,6 +6,7 @@
 
 use crate::prefetch::ScanBatches;
 use crate::quiet_tablets::QuietTablets;
+use crate::shard::ShardTablets;
 use crate::tserver_metrics::EndpointChoice;
 use ferry_engine::checkpoint::{SplitState, WindowState};
 use ferry_engine::config::{
@@ -37,6 +38,9 @@ pub struct KuduSource {
     names: std::sync::Arc<std::sync::RwLock<std::collections::HashMap<String, u32>>>,
     /// Readings of the tablets' write counters, to skip quiet tablets.
     quiet: Arc<QuietTablets>,
+    /// In a job cut into shards: the tablets this shard reads (`None`:
+    /// every tablet).
+    shard: Option<ShardTablets>,
 }
 
 impl KuduSource {
@@ -49,6 +53,7 @@ impl KuduSource {
             quiet: Arc::new(quiet_tablets(&reader)),
             reader,
             names: Default::default(),
+            shard: None,
         }
     }
 
@@ -62,7 +67,15 @@ impl KuduSource {
             quiet: Arc::new(quiet_tablets(&reader)),
             reader,
             names: Default::default(),
+            shard: None,
         }
+    }
+
+    /// Reads only the tablets `shard` owns (`None`: every tablet): windows
+    /// are planned, and quiet tablets proven, over them alone.
+    pub fn with_shard(mut self, shard: Option<ShardTablets>) -> Self {
+        self.shard = shard;
+        self
     }
 
     /// `planned` (column names of a split's projection) as the source table
@@ -187,7 +200,13 @@ impl Source for KuduSource {
             .scan_splits(&table, &self.spec(window))
             .await
             .map_err(|e| self.err(e))?;
-        let quiet = self.quiet.select(&self.client, &table, window).await;
+        let shard = self.shard;
+        let owned = |key: &[u8]| shard.is_none_or(|s| s.owns_tablet(&table, key));
+        splits.retain(|s| owned(s.partition_key_start()));
+        let quiet = self
+            .quiet
+            .select(&self.client, &table, window, &owned)
+            .await;
         if !quiet.skip.is_empty() {
             splits.retain(|s| !quiet.skip.contains(s.tablet_id()));
             tracing::debug!(table = %self.table_name, skipped = quiet.skip.len(), "tablets proven unchanged in the window are not scanned");

@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use kudu_client::{KuduClient, TableSummary};
 
+use crate::shard::ShardTablets;
 use crate::sink::KuduSink;
 use crate::source::KuduSource;
 use ferry_engine::config::JobConfig;
@@ -105,8 +106,10 @@ pub fn select_tables(
 }
 
 /// Lists the tables of `source` and keeps those `config` selects (see
-/// [`select_tables`]): the discovery of every job whose source is Kudu,
-/// whatever its sink.
+/// [`select_tables`]) and, in a job cut into shards, that its shard
+/// replicates whole or in part ([`crate::shard`]; tables it knows already
+/// are kept: they are its by id): the discovery of every job whose source
+/// is Kudu, whatever its sink.
 pub async fn discover_tables(
     source: &KuduClient,
     config: &JobConfig,
@@ -123,7 +126,44 @@ pub async fn discover_tables(
             name: t.name,
         })
         .collect();
-    select_tables(config, &listed, known)
+    let chosen = select_tables(config, &listed, known)?;
+    match ShardTablets::of(config) {
+        Some(shard) => shard_tables(source, config, shard, chosen, known).await,
+        None => Ok(chosen),
+    }
+}
+
+/// The tables of `chosen` the shard replicates: those it owns whole, and
+/// with `job.shardTabletsOver` the split ones it has tablets of (their
+/// partitioning read from the source, for the tables it does not own).
+async fn shard_tables(
+    source: &KuduClient,
+    config: &JobConfig,
+    shard: ShardTablets,
+    chosen: Vec<TableRef>,
+    known: &[TableRef],
+) -> Result<Vec<TableRef>, EngineError> {
+    let mut mine = Vec::with_capacity(chosen.len());
+    for table in chosen {
+        let known_id = known.iter().any(|k| !k.id.is_unknown() && k.id == table.id);
+        if known_id || shard.spec.owns_table(&table) {
+            mine.push(table);
+            continue;
+        }
+        if shard.tablets_over == 0 {
+            continue;
+        }
+        let opened = match source.open_table_by_id(table.id.as_str()).await {
+            Ok(t) => t,
+            // Dropped since it was listed: nothing to replicate.
+            Err(kudu_client::Error::TableNotFound(_)) => continue,
+            Err(e) => return Err(crate::error::source_error(&config.table_name, e)),
+        };
+        if shard.owns_any(&opened) {
+            mine.push(table);
+        }
+    }
+    Ok(mine)
 }
 
 fn listed_known(known: &[TableRef], name: &str) -> bool {
@@ -148,7 +188,8 @@ impl Tables for KuduTables {
     }
 
     fn connect(&self, table: &TableRef) -> Result<(KuduSource, KuduSink), EngineError> {
-        let source = KuduSource::for_table(self.source.clone(), table, self.config.reader.clone());
+        let source = KuduSource::for_table(self.source.clone(), table, self.config.reader.clone())
+            .with_shard(ShardTablets::of(&self.config));
         let sink = KuduSink::for_table(self.sink.clone(), self.source.clone(), table, &self.config)
             .with_rows_sent(self.rows_sent.clone());
         Ok((source, sink))

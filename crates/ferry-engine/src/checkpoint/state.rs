@@ -204,6 +204,11 @@ pub struct JobState {
     /// `last_end_timestamp` keep working.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tables: Vec<TableState>,
+    /// The shard of a job cut into shards (`job.shards`) that wrote this
+    /// state: which one of how many, the split threshold and its tables.
+    /// Absent for a job without shards (and in every older state).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<crate::shard::ShardState>,
 }
 
 /// One table's part of a [`JobState`]: its identity and its window chain.
@@ -297,6 +302,7 @@ impl JobState {
             periodic: false,
             generation: 0,
             tables: Vec::new(),
+            shard: None,
         }
     }
 
@@ -630,6 +636,46 @@ mod tests {
         let back: JobState = serde_json::from_str(&json).expect("deserialize");
         assert_eq!(back, state);
         assert!(state.validate().is_ok());
+    }
+
+    #[test]
+    fn the_shard_is_stored_and_older_states_load_without_it() {
+        let mut state = JobState::new(
+            JobId::from_bytes([7; 16]),
+            SnapshotKind::Checkpoint,
+            4,
+            "a,b",
+            vec![],
+            vec![],
+        );
+        state.set_tables(vec![
+            TableState::new("id-a", "a"),
+            TableState::new("id-b", "b"),
+        ]);
+        // A job without shards writes exactly what older builds wrote.
+        let json = serde_json::to_string(&state).expect("serialize");
+        assert!(!json.contains("shard"), "{json}");
+        let back: JobState = serde_json::from_str(&json).expect("deserialize");
+        assert_eq!(back.shard, None);
+        assert_eq!(back, state);
+        // An older build's state (written before shards existed) loads.
+        let older = r#"{"format_version":1,"job_id":"07070707070707070707070707070707","checkpoint_id":2,"kind":"savepoint","created_at_ms":1,"table_name":"t","source_masters":[],"sink_masters":[],"last_end_timestamp":5,"window":null,"unassigned":[],"pending":[]}"#;
+        let old: JobState = serde_json::from_str(older).expect("older state");
+        assert_eq!(old.shard, None);
+        assert_eq!(old.last_end_timestamp, Some(t(5)));
+        // A shard's state keeps its spec, threshold and tables.
+        state.shard = Some(crate::shard::ShardState {
+            spec: crate::shard::ShardSpec::new(2, 3).expect("valid"),
+            tablets_over: 8,
+            tables: vec!["id-a".into(), "id-b".into()],
+        });
+        let json = serde_json::to_string(&state).expect("serialize");
+        assert!(
+            json.contains(r#""shard":{"spec":{"index":2,"count":3},"tablets_over":8,"tables":["id-a","id-b"]}"#),
+            "{json}"
+        );
+        let back: JobState = serde_json::from_str(&json).expect("deserialize");
+        assert_eq!(back, state);
     }
 
     #[test]

@@ -10,7 +10,7 @@
 use std::num::NonZeroUsize;
 use std::time::Duration;
 
-use super::connectors::{Connectors, SinkKind, SourceKind};
+use super::connectors::{Connectors, SinkKind, SourceKind, SINK_TYPE, SOURCE_TYPE};
 use super::error::ConfigError;
 use super::ha::{ha_job_id, HaConfig, LeasePlace, DEFAULT_LEASE_TABLE, HA_CLUSTER_ID};
 use super::map::Config;
@@ -436,6 +436,27 @@ impl JobConfig {
                 why,
             )
         })?;
+        // Tables are divided by the Kudu source's tables and tablets; a
+        // Kafka source's topics are not (yet), so every shard would copy them.
+        if self.shards > 1 && self.source == SourceKind::Kafka {
+            return Err(ConfigError::invalid(
+                SHARDS.spec(),
+                &self.shards.to_string(),
+                ValueError::Invalid(format!(
+                    "a job whose source is Kafka ({SOURCE_TYPE} kafka) is not cut into shards: set {SHARDS} to 1"
+                )),
+            ));
+        }
+        // Only the Kudu sink keeps a position per shard of a split table.
+        if self.shard_tablets_over > 0 && self.sink == SinkKind::Kafka {
+            return Err(ConfigError::invalid(
+                SHARD_TABLETS_OVER.spec(),
+                &self.shard_tablets_over.to_string(),
+                ValueError::Invalid(format!(
+                    "tables are split over shards only into a Kudu sink ({SINK_TYPE} kudu); with a Kafka sink each table belongs to one shard: set {SHARD_TABLETS_OVER} to 0"
+                )),
+            ));
+        }
         if self.verify_interval.is_some() && self.shard_tablets_over > 0 {
             return Err(ConfigError::invalid(
                 VERIFY_INTERVAL.spec(),

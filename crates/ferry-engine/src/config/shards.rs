@@ -130,4 +130,36 @@ mod tests {
         assert_eq!(err.key(), Some("job.verifyInterval"));
         assert!(config(&[("job.shards", "2"), ("job.verifyInterval", "10 min")]).is_ok());
     }
+
+    #[test]
+    fn kafka_connectors_take_what_they_can_divide() {
+        let kafka = |source: &str, sink: &str, extra: &[(&str, &str)]| {
+            let mut pairs = vec![
+                ("job.sourceType", source),
+                ("job.sinkType", sink),
+                ("job.tableName", "t"),
+                ("job.checkpointsDirectory", "/tmp/ferry-shards"),
+            ];
+            if source == "kudu" {
+                pairs.push(("job.sourceMasterAddresses", "a:7051"));
+            }
+            if sink == "kudu" {
+                pairs.push(("job.sinkMasterAddresses", "b:7051"));
+            }
+            pairs.extend_from_slice(extra);
+            JobConfig::from_named_pairs(pairs)
+        };
+        let err = kafka("kafka", "kudu", &[("job.shards", "2")]).expect_err("kafka source");
+        assert_eq!(err.key(), Some("job.shards"), "{err}");
+        assert!(kafka("kafka", "kudu", &[]).is_ok());
+        // Kudu to Kafka: tables divided, never split.
+        assert!(kafka("kudu", "kafka", &[("job.shards", "2")]).is_ok());
+        let err = kafka(
+            "kudu",
+            "kafka",
+            &[("job.shards", "2"), ("job.shardTabletsOver", "4")],
+        )
+        .expect_err("split into kafka");
+        assert_eq!(err.key(), Some("job.shardTabletsOver"), "{err}");
+    }
 }

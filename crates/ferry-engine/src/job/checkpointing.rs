@@ -152,6 +152,11 @@ impl<T: Tables> Coordinator<T> {
                 tables = s.table_states();
             }
         }
+        state.shard = self.config.shard.map(|spec| crate::shard::ShardState {
+            spec,
+            tablets_over: self.config.shard_tablets_over,
+            tables: tables.iter().map(|t| t.table_id.clone()).collect(),
+        });
         state.set_tables(tables);
         state.generation = self.options.fence.generation();
         state

@@ -206,6 +206,7 @@ impl RestorePoint {
     /// progress belong to another table. A state between windows carries
     /// no table data, so it may seed a job on a renamed table.
     fn check(self, config: &JobConfig) -> Result<JobState, RestoreError> {
+        check_shard_plan(&self.location, &self.state, config)?;
         let state = self.state;
         let has_splits = !state.unassigned.is_empty() || !state.pending.is_empty();
         // States with table ids are matched by id when the tables are
@@ -228,6 +229,41 @@ impl RestorePoint {
         );
         Ok(state)
     }
+}
+
+/// Refuses a state of another shard plan (`job.shards`,
+/// `job.shardTabletsOver`, the shard itself) before anything is written.
+/// A state without shards fits a job of one shard.
+fn check_shard_plan(
+    location: &str,
+    state: &JobState,
+    config: &JobConfig,
+) -> Result<(), RestoreError> {
+    let (saved, saved_count, saved_over) = match &state.shard {
+        Some(s) => (Some(s.spec), s.spec.count, s.tablets_over),
+        None => (None, 1, 0),
+    };
+    let given = config.shard;
+    let fits = saved_count == config.shards
+        && saved_over == config.shard_tablets_over
+        && (saved == given || (saved_count == 1 && given.is_none_or(|g| g.count == 1)));
+    if fits {
+        return Ok(());
+    }
+    let show = |s: Option<crate::shard::ShardSpec>, count: u32| match s {
+        Some(s) => s.to_string(),
+        None if count > 1 => "the whole job (no shard chosen)".to_string(),
+        None => "a job without shards".to_string(),
+    };
+    Err(RestoreError::ShardPlan {
+        location: location.to_string(),
+        saved: show(saved, saved_count),
+        saved_count,
+        saved_over,
+        given: show(given, config.shards),
+        given_count: config.shards,
+        given_over: config.shard_tablets_over,
+    })
 }
 
 /// The engine's front door.
@@ -354,6 +390,75 @@ mod restore_tests {
             err.to_string(),
             "the savepoint at '/sp/savepoint-1' was taken from table 'old' with splits in progress; it cannot resume table 'new'"
         );
+    }
+
+    fn sharded(shards: &str, over: &str) -> JobConfig {
+        JobConfig::from_named_pairs([
+            ("job.sourceMasterAddresses", "a:7051"),
+            ("job.sinkMasterAddresses", "b:7051"),
+            ("job.tablePattern", "t.*"),
+            ("job.checkpointsDirectory", "/tmp/chk"),
+            ("job.shards", shards),
+            ("job.shardTabletsOver", over),
+        ])
+        .expect("config")
+    }
+
+    fn of_shard(config: &JobConfig, index: u32) -> RestorePoint {
+        let mut p = point("t", false);
+        p.state.shard = Some(crate::shard::ShardState {
+            spec: crate::shard::ShardSpec::new(index, config.shards).expect("valid"),
+            tablets_over: config.shard_tablets_over,
+            tables: vec![],
+        });
+        p
+    }
+
+    #[test]
+    fn a_state_of_another_shard_plan_is_refused_naming_job_shards() {
+        let three = sharded("3", "0");
+        let four = sharded("4", "0");
+        let saved = of_shard(&three, 1);
+        // The same shard of the same plan resumes.
+        assert!(saved
+            .clone()
+            .check(&three.for_shard(1).expect("shard"))
+            .is_ok());
+        let err = saved
+            .clone()
+            .check(&four.for_shard(1).expect("shard"))
+            .expect_err("another shard count");
+        assert_eq!(
+            err.to_string(),
+            "the savepoint or checkpoint at '/sp/savepoint-1' was taken by shard 1 of 3 (job.shards = 3, job.shardTabletsOver = 0), but this job runs shard 1 of 4 (job.shards = 4, job.shardTabletsOver = 0): the shard count and split threshold are fixed when a job is created; restore it with the values it was taken with, or start a new job without it to change them"
+        );
+        // Another shard, the whole job, another threshold, no shards.
+        assert!(saved
+            .clone()
+            .check(&three.for_shard(2).expect("shard"))
+            .is_err());
+        assert!(saved.clone().check(&three).is_err());
+        let split = sharded("3", "4");
+        assert!(saved
+            .clone()
+            .check(&split.for_shard(1).expect("shard"))
+            .is_err());
+        assert!(saved.check(&config("t")).is_err());
+        // A state without shards does not seed a shard of several.
+        let err = point("t", false)
+            .check(&three.for_shard(0).expect("shard"))
+            .expect_err("unsharded state");
+        assert!(
+            err.to_string()
+                .contains("taken by a job without shards (job.shards = 1"),
+            "{err}"
+        );
+        // ... but is the one shard of a job of one.
+        let one = sharded("1", "0");
+        assert!(point("t", false)
+            .check(&one.for_shard(0).expect("shard"))
+            .is_ok());
+        assert!(of_shard(&one, 0).check(&config("t")).is_ok());
     }
 
     #[test]

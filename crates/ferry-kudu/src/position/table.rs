@@ -1,6 +1,8 @@
 //! The position table on the sink cluster: one row per sink table, keyed by
 //! its name, written with UPSERT once per window and read once when a job
-//! starts from a restore point.
+//! starts from a restore point. A sink table split over the shards of a
+//! job (`job.shardTabletsOver`) has one row per shard, keyed
+//! `<sink table>#shard-<k>`: each shard's windows are its own.
 //!
 //! It is a small table of ferry's own (one tablet, the sink table's
 //! replication factor), created when missing — like the checkpoints
@@ -73,6 +75,9 @@ pub struct PositionTable {
     name: String,
     /// Set by [`PositionTable::prepare`].
     table: Option<KuduTable>,
+    /// Appended to the sink table's name to key its record (a shard's
+    /// part of a split table: `#shard-<k>`); empty otherwise.
+    key_suffix: String,
 }
 
 impl PositionTable {
@@ -82,7 +87,19 @@ impl PositionTable {
             client,
             name: name.into(),
             table: None,
+            key_suffix: String::new(),
         }
+    }
+
+    /// Keys the records as shard `index`'s part of a sink table split over
+    /// shards (`<sink table>#shard-<index>`).
+    pub fn for_shard_part(&mut self, index: u32) {
+        self.key_suffix = format!("#shard-{index}");
+    }
+
+    /// The key of `sink`'s record.
+    fn key(&self, sink: &KuduTable) -> String {
+        format!("{}{}", sink.name(), self.key_suffix)
     }
 
     /// Its name.
@@ -245,7 +262,7 @@ impl PositionTable {
         let set = self.kudu(Call::Write, Some(sink.name()));
         let mut row = table.new_row();
         let filled: Result<(), KuduError> = (|| {
-            row.set_str("sink_table", sink.name())?
+            row.set_str("sink_table", &self.key(sink))?
                 .set_str("sink_table_id", sink.id())?
                 .set_str("source_table", &p.source_table)?
                 .set_str("job_id", &p.job_id)?
@@ -299,7 +316,7 @@ impl PositionTable {
             .predicate(Predicate::comparison(
                 "sink_table",
                 ComparisonOp::Equal,
-                sink.name().to_owned(),
+                self.key(sink),
             ))
             .read_mode(ReadMode::Latest)
             .replica_selection(ReplicaSelection::LeaderOnly)

@@ -146,15 +146,17 @@ impl QuietTablets {
         self
     }
 
-    /// The tablets of `table` that the diff `window` may leave out. Takes a
-    /// reading of every tablet (for later windows) and proves the
-    /// candidates unchanged. Never fails: whatever cannot be read or proven
-    /// is scanned.
+    /// The tablets of `table` that the diff `window` may leave out, among
+    /// those `owned` keeps (by partition key start: a shard's tablets; the
+    /// others cost no barrier). Takes a reading of every such tablet (for
+    /// later windows) and proves the candidates unchanged. Never fails:
+    /// whatever cannot be read or proven is scanned.
     pub async fn select(
         &self,
         client: &KuduClient,
         table: &KuduTable,
         window: WindowState,
+        owned: &(dyn Fn(&[u8]) -> bool + Sync),
     ) -> Selection {
         // Readings are kept in the Kudu source's own clock: hybrid times.
         let Some(start) = window.start_timestamp.map(|t| t.raw()) else {
@@ -174,6 +176,10 @@ impl QuietTablets {
                 return Selection::default();
             }
         };
+        let tablets: Vec<_> = tablets
+            .into_iter()
+            .filter(|t| owned(&t.partition_key_start))
+            .collect();
         let work = self.plan_work(&tablets, &servers, start);
         let end = HybridTime::from_raw(window.end_timestamp.raw());
         let outcomes =
