@@ -333,9 +333,36 @@ async fn three_workers_share_six_shards_through_kill_join_and_stop() {
         let diff = compare_tables(&d.source, &d.sink, t, t).await;
         assert!(diff.is_equal(), "{t}: {diff}");
     }
+    // Any worker's view: every shard run by a live worker, its lease at
+    // the generation that wrote its newest checkpoint.
+    let view =
+        tokio::task::block_in_place(|| ferry_fixtures::http::get_json(c.rest(), "/ferry/shards"));
+    let live_urls = [c.rest(), e.rest()].map(|p| format!(":{p}"));
     for k in 0..SHARDS {
         let generations = d.assert_one_writer_at_a_time(k);
         eprintln!("drill: shard {k}: generations in checkpoint order {generations:?}");
+        let shard = &view["shards"][k as usize];
+        assert_eq!(
+            shard["generation"].as_u64(),
+            generations.last().copied(),
+            "shard {k}'s lease: {shard}"
+        );
+        let url = shard["restUrl"].as_str().unwrap_or_default();
+        assert!(
+            live_urls.iter().any(|p| url.ends_with(p.as_str())),
+            "shard {k} is run by a live worker: {shard}"
+        );
+    }
+    let list = crate::ferry()
+        .args(["list", "--jobmanager", &format!("127.0.0.1:{}", e.rest())])
+        .output();
+    let text = String::from_utf8_lossy(&list.stdout).to_string();
+    for k in 0..SHARDS {
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with(&format!("shard {k} : ")) && l.contains("RUNNING")),
+            "ferry list shows shard {k} running:\n{text}"
+        );
     }
     let mut lines = Vec::new();
     for w in [&b, &c, &e] {

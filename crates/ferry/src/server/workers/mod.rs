@@ -55,12 +55,13 @@ pub async fn run_worker(run: RunArgs, shards: u32) -> Result<JobStatus> {
     }
     let listeners = Listeners::open_waiting(&run.process).await?;
     let app = App::start(Some(listeners), &run.process).await?;
-    let owner = match app.rest_url() {
+    let rest_url = app.rest_url().map(|url| advertised(&url));
+    let owner = match &rest_url {
         Some(url) => format!("{} {url}", super::lease::owner()),
         None => super::lease::owner(),
     };
     let status = match Slots::new(&run, shards, &owner).and_then(|slots| {
-        let board = ShardBoard::new(&run, shards, slots.leases(), app.rest_url())?;
+        let board = ShardBoard::new(&run, shards, slots.leases(), rest_url.clone())?;
         let _ = app.registry.shards.set(std::sync::Arc::new(board));
         Ok(slots)
     }) {
@@ -77,6 +78,25 @@ pub async fn run_worker(run: RunArgs, shards: u32) -> Result<JobStatus> {
     };
     app.finish().await;
     status
+}
+
+/// The REST URL other workers reach this one at: a wildcard bind address
+/// (`rest.address: 0.0.0.0`, as in a pod) becomes `POD_IP`, else the host
+/// name.
+fn advertised(url: &str) -> String {
+    for wildcard in ["0.0.0.0", "[::]"] {
+        if url.contains(&format!("//{wildcard}:")) {
+            let host = std::env::var("POD_IP")
+                .ok()
+                .filter(|ip| !ip.trim().is_empty())
+                .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
+                .map(|h| h.trim().to_string());
+            if let Some(host) = host {
+                return url.replacen(wildcard, &host, 1);
+            }
+        }
+    }
+    url.to_string()
 }
 
 /// What a worker's shards share.
@@ -215,5 +235,17 @@ impl Worker<'_> {
 fn stop_all(running: &BTreeMap<u32, CancellationToken>) {
     for stop in running.values() {
         stop.cancel();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_loopback_url_is_advertised_as_is() {
+        assert_eq!(
+            super::advertised("http://127.0.0.1:8081"),
+            "http://127.0.0.1:8081"
+        );
+        assert!(!super::advertised("http://0.0.0.0:8081").contains("0.0.0.0"));
     }
 }
