@@ -39,6 +39,8 @@ const CLUSTER: &str = "shards-drill";
 const OPS_PER_SEC: u32 = 60;
 
 struct Drill {
+    /// Held so the shared clusters stay up while the drill runs.
+    _clusters: std::sync::Arc<(ferry_testkit::MiniCluster, ferry_testkit::MiniCluster)>,
     source: KuduClient,
     sink: KuduClient,
     tables: Vec<String>,
@@ -104,6 +106,7 @@ impl Drill {
         .map(|s| s.to_string())
         .collect();
         Drill {
+            _clusters: clusters.clone(),
             source,
             sink,
             tables,

@@ -40,10 +40,11 @@ use std::pin::Pin;
 use tokio_util::sync::CancellationToken;
 
 /// The shard count of `run`'s job when it runs as workers: more than one
-/// shard and a lease to share them by.
+/// shard, a lease to share them by, and the whole job (not one shard's
+/// configuration).
 pub fn sharded(run: &RunArgs) -> Option<u32> {
     let shards = run.config.shards;
-    (shards > 1 && run.config.ha.kind.holds_lease()).then_some(shards)
+    (shards > 1 && run.config.shard.is_none() && run.config.ha.kind.holds_lease()).then_some(shards)
 }
 
 /// `ferry run` as a worker of a job of `shards` shards.
