@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use super::connectors::{Connectors, SinkKind, SourceKind, SINK_TYPE, SOURCE_TYPE};
 use super::error::ConfigError;
-use super::ha::{ha_job_id, HaConfig, LeasePlace, DEFAULT_LEASE_TABLE, HA_CLUSTER_ID};
+use super::ha::{ha_job_id, HaConfig, LeasePlace, DEFAULT_LEASE_TABLE};
 use super::map::Config;
 use super::option::{ConfigOption, ValueError};
 use super::parse;
@@ -20,7 +20,7 @@ use super::reader::ReaderConfig;
 use super::restart::RestartConfig;
 use super::section::Section;
 use super::security::KerberosConfig;
-use super::shards::{SHARDS, SHARD_TABLETS_OVER};
+use super::shards::{SHARD, SHARDS, SHARD_TABLETS_OVER};
 use super::spec::{KeyOrigin::Reference, ValueKind};
 use super::tables::{
     TableSelection, RENAME_SINK_TABLE, SCHEMA_EVOLUTION, TABLE_DISCOVERY_INTERVAL, TABLE_PATTERN,
@@ -373,7 +373,10 @@ impl JobConfig {
         for section in ENGINE_SECTIONS {
             section.check(keys)?;
         }
-        Ok(config)
+        match keys.get_optional(&SHARD)? {
+            Some(index) => config.for_shard(index),
+            None => Ok(config),
+        }
     }
 
     /// Convenience: the engine's keys from `(name, value)` pairs (see
@@ -490,10 +493,11 @@ impl JobConfig {
             shards: self.shards,
         })?;
         let base = self.ha.cluster_id.as_deref().unwrap_or(&self.job_name);
-        let cluster_id = format!("{base}-shard-{index}");
         let mut shard = self.clone();
-        shard.keys.set(&HA_CLUSTER_ID, cluster_id.clone());
-        shard.ha.cluster_id = Some(cluster_id);
+        // The keys keep the base cluster id and name the shard, so they
+        // read back as this shard's configuration.
+        shard.keys.set(&SHARD, index.to_string());
+        shard.ha.cluster_id = Some(format!("{base}-shard-{index}"));
         if self.shards > 1 {
             shard.keys.set(&CUTS_TABLE, "");
             shard.cuts_table = None;

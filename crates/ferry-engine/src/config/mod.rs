@@ -64,7 +64,7 @@ pub use reader::*;
 pub use restart::*;
 pub use section::{Registry, Scope, Section};
 pub use security::*;
-pub use shards::{SHARDS, SHARD_KEYS, SHARD_TABLETS_OVER};
+pub use shards::{SHARD, SHARDS, SHARD_KEYS, SHARD_TABLETS_OVER};
 pub use spec::{closest_name, KeyDefault, KeyOrigin, KeySpec, ValueKind};
 pub use tables::*;
 pub use writer::*;

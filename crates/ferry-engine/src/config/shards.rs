@@ -18,6 +18,11 @@ crate::config_section! {
     pub const SHARD_TABLETS_OVER: ConfigOption<u32> = ConfigOption::new("job.shardTabletsOver", ValueKind::CountOrZero, parse::count_or_zero_u32, print_u32)
         .default_value("0")
         .doc("With job.shards above 1: a Kudu table whose hash partitioning has more than this many buckets (tablets per range) is split over the shards by bucket, instead of belonging to one shard (docs/scale-out.md). 0 = no table is split. Fixed when the job is created, like job.shards.");
+    /// `job.shard`.
+    pub const SHARD: ConfigOption<u32> = ConfigOption::new("job.shard", ValueKind::CountOrZero, parse::count_or_zero_u32, print_u32)
+        .derived("none: the whole job")
+        .blank_means_default()
+        .doc("Run only this shard (0 to job.shards - 1) of the job, as its own job: its high-availability.cluster-id becomes <cluster-id or job.name>-shard-<k> (docs/scale-out.md). For one process per shard started by hand.");
 }
 
 fn print_u32(n: &u32) -> String {
@@ -67,8 +72,13 @@ mod tests {
             assert_eq!(s.shard, ShardSpec::new(k as u32, 3));
             assert_eq!(s.ha.cluster_id.as_deref(), Some(id.as_str()));
             assert_eq!(s.ha_job_id(), ha_job_id(&id));
-            // The keys say the same, so the shard's config reads back equal.
-            assert_eq!(s.keys.raw(&crate::config::HA_CLUSTER_ID), Some(id.as_str()));
+            // The keys name the shard, so the shard's config reads back equal.
+            let again = JobConfig::from_config(&s.keys).expect("read back");
+            assert_eq!(&again, s);
+            assert_eq!(
+                s.keys.raw(&crate::config::SHARD),
+                Some(k.to_string().as_str())
+            );
             // Several shards publish no cuts (no sink time holds them all).
             assert_eq!(s.cuts_table, None);
             assert_eq!(s.job_name, "orders");
@@ -87,6 +97,17 @@ mod tests {
         let one = config(&[]).expect("valid").for_shard(0).expect("shard");
         assert_eq!(one.cuts_table.as_deref(), Some("ferry_cuts"));
         assert_eq!(one.ha.cluster_id.as_deref(), Some("orders-shard-0"));
+    }
+
+    #[test]
+    fn job_shard_runs_one_shard_by_hand() {
+        let by_hand = config(&[("job.shards", "3"), ("job.shard", "2")]).expect("valid");
+        let whole = config(&[("job.shards", "3")]).expect("valid");
+        assert_eq!(by_hand, whole.for_shard(2).expect("shard"));
+        let err = config(&[("job.shards", "3"), ("job.shard", "3")]).expect_err("no shard 3");
+        assert_eq!(err.key(), Some("job.shards"));
+        let err = config(&[("job.shard", "x")]).expect_err("not a number");
+        assert_eq!(err.key(), Some("job.shard"));
     }
 
     #[test]

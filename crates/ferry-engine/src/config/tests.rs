@@ -233,6 +233,8 @@ fn every_key_set_explicitly() {
     let elsewhere = [
         SINK_TYPE.name(),
         SOURCE_TYPE.name(),
+        // Makes the config a shard's: config::shards' tests.
+        SHARD.name(),
         LOGIN_PRINCIPAL.name(),
         LOGIN_KEYTAB.name(),
         LOGIN_USE_TICKET_CACHE.name(),
@@ -968,6 +970,7 @@ fn ferry_only_keys_are_marked() {
             "job.renameSinkTable",
             "job.shards",
             "job.shardTabletsOver",
+            "job.shard",
             "job.sinkType",
             "job.sourceType",
             "reader.quietTabletMaxSkips",

@@ -14,6 +14,7 @@ mod operations;
 mod quiet_tablets;
 mod restarts;
 mod schema_changes;
+mod shards;
 mod stop_drain;
 mod write_guard;
 
