@@ -322,6 +322,10 @@ Options:
   -D KEY=VALUE               set a process or security key (rest.*, metrics.*, s3.*, security.*), Flink style: -Drest.port=8082
   -h, --help                 print this help
 
+With job.shards N > 1 and a high-availability.type, this process is a worker of the job: any number of
+workers (1 to N) share its shards (a worker slot each; shard k runs on the (k mod M)-th of the M live
+workers); joining, dying and SIGTERM move shards between them (docs/scale-out.md).
+
 Keys (also accepted as --key=value; rest.*, metrics.*, s3.* and security.* also as -Dkey=value; all of them
 in the --config file, flat, dotted or as [job] / [reader] / [writer] / [rest] / [metrics] / [s3] tables):
 ";

@@ -36,7 +36,26 @@ pub struct LeaseRecord {
     pub at_ms: u64,
 }
 
+/// How a released record's owner starts: a holder that let the lease go
+/// at once (a worker handing a shard over) writes its own generation once
+/// more under this mark, so the next claimant need not wait a lease
+/// duration. Kept in the owner text so every backend carries it as is.
+pub const RELEASED_MARK: &str = "released:";
+
 impl LeaseRecord {
+    /// Whether its holder released the lease with it (see
+    /// [`RELEASED_MARK`]): the lease is free now.
+    pub fn is_released(&self) -> bool {
+        self.owner.starts_with(RELEASED_MARK)
+    }
+
+    /// Who wrote it, without the release mark.
+    pub fn holder(&self) -> &str {
+        self.owner
+            .strip_prefix(RELEASED_MARK)
+            .unwrap_or(&self.owner)
+    }
+
     /// The record's body as the state-store backend writes it (JSON).
     pub fn to_json(&self) -> Result<Vec<u8>, serde_json::Error> {
         serde_json::to_vec(self)

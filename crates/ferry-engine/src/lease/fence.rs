@@ -34,6 +34,12 @@ pub enum Fenced {
         /// How long ago the deadline passed when it was noticed.
         late_ms: u64,
     },
+    /// This instance released the lease (it handed its job over).
+    #[error("fenced: generation {generation} released the lease")]
+    Released {
+        /// This instance's generation.
+        generation: u64,
+    },
 }
 
 #[derive(Debug)]
@@ -45,6 +51,8 @@ struct State {
     deadline_ms: AtomicU64,
     /// A higher generation seen in the store (0: none).
     taken_by: AtomicU64,
+    /// Closed by this instance releasing the lease.
+    released: AtomicBool,
     /// Set once the deadline was found passed: a lapsed lease is never
     /// extended again, even if a late renewal succeeds.
     lapsed: AtomicBool,
@@ -69,6 +77,7 @@ impl Fence {
             epoch,
             deadline_ms: AtomicU64::new(0),
             taken_by: AtomicU64::new(0),
+            released: AtomicBool::new(false),
             lapsed: AtomicBool::new(false),
         })));
         fence.store_deadline(deadline);
@@ -89,6 +98,11 @@ impl Fence {
     /// savepoint and sink write. Once it fails it keeps failing.
     pub fn check(&self) -> Result<(), Fenced> {
         let Some(s) = &self.0 else { return Ok(()) };
+        if s.released.load(Ordering::Acquire) {
+            return Err(Fenced::Released {
+                generation: s.generation,
+            });
+        }
         let taken_by = s.taken_by.load(Ordering::Acquire);
         if taken_by != 0 {
             return Err(Fenced::TakenOver {
@@ -123,6 +137,13 @@ impl Fence {
     pub fn taken_over(&self, taken_by: u64) {
         if let Some(s) = &self.0 {
             s.taken_by.store(taken_by, Ordering::Release);
+        }
+    }
+
+    /// This instance is releasing the lease: close for good.
+    pub fn release(&self) {
+        if let Some(s) = &self.0 {
+            s.released.store(true, Ordering::Release);
         }
     }
 
@@ -172,6 +193,15 @@ mod tests {
                 .starts_with("fenced: the lease of generation 1 was not renewed in time"),
             "{err}"
         );
+        assert!(!f.renewed(Instant::now(), Duration::from_secs(60)));
+        assert!(f.check().is_err());
+    }
+
+    #[test]
+    fn a_released_fence_stays_closed() {
+        let f = Fence::new(2, Instant::now() + Duration::from_secs(60));
+        f.release();
+        assert_eq!(f.check(), Err(Fenced::Released { generation: 2 }));
         assert!(!f.renewed(Instant::now(), Duration::from_secs(60)));
         assert!(f.check().is_err());
     }

@@ -11,7 +11,8 @@
 //!   objects under `<high-availability.storageDir>/<job-id>/_lease/`;
 //!   coordination services in their own crates).
 //! - `protocol`: [`Lease`] — renewals and claims race for the same next
-//!   position, so exactly one wins.
+//!   position, so exactly one wins; a holder that hands its job over
+//!   releases the lease at once (a released record of its generation).
 //! - `standby`: [`Standby`] — wait while a holder renews, claim the next
 //!   generation when it goes silent, find the newest retained state, hold
 //!   the lease while the job runs; `ferry run` (with a lease), `ferry
@@ -62,7 +63,9 @@ fn test_ha(duration_ms: u64) -> crate::config::HaConfig {
         .ha
 }
 
-pub use backend::{LeaseBackend, LeaseError, LeaseFuture, LeaseRecord, StoreBackend};
+pub use backend::{
+    LeaseBackend, LeaseError, LeaseFuture, LeaseRecord, StoreBackend, RELEASED_MARK,
+};
 pub use failures::{FailureLog, LOG_FAILURE_EVERY};
 pub use fence::{Fence, Fenced};
 pub use find::{

@@ -15,7 +15,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::backend::{LeaseBackend, LeaseError, LeaseRecord, StoreBackend};
+use super::backend::{LeaseBackend, LeaseError, LeaseRecord, StoreBackend, RELEASED_MARK};
 use super::failures::FailureLog;
 use super::fence::Fence;
 use crate::checkpoint::{JobId, StateKey, StateStore, StorageLocation};
@@ -25,6 +25,8 @@ use crate::config::HaConfig;
 pub const LEASE_DIR: &str = "_lease";
 /// Records kept behind the newest (the rest are dropped).
 const KEEP: u64 = 8;
+/// Positions a release tries before it gives up (each lost race re-reads).
+const RELEASE_ATTEMPTS: usize = 4;
 
 /// One job's lease.
 #[derive(Debug, Clone)]
@@ -144,6 +146,38 @@ impl Lease {
                 Ok(None)
             }
         }
+    }
+
+    /// Releases the lease of `generation` at once: writes a released
+    /// record of that generation after the newest, so the next claimant
+    /// need not wait a lease duration (fencing stays generation-based: the
+    /// claimant writes the next generation). The caller has stopped
+    /// renewing and writing. `Ok(false)`: another generation holds the
+    /// lease already, so there was nothing to release.
+    pub async fn release(&self, generation: u64) -> Result<bool, LeaseError> {
+        for _ in 0..RELEASE_ATTEMPTS {
+            let Some(newest) = self.backend.newest().await? else {
+                return Ok(false);
+            };
+            if newest.generation != generation {
+                return Ok(false);
+            }
+            if newest.is_released() {
+                return Ok(true);
+            }
+            let record = LeaseRecord {
+                seq: newest.seq + 1,
+                generation,
+                owner: format!("{RELEASED_MARK}{}", self.owner),
+                at_ms: crate::time::now_ms(),
+            };
+            // Lost: a renewal of ours still in flight, or a claim; look again.
+            if self.backend.write_next(&record).await?.is_none() {
+                tracing::info!(generation, lease = %self.location(), "lease released");
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// How long a renewal (or claim) keeps the fence open, from its start.
@@ -306,6 +340,36 @@ mod tests {
                 taken_by: 2
             }
         );
+    }
+
+    #[tokio::test]
+    async fn a_released_lease_is_claimed_at_once_by_the_next_generation() {
+        let store = Arc::new(MemoryStateStore::new());
+        // 8 s: the standby polls every second.
+        let (a, b) = (lease(&store, "a", 8_000), lease(&store, "b", 8_000));
+        let held = claim_as(&a, Role::Active).await.expect("claim");
+        let fence = held.fence.clone();
+        let holding = crate::lease::Holding::new(a.clone(), held);
+        let waiting = claim_as(&b, Role::Standby);
+        tokio::pin!(waiting);
+        let early = tokio::time::timeout(Duration::from_millis(300), &mut waiting).await;
+        assert!(early.is_err(), "the lease is held and renewed");
+        assert!(holding.hand_back().await.expect("release"));
+        assert_eq!(
+            fence.check(),
+            Err(super::super::Fenced::Released { generation: 1 })
+        );
+        let newest = a.newest().await.expect("read").expect("record");
+        assert!(newest.is_released(), "{newest:?}");
+        assert_eq!((newest.generation, newest.holder()), (1, "a"));
+        // Far sooner than the 8 s lease duration.
+        let held = tokio::time::timeout(Duration::from_secs(3), waiting)
+            .await
+            .expect("claimed at once")
+            .expect("claim");
+        assert_eq!(held.generation, 2);
+        // Generation 1 has nothing left to release.
+        assert!(!a.release(1).await.expect("read"));
     }
 
     #[tokio::test]

@@ -64,6 +64,12 @@ pub enum Event<'a> {
         /// How long it has been silent.
         silent: Duration,
     },
+    /// The holder released the lease (it handed the job over): claiming
+    /// now.
+    Released {
+        /// Its release record.
+        holder: &'a LeaseRecord,
+    },
     /// The lease could not be read; tried again after a backoff. The time
     /// until the next successful read does not count as silence.
     ReadFailed(&'a LeaseError),
@@ -125,6 +131,7 @@ pub struct Holding {
     pub generation: u64,
     /// Its fence (for the job's checkpoints, savepoints and sink writes).
     pub fence: Fence,
+    lease: Arc<Lease>,
     keeper: tokio::task::JoinHandle<()>,
 }
 
@@ -132,6 +139,29 @@ pub struct Holding {
 const FENCE_POLL: Duration = Duration::from_millis(50);
 
 impl Holding {
+    /// Renews `held` of `lease` until [`Holding::release`] or
+    /// [`Holding::hand_back`].
+    pub fn new(lease: Arc<Lease>, held: Held) -> Self {
+        Holding {
+            generation: held.generation,
+            fence: held.fence.clone(),
+            keeper: lease.clone().keep(held),
+            lease,
+        }
+    }
+
+    /// Stops renewing and releases the lease at once (the job was stopped
+    /// first): the next claimant takes it without waiting a lease
+    /// duration. The fence closes for good. `Ok(false)`: another
+    /// generation held the lease already.
+    pub async fn hand_back(self) -> Result<bool, LeaseError> {
+        self.fence.release();
+        self.keeper.abort();
+        // A renewal in flight ends before the release is written.
+        let _ = self.keeper.await;
+        self.lease.release(self.generation).await
+    }
+
     /// Stops renewing (the job ended): the lease lapses for the next
     /// instance after its duration.
     pub fn release(self) {
@@ -281,11 +311,15 @@ impl Standby {
             let silent = watcher.silent_for();
             let free = match &watcher.newest {
                 None => role == Role::Active,
-                Some(_) => silent >= self.lease.duration,
+                Some(r) => r.is_released() || silent >= self.lease.duration,
             };
             if free {
                 let detected = Instant::now();
                 let silent = match &watcher.newest {
+                    Some(holder) if holder.is_released() => {
+                        on_event(Event::Released { holder });
+                        silent
+                    }
                     Some(holder) => {
                         on_event(Event::Lapsed { holder, silent });
                         silent
@@ -343,13 +377,7 @@ impl Standby {
 
     /// Renews `held` until [`Holding::release`].
     pub fn hold(&self, held: Held) -> Holding {
-        let generation = held.generation;
-        let fence = held.fence.clone();
-        Holding {
-            generation,
-            fence,
-            keeper: self.lease.clone().keep(held),
-        }
+        Holding::new(self.lease.clone(), held)
     }
 }
 

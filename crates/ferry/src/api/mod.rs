@@ -6,10 +6,12 @@
 //!   `docs/operations.md`), field names exactly as
 //!   Flink spells them (kebab-case, camelCase or snake_case, per field).
 //! - [`live`]: ferry's own `/ferry/...` bodies (submission, the live
-//!   numbers the web page and `ferry stop --drain-check` poll).
+//!   numbers the web page and `ferry stop --drain-check` poll);
+//!   [`shards`]: a sharded job's workers and shards (`/ferry/shards`).
 
 // Flink's REST bodies field by field: each field is the Flink field its
 // serde name gives, documented by Flink; the structs say which endpoint.
 #[allow(missing_docs)]
 pub mod flink;
 pub mod live;
+pub mod shards;

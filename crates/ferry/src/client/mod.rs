@@ -10,6 +10,7 @@
 
 mod drain;
 pub mod security;
+mod shards;
 
 pub use drain::{drain_check, drain_then_stop, DrainCheck};
 pub use security::RestClientOptions;
@@ -98,6 +99,16 @@ impl Rest {
         self.expect_ok(Method::POST, path, Some(body))
             .await?
             .parse()
+    }
+
+    /// The same client (TLS, token) for the REST API at `base` (another
+    /// worker of a sharded job).
+    fn at(&self, base: &str) -> Rest {
+        Rest {
+            http: self.http.clone(),
+            base: base.trim_end_matches('/').to_string(),
+            hint: self.hint,
+        }
     }
 
     /// Polls an asynchronous operation until it completes; returns its
@@ -205,6 +216,7 @@ pub async fn list(rest: &Rest, running: bool, scheduled: bool, all: bool) -> Res
             &in_states(&["FINISHED", "CANCELED", "FAILED"]),
         );
     }
+    shards::print_shards(rest).await;
     Ok(())
 }
 

@@ -34,7 +34,7 @@ pub const SAY_WAITING_EVERY: Duration = Duration::from_secs(10);
 
 /// This instance's name in lease objects: its pod (`POD_NAME`, as on
 /// Kubernetes) or host, and pid.
-fn owner() -> String {
+pub fn owner() -> String {
     let host = std::env::var("POD_NAME")
         .ok()
         .filter(|pod| !pod.trim().is_empty())
@@ -47,15 +47,26 @@ fn owner() -> String {
 /// The lease of `run`'s HA job, with `from` searched for the state of
 /// `job` (any one job's if `None`).
 pub fn standby_for(run: &RunArgs, from: &[StorageLocation], job: Option<JobId>) -> Result<Standby> {
+    standby_owned_by(run, from, job, owner())
+}
+
+/// [`standby_for`], naming this instance `owner` in the lease records (a
+/// worker adds its REST address).
+pub fn standby_owned_by(
+    run: &RunArgs,
+    from: &[StorageLocation],
+    job: Option<JobId>,
+    owner: String,
+) -> Result<Standby> {
     let cfg: &JobConfig = &run.config;
     let search = crate::wiring::state_search(&run.process, from, job);
     if let Some(zookeeper) = &cfg.ha.zookeeper {
-        let lease = zookeeper_lease(cfg, zookeeper.clone())?;
+        let lease = zookeeper_lease(cfg, zookeeper.clone(), owner)?;
         return Ok(Standby::new(Arc::new(lease), search));
     }
     if cfg.ha.kind == HaKind::Kubernetes {
         let backend = super::kube_lease::backend(cfg);
-        let lease = Lease::with_backend(backend, &cfg.ha, owner());
+        let lease = Lease::with_backend(backend, &cfg.ha, owner);
         return Ok(Standby::new(Arc::new(lease), search));
     }
     let lease = Arc::new(match cfg.ha_lease_place() {
@@ -68,7 +79,7 @@ pub fn standby_for(run: &RunArgs, from: &[StorageLocation], job: Option<JobId>) 
             }
             let store = LeaseTable::new(crate::wiring::sink_client(cfg)?, table);
             let name = store.uri();
-            Lease::named(Arc::new(store), name, &cfg.ha_job_id(), &cfg.ha, owner())
+            Lease::named(Arc::new(store), name, &cfg.ha_job_id(), &cfg.ha, owner)
         }
         LeasePlace::Store(dir) => {
             let resolver = crate::wiring::resolver(&run.process);
@@ -77,7 +88,7 @@ pub fn standby_for(run: &RunArgs, from: &[StorageLocation], job: Option<JobId>) 
                 &dir,
                 &cfg.ha_job_id(),
                 &cfg.ha,
-                owner(),
+                owner,
             )
         }
         // `LeasePlace` may grow; say so rather than guess.
@@ -88,10 +99,10 @@ pub fn standby_for(run: &RunArgs, from: &[StorageLocation], job: Option<JobId>) 
 
 /// The lease of `cfg`'s HA job on ZooKeeper (`high-availability.type
 /// zookeeper`): under the quorum's root, in the cluster id's znode.
-fn zookeeper_lease(cfg: &JobConfig, zookeeper: ZooKeeperConfig) -> Result<Lease> {
+fn zookeeper_lease(cfg: &JobConfig, zookeeper: ZooKeeperConfig, owner: String) -> Result<Lease> {
     let cluster_id = cfg.ha.cluster_id.as_deref().unwrap_or(&cfg.job_name);
     let backend = ZooKeeperLease::new(zookeeper, cluster_id, &cfg.ha_job_id())?;
-    Ok(Lease::with_backend(Arc::new(backend), &cfg.ha, owner()))
+    Ok(Lease::with_backend(Arc::new(backend), &cfg.ha, owner))
 }
 
 /// The line a waiting instance prints every [`SAY_WAITING_EVERY`].
@@ -162,6 +173,11 @@ impl EventLines {
                 "{}: the lease has not changed for {} ms; taking over",
                 self.who,
                 silent.as_millis()
+            ),
+            Event::Released { holder } => eprintln!(
+                "{}: {} released the lease; taking over",
+                self.who,
+                holder.holder()
             ),
             Event::ReadFailed(e) => self.failure("cannot read the lease; retrying", e),
             Event::ClaimFailed(e) => self.failure("cannot claim the lease; retrying", e),

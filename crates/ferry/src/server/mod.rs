@@ -6,7 +6,9 @@
 //!   server`) processes; [`lease`]: running a job as the holder of its
 //!   lease (`high-availability.type lease`), for `ferry run`, `ferry
 //!   standby` and `ferry failover`; [`holder`]: the holder's life — run,
-//!   stand by when fenced, run the next generation it wins.
+//!   stand by when fenced, run the next generation it wins; [`workers`]:
+//!   the workers of a sharded job (`job.shards` > 1), each running the
+//!   shards its worker slot owns.
 //! - [`listen`]: the REST and Prometheus listeners; [`rest`]: the
 //!   Flink-shaped REST API, ferry's `/ferry/*` endpoints and the web page;
 //!   [`prom`]: the Prometheus exposition; [`view`]: one job's state, read
@@ -29,3 +31,4 @@ pub mod run;
 pub mod sampler;
 pub mod submit;
 pub mod view;
+pub mod workers;

@@ -98,11 +98,18 @@ impl std::fmt::Debug for FerryCollector {
     }
 }
 
+/// A job's labels; a shard of a sharded job (`job.shards` > 1) adds
+/// `shard`, so every family of it (Flink's job scope and `ferry_*`) says
+/// which shard it is.
 fn job_labels(v: &JobView) -> Labels {
-    vec![
+    let mut labels: Labels = vec![
         ("job_id".into(), v.job.id.to_string()),
         ("job_name".into(), v.job.name.clone()),
-    ]
+    ];
+    if let Some(shard) = v.job.config.shard.filter(|s| s.count > 1) {
+        labels.push(("shard".into(), shard.label()));
+    }
+    labels
 }
 
 fn with(mut labels: Labels, extra: &[(&str, &str)]) -> Labels {

@@ -143,6 +143,9 @@ pub struct JobEntry {
     /// Set when the job was stopped because its lease was lost and the
     /// process stands by for it again (Flink's SUSPENDED).
     suspended: std::sync::atomic::AtomicBool,
+    /// The takeover that started this job, ms from the lease lost to its
+    /// first window completed (0: not a takeover, or not yet).
+    takeover_ms: AtomicU64,
 }
 
 impl JobEntry {
@@ -180,12 +183,23 @@ impl JobEntry {
             verify: Mutex::new(VerifyRuns::default()),
             tasks: CancellationToken::new(),
             suspended: std::sync::atomic::AtomicBool::new(false),
+            takeover_ms: AtomicU64::new(0),
         }
     }
 
     /// The job ended because its lease was lost; the process stands by.
     pub fn suspend(&self) {
         self.suspended.store(true, Ordering::Relaxed);
+    }
+
+    /// Records the takeover time of this job's start ([`super::rto::Rto`]).
+    pub fn took_over_in(&self, ms: u64) {
+        self.takeover_ms.store(ms.max(1), Ordering::Relaxed);
+    }
+
+    /// How long the takeover that started this job took, once known.
+    pub fn takeover_ms(&self) -> Option<u64> {
+        Some(self.takeover_ms.load(Ordering::Relaxed)).filter(|ms| *ms > 0)
     }
 
     /// Whether [`suspend`](Self::suspend) was called.
@@ -395,6 +409,9 @@ pub struct Registry {
     pub resolver: Arc<ferry_objstore::ObjectStoreResolver>,
     /// The lease role of a lease holder's process.
     pub ha: HaState,
+    /// A worker of a sharded job: the whole job's slots and shards
+    /// (`GET /ferry/shards`).
+    pub shards: std::sync::OnceLock<Arc<crate::server::workers::ShardBoard>>,
 }
 
 impl Registry {
@@ -407,6 +424,7 @@ impl Registry {
             shutdown: CancellationToken::new(),
             resolver,
             ha: HaState::default(),
+            shards: std::sync::OnceLock::new(),
         })
     }
 

@@ -12,6 +12,8 @@ pub struct Rto {
     /// Steps before the job started, in order, with their durations.
     pub steps: Vec<(&'static str, Duration)>,
     print: bool,
+    /// What took over (`shard 3`), printed before the breakdown.
+    label: Option<String>,
 }
 
 impl Rto {
@@ -20,6 +22,15 @@ impl Rto {
         Rto {
             steps: Vec::new(),
             print: true,
+            label: None,
+        }
+    }
+
+    /// A breakdown that is printed, for what `label` names (`shard 3`).
+    pub fn printed_for(label: String) -> Self {
+        Rto {
+            label: Some(label),
+            ..Self::printed()
         }
     }
 
@@ -53,13 +64,17 @@ impl Rto {
             rto.step("first window completed", started.elapsed());
             let total = began.elapsed();
             let ms = |d: Duration| d.as_millis() as u64;
+            entry.took_over_in(ms(total));
             if json {
                 let steps: serde_json::Map<String, serde_json::Value> = rto
                     .steps
                     .iter()
                     .map(|(n, d)| (n.replace(' ', "_"), ms(*d).into()))
                     .collect();
-                let line = serde_json::json!({ "rtoMs": ms(total), "steps": steps });
+                let mut line = serde_json::json!({ "rtoMs": ms(total), "steps": steps });
+                if let Some(label) = &rto.label {
+                    line["of"] = label.clone().into();
+                }
                 crate::say!("{line}");
             } else {
                 let parts: Vec<String> = rto
@@ -67,7 +82,12 @@ impl Rto {
                     .iter()
                     .map(|(n, d)| format!("{n} {} ms", ms(*d)))
                     .collect();
-                crate::say!("RTO: {} ms ({})", ms(total), parts.join(", "));
+                let of = rto
+                    .label
+                    .as_ref()
+                    .map(|l| format!("{l}: "))
+                    .unwrap_or_default();
+                crate::say!("{of}RTO: {} ms ({})", ms(total), parts.join(", "));
             }
         });
     }

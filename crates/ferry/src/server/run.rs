@@ -29,6 +29,9 @@ const RESULT_GRACE: Duration = Duration::from_secs(10);
 /// With `high-availability.type lease` it first waits for and claims the
 /// lease (see [`super::lease`]).
 pub async fn run(args: RunArgs) -> Result<JobStatus> {
+    if let Some(shards) = super::workers::sharded(&args) {
+        return super::workers::run_worker(args, shards).await;
+    }
     if args.config.ha.kind.holds_lease() {
         return super::lease::run_leased(args).await;
     }
@@ -126,6 +129,11 @@ impl App {
             eprintln!("ferry: Prometheus metrics at {url}");
         }
         Ok(App { registry, bound })
+    }
+
+    /// The REST API's URL, if it listens.
+    pub fn rest_url(&self) -> Option<String> {
+        self.bound.rest_url()
     }
 
     /// Starts the job and its progress display.

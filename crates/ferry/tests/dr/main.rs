@@ -18,6 +18,7 @@ mod kube_ha;
 mod region_loss;
 mod rewind;
 mod s3_state;
+mod shards;
 mod standby;
 mod standby_reads;
 mod state_replication;

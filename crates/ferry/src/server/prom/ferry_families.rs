@@ -98,6 +98,15 @@ fn push_ferry_gauges(out: &mut Families, v: &JobView, labels: &Labels) {
         labels.clone(),
         if v.is_restarting() { 1.0 } else { 0.0 },
     );
+    if let Some(ms) = v.job.takeover_ms() {
+        out.ferry(
+            "ha_takeover_ms",
+            "The takeover that started this job (a standby's, or a shard's on a worker): ms from the last renewal seen of the lost lease to the first window completed",
+            gauge,
+            labels.clone(),
+            ms as f64,
+        );
+    }
 }
 
 /// Periodic savepoints and state replicas.

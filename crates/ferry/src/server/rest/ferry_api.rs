@@ -215,6 +215,18 @@ pub(super) async fn job_live_handler(
     Ok(Json(job_live(&job.view())))
 }
 
+/// `GET /ferry/shards`: the sharded job this process is a worker of.
+pub(super) async fn shards(
+    State(state): State<AppState>,
+) -> Result<Json<crate::api::shards::ShardsOverview>, ApiError> {
+    let Some(board) = state.registry.shards.get() else {
+        return Err(ApiError::not_found(
+            "this process is not a worker of a sharded job (job.shards > 1 with a high-availability type)",
+        ));
+    };
+    Ok(Json(board.overview(&state.registry).await))
+}
+
 pub(super) async fn overview(State(state): State<AppState>) -> Json<ProcessOverview> {
     let jobs = state
         .registry

@@ -80,6 +80,7 @@ fn api() -> Router<AppState> {
         )
         .route("/ferry/jobs", post(ferry_api::submit_job))
         .route("/ferry/overview", get(ferry_api::overview))
+        .route("/ferry/shards", get(ferry_api::shards))
         .route("/ferry/jobs/{jobid}/live", get(ferry_api::job_live_handler))
         .route("/ferry/jobs/{jobid}/verify", post(verify::trigger_verify))
         .route(
