@@ -63,6 +63,7 @@ pub async fn run(ctx: &Ctx, counts: &[usize], seconds: u64) -> Result<PathBuf> {
     )?;
     let (src, dst) = ctx.clusters("tables", &mut report).await?;
     let client = KuduClient::new(&src.masters.split(',').collect::<Vec<_>>())?;
+    let sink = KuduClient::new(&dst.masters.split(',').collect::<Vec<_>>())?;
     // New tables' MemRowSets flushed within a second, so the flushes are
     // over before the baseline and the measurement.
     src.set_tserver_flag("flush_threshold_secs", "1").await?;
@@ -71,7 +72,13 @@ pub async fn run(ctx: &Ctx, counts: &[usize], seconds: u64) -> Result<PathBuf> {
     let mut created = 0;
     for &n in counts {
         let started = Instant::now();
-        create_tables(&client, created, n).await?;
+        // The sink tables too (empty): ferry would create them one by one.
+        let (a, b) = tokio::join!(
+            create_tables(&client, created, n, ROWS),
+            create_tables(&sink, created, n, 0)
+        );
+        a?;
+        b?;
         created = created.max(n);
         println!(
             "  {n} tables on the source (created in {:.1} s)",
@@ -80,7 +87,7 @@ pub async fn run(ctx: &Ctx, counts: &[usize], seconds: u64) -> Result<PathBuf> {
         runs.push(measure(ctx, &src, &dst, n, seconds, &mut report).await?);
     }
     report.command(format!(
-        "# ferry-bench (in process): tables many_0000.. created through kudu-client, {CREATING} at a time: INT64 key id, INT64 v; {TABLETS} hash tablets; 1 replica; {ROWS} rows each"
+        "# ferry-bench (in process): tables many_0000.. created through kudu-client on both clusters, {CREATING} at a time per cluster: INT64 key id, INT64 v; {TABLETS} hash tablets; 1 replica; {ROWS} rows each on the source"
     ));
     report.tables.push(tables_table(&runs, seconds));
     report.result("runs", &runs);
@@ -94,17 +101,17 @@ fn table_name(i: usize) -> String {
     format!("many_{i:04}")
 }
 
-/// Creates tables `from..to` with `ROWS` rows each.
-async fn create_tables(client: &KuduClient, from: usize, to: usize) -> Result<()> {
+/// Creates tables `from..to` with `rows` rows each.
+async fn create_tables(client: &KuduClient, from: usize, to: usize, rows: i64) -> Result<()> {
     let results: Vec<Result<()>> = futures::stream::iter(from..to)
-        .map(|i| create_one(client, i))
+        .map(|i| create_one(client, i, rows))
         .buffer_unordered(CREATING)
         .collect()
         .await;
     results.into_iter().collect()
 }
 
-async fn create_one(client: &KuduClient, i: usize) -> Result<()> {
+async fn create_one(client: &KuduClient, i: usize, rows: i64) -> Result<()> {
     let name = table_name(i);
     let schema = Schema::new(vec![
         ColumnSchema::builder("id", DataType::Int64)
@@ -121,7 +128,7 @@ async fn create_one(client: &KuduClient, i: usize) -> Result<()> {
     let table = client.open_table(&name).await?;
     let mut s = client
         .new_session_with(SessionOptions::default().flush_mode(FlushMode::AutoFlushBackground))?;
-    for id in 0..ROWS {
+    for id in 0..rows {
         let mut r = table.new_row();
         r.set_i64("id", id)?;
         r.set_i64("v", id)?;
