@@ -139,6 +139,8 @@ async fn create_one(client: &KuduClient, i: usize, rows: i64) -> Result<()> {
 }
 
 /// Runs one job over the first `n` tables and measures its steady state.
+// Long: baseline, start, steady wait, measured period and figures are one
+// sequence whose readings (CPU, windows, skips) pair up across it.
 async fn measure(
     ctx: &Ctx,
     src: &Cluster,
