@@ -8,6 +8,7 @@
 //! bench/run lag --rates 1000,5000,20000   # the lag sweep, one column per rate
 //! bench/run idle-cycle [--sizes 1000000,4000000,16000000] [--windows K]
 //! bench/run memory [--sizes 1000000,4000000,16000000]
+//! bench/run tables [--counts 100,500,1000] [--seconds S]
 //! bench/run failover [--takeovers 5] [--rate 300]
 //! bench/run verify [--rows N] [--threads T] [--repeat R]
 //! bench/run soak [--minutes N] [--fault-every K] [--rate R] [--seed S] [--faults a,b]
@@ -126,6 +127,17 @@ enum Scenario {
         /// Idle windows measured per size.
         #[arg(long, default_value_t = 15)]
         windows: usize,
+    },
+    /// Idle tables in one job: N tables of 2 tablets and 100 rows, 1-second
+    /// windows; source tablet-server, master and ferry CPU and ferry's RSS
+    /// per idle table per window, at each count (default 100, 500 and
+    /// 1 000: ~8 min, of which creating 1 000 tables takes ~2 min).
+    Tables {
+        #[arg(long, value_delimiter = ',', default_value = "100,500,1000")]
+        counts: Vec<usize>,
+        /// Seconds measured per count, once the job is steady.
+        #[arg(long, default_value_t = 30)]
+        seconds: u64,
     },
     /// Peak RSS of ferry during snapshots of tables of several sizes
     /// (default 1 M, 4 M and 16 M rows, two allocator settings each: ~6 min,
@@ -290,6 +302,15 @@ async fn run(cli: Cli) -> Result<()> {
         Scenario::IdleCycle { sizes, windows } => {
             check_sizes(&sizes)?;
             scenarios::idle::run(&ctx, &sizes, windows.max(1)).await?;
+        }
+        Scenario::Tables { counts, seconds } => {
+            if counts.is_empty() || counts.contains(&0) || seconds == 0 {
+                bail!("--counts must be positive table counts and --seconds positive");
+            }
+            let mut counts = counts;
+            counts.sort_unstable();
+            counts.dedup();
+            scenarios::tables::run(&ctx, &counts, seconds).await?;
         }
         Scenario::Memory { sizes } => {
             check_sizes(&sizes)?;

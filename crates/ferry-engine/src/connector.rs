@@ -175,6 +175,19 @@ pub trait Source: Send + Sync + 'static {
     fn schema(&self) -> impl Future<Output = Result<Option<SchemaRecord>, EngineError>> + Send {
         async { Ok(None) }
     }
+
+    /// The source table's schema for `window`, asked after its end was
+    /// chosen and before it is planned; by default [`Source::schema`]. A
+    /// source may answer with the schema it read before when it proves the
+    /// window copies nothing (no row of it can hold a new column), so a
+    /// job of many idle tables asks no catalog per table per window.
+    fn schema_for(
+        &self,
+        window: WindowState,
+    ) -> impl Future<Output = Result<Option<SchemaRecord>, EngineError>> + Send {
+        let _ = window;
+        self.schema()
+    }
 }
 
 /// Streams the batches of one split.

@@ -2,10 +2,12 @@
 //! diff scan splits, one per tablet (or per `reader.splitSizeBytes` key
 //! range), and reads a split from its resume key (prefetching the next
 //! batch with `reader.prefetching`). A diff window leaves out the tablets
-//! [`QuietTablets`] proves unchanged in it.
+//! [`QuietTablets`] proves unchanged in it; when that is every tablet, the
+//! window is planned (and its schema answered) without asking the masters:
+//! a job of many idle tables costs them nothing per table per window.
 
 use crate::prefetch::ScanBatches;
-use crate::quiet_tablets::QuietTablets;
+use crate::quiet_tablets::{QuietTablets, Selection, TabletProbe};
 use crate::shard::ShardTablets;
 use crate::tserver_metrics::EndpointChoice;
 use ferry_engine::checkpoint::{SplitState, WindowState};
@@ -38,9 +40,21 @@ pub struct KuduSource {
     names: std::sync::Arc<std::sync::RwLock<std::collections::HashMap<String, u32>>>,
     /// Readings of the tablets' write counters, to skip quiet tablets.
     quiet: Arc<QuietTablets>,
+    /// What the last window's opening learnt: reused by the next call
+    /// for the same window, and when a window copies nothing.
+    known: Arc<std::sync::Mutex<Known>>,
     /// In a job cut into shards: the tablets this shard reads (`None`:
     /// every tablet).
     shard: Option<ShardTablets>,
+}
+
+/// The table and schema read last, and the selection of the window being
+/// opened.
+#[derive(Debug, Default)]
+struct Known {
+    table: Option<kudu_client::KuduTable>,
+    schema: Option<SchemaRecord>,
+    selection: Option<(WindowState, Selection)>,
 }
 
 impl KuduSource {
@@ -53,8 +67,25 @@ impl KuduSource {
             quiet: Arc::new(quiet_tablets(&reader)),
             reader,
             names: Default::default(),
+            known: Default::default(),
             shard: None,
         }
+    }
+
+    /// Reads only the tablets `shard` owns (`None`: every tablet): windows
+    /// are planned, and quiet tablets proven, over them alone.
+    pub fn with_shard(mut self, shard: Option<ShardTablets>) -> Self {
+        self.shard = shard;
+        self
+    }
+
+    /// Reads the tablet servers through `probe`, shared with the job's
+    /// other tables on the same cluster (one sweep per server per window
+    /// for all of them).
+    pub fn with_probe(mut self, probe: Arc<TabletProbe>) -> Self {
+        self.quiet =
+            Arc::new(QuietTablets::new(self.reader.quiet_tablet_max_skips).with_probe(probe));
+        self
     }
 
     /// A source for `table`, opened by its id (renames do not matter; an
@@ -67,15 +98,9 @@ impl KuduSource {
             quiet: Arc::new(quiet_tablets(&reader)),
             reader,
             names: Default::default(),
+            known: Default::default(),
             shard: None,
         }
-    }
-
-    /// Reads only the tablets `shard` owns (`None`: every tablet): windows
-    /// are planned, and quiet tablets proven, over them alone.
-    pub fn with_shard(mut self, shard: Option<ShardTablets>) -> Self {
-        self.shard = shard;
-        self
     }
 
     /// `planned` (column names of a split's projection) as the source table
@@ -112,11 +137,44 @@ impl KuduSource {
 
     /// The source table now, by id when known.
     async fn open_table(&self) -> Result<kudu_client::KuduTable, EngineError> {
-        match &self.table_id {
+        let table = match &self.table_id {
             Some(id) => self.client.open_table_by_id(id).await,
             None => self.client.open_table(&self.table_name).await,
         }
-        .map_err(|e| self.err(e))
+        .map_err(|e| self.err(e))?;
+        if let Ok(mut k) = self.known.lock() {
+            k.table = Some(table.clone());
+        }
+        Ok(table)
+    }
+
+    /// The quiet tablets of diff `window` (empty for a snapshot), computed
+    /// once per window: `schema_for` and `plan` both ask.
+    async fn selection(&self, window: WindowState) -> Result<Selection, EngineError> {
+        if window.start_timestamp.is_none() {
+            return Ok(Selection::default());
+        }
+        let (known_table, known_selection) = match self.known.lock() {
+            Ok(k) => (k.table.clone(), k.selection.clone()),
+            Err(_) => (None, None),
+        };
+        if let Some((_, s)) = known_selection.filter(|(w, _)| *w == window) {
+            return Ok(s);
+        }
+        let table = match known_table {
+            Some(t) => t,
+            None => self.open_table().await?,
+        };
+        let shard = self.shard;
+        let owned = |key: &[u8]| shard.is_none_or(|s| s.owns_tablet(&table, key));
+        let selection = self
+            .quiet
+            .select(&self.client, &table, window, &owned)
+            .await;
+        if let Ok(mut k) = self.known.lock() {
+            k.selection = Some((window, selection.clone()));
+        }
+        Ok(selection)
     }
 
     fn err(&self, source: kudu_client::Error) -> EngineError {
@@ -192,7 +250,17 @@ impl Source for KuduSource {
         window: WindowState,
         _cursor: Option<&serde_json::Value>,
     ) -> Result<WindowPlan, EngineError> {
-        // Re-opened every window so a source schema change is picked up.
+        let quiet = self.selection(window).await?;
+        if quiet.every_tablet {
+            // Nothing to copy: no catalog call, no split.
+            tracing::debug!(table = %self.table_name, skipped = quiet.skip.len(), "every tablet proven unchanged in the window");
+            return Ok(WindowPlan {
+                splits: Vec::new(),
+                cursor: None,
+                skipped: quiet.skip.len() as u64,
+            });
+        }
+        // Re-opened so a source schema change is picked up.
         let table = self.open_table().await?;
         self.remember_names(table.schema());
         let mut splits = self
@@ -201,12 +269,7 @@ impl Source for KuduSource {
             .await
             .map_err(|e| self.err(e))?;
         let shard = self.shard;
-        let owned = |key: &[u8]| shard.is_none_or(|s| s.owns_tablet(&table, key));
-        splits.retain(|s| owned(s.partition_key_start()));
-        let quiet = self
-            .quiet
-            .select(&self.client, &table, window, &owned)
-            .await;
+        splits.retain(|s| shard.is_none_or(|sh| sh.owns_tablet(&table, s.partition_key_start())));
         if !quiet.skip.is_empty() {
             splits.retain(|s| !quiet.skip.contains(s.tablet_id()));
             tracing::debug!(table = %self.table_name, skipped = quiet.skip.len(), "tablets proven unchanged in the window are not scanned");
@@ -228,6 +291,18 @@ impl Source for KuduSource {
         })
     }
 
+    async fn schema_for(&self, window: WindowState) -> Result<Option<SchemaRecord>, EngineError> {
+        if self.selection(window).await?.every_tablet {
+            // The window copies no row, so none can hold a column the
+            // schema read before lacks; the next window that copies one
+            // reads the schema again, after its end was chosen.
+            if let Some(schema) = self.known.lock().ok().and_then(|k| k.schema.clone()) {
+                return Ok(Some(schema));
+            }
+        }
+        self.schema().await
+    }
+
     async fn schema(&self) -> Result<Option<SchemaRecord>, EngineError> {
         let table = self.open_table().await?;
         let ranges = self
@@ -236,10 +311,12 @@ impl Source for KuduSource {
             .await
             .map_err(|e| self.err(e))?;
         self.remember_names(table.schema());
-        Ok(Some(
-            crate::sink_table::schema_change::record_of(&table, &ranges)
-                .map_err(EngineError::from)?,
-        ))
+        let record = crate::sink_table::schema_change::record_of(&table, &ranges)
+            .map_err(EngineError::from)?;
+        if let Ok(mut k) = self.known.lock() {
+            k.schema = Some(record.clone());
+        }
+        Ok(Some(record))
     }
 
     async fn open(&self, state: &SplitState) -> Result<KuduSplitReader, EngineError> {

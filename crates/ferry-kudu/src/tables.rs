@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use kudu_client::{KuduClient, TableSummary};
 
+use crate::quiet_tablets::TabletProbe;
 use crate::shard::ShardTablets;
 use crate::sink::KuduSink;
 use crate::source::KuduSource;
@@ -27,12 +28,18 @@ pub struct KuduTables {
     sink: KuduClient,
     config: JobConfig,
     rows_sent: Arc<AtomicU64>,
+    /// The source's tablet servers as quiet tablets read them, shared by
+    /// every table (one sweep per server per window for all of them).
+    probe: Arc<TabletProbe>,
 }
 
 impl KuduTables {
     /// Tables of `config`'s selection, read from `source`, written to `sink`.
     pub fn new(source: KuduClient, sink: KuduClient, config: JobConfig) -> Self {
         KuduTables {
+            probe: Arc::new(TabletProbe::new(crate::source::endpoint_choice(
+                &config.reader,
+            ))),
             source,
             sink,
             config,
@@ -189,6 +196,7 @@ impl Tables for KuduTables {
 
     fn connect(&self, table: &TableRef) -> Result<(KuduSource, KuduSink), EngineError> {
         let source = KuduSource::for_table(self.source.clone(), table, self.config.reader.clone())
+            .with_probe(self.probe.clone())
             .with_shard(ShardTablets::of(&self.config));
         let sink = KuduSink::for_table(self.sink.clone(), self.source.clone(), table, &self.config)
             .with_rows_sent(self.rows_sent.clone());

@@ -9,6 +9,7 @@ pub mod lag;
 pub mod memory;
 pub mod snapshot;
 pub mod soak;
+pub mod tables;
 pub mod verify;
 
 use crate::data::{self, LoadStats};

@@ -75,8 +75,8 @@ crate::config_section! {
         .doc("Which replica of a tablet to scan.");
     /// `reader.quietTabletMaxSkips`.
     pub const QUIET_TABLET_MAX_SKIPS: ConfigOption<u32> = ConfigOption::count_or_zero("reader.quietTabletMaxSkips")
-        .default_value("30")
-        .doc("Diff windows in a row that may skip a tablet whose write counters prove it unchanged (read from the tablet servers' /metrics after a safe-time barrier at the window's end); every tablet is still scanned at least every N+1 windows. 0 scans every tablet every window.");
+        .default_value("3600")
+        .doc("Diff windows in a row that may skip a tablet whose write counters prove it unchanged (read from the tablet servers' /metrics: one sweep of every server per window for all of the job's tables, and a safe-time barrier once after each change); every tablet is still scanned at least every N+1 windows (the default: an hour of 1-second windows). 0 scans every tablet every window.");
     /// `reader.tabletMetricsEndpoint`.
     pub const TABLET_METRICS_ENDPOINT: ConfigOption<TabletMetricsEndpoint> = ConfigOption::choice("reader.tabletMetricsEndpoint")
         .default_value("json")

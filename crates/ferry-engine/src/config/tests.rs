@@ -79,7 +79,7 @@ fn defaults() {
     assert!(!c.reader.prefetching);
     assert_eq!(c.reader.keep_alive_period, Duration::from_millis(15_000));
     assert_eq!(c.reader.replica_selection, ReplicaSelection::ClosestReplica);
-    assert_eq!(c.reader.quiet_tablet_max_skips, 30);
+    assert_eq!(c.reader.quiet_tablet_max_skips, 3600);
 
     assert_eq!(c.writer.flush_mode, FlushMode::AutoFlushBackground);
     assert_eq!(c.writer.operation_timeout, Duration::from_millis(30_000));

@@ -448,7 +448,7 @@ impl<T: Tables> Coordinator<T> {
         // written before that end cannot hold a column added after this
         // read (docs/semantics.md, "Schema changes").
         if follow {
-            if let Some(schema) = chain.source.schema().await? {
+            if let Some(schema) = chain.source.schema_for(window).await? {
                 if chain.schema.as_ref() != Some(&schema) {
                     // A fenced instance changes nothing on the sink.
                     fence.check()?;

@@ -5,107 +5,80 @@
 //! change: a walk of every row ordinal and an LLVM compile that never hits
 //! the code cache (docs/operations.md, "What a diff window costs the
 //! source"). Kudu has no "changed since T?" call; what it has, per replica,
-//! are write counters on the web server (the JSON `/metrics`; since 1.18
-//! `/metrics_prometheus` too) and the server's hybrid clock. They prove a
-//! tablet T unchanged in a window `[s, e)` on replica L when all three
-//! hold:
+//! are write counters and a gauge of ops in flight on the web server (the
+//! JSON `/metrics`; since 1.18 `/metrics_prometheus` too) and the server's
+//! hybrid clock. The [`TabletProbe`] of the job's source cluster sweeps
+//! every tablet server once per cycle (clock, ops in flight, counters,
+//! clock: [`crate::tserver_metrics::sweep`]) for every table at once.
 //!
-//! 1. **a baseline**: a reading of L's counters whose clock, read after
-//!    the counters, is below `s`. A write is counted once applied, and by
-//!    then L's clock is at or past its timestamp (leaders assign timestamps
-//!    from it; followers move it forward with every write they receive),
-//!    so no write at or after `s` is in the baseline;
-//! 2. **a barrier**: L has applied every write below `e`
-//!    ([`kudu_client::KuduClient::wait_applied`], a scan that opens at
-//!    snapshot `e` and reads nothing);
-//! 3. **a reading after the barrier** with the same counters, by the same
-//!    server process (uuid and instance number).
+//! A tablet T is unchanged in a window `[s, e)` when, on **every** server
+//! hosting a replica of T (so on the leader that stamped any write of T):
 //!
-//! Every write of `[s, e)` was applied on L after the baseline and before
-//! the barrier returned; none was. So the window's end holds for T as for
-//! the tablets scanned: no per-tablet watermark, and checkpoints, sink
-//! positions and `lastEndTimestamp` keep their meaning. Anything missing —
-//! no baseline yet, a failed request, another leader, a restarted server,
-//! a counter that moved, a web server that needs credentials — means the
-//! tablet is scanned. `reader.quietTabletMaxSkips` bounds the windows in a
-//! row a tablet is skipped, as a safety net.
+//! 1. **a baseline**: a sweep of the same server process (uuid and
+//!    instance number) whose `clock_after` is below `s`. A write is
+//!    counted after its timestamp was assigned from that leader's clock,
+//!    so no write at or after `s` is in it;
+//! 2. **a sweep for the window** whose `clock_before` is at or past `e`,
+//!    with T's ops in flight at 0 and T's counters equal to the
+//!    baseline's. A write stamped below `e` by that server was stamped
+//!    before `clock_before` was read; an op is in flight from before it is
+//!    stamped until after its counters moved; so such a write is either
+//!    in flight or counted, and neither was seen;
+//! 3. **settled**: since T's counters last moved, one **safe-time
+//!    barrier** on a replica L ([`kudu_client::KuduClient::wait_applied`],
+//!    a scan that opens at snapshot `e` and reads nothing: it returns once
+//!    L applied every write below `e`) was followed by a reading with the
+//!    same counters as a baseline. This covers what no op in flight shows:
+//!    a transaction committed with a timestamp below that of its last op
+//!    on T. The barrier proves its window on its own (the proof before
+//!    issue 32), and is needed only once after each change.
 //!
-//! - this file: [`QuietTablets`], the readings per tablet and the decision;
-//! - [`crate::tserver_metrics`]: the reading of one tablet server, from
-//!   the endpoint [`EndpointChoice`] picks for its release.
+//! So the window's end holds for T as for the tablets scanned: no
+//! per-tablet watermark, and checkpoints, sink positions and
+//! `lastEndTimestamp` keep their meaning. Anything missing — no baseline
+//! yet, a failed request, a server not read, a restarted server, a counter
+//! that moved, an op in flight, a web server that needs credentials —
+//! means the tablet is scanned. `reader.quietTabletMaxSkips` bounds the
+//! windows in a row a tablet is skipped, as a safety net.
+//!
+//! - this file: [`QuietTablets`], one table's decision;
+//! - `probe`: [`TabletProbe`], the cycles and the tablet locations shared
+//!   by a job's tables;
+//! - [`crate::tserver_metrics`]: the readings of one tablet server.
 
-use std::collections::{HashMap, HashSet, VecDeque};
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+mod probe;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
-use kudu_client::{HybridTime, KuduClient, KuduTable, RemoteTablet, TabletServerInfo};
+use kudu_client::{HybridTime, KuduClient, KuduTable, RemoteTablet};
 
 use ferry_engine::checkpoint::WindowState;
 
 use crate::tserver_metrics::{self as web, Counters, Endpoint, EndpointChoice};
-
-/// A tablet server process: its uuid and the number that changes when it
-/// restarts (its counters start over then).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct Process {
-    uuid: String,
-    seqno: i64,
-}
-
-/// One reading of one tablet's counters.
-#[derive(Debug, Clone)]
-struct Reading {
-    process: Process,
-    counters: Counters,
-    /// The server's hybrid clock, read after the counters.
-    clock: u64,
-}
-
-/// Readings kept per tablet: enough to find one from before the window
-/// start (taken one or two windows earlier).
-const READINGS_KEPT: usize = 4;
-
-/// Timeout of one barrier or web request.
-const CALL_TIMEOUT: Duration = Duration::from_secs(5);
+pub use probe::TabletProbe;
+use probe::{Cycle, Process, CALL_TIMEOUT};
 
 /// Barriers in flight at once.
 const CONCURRENT_BARRIERS: usize = 16;
 
+/// What one table knows of one of its tablets.
 #[derive(Debug, Default)]
-struct TabletHistory {
-    readings: VecDeque<Reading>,
+struct TabletState {
     /// Windows in a row this tablet was skipped.
     skipped_in_row: u32,
+    /// The replica process and counters a barrier proof held on; the
+    /// tablet is settled while that replica shows the same counters.
+    settled: Option<(Process, Counters)>,
 }
 
-impl TabletHistory {
-    /// The newest reading on `process` taken before any write at or after
-    /// `start` could have been applied there.
-    fn baseline(&self, process: &Process, start: u64) -> Option<&Reading> {
-        self.readings
-            .iter()
-            .rev()
-            .find(|r| &r.process == process && r.clock < start)
-    }
-
-    fn record(&mut self, reading: Reading) {
-        if self.readings.len() == READINGS_KEPT {
-            self.readings.pop_front();
-        }
-        self.readings.push_back(reading);
-    }
-}
-
-/// The readings of one table's tablets and the skip decision for each diff
-/// window.
+/// One table's quiet tablets: the skip decision for each diff window.
 #[derive(Debug)]
 pub struct QuietTablets {
     max_skips: u32,
-    endpoints: EndpointChoice,
-    tablets: Mutex<HashMap<String, TabletHistory>>,
-    /// Web servers already reported unreadable (logged once each).
-    unreadable: Mutex<HashSet<String>>,
+    probe: Arc<TabletProbe>,
+    tablets: Mutex<HashMap<String, TabletState>>,
 }
 
 /// What [`QuietTablets::select`] found for one window.
@@ -116,41 +89,56 @@ pub struct Selection {
     /// The servers read for the window (web address) and the endpoint
     /// each reading came from.
     pub read_from: HashMap<String, Endpoint>,
+    /// Every tablet of the table is in `skip`, and the window's sweep read
+    /// every server, so the table has no tablet the locations lack: the
+    /// window copies nothing.
+    pub every_tablet: bool,
 }
 
-/// One tablet server's share of a window: its process, web address and the
-/// table's tablets it leads.
-struct ServerWork<'a> {
-    process: Process,
-    http_addr: String,
-    endpoint: Endpoint,
-    tablets: Vec<&'a RemoteTablet>,
-    candidates: Vec<&'a RemoteTablet>,
+/// How far the sweeps prove one tablet unchanged.
+#[derive(Debug, PartialEq, Eq)]
+enum Proof {
+    /// Unchanged in the window, and settled.
+    Proven,
+    /// Not proven by the sweeps (or not settled); a barrier on `leader`
+    /// may prove it against `baseline`.
+    Barrier { leader: Process, baseline: Counters },
+    /// Scanned.
+    None,
 }
+
+/// A barrier candidate: tablet id, its replica on the server, baseline.
+type Candidate = (String, kudu_client::Replica, Counters);
 
 impl QuietTablets {
     /// Skips at most `max_skips` windows in a row per tablet (0: never);
-    /// reads the JSON `/metrics` of every server.
+    /// reads the JSON `/metrics` of every server, through its own probe.
     pub fn new(max_skips: u32) -> Self {
         QuietTablets {
             max_skips,
-            endpoints: EndpointChoice::default(),
+            probe: Arc::new(TabletProbe::new(EndpointChoice::default())),
             tablets: Mutex::new(HashMap::new()),
-            unreadable: Mutex::new(HashSet::new()),
         }
     }
 
-    /// Reads each server from the endpoint `choice` picks for its release.
+    /// Reads each server's counters from the endpoint `choice` picks for
+    /// its release, through its own probe.
     pub fn with_endpoints(mut self, choice: EndpointChoice) -> Self {
-        self.endpoints = choice;
+        self.probe = Arc::new(TabletProbe::new(choice));
+        self
+    }
+
+    /// Reads the servers through `probe`, shared with the job's other
+    /// tables on the same cluster.
+    pub fn with_probe(mut self, probe: Arc<TabletProbe>) -> Self {
+        self.probe = probe;
         self
     }
 
     /// The tablets of `table` that the diff `window` may leave out, among
     /// those `owned` keeps (by partition key start: a shard's tablets; the
-    /// others cost no barrier). Takes a reading of every such tablet (for
-    /// later windows) and proves the candidates unchanged. Never fails:
-    /// whatever cannot be read or proven is scanned.
+    /// others cost no barrier). Never fails: whatever cannot be read or
+    /// proven is scanned.
     pub async fn select(
         &self,
         client: &KuduClient,
@@ -158,178 +146,270 @@ impl QuietTablets {
         window: WindowState,
         owned: &(dyn Fn(&[u8]) -> bool + Sync),
     ) -> Selection {
-        // Readings are kept in the Kudu source's own clock: hybrid times.
+        // Readings are in the Kudu source's own clock: hybrid times.
         let Some(start) = window.start_timestamp.map(|t| t.raw()) else {
             return Selection::default();
         };
         if self.max_skips == 0 {
             return Selection::default();
         }
-        let deadline = Instant::now() + CALL_TIMEOUT;
-        let (tablets, servers) = match futures::try_join!(
-            client.tablets_in_range(table, &[], &[], deadline),
-            client.list_tablet_servers()
-        ) {
-            Ok(found) => found,
+        let end = window.end_timestamp.raw();
+        let cycle = self.probe.cycle_for(client, end).await;
+        let tablets = match self.probe.tablets(client, table, cycle.as_deref()).await {
+            Ok(t) => t,
             Err(e) => {
-                tracing::debug!(table = %table.name(), error = %e, "cannot locate the tablets' leaders: every tablet is scanned");
+                tracing::debug!(table = %table.name(), error = %e, "cannot locate the tablets: every tablet is scanned");
                 return Selection::default();
             }
         };
-        let tablets: Vec<_> = tablets
-            .into_iter()
-            .filter(|t| owned(&t.partition_key_start))
-            .collect();
-        let work = self.plan_work(&tablets, &servers, start);
-        let end = HybridTime::from_raw(window.end_timestamp.raw());
-        let outcomes =
-            futures::future::join_all(work.iter().map(|w| self.read_server(client, table, w, end)))
-                .await;
-        let mut skip = HashSet::new();
-        let mut read_from = HashMap::new();
-        let Ok(mut history) = self.tablets.lock() else {
+        let Some(cycle) = cycle else {
             return Selection::default();
         };
-        for (w, (proven, reading)) in work.iter().zip(outcomes) {
-            if reading.is_some() {
-                read_from.insert(w.http_addr.clone(), w.endpoint);
-            }
-            for t in &w.candidates {
-                let h = history.entry(t.tablet_id.clone()).or_default();
-                let unchanged = proven.contains(t.tablet_id.as_str())
-                    && match (reading.as_ref(), h.baseline(&w.process, start)) {
-                        (Some(r), Some(b)) => r.counters.get(&t.tablet_id) == Some(&b.counters),
-                        _ => false,
-                    };
-                if unchanged {
-                    skip.insert(t.tablet_id.clone());
+        // A shard's part of a split table: `every_tablet` below then stays
+        // false (the cycle knows the whole table), so such a window is
+        // planned with the masters as before.
+        let tablets: Vec<_> = tablets
+            .iter()
+            .filter(|t| owned(&t.partition_key_start))
+            .cloned()
+            .collect();
+        let history = self.probe.history().await;
+        let mut skip = HashSet::new();
+        let mut barriers: HashMap<String, Vec<Candidate>> = HashMap::new();
+        {
+            let Ok(states) = self.tablets.lock() else {
+                return Selection::default();
+            };
+            for t in tablets.iter() {
+                let state = states.get(&t.tablet_id);
+                if state.is_some_and(|s| s.skipped_in_row >= self.max_skips) {
+                    continue;
                 }
-            }
-            if let Some(r) = reading {
-                for (id, counters) in r.counters {
-                    history.entry(id).or_default().record(Reading {
-                        process: w.process.clone(),
-                        counters,
-                        clock: r.clock,
-                    });
+                let settled = state.and_then(|s| s.settled.as_ref());
+                match prove(&cycle, &history, t, start, end, settled) {
+                    Proof::Proven => {
+                        skip.insert(t.tablet_id.clone());
+                    }
+                    Proof::Barrier { leader, baseline } => {
+                        if let Some(r) = t.replicas.iter().find(|r| r.ts_uuid == leader.uuid) {
+                            let c = (t.tablet_id.clone(), r.clone(), baseline);
+                            barriers.entry(leader.uuid).or_default().push(c);
+                        }
+                    }
+                    Proof::None => {}
                 }
             }
         }
+        let proven = futures::future::join_all(
+            barriers
+                .into_iter()
+                .filter_map(|(uuid, c)| Some((cycle.servers.get(&uuid)?, c)))
+                .map(|(server, c)| barrier_proof(client, table, server, c, end)),
+        )
+        .await;
+        let mut settled_now = Vec::new();
+        for (process, ids) in proven.into_iter().flatten() {
+            for (id, counters) in ids {
+                skip.insert(id.clone());
+                settled_now.push((id, (process.clone(), counters)));
+            }
+        }
+        self.record(&tablets, &skip, settled_now);
         let ids: HashSet<&str> = tablets.iter().map(|t| t.tablet_id.as_str()).collect();
-        // Tablets gone (dropped ranges) leave with their history.
-        history.retain(|id, _| ids.contains(id.as_str()));
-        for (id, h) in history.iter_mut() {
-            h.skipped_in_row = if skip.contains(id) {
-                h.skipped_in_row + 1
+        let every_tablet =
+            cycle.complete() && skip.len() == ids.len() && cycle.tablets_of(table.id()) == ids;
+        let read_from = read_from(&cycle, &tablets);
+        tracing::debug!(table = %table.name(), servers = ?read_from, skipped = skip.len(), "tablet write counters read");
+        Selection {
+            skip,
+            read_from,
+            every_tablet,
+        }
+    }
+
+    /// Forgets `table`'s tablet locations (a scan found them stale).
+    pub async fn forget_locations(&self, table_id: &str) {
+        self.probe.forget(table_id).await;
+    }
+
+    /// Counts the skips in a row, keeps the new settlements and forgets
+    /// tablets gone (dropped ranges).
+    fn record(
+        &self,
+        tablets: &[Arc<RemoteTablet>],
+        skip: &HashSet<String>,
+        settled: Vec<(String, (Process, Counters))>,
+    ) {
+        let Ok(mut states) = self.tablets.lock() else {
+            return;
+        };
+        let ids: HashSet<&str> = tablets.iter().map(|t| t.tablet_id.as_str()).collect();
+        states.retain(|id, _| ids.contains(id.as_str()));
+        for id in ids {
+            let s = states.entry(id.to_owned()).or_default();
+            s.skipped_in_row = if skip.contains(id) {
+                s.skipped_in_row + 1
             } else {
                 0
             };
         }
-        tracing::debug!(table = %table.name(), servers = ?read_from, skipped = skip.len(), "tablet write counters read");
-        Selection { skip, read_from }
-    }
-
-    /// Groups `tablets` by leader and picks the candidates: a baseline for
-    /// `start` on the leader's process and skips left.
-    fn plan_work<'a>(
-        &self,
-        tablets: &'a [std::sync::Arc<RemoteTablet>],
-        servers: &[TabletServerInfo],
-        start: u64,
-    ) -> Vec<ServerWork<'a>> {
-        let history = self.tablets.lock().ok();
-        let mut by_uuid: HashMap<&str, ServerWork<'a>> = HashMap::new();
-        for t in tablets {
-            let Some(leader) = t.leader() else { continue };
-            let Some(server) = servers.iter().find(|s| s.uuid == leader.ts_uuid) else {
-                continue;
-            };
-            // HTTPS (or none) is not read here: those tablets are scanned.
-            let Some(http_addr) = server
-                .http_addresses
-                .first()
-                .filter(|_| !server.https_enabled)
-            else {
-                continue;
-            };
-            let w = by_uuid.entry(&server.uuid).or_insert_with(|| ServerWork {
-                process: Process {
-                    uuid: server.uuid.clone(),
-                    seqno: server.instance_seqno,
-                },
-                http_addr: http_addr.clone(),
-                endpoint: self.endpoints.for_server(&server.software_version),
-                tablets: Vec::new(),
-                candidates: Vec::new(),
-            });
-            w.tablets.push(t);
-            let candidate = history
-                .as_ref()
-                .and_then(|h| h.get(&t.tablet_id))
-                .is_some_and(|h| {
-                    h.skipped_in_row < self.max_skips && h.baseline(&w.process, start).is_some()
-                });
-            if candidate {
-                w.candidates.push(t);
-            }
-        }
-        by_uuid.into_values().collect()
-    }
-
-    /// Barriers at `end` for the server's candidates, then one reading of
-    /// all its tablets: (candidates whose barrier held, the reading).
-    async fn read_server(
-        &self,
-        client: &KuduClient,
-        table: &KuduTable,
-        w: &ServerWork<'_>,
-        end: HybridTime,
-    ) -> (HashSet<String>, Option<web::ServerReading>) {
-        // Owned arguments: a closure over borrowed tablets is not `Send`
-        // for every lifetime, which the job's future must be.
-        let barriers: Vec<(String, kudu_client::Replica)> = w
-            .candidates
-            .iter()
-            .filter_map(|t| Some((t.tablet_id.clone(), t.leader()?.clone())))
-            .collect();
-        let proven: HashSet<String> = futures::stream::iter(barriers)
-            .map(|(id, leader)| async move {
-                match client
-                    .wait_applied(table, &id, &leader, end, CALL_TIMEOUT)
-                    .await
-                {
-                    Ok(_) => Some(id),
-                    Err(e) => {
-                        tracing::debug!(tablet = %id, error = %e, "safe-time barrier failed: the tablet is scanned");
-                        None
-                    }
-                }
-            })
-            .buffer_unordered(CONCURRENT_BARRIERS)
-            .filter_map(futures::future::ready)
-            .collect()
-            .await;
-        let ids: Vec<&str> = w.tablets.iter().map(|t| t.tablet_id.as_str()).collect();
-        match web::read(&w.http_addr, w.endpoint, &ids, CALL_TIMEOUT).await {
-            Ok(reading) => {
-                if let Ok(mut u) = self.unreadable.lock() {
-                    u.remove(&w.http_addr);
-                }
-                (proven, Some(reading))
-            }
-            Err(e) => {
-                let first = self
-                    .unreadable
-                    .lock()
-                    .map(|mut u| u.insert(w.http_addr.clone()))
-                    .unwrap_or(false);
-                if first {
-                    tracing::warn!(server = %w.http_addr, error = %e, "cannot read the tablet server's write counters: its tablets are scanned every window");
-                }
-                (HashSet::new(), None)
+        for (id, at) in settled {
+            if let Some(s) = states.get_mut(&id) {
+                s.settled = Some(at);
             }
         }
     }
+}
+
+/// The servers of `cycle` hosting a tablet of `tablets` and read, with
+/// the endpoint each was read from.
+fn read_from(cycle: &Cycle, tablets: &[Arc<RemoteTablet>]) -> HashMap<String, Endpoint> {
+    let hosts: HashSet<&str> = tablets
+        .iter()
+        .flat_map(|t| t.replicas.iter().map(|r| r.ts_uuid.as_str()))
+        .collect();
+    cycle
+        .servers
+        .iter()
+        .filter(|(uuid, s)| hosts.contains(uuid.as_str()) && s.sweep.is_some())
+        .map(|(_, s)| (s.http_addr.clone(), s.endpoint))
+        .collect()
+}
+
+/// The counters of `tablet` in the newest sweep of `process` (on its
+/// server) whose `clock_after` is below `start`.
+fn baseline(
+    history: &[Arc<Cycle>],
+    process: &Process,
+    tablet: &str,
+    start: u64,
+) -> Option<Counters> {
+    history.iter().rev().find_map(|c| {
+        let s = c.servers.get(&process.uuid)?;
+        let sweep = s.sweep.as_ref()?;
+        if &s.process != process || sweep.clock_after >= start {
+            return None;
+        }
+        sweep.replicas.get(tablet)?.counters
+    })
+}
+
+/// The replica a barrier runs on: the leader the locations name, else the
+/// first replica.
+fn barrier_replica(t: &RemoteTablet) -> Option<&kudu_client::Replica> {
+    t.leader().or_else(|| t.replicas.first())
+}
+
+/// How far `cycle` (the window `[start, end)`'s sweep) and the sweeps
+/// before it (`history`) prove tablet `t` unchanged; `settled`: where its
+/// last barrier proof held.
+fn prove(
+    cycle: &Cycle,
+    history: &[Arc<Cycle>],
+    t: &RemoteTablet,
+    start: u64,
+    end: u64,
+    settled: Option<&(Process, Counters)>,
+) -> Proof {
+    let Some(l) = barrier_replica(t) else {
+        return Proof::None;
+    };
+    let Some(leader) = cycle.servers.get(&l.ts_uuid) else {
+        return Proof::None;
+    };
+    let Some(base) = baseline(history, &leader.process, &t.tablet_id, start) else {
+        return Proof::None;
+    };
+    let now = leader
+        .sweep
+        .as_ref()
+        .and_then(|s| s.replicas.get(&t.tablet_id))
+        .and_then(|r| r.counters);
+    if now.is_some_and(|c| c != base) {
+        // Moved in the window: scanned, no barrier needed to see it.
+        return Proof::None;
+    }
+    let barrier = Proof::Barrier {
+        leader: leader.process.clone(),
+        baseline: base,
+    };
+    if settled != Some(&(leader.process.clone(), base)) || !cycle.complete() {
+        return barrier;
+    }
+    // Every server hosting a replica, by the locations or by the sweep.
+    let mut hosts: HashSet<&str> = t.replicas.iter().map(|r| r.ts_uuid.as_str()).collect();
+    for (uuid, s) in &cycle.servers {
+        if s.sweep
+            .as_ref()
+            .is_some_and(|w| w.replicas.contains_key(&t.tablet_id))
+        {
+            hosts.insert(uuid);
+        }
+    }
+    let unchanged_on = |uuid: &str| -> bool {
+        let Some(s) = cycle.servers.get(uuid) else {
+            return false;
+        };
+        let Some(sweep) = &s.sweep else { return false };
+        let Some(r) = sweep.replicas.get(&t.tablet_id) else {
+            return false;
+        };
+        let Some(c) = r.counters else { return false };
+        sweep.clock_before >= end
+            && r.inflight == Some(0)
+            && baseline(history, &s.process, &t.tablet_id, start) == Some(c)
+    };
+    if hosts.iter().all(|h| unchanged_on(h)) {
+        Proof::Proven
+    } else {
+        barrier
+    }
+}
+
+/// Barriers at `end` for `candidates` on `server`, then one reading of
+/// their counters: the process and the candidates whose barrier held with
+/// counters still equal to their baseline (with those counters).
+async fn barrier_proof(
+    client: &KuduClient,
+    table: &KuduTable,
+    server: &probe::ServerCycle,
+    candidates: Vec<Candidate>,
+    end: u64,
+) -> Option<(Process, Vec<(String, Counters)>)> {
+    let end = HybridTime::from_raw(end);
+    let held: Vec<(String, Counters)> = futures::stream::iter(candidates)
+        .map(|(id, replica, base)| async move {
+            match client
+                .wait_applied(table, &id, &replica, end, CALL_TIMEOUT)
+                .await
+            {
+                Ok(_) => Some((id, base)),
+                Err(e) => {
+                    tracing::debug!(tablet = %id, error = %e, "safe-time barrier failed: the tablet is scanned");
+                    None
+                }
+            }
+        })
+        .buffer_unordered(CONCURRENT_BARRIERS)
+        .filter_map(futures::future::ready)
+        .collect()
+        .await;
+    if held.is_empty() || server.http_addr.is_empty() {
+        return None;
+    }
+    let ids: Vec<&str> = held.iter().map(|(id, _)| id.as_str()).collect();
+    let reading = match web::read(&server.http_addr, server.endpoint, &ids, CALL_TIMEOUT).await {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::debug!(server = %server.http_addr, error = %e, "cannot read the counters after the barriers: the tablets are scanned");
+            return None;
+        }
+    };
+    let proven = held
+        .into_iter()
+        .filter(|(id, base)| reading.counters.get(id) == Some(base))
+        .collect();
+    Some((server.process.clone(), proven))
 }
 
 #[cfg(test)]

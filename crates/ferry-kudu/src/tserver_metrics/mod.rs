@@ -18,12 +18,16 @@
 //! from the masters' web UI. Two readings are taken here:
 //! - [`TserverMetrics::table_counters`]: a table's row write counters on
 //!   one cluster (per-table activity, the drain check, the write guard);
-//! - `read`: a server's counters of some tablets and its hybrid clock,
-//!   read after them (quiet tablets).
+//! - `read`: a server's counters of some tablets (quiet tablets, after
+//!   a safe-time barrier);
+//! - [`sweep`]: every replica of a server, its counters and ops in
+//!   flight between two readings of its clock (quiet tablets, one sweep
+//!   per server shared by every table of a job).
 
 mod http;
 mod json;
 mod prometheus;
+mod sweep;
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
@@ -32,6 +36,9 @@ use kudu_client::{Feature, KuduClient, KuduRelease};
 use serde::{Deserialize, Serialize};
 
 pub(crate) use http::WebError;
+#[cfg(test)]
+pub(crate) use sweep::ReplicaReading;
+pub(crate) use sweep::{sweep, ServerSweep};
 
 /// A replica's write counters ([`COUNTER_NAMES`], in that order).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -139,12 +146,10 @@ async fn tablet_values(
 }
 
 /// One tablet server's counters of the asked tablets (tablets it does not
-/// host, or with a counter missing, are left out) and its hybrid clock,
-/// read after the counters.
+/// host, or with a counter missing, are left out).
 #[derive(Debug, Clone)]
 pub(crate) struct ServerReading {
     pub counters: HashMap<String, Counters>,
-    pub clock: u64,
 }
 
 /// The tablets with every counter read. A counter the server does not
@@ -157,7 +162,8 @@ fn complete_counters(values: HashMap<String, [Option<u64>; 5]>) -> HashMap<Strin
 }
 
 /// Reads the counters of `tablets` on the tablet server whose web server is
-/// at `addr` (`host:port`) from `endpoint`, then its hybrid clock.
+/// at `addr` (`host:port`) from `endpoint` (quiet tablets, after a
+/// barrier).
 pub(crate) async fn read(
     addr: &str,
     endpoint: Endpoint,
@@ -176,15 +182,9 @@ pub(crate) async fn read(
     let asked: HashSet<&str> = tablets.iter().copied().collect();
     let wanted = |id: &str, _: Option<&str>| asked.contains(id);
     let values = tablet_values(addr, endpoint, &json_path, &wanted, timeout).await?;
-    let counters = complete_counters(values);
-    // Asked second, so it is past every write the counters count. From
-    // JSON on every release: filtered, it is ~190 bytes, while the dump
-    // lists entities in the server's hash order, its clock before some
-    // tablets.
-    let path = "/metrics?types=server&metrics=hybrid_clock_timestamp&compact=true";
-    let body = http::get(addr, path, JSON, timeout).await?;
-    let clock = json::clock(&body).map_err(|why| WebError::malformed(addr, path, why))?;
-    Ok(ServerReading { counters, clock })
+    Ok(ServerReading {
+        counters: complete_counters(values),
+    })
 }
 
 /// The four row counters of one table on one cluster: per tablet the

@@ -1,6 +1,7 @@
 //! The replication engine in-process between real Kudu clusters (no
 //! `ferry` binary): replication and resume, stop with drain, schema
-//! following, the sink position, the lease table, sink table creation, and the keys that
+//! following, the sink position, the lease table, sink table creation, quiet
+//! tablets against racing writes, and the keys that
 //! change how the Kudu connectors read and write. One test binary (a
 //! module per area) so the dependency tree is linked once.
 
@@ -12,6 +13,7 @@ mod common;
 mod config_effects;
 mod drain;
 mod lease_table;
+mod quiet_writes;
 mod replication;
 mod schema_evolution;
 mod sink_position;
