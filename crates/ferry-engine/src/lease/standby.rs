@@ -315,21 +315,8 @@ impl Standby {
             };
             if free {
                 let detected = Instant::now();
-                let silent = match &watcher.newest {
-                    Some(holder) if holder.is_released() => {
-                        on_event(Event::Released { holder });
-                        silent
-                    }
-                    Some(holder) => {
-                        on_event(Event::Lapsed { holder, silent });
-                        silent
-                    }
-                    None => Duration::ZERO,
-                };
-                let renewal_seen = match &watcher.newest {
-                    Some(_) => watcher.seen_at(),
-                    None => detected,
-                };
+                let (silent, renewal_seen) =
+                    announce_free(&watcher, silent, detected, &mut on_event);
                 match self.lease.claim(watcher.newest.as_ref()).await {
                     Ok(Some(held)) => {
                         return Ok(Claim {
@@ -378,6 +365,28 @@ impl Standby {
     /// Renews `held` until [`Holding::release`].
     pub fn hold(&self, held: Held) -> Holding {
         Holding::new(self.lease.clone(), held)
+    }
+}
+
+/// Tells `on_event` why the lease is free (released, or silent for
+/// `silent`); returns the silence to report and when a renewal was last
+/// seen (`detected` when there never was a holder).
+fn announce_free(
+    watcher: &Watcher,
+    silent: Duration,
+    detected: Instant,
+    on_event: &mut impl FnMut(Event<'_>),
+) -> (Duration, Instant) {
+    match &watcher.newest {
+        Some(holder) if holder.is_released() => {
+            on_event(Event::Released { holder });
+            (silent, watcher.seen_at())
+        }
+        Some(holder) => {
+            on_event(Event::Lapsed { holder, silent });
+            (silent, watcher.seen_at())
+        }
+        None => (Duration::ZERO, detected),
     }
 }
 

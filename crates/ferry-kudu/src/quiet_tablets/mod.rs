@@ -174,32 +174,9 @@ impl QuietTablets {
             .cloned()
             .collect();
         let history = self.probe.history().await;
-        let mut skip = HashSet::new();
-        let mut barriers: HashMap<String, Vec<Candidate>> = HashMap::new();
-        {
-            let Ok(states) = self.tablets.lock() else {
-                return Selection::default();
-            };
-            for t in tablets.iter() {
-                let state = states.get(&t.tablet_id);
-                if state.is_some_and(|s| s.skipped_in_row >= self.max_skips) {
-                    continue;
-                }
-                let settled = state.and_then(|s| s.settled.as_ref());
-                match prove(&cycle, &history, t, start, end, settled) {
-                    Proof::Proven => {
-                        skip.insert(t.tablet_id.clone());
-                    }
-                    Proof::Barrier { leader, baseline } => {
-                        if let Some(r) = t.replicas.iter().find(|r| r.ts_uuid == leader.uuid) {
-                            let c = (t.tablet_id.clone(), r.clone(), baseline);
-                            barriers.entry(leader.uuid).or_default().push(c);
-                        }
-                    }
-                    Proof::None => {}
-                }
-            }
-        }
+        let Some((mut skip, barriers)) = self.triage(&cycle, &history, &tablets, start, end) else {
+            return Selection::default();
+        };
         let proven = futures::future::join_all(
             barriers
                 .into_iter()
@@ -225,6 +202,42 @@ impl QuietTablets {
             read_from,
             every_tablet,
         }
+    }
+
+    /// Splits `tablets` into those the sweeps alone prove unchanged in
+    /// `[start, end)` and, per leader's server, those one barrier can
+    /// settle. `None` when the tablets' records cannot be read.
+    fn triage(
+        &self,
+        cycle: &Cycle,
+        history: &[Arc<Cycle>],
+        tablets: &[Arc<RemoteTablet>],
+        start: u64,
+        end: u64,
+    ) -> Option<(HashSet<String>, Barriers)> {
+        let mut skip = HashSet::new();
+        let mut barriers = Barriers::new();
+        let states = self.tablets.lock().ok()?;
+        for t in tablets {
+            let state = states.get(&t.tablet_id);
+            if state.is_some_and(|s| s.skipped_in_row >= self.max_skips) {
+                continue;
+            }
+            let settled = state.and_then(|s| s.settled.as_ref());
+            match prove(cycle, history, t, start, end, settled) {
+                Proof::Proven => {
+                    skip.insert(t.tablet_id.clone());
+                }
+                Proof::Barrier { leader, baseline } => {
+                    if let Some(r) = t.replicas.iter().find(|r| r.ts_uuid == leader.uuid) {
+                        let c = (t.tablet_id.clone(), r.clone(), baseline);
+                        barriers.entry(leader.uuid).or_default().push(c);
+                    }
+                }
+                Proof::None => {}
+            }
+        }
+        Some((skip, barriers))
     }
 
     /// Forgets `table`'s tablet locations (a scan found them stale).
@@ -299,6 +312,9 @@ fn baseline(
 fn barrier_replica(t: &RemoteTablet) -> Option<&kudu_client::Replica> {
     t.leader().or_else(|| t.replicas.first())
 }
+
+/// Per server (by uuid), the tablets one barrier there may settle.
+type Barriers = HashMap<String, Vec<Candidate>>;
 
 /// How far `cycle` (the window `[start, end)`'s sweep) and the sweeps
 /// before it (`history`) prove tablet `t` unchanged; `settled`: where its
