@@ -479,7 +479,7 @@ async fn kudu_to_kafka_exactly_once_through_kill_9_restarts() {
             // pause to restore: after a failpoint, give it time to say
             // where it continues from.
             let says = "continuing from the sink's last commit";
-            let deadline = std::time::Instant::now() + Duration::from_secs(30);
+            let deadline = std::time::Instant::now() + Duration::from_secs(60);
             while after_failpoint
                 && !ferry.stderr_text().contains(says)
                 && std::time::Instant::now() < deadline
