@@ -295,163 +295,96 @@ pub(crate) fn kube(command: KubeCommand) -> Result<ExitCode> {
     }
 }
 
-impl Managed for S3Server {
-    const PREFIX: &'static str = "FERRY_S3";
-    fn attach(name: &str) -> Result<Self> {
-        S3Server::attach(name)
-    }
-    fn names() -> Vec<String> {
-        S3Server::list_names()
-    }
-    fn assignments(&self) -> Vec<(String, String)> {
-        let info = self.info();
-        assignments(
-            Self::PREFIX,
-            [
-                ("NAME", info.name.clone()),
-                ("ENDPOINT", info.endpoint()),
-                ("ACCESS_KEY", info.access_key.clone()),
-                ("SECRET_KEY", info.secret_key.clone()),
-                ("DATA", info.data_dir().display().to_string()),
-            ],
-        )
-    }
-    fn running(&self) -> bool {
-        self.is_running()
-    }
-    fn test_owned(&self) -> bool {
-        !self.info().detached
-    }
-    fn kill(mut self) -> Result<()> {
-        self.stop()
-    }
-    fn start_again(mut self) -> Result<()> {
-        self.restart()?;
-        self.detach();
-        Ok(())
-    }
-    fn destroy(self) -> Result<()> {
-        S3Server::destroy(self)
-    }
-}
-
-impl Managed for KafkaBroker {
-    const PREFIX: &'static str = "FERRY_KAFKA";
-    fn attach(name: &str) -> Result<Self> {
-        KafkaBroker::attach(name)
-    }
-    fn names() -> Vec<String> {
-        KafkaBroker::list_names()
-    }
-    fn assignments(&self) -> Vec<(String, String)> {
-        let info = self.info();
-        assignments(
-            Self::PREFIX,
-            [("NAME", info.name.clone()), ("BOOTSTRAP", info.bootstrap())],
-        )
-    }
-    fn running(&self) -> bool {
-        self.is_running()
-    }
-    fn test_owned(&self) -> bool {
-        !self.info().detached
-    }
-    fn kill(mut self) -> Result<()> {
-        self.stop()
-    }
-    fn start_again(mut self) -> Result<()> {
-        self.restart()?;
-        self.detach();
-        Ok(())
-    }
-    fn destroy(self) -> Result<()> {
-        KafkaBroker::destroy(self)
-    }
-}
-
-impl Managed for ZooKeeperServer {
-    const PREFIX: &'static str = "FERRY_ZOOKEEPER";
-    fn attach(name: &str) -> Result<Self> {
-        ZooKeeperServer::attach(name)
-    }
-    fn names() -> Vec<String> {
-        ZooKeeperServer::list_names()
-    }
-    fn assignments(&self) -> Vec<(String, String)> {
-        let info = self.info();
-        let mut out = assignments(
-            Self::PREFIX,
-            [
-                ("NAME", info.name.clone()),
-                ("QUORUM", info.connect_string()),
-            ],
-        );
-        if let Some(kerberos) = &info.kerberos {
-            out.push((
-                format!("{}_PRINCIPAL", Self::PREFIX),
-                kerberos.principal.clone(),
-            ));
+/// A server whose process is killed with `stop` and started again with
+/// `$restart`: everything of [`Managed`] but its assignments.
+macro_rules! managed {
+    ($server:ty, $prefix:literal, $restart:ident, |$s:ident| $assignments:block) => {
+        impl Managed for $server {
+            const PREFIX: &'static str = $prefix;
+            fn attach(name: &str) -> Result<Self> {
+                <$server>::attach(name)
+            }
+            fn names() -> Vec<String> {
+                <$server>::list_names()
+            }
+            fn assignments(&self) -> Vec<(String, String)> {
+                let $s = self;
+                $assignments
+            }
+            fn running(&self) -> bool {
+                self.is_running()
+            }
+            fn test_owned(&self) -> bool {
+                !self.info().detached
+            }
+            fn kill(mut self) -> Result<()> {
+                self.stop()
+            }
+            fn start_again(mut self) -> Result<()> {
+                <$server>::$restart(&mut self)?;
+                self.detach();
+                Ok(())
+            }
+            fn destroy(self) -> Result<()> {
+                <$server>::destroy(self)
+            }
         }
-        out
-    }
-    fn running(&self) -> bool {
-        self.is_running()
-    }
-    fn test_owned(&self) -> bool {
-        !self.info().detached
-    }
-    fn kill(mut self) -> Result<()> {
-        self.stop()
-    }
-    fn start_again(mut self) -> Result<()> {
-        self.restart()?;
-        self.detach();
-        Ok(())
-    }
-    fn destroy(self) -> Result<()> {
-        ZooKeeperServer::destroy(self)
-    }
+    };
 }
 
-impl Managed for Kdc {
-    const PREFIX: &'static str = "FERRY_KDC";
-    fn attach(name: &str) -> Result<Self> {
-        Kdc::attach(name)
+managed!(S3Server, "FERRY_S3", restart, |s| {
+    let info = s.info();
+    assignments(
+        "FERRY_S3",
+        [
+            ("NAME", info.name.clone()),
+            ("ENDPOINT", info.endpoint()),
+            ("ACCESS_KEY", info.access_key.clone()),
+            ("SECRET_KEY", info.secret_key.clone()),
+            ("DATA", info.data_dir().display().to_string()),
+        ],
+    )
+});
+
+managed!(KafkaBroker, "FERRY_KAFKA", restart, |s| {
+    let info = s.info();
+    assignments(
+        "FERRY_KAFKA",
+        [("NAME", info.name.clone()), ("BOOTSTRAP", info.bootstrap())],
+    )
+});
+
+managed!(ZooKeeperServer, "FERRY_ZOOKEEPER", restart, |s| {
+    let info = s.info();
+    let mut out = assignments(
+        "FERRY_ZOOKEEPER",
+        [
+            ("NAME", info.name.clone()),
+            ("QUORUM", info.connect_string()),
+        ],
+    );
+    if let Some(kerberos) = &info.kerberos {
+        out.push((
+            format!("{}_PRINCIPAL", "FERRY_ZOOKEEPER"),
+            kerberos.principal.clone(),
+        ));
     }
-    fn names() -> Vec<String> {
-        Kdc::list_names()
-    }
-    fn assignments(&self) -> Vec<(String, String)> {
-        let info = self.info();
-        assignments(
-            Self::PREFIX,
-            [
-                ("NAME", info.name.clone()),
-                ("REALM", info.realm.clone()),
-                ("KRB5_CONFIG", info.krb5_conf().display().to_string()),
-                ("ADDRESS", info.address()),
-                ("KEYTABS", info.keytab_dir().display().to_string()),
-            ],
-        )
-    }
-    fn running(&self) -> bool {
-        self.is_running()
-    }
-    fn test_owned(&self) -> bool {
-        !self.info().detached
-    }
-    fn kill(mut self) -> Result<()> {
-        self.stop()
-    }
-    fn start_again(mut self) -> Result<()> {
-        Kdc::start_again(&mut self)?;
-        self.detach();
-        Ok(())
-    }
-    fn destroy(self) -> Result<()> {
-        Kdc::destroy(self)
-    }
-}
+    out
+});
+
+managed!(Kdc, "FERRY_KDC", start_again, |s| {
+    let info = s.info();
+    assignments(
+        "FERRY_KDC",
+        [
+            ("NAME", info.name.clone()),
+            ("REALM", info.realm.clone()),
+            ("KRB5_CONFIG", info.krb5_conf().display().to_string()),
+            ("ADDRESS", info.address()),
+            ("KEYTABS", info.keytab_dir().display().to_string()),
+        ],
+    )
+});
 
 impl Managed for KubeServer {
     const PREFIX: &'static str = "FERRY_KUBE";
