@@ -3,7 +3,8 @@
 //! record only: `spec.holderIdentity` = its owner, `spec.leaseTransitions`
 //! = its generation, `spec.renewTime` = when it was written,
 //! `spec.leaseDurationSeconds` = the lease duration, and the record's
-//! sequence position in the annotation [`SEQ_ANNOTATION`]. Writing the
+//! sequence position in the annotation [`SEQ_ANNOTATION`] (its job in
+//! [`JOB_ANNOTATION`]). Writing the
 //! next position is a compare-and-swap on the object's `resourceVersion`
 //! (create when there is none), so of racing writers exactly one wins.
 
@@ -21,6 +22,9 @@ use crate::error::KubeError;
 
 /// The annotation holding the record's sequence position.
 pub const SEQ_ANNOTATION: &str = "ferry.apache-kudu.io/seq";
+/// The annotation holding what the writer's job replicates
+/// ([`LeaseRecord::job`]).
+pub const JOB_ANNOTATION: &str = "ferry.apache-kudu.io/job";
 /// Attempts of one write before the race is reported as lost to a
 /// writer of a lower position (each attempt re-reads).
 const WRITE_ATTEMPTS: usize = 8;
@@ -176,7 +180,7 @@ impl KubeLease {
                 Some((held, mut object)) => {
                     last = Some(held);
                     object.spec = Some(self.spec(record, object.spec.take()));
-                    set_seq(&mut object.metadata, record.seq);
+                    set_record_meta(&mut object.metadata, record);
                     // `object` carries the resourceVersion read: the server
                     // refuses the update if anyone wrote since.
                     api.replace(&self.settings.lease_name, &pp, &object)
@@ -188,7 +192,7 @@ impl KubeLease {
                         name: Some(self.settings.lease_name.clone()),
                         ..ObjectMeta::default()
                     };
-                    set_seq(&mut metadata, record.seq);
+                    set_record_meta(&mut metadata, record);
                     let object = LeaseObject {
                         metadata,
                         spec: Some(self.spec(record, None)),
@@ -246,11 +250,15 @@ impl KubeLease {
     }
 }
 
-fn set_seq(metadata: &mut ObjectMeta, seq: u64) {
-    metadata
-        .annotations
-        .get_or_insert_with(Default::default)
-        .insert(SEQ_ANNOTATION.to_string(), seq.to_string());
+/// The record's sequence position and job, in the object's annotations.
+fn set_record_meta(metadata: &mut ObjectMeta, record: &LeaseRecord) {
+    let annotations = metadata.annotations.get_or_insert_with(Default::default);
+    annotations.insert(SEQ_ANNOTATION.to_string(), record.seq.to_string());
+    if record.job.is_empty() {
+        annotations.remove(JOB_ANNOTATION);
+    } else {
+        annotations.insert(JOB_ANNOTATION.to_string(), record.job.clone());
+    }
 }
 
 /// The record a Lease object holds.
@@ -283,6 +291,13 @@ fn record_of(object: &LeaseObject) -> Result<LeaseRecord, KubeError> {
         generation,
         owner: spec.holder_identity.unwrap_or_default(),
         at_ms,
+        job: object
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(JOB_ANNOTATION))
+            .cloned()
+            .unwrap_or_default(),
     })
 }
 
@@ -351,9 +366,10 @@ mod tests {
             generation: 3,
             owner: "pod-1/42".into(),
             at_ms: 1_700_000_000_123,
+            job: "kudu a:7051 -> kudu b:7051, tables t".into(),
         };
         let mut metadata = ObjectMeta::default();
-        set_seq(&mut metadata, record.seq);
+        set_record_meta(&mut metadata, &record);
         let object = LeaseObject {
             metadata,
             spec: Some(lease.spec(&record, None)),

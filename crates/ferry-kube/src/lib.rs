@@ -13,4 +13,4 @@ mod error;
 mod lease;
 
 pub use error::KubeError;
-pub use lease::{lease_name, Failed, KubeLease, KubeSettings, SEQ_ANNOTATION};
+pub use lease::{lease_name, Failed, KubeLease, KubeSettings, JOB_ANNOTATION, SEQ_ANNOTATION};

@@ -78,6 +78,7 @@ async fn a_real_api_server() {
         generation: 1,
         owner: "pod-0/1".to_string(),
         at_ms: 1,
+        ..LeaseRecord::default()
     };
     let err = reader.write_next(&record).await.expect_err("forbidden");
     let text = chain(&err);

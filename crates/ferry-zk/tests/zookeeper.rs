@@ -46,6 +46,7 @@ fn record(seq: u64, generation: u64) -> LeaseRecord {
         generation,
         owner: "test".to_string(),
         at_ms: 1,
+        ..LeaseRecord::default()
     }
 }
 

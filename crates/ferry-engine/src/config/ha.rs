@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use super::error::ConfigError;
 use super::ha_kubernetes::KubernetesHa;
+use super::job::JobConfig;
 use super::map::Config;
 use super::option::{ConfigOption, ValueError};
 use super::parse::{self, format_duration};
@@ -38,7 +39,7 @@ crate::config_section! {
         .origin(Flink)
         .derived("job.name")
         .blank_means_default()
-        .doc("With a high-availability.type: the job id (and a Kubernetes Lease object's name) is derived from it (as Flink's application mode does), so the active and its standbys agree on it.");
+        .doc("With a high-availability.type: the job id (and a Kubernetes Lease object's name) is derived from it (as Flink's application mode does), so the active and its standbys agree on it. One per job: an instance finding the lease held by another job stops with exit code 2 (docs/dr.md).");
     /// `high-availability.lease-duration`.
     pub const HA_LEASE_DURATION: ConfigOption<Duration> = ConfigOption::duration("high-availability.lease-duration")
         .default_value("5 s")
@@ -255,6 +256,48 @@ pub fn ha_job_id(cluster_id: &str) -> JobId {
     JobId::from_bytes(hash.to_be_bytes())
 }
 
+impl JobConfig {
+    /// What the job replicates, in one line: source and sink (kind and
+    /// clusters), tables, and where they go. Two configurations with one
+    /// identity are one job (a restart may change any other key). Its lease
+    /// records carry it, so two jobs given one cluster id are told apart.
+    /// Long selections are cut, with a hash of the whole.
+    pub fn identity(&self) -> String {
+        const MAX: usize = 200;
+        let side = |kind: &str, masters: &[String]| {
+            let mut masters = masters.to_vec();
+            masters.sort();
+            match masters.is_empty() {
+                true => kind.to_string(),
+                false => format!("{kind} {}", masters.join(",")),
+            }
+        };
+        let mut tables = self.tables.names.join(",");
+        if let Some(pattern) = &self.tables.pattern {
+            tables = format!("{tables} /{pattern}/").trim_start().to_string();
+        }
+        let mut text = format!(
+            "{} -> {}, tables {tables}",
+            side(self.source.as_str(), &self.source_master_addresses),
+            side(self.sink.as_str(), &self.sink_master_addresses)
+        );
+        match (&self.sink_table, self.table_suffix.as_str()) {
+            (Some(table), _) => text.push_str(&format!(" into {table}")),
+            (None, "") => {}
+            (None, suffix) => text.push_str(&format!(" into *{suffix}")),
+        }
+        if text.len() > MAX {
+            let hash = crate::shard::stable_hash(text.as_bytes());
+            let mut cut = MAX - 24;
+            while !text.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            text = format!("{}... #{hash:016x}", &text[..cut]);
+        }
+        text
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -418,5 +461,45 @@ mod tests {
             kafka.ha_lease_place(),
             LeasePlace::Store(kafka.checkpoints_directory.clone())
         );
+    }
+
+    #[test]
+    fn a_job_is_known_by_what_it_replicates() {
+        let c = config(&[("job.tableSuffix", "_copy")]).expect("valid");
+        assert_eq!(
+            c.identity(),
+            "kudu a:7051 -> kudu b:7051, tables t into *_copy"
+        );
+        // Settings other than what goes where leave it alone; the master
+        // order does not count.
+        let restarted = config(&[
+            ("job.tableSuffix", "_copy"),
+            ("job.discoveryIntervalSeconds", "7"),
+            ("high-availability.cluster-id", "x"),
+        ])
+        .expect("valid");
+        assert_eq!(restarted.identity(), c.identity());
+        let of = |masters: &str, tables: &str| {
+            JobConfig::from_named_pairs([
+                ("job.sourceMasterAddresses", masters),
+                ("job.sinkMasterAddresses", "b:7051"),
+                ("job.tableName", tables),
+                ("job.checkpointsDirectory", "/tmp/chk"),
+            ])
+            .expect("valid")
+            .identity()
+        };
+        assert_eq!(of("m1:7051,m2:7051", "t"), of("m2:7051,m1:7051", "t"));
+        // Another table, another job.
+        assert_ne!(of("a:7051", "u"), of("a:7051", "t"));
+        // A long selection is cut, with a hash of the whole that still
+        // tells two selections apart.
+        let names = |last: &str| {
+            let list: Vec<String> = (0..100).map(|i| format!("table_{i}")).collect();
+            of("a:7051", &format!("{},{last}", list.join(",")))
+        };
+        let (x, y) = (names("x"), names("y"));
+        assert!(x.len() <= 200 && x.contains("... #"), "{x}");
+        assert_ne!(x, y);
     }
 }

@@ -21,7 +21,7 @@ use crate::checkpoint::{StateKey, StateStore, StorageLocation, StoreError};
 pub type LeaseFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, LeaseError>> + Send + 'a>>;
 
 /// What one lease record says.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LeaseRecord {
     /// Its position in the sequence (kept by the backend, not in the body).
@@ -34,6 +34,11 @@ pub struct LeaseRecord {
     /// Wall-clock time of writing, ms since the Unix epoch (informational:
     /// no decision uses another machine's clock).
     pub at_ms: u64,
+    /// What the writer's job replicates ([`crate::config::JobConfig::identity`]):
+    /// two jobs given one cluster id share one lease, and this tells them
+    /// apart. Empty in records of older builds.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub job: String,
 }
 
 /// How a released record's owner starts: a holder that let the lease go
@@ -94,6 +99,19 @@ pub enum LeaseError {
         /// The service's error.
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The lease is held, and renewed, by another job: two jobs were
+    /// given one cluster id.
+    #[error("the lease at '{path}' is held by another job: {owner} runs {other}, this instance runs {mine}; two jobs were given one high-availability.cluster-id (each job needs its own)")]
+    OtherJob {
+        /// Where the lease is.
+        path: String,
+        /// The other job's holder.
+        owner: String,
+        /// What the other job replicates.
+        other: String,
+        /// What this instance's job replicates.
+        mine: String,
     },
     /// A lease record is not what ferry writes.
     #[error("the lease object '{path}' is damaged: {reason}")]

@@ -16,6 +16,7 @@ fn record(seq: u64, generation: u64, owner: &str) -> LeaseRecord {
         generation,
         owner: owner.to_string(),
         at_ms: 1_700_000_000_000 + seq,
+        job: format!("kudu m:7051 -> kudu n:7051, tables {owner}"),
     }
 }
 
@@ -29,8 +30,12 @@ pub async fn run(backend: Arc<dyn LeaseBackend>, racers: Vec<Arc<dyn LeaseBacken
         "starts empty"
     );
 
-    // A write at a free position succeeds and becomes the newest.
-    let first = record(1, 1, "a");
+    // A write at a free position succeeds and becomes the newest (a record
+    // of an older build names no job).
+    let first = LeaseRecord {
+        job: String::new(),
+        ..record(1, 1, "a")
+    };
     assert_eq!(backend.write_next(&first).await.expect("write"), None);
     assert_eq!(backend.newest().await.expect("newest"), Some(first.clone()));
 
@@ -43,9 +48,13 @@ pub async fn run(backend: Arc<dyn LeaseBackend>, racers: Vec<Arc<dyn LeaseBacken
         "a taken position names its winner"
     );
 
-    // Positions advance one at a time; each keeps its generation.
+    // Positions advance one at a time; each keeps its generation and job
+    // (none again at 5).
     for seq in 2..=5 {
-        let r = record(seq, 1, "a");
+        let mut r = record(seq, 1, "a");
+        if seq == 5 {
+            r.job.clear();
+        }
         assert_eq!(
             backend.write_next(&r).await.expect("write"),
             None,
@@ -70,7 +79,11 @@ pub async fn run(backend: Arc<dyn LeaseBackend>, racers: Vec<Arc<dyn LeaseBacken
         Some(5)
     );
 
-    // Of racers for one position exactly one wins, and all agree on it.
+    race(backend, racers).await;
+}
+
+/// Of racers for position 6 exactly one wins, and all agree on it.
+async fn race(backend: Arc<dyn LeaseBackend>, racers: Vec<Arc<dyn LeaseBackend>>) {
     let mut tasks = Vec::new();
     for (i, racer) in racers.into_iter().chain([backend.clone()]).enumerate() {
         let generation = 10 + i as u64;

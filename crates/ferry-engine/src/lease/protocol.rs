@@ -39,6 +39,8 @@ pub struct Lease {
     /// How much earlier than `duration` the holder stops writing.
     pub margin: Duration,
     owner: String,
+    /// What this instance's job replicates (see [`LeaseRecord::job`]).
+    job: String,
 }
 
 /// A lease won: the generation, the sequence position reached, and the
@@ -100,6 +102,31 @@ impl Lease {
             renew_interval: ha.renew_interval,
             margin: ha.safety_margin(),
             owner: owner.into(),
+            job: String::new(),
+        }
+    }
+
+    /// Writes `job` (what this instance's job replicates,
+    /// [`crate::config::JobConfig::identity`]) in its records, and reads a
+    /// renewed record of another job as [`LeaseError::OtherJob`].
+    pub fn for_job(mut self, job: impl Into<String>) -> Self {
+        self.job = job.into();
+        self
+    }
+
+    /// Whether `record` was written by an instance of another job (records
+    /// without a job, of older builds, are taken as this job's).
+    pub fn is_other_job(&self, record: &LeaseRecord) -> bool {
+        !self.job.is_empty() && !record.job.is_empty() && record.job != self.job
+    }
+
+    /// The refusal for `record` of another job.
+    pub(super) fn other_job(&self, record: &LeaseRecord) -> LeaseError {
+        LeaseError::OtherJob {
+            path: self.location(),
+            owner: record.holder().to_string(),
+            other: record.job.clone(),
+            mine: self.job.clone(),
         }
     }
 
@@ -122,6 +149,7 @@ impl Lease {
             generation,
             owner: self.owner.clone(),
             at_ms: crate::time::now_ms(),
+            job: self.job.clone(),
         };
         self.backend.write_next(&record).await
     }
@@ -170,6 +198,7 @@ impl Lease {
                 generation,
                 owner: format!("{RELEASED_MARK}{}", self.owner),
                 at_ms: crate::time::now_ms(),
+                job: self.job.clone(),
             };
             // Lost: a renewal of ours still in flight, or a claim; look again.
             if self.backend.write_next(&record).await?.is_none() {
@@ -388,5 +417,53 @@ mod tests {
         let run = lease(&store, "run", 800);
         let held = claim_as(&run, Role::Active).await.expect("claim");
         assert_eq!(held.generation, 1);
+    }
+
+    #[tokio::test]
+    async fn a_lease_another_job_renews_is_refused_a_dead_ones_taken_over() {
+        let store = Arc::new(MemoryStateStore::new());
+        let of = |owner: &str, job: &str| {
+            Arc::new(Lease::clone(&lease(&store, owner, 400)).for_job(job))
+        };
+        let (a, b) = (of("a", "job A"), of("b", "job B"));
+        let held = a.claim(None).await.expect("claim").expect("won");
+        // One record of another job is not enough: it may be a dead one's.
+        let mut watcher = Watcher::new();
+        watcher.poll(&b).await.expect("first sight");
+        watcher.poll(&b).await.expect("unchanged");
+        // Renewed: two jobs share the cluster id.
+        let newest = a.newest().await.expect("read");
+        a.claim(newest.as_ref()).await.expect("claim").expect("won");
+        let err = watcher.poll(&b).await.expect_err("another job renews");
+        let text = err.to_string();
+        for part in ["job A", "job B", "high-availability.cluster-id", "a "] {
+            assert!(text.contains(part), "{part:?} in {text}");
+        }
+        // A standby of job B says so instead of waiting for ever.
+        let standing = tokio::time::timeout(Duration::from_secs(5), claim_as(&b, Role::Standby));
+        let renew = async {
+            for _ in 0..20 {
+                let newest = a.newest().await.expect("read");
+                let _ = a.claim(newest.as_ref()).await;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        };
+        let (refused, ()) = tokio::join!(standing, renew);
+        assert!(
+            matches!(refused, Ok(Err(LeaseError::OtherJob { .. }))),
+            "{refused:?}"
+        );
+        // Job A dead (its record unchanged for a lease duration): job B
+        // takes over (a job whose clusters were renamed keeps its state).
+        let taken = tokio::time::timeout(Duration::from_secs(5), claim_as(&b, Role::Standby))
+            .await
+            .expect("taken over")
+            .expect("claim");
+        assert!(taken.generation > held.generation);
+        let newest = b.newest().await.expect("read").expect("exists");
+        assert_eq!(newest.job, "job B");
+        // Records of older builds name no job: never refused.
+        let old = lease(&store, "old", 400);
+        assert!(!old.is_other_job(&newest) && !b.is_other_job(&LeaseRecord::default()));
     }
 }

@@ -283,7 +283,8 @@ impl Standby {
     /// generation; a lost race waits again. `on_event` hears every poll;
     /// `refresh` runs after each [`Role::Standby`] preload (the caller
     /// keeps its own resources warm there). Returns an error only for an
-    /// [`Role::Active`] instance that could not read the lease at all.
+    /// [`Role::Active`] instance that could not read the lease at all, and
+    /// for a lease another job holds ([`LeaseError::OtherJob`]).
     pub async fn claim(
         &mut self,
         role: Role,
@@ -302,6 +303,8 @@ impl Standby {
                     backoff.reset();
                 }
                 Err(e) if role == Role::Active && !reached => return Err(e),
+                // Not a coordination failure: waiting would never end.
+                Err(e @ LeaseError::OtherJob { .. }) => return Err(e),
                 Err(e) => {
                     on_event(Event::ReadFailed(&e));
                     backoff.failed().await;

@@ -24,6 +24,9 @@ pub struct Watcher {
     /// Time between consecutive successful reads of the same record.
     silent: Duration,
     last_seq: Option<u64>,
+    /// The first position at which a held record of another job was seen
+    /// (reset by any other record).
+    other_job_since: Option<u64>,
     /// The newest record seen.
     pub newest: Option<LeaseRecord>,
 }
@@ -42,15 +45,28 @@ impl Watcher {
             last_ok: None,
             silent: Duration::ZERO,
             last_seq: None,
+            other_job_since: None,
             newest: None,
         }
     }
 
     /// Reads the newest record and notes what it says (see
-    /// [`observe`](Self::observe)).
+    /// [`observe`](Self::observe)). A lease another job holds *and renews*
+    /// (a record of its own seen at two positions) is
+    /// [`LeaseError::OtherJob`]: two jobs were given one cluster id. A
+    /// record of another job that stays unchanged is a dead holder's, and
+    /// may be taken over like any (a job whose clusters were renamed).
     pub async fn poll(&mut self, lease: &Lease) -> Result<Option<&LeaseRecord>, LeaseError> {
         let read = lease.newest().await;
         self.observe(read, Instant::now())?;
+        match &self.newest {
+            Some(r) if lease.is_other_job(r) && !r.is_released() => match self.other_job_since {
+                Some(first) if r.seq > first => return Err(lease.other_job(r)),
+                Some(_) => {}
+                None => self.other_job_since = Some(r.seq),
+            },
+            _ => self.other_job_since = None,
+        }
         Ok(self.newest.as_ref())
     }
 
@@ -106,7 +122,7 @@ mod tests {
             seq,
             generation: 1,
             owner: "a".into(),
-            at_ms: 0,
+            ..LeaseRecord::default()
         }
     }
 

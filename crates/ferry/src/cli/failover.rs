@@ -332,6 +332,13 @@ pub fn command(args: &[String], verb: &str) -> ExitCode {
         Ok(ready) => ready,
         Err(code) => return code,
     };
+    let cfg = &parsed.run.config;
+    if cfg.shards > 1 && cfg.shard.is_none() {
+        return super::usage_error(
+            &format!("ferry {verb} takes over one job, and job.shards = {} makes this one a job run by workers: start `ferry run` with the same keys where it should run (each worker resumes its shards from their newest state in job.checkpointsDirectory, which may be a replica of the lost region's), or take over one shard with --job.shard K", cfg.shards),
+            &format!("ferry {verb} --help"),
+        );
+    }
     if verb == "standby" && !parsed.run.config.ha.kind.holds_lease() {
         return super::usage_error(
             "ferry standby needs high-availability.type lease, zookeeper or kubernetes (the active instance must hold a lease to be taken over from)",
@@ -362,7 +369,7 @@ pub fn command(args: &[String], verb: &str) -> ExitCode {
         }
         Err(e) => {
             eprintln!("error: {}", crate::error_line(&e));
-            ExitCode::FAILURE
+            super::exit_code_of(&e)
         }
     }
 }
@@ -434,6 +441,7 @@ mod tests {
             generation: 3,
             owner: "host:1".into(),
             at_ms,
+            ..LeaseRecord::default()
         }
     }
 

@@ -107,6 +107,22 @@ pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .map_err(|e| anyhow::anyhow!("cannot start the async runtime: {e}"))
 }
 
+/// The exit code of a verb that failed with `error`: 2 when it is a
+/// configuration error found at run time (two jobs given one
+/// `high-availability.cluster-id`), else 1.
+pub fn exit_code_of(error: &anyhow::Error) -> ExitCode {
+    let other_job = error.chain().any(|cause| {
+        matches!(
+            cause.downcast_ref::<ferry_engine::lease::LeaseError>(),
+            Some(ferry_engine::lease::LeaseError::OtherJob { .. })
+        )
+    });
+    match other_job {
+        true => ExitCode::from(EXIT_USAGE),
+        false => ExitCode::FAILURE,
+    }
+}
+
 /// Runs a client future; prints its error.
 pub fn client<F: std::future::Future<Output = anyhow::Result<ExitCode>>>(f: F) -> Option<ExitCode> {
     match runtime().and_then(|rt| rt.block_on(f)) {

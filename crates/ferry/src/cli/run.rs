@@ -53,7 +53,7 @@ fn run_job(run: run_args::RunArgs) -> ExitCode {
         }
         Err(e) => {
             eprintln!("error: {}", crate::error_line(&e));
-            ExitCode::FAILURE
+            super::exit_code_of(&e)
         }
     }
 }

@@ -18,7 +18,7 @@ use super::run::{stop_on_signal, App, Signals};
 use super::submit::StartExtras;
 use crate::run_args::RunArgs;
 use anyhow::Result;
-use ferry_engine::lease::{Claim, FailureLog, Holding, Role, Standby};
+use ferry_engine::lease::{Claim, FailureLog, Holding, LeaseError, Role, Standby};
 use ferry_engine::JobStatus;
 use std::time::{Duration, Instant};
 
@@ -92,7 +92,7 @@ async fn lead(
             standby.lease().location()
         );
         next = tokio::select! {
-            next = take_over(standby, &run, json) => next,
+            next = take_over(standby, &run, json) => next?,
             _ = signals.recv() => {
                 eprintln!("ferry: stopped while standing by");
                 return Ok(JobStatus::Canceled);
@@ -172,8 +172,13 @@ async fn run_generation(
 }
 
 /// Stands by until this instance wins the lease again and has found the
-/// newest state to run from; never gives up.
-async fn take_over(standby: &mut Standby, run: &RunArgs, json: bool) -> Generation {
+/// newest state to run from; never gives up on coordination, only when
+/// another job holds the lease (two jobs given one cluster id).
+async fn take_over(
+    standby: &mut Standby,
+    run: &RunArgs,
+    json: bool,
+) -> Result<Generation, LeaseError> {
     let mut lines = EventLines::new("ferry");
     let mut failures = FailureLog::default();
     loop {
@@ -182,6 +187,7 @@ async fn take_over(standby: &mut Standby, run: &RunArgs, json: bool) -> Generati
             .await
         {
             Ok(claim) => claim,
+            Err(e @ LeaseError::OtherJob { .. }) => return Err(e),
             // A standby retries every failure; should that change, wait
             // and watch again rather than end.
             Err(e) => {
@@ -235,7 +241,7 @@ async fn take_over(standby: &mut Standby, run: &RunArgs, json: bool) -> Generati
         if restore.is_none() {
             eprintln!("ferry: no valid state found; starting the job from a full snapshot");
         }
-        return Generation {
+        return Ok(Generation {
             holding,
             extras: StartExtras {
                 restore,
@@ -243,6 +249,6 @@ async fn take_over(standby: &mut Standby, run: &RunArgs, json: bool) -> Generati
             },
             rto,
             began,
-        };
+        });
     }
 }

@@ -58,18 +58,22 @@ pub fn standby_owned_by(
     job: Option<JobId>,
     owner: String,
 ) -> Result<Standby> {
-    let cfg: &JobConfig = &run.config;
     let search = crate::wiring::state_search(&run.process, from, job);
+    let lease = lease_of(run, owner)?.for_job(run.config.identity());
+    Ok(Standby::new(Arc::new(lease), search))
+}
+
+/// The lease of `run`'s HA job on its backend.
+fn lease_of(run: &RunArgs, owner: String) -> Result<Lease> {
+    let cfg: &JobConfig = &run.config;
     if let Some(zookeeper) = &cfg.ha.zookeeper {
-        let lease = zookeeper_lease(cfg, zookeeper.clone(), owner)?;
-        return Ok(Standby::new(Arc::new(lease), search));
+        return zookeeper_lease(cfg, zookeeper.clone(), owner);
     }
     if cfg.ha.kind == HaKind::Kubernetes {
         let backend = super::kube_lease::backend(cfg);
-        let lease = Lease::with_backend(backend, &cfg.ha, owner);
-        return Ok(Standby::new(Arc::new(lease), search));
+        return Ok(Lease::with_backend(backend, &cfg.ha, owner));
     }
-    let lease = Arc::new(match cfg.ha_lease_place() {
+    Ok(match cfg.ha_lease_place() {
         LeasePlace::SinkTable(table) => {
             if cfg.sink == SinkKind::Kafka {
                 bail!(
@@ -93,8 +97,7 @@ pub fn standby_owned_by(
         }
         // `LeasePlace` may grow; say so rather than guess.
         other => bail!("{} = {other} is not supported here", HA_STORAGE_DIR.name()),
-    });
-    Ok(Standby::new(lease, search))
+    })
 }
 
 /// The lease of `cfg`'s HA job on ZooKeeper (`high-availability.type

@@ -33,20 +33,27 @@ fn meta(s: &JobState) -> Vec<u8> {
     encode_metadata(s).expect("encode")
 }
 
+/// The keys of a job on clusters nobody listens at, its states in `store`.
+fn job_keys(store: &Path) -> Vec<String> {
+    [
+        "--job.sourceMasterAddresses",
+        "127.0.0.1:1",
+        "--job.sinkMasterAddresses",
+        "127.0.0.1:2",
+        "--job.tableName",
+        "orders",
+        "--job.checkpointsDirectory",
+        &store.to_string_lossy(),
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
 fn failover(store: &Path, extra: &[&str]) -> Output {
     crate::ferry()
         .args(["failover", "--dry-run"])
         .args(extra)
-        .args([
-            "--job.sourceMasterAddresses",
-            "127.0.0.1:1",
-            "--job.sinkMasterAddresses",
-            "127.0.0.1:2",
-            "--job.tableName",
-            "orders",
-            "--job.checkpointsDirectory",
-        ])
-        .arg(store.to_string_lossy())
+        .args(job_keys(store))
         .output()
 }
 
@@ -158,4 +165,17 @@ fn nothing_valid_is_exit_code_3_and_bad_flags_exit_code_2() {
     );
     let out = failover(dir.path(), &["--job-id", "xyz"]);
     assert_eq!(out.status.code(), Some(2));
+    // A job run by workers is not one job to take over.
+    for verb in ["failover", "standby"] {
+        let out = crate::ferry()
+            .arg(verb)
+            .args(job_keys(dir.path()))
+            .args(["--job.shards", "3", "--high-availability.type", "lease"])
+            .output();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{verb}: {err}");
+        for part in ["job.shards = 3", "workers", "--job.shard K"] {
+            assert!(err.contains(part), "{verb} says {part:?}: {err}");
+        }
+    }
 }

@@ -98,14 +98,9 @@ async fn drill_reports_a_healthy_setup_and_a_stale_dr_store() {
         "1",
         "--job.checkpointingIntervalMillis",
         "300",
-        "--high-availability.type",
-        "lease",
-        "--high-availability.lease-duration",
-        "2s",
-        "--high-availability.renew-interval",
-        "500ms",
     ]
     .iter()
+    .chain(&crate::ha_kit::LEASE_KEYS)
     .map(|s| s.to_string())
     .collect();
     job.extend(s3_keys.iter().cloned());

@@ -13,6 +13,17 @@ use std::num::NonZeroUsize;
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+/// `high-availability.type lease` in its default place with the drills'
+/// short timing: a 2 s lease renewed every 500 ms.
+pub(crate) const LEASE_KEYS: [&str; 6] = [
+    "--high-availability.type",
+    "lease",
+    "--high-availability.lease-duration",
+    "2s",
+    "--high-availability.renew-interval",
+    "500ms",
+];
+
 /// The wall clock in ms since the epoch (checkpoints' `created_at_ms`).
 pub(crate) fn now_ms() -> u64 {
     SystemTime::now()

@@ -45,13 +45,32 @@ const RETRY: &str = "2 s";
 
 static KUBE: Shared<KubeServer> = Shared::new();
 /// One test at a time on the shared API server.
-static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+pub(crate) static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-fn kube() -> Arc<KubeServer> {
+pub(crate) fn kube() -> Arc<KubeServer> {
     KUBE.get(|| {
         KubeServer::start(&format!("dr-{}", std::process::id()))
             .expect("kube-apiserver and etcd (run scripts/test once to build them)")
     })
+}
+
+/// The Kubernetes HA keys of the drills (namespace and Flink's timing).
+pub(crate) fn kube_args() -> Vec<String> {
+    let lease = format!("{LEASE_S} s");
+    [
+        "--high-availability.type",
+        "kubernetes",
+        "--kubernetes.namespace",
+        NAMESPACE,
+        "--high-availability.kubernetes.leader-election.lease-duration",
+        &lease,
+        "--high-availability.kubernetes.leader-election.renew-deadline",
+        RENEW_DEADLINE,
+        "--high-availability.kubernetes.leader-election.retry-period",
+        RETRY,
+    ]
+    .map(String::from)
+    .to_vec()
 }
 
 struct Setup {
@@ -78,8 +97,7 @@ impl Setup {
         source.create_table(&b).await.expect("create");
         let dir = tempfile::tempdir().expect("tmp");
         let chk = dir.path().join("chk").to_string_lossy().to_string();
-        let lease = format!("{LEASE_S} s");
-        let job_args: Vec<String> = [
+        let mut job_args: Vec<String> = [
             "--job.sourceMasterAddresses",
             &src.master_addrs_joined(),
             "--job.sinkMasterAddresses",
@@ -96,22 +114,13 @@ impl Setup {
             "1",
             "--job.checkpointingIntervalMillis",
             "300",
-            "--high-availability.type",
-            "kubernetes",
-            "--kubernetes.namespace",
-            NAMESPACE,
-            "--high-availability.kubernetes.leader-election.lease-duration",
-            &lease,
-            "--high-availability.kubernetes.leader-election.renew-deadline",
-            RENEW_DEADLINE,
-            "--high-availability.kubernetes.leader-election.retry-period",
-            RETRY,
             "-p",
             "2",
         ]
         .iter()
         .map(|s| s.to_string())
         .collect();
+        job_args.extend(kube_args());
         let job = ferry_engine::config::ha_job_id(&format!("ferry-replication-{table}"));
         Setup {
             kube,

@@ -97,14 +97,9 @@ fn job_args(
         "1",
         "--job.checkpointingIntervalMillis",
         "300",
-        "--high-availability.type",
-        "lease",
-        "--high-availability.lease-duration",
-        "2s",
-        "--high-availability.renew-interval",
-        "500ms",
     ]
     .iter()
+    .chain(&crate::ha_kit::LEASE_KEYS)
     .map(|s| s.to_string())
     .collect();
     if let Some(r) = replica {

@@ -19,6 +19,10 @@
 //! generation at a time, each generation's after the previous one's, and
 //! the shard's lease ends at its newest generation — and the takeover
 //! time of each shard moved by a death or a hand-over is printed.
+//!
+//! The same workers on the other coordination servers (a real ZooKeeper,
+//! a real Kubernetes API server): two workers of four shards, one killed
+//! with SIGKILL, the other takes its shards; the same evidence.
 
 use ferry_engine::checkpoint::{
     decode_metadata, CheckpointStore, JobId, JobState, StorageLocation,
@@ -32,11 +36,64 @@ use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-const SHARDS: u32 = 6;
-const TABLES: usize = 12;
-const CLUSTER: &str = "shards-drill";
 /// Rows per second of each of the writers.
 const OPS_PER_SEC: u32 = 60;
+
+/// What a drill runs: its tables (`<prefix>_t<i>`), shards, cluster id and
+/// coordination (the HA keys, and the environment each worker gets).
+struct Plan {
+    prefix: &'static str,
+    tables: usize,
+    shards: u32,
+    ha: Vec<String>,
+    env: Vec<(String, String)>,
+}
+
+impl Plan {
+    /// The `lease` type in its default place (a table on the sink cluster).
+    fn lease(prefix: &'static str, tables: usize, shards: u32) -> Plan {
+        let mut ha: Vec<String> = crate::ha_kit::LEASE_KEYS.map(String::from).to_vec();
+        ha.extend(["--high-availability.cluster-id".into(), cluster(prefix)]);
+        Plan {
+            prefix,
+            tables,
+            shards,
+            ha,
+            env: Vec::new(),
+        }
+    }
+
+    /// ZooKeeper HA on the shared server.
+    fn zookeeper(prefix: &'static str, tables: usize, shards: u32) -> Plan {
+        let zk = tokio::task::block_in_place(crate::zookeeper_ha::shared_zookeeper);
+        Plan {
+            ha: crate::zookeeper_ha::zk_args(&zk.connect_string(), &cluster(prefix)),
+            ..Plan::lease(prefix, tables, shards)
+        }
+    }
+
+    /// Kubernetes HA on the shared API server, workers as pods of the
+    /// ferry service account.
+    fn kubernetes(prefix: &'static str, tables: usize, shards: u32) -> Plan {
+        let kube = tokio::task::block_in_place(crate::kube_ha::kube);
+        let mut ha: Vec<String> = crate::kube_ha::kube_args();
+        ha.extend(["--high-availability.cluster-id".into(), cluster(prefix)]);
+        let config = kube.kubeconfig(ferry_testkit::kube::Identity::Ferry);
+        Plan {
+            ha,
+            env: vec![("KUBECONFIG".into(), config.to_string_lossy().into_owned())],
+            ..Plan::lease(prefix, tables, shards)
+        }
+    }
+
+    fn cluster(&self) -> String {
+        cluster(self.prefix)
+    }
+}
+
+fn cluster(prefix: &str) -> String {
+    format!("{prefix}-drill")
+}
 
 struct Drill {
     /// Held so the shared clusters stay up while the drill runs.
@@ -46,17 +103,18 @@ struct Drill {
     tables: Vec<String>,
     dir: tempfile::TempDir,
     args: Vec<String>,
+    plan: Plan,
 }
 
 impl Drill {
-    async fn new() -> Drill {
+    async fn new(plan: Plan) -> Drill {
         let clusters = tokio::task::block_in_place(crate::standby_clusters);
         let (src, dst) = (&clusters.0, &clusters.1);
         let source = KuduClient::new(&src.master_addrs()).expect("client");
         let sink = KuduClient::new(&dst.master_addrs()).expect("client");
         let mut tables = Vec::new();
-        for i in 0..TABLES {
-            let name = format!("shards_t{i:02}");
+        for i in 0..plan.tables {
+            let name = format!("{}_t{i:02}", plan.prefix);
             // Table 0 is big: 8 hash buckets, split over the shards.
             let buckets = if i == 0 { 8 } else { 2 };
             let b = TableBuilder::new(&name, ferry_fixtures::all_types_schema())
@@ -68,13 +126,15 @@ impl Drill {
         let dir = tempfile::tempdir().expect("tmp");
         let chk = dir.path().join("chk").to_string_lossy().to_string();
         let sp = dir.path().join("sp").to_string_lossy().to_string();
-        let args = [
+        let pattern = format!("{}_t.*", plan.prefix);
+        let shards = plan.shards.to_string();
+        let mut args: Vec<String> = [
             "--job.sourceMasterAddresses",
             &src.master_addrs_joined(),
             "--job.sinkMasterAddresses",
             &dst.master_addrs_joined(),
             "--job.tablePattern",
-            "shards_t.*",
+            &pattern,
             "--job.createTable",
             "true",
             "--job.checkpointsDirectory",
@@ -86,25 +146,18 @@ impl Drill {
             "--job.discoveryIntervalSeconds",
             "1",
             "--job.shards",
-            &SHARDS.to_string(),
+            &shards,
             "--job.shardTabletsOver",
             "4",
             "--savepointPath",
             &sp,
-            "--high-availability.type",
-            "lease",
-            "--high-availability.cluster-id",
-            CLUSTER,
-            "--high-availability.lease-duration",
-            "2s",
-            "--high-availability.renew-interval",
-            "500ms",
             "-p",
             "1",
         ]
         .iter()
         .map(|s| s.to_string())
         .collect();
+        args.extend(plan.ha.iter().cloned());
         Drill {
             _clusters: clusters.clone(),
             source,
@@ -112,13 +165,17 @@ impl Drill {
             tables,
             dir,
             args,
+            plan,
         }
     }
 
     fn worker(&self, name: &str) -> FerryProcess {
-        crate::ferry()
-            .arg("run")
-            .args(&self.args)
+        let mut ferry = crate::ferry().arg("run").args(&self.args);
+        for (k, v) in &self.plan.env {
+            ferry = ferry.env(k, v);
+        }
+        ferry
+            .env("POD_NAME", name)
             .rest_port(free_port())
             .log_level("info")
             .stderr_file(&self.dir.path().join(format!("{name}.err")))
@@ -129,8 +186,8 @@ impl Drill {
         self.dir.path().join("chk")
     }
 
-    fn shard_job(k: u32) -> JobId {
-        ferry_engine::config::ha_job_id(&format!("{CLUSTER}-shard-{k}"))
+    fn shard_job(&self, k: u32) -> JobId {
+        ferry_engine::config::ha_job_id(&format!("{}-shard-{k}", self.plan.cluster()))
     }
 
     async fn clock(&self) -> u64 {
@@ -148,9 +205,9 @@ impl Drill {
         let deadline = Instant::now() + within;
         loop {
             let mut generations = Vec::new();
-            for k in 0..SHARDS {
+            for k in 0..self.plan.shards {
                 let latest = store
-                    .latest_complete(&Self::shard_job(k))
+                    .latest_complete(&self.shard_job(k))
                     .await
                     .expect("list");
                 match latest.checkpoint {
@@ -163,7 +220,7 @@ impl Drill {
                     _ => break,
                 }
             }
-            if generations.len() == SHARDS as usize {
+            if generations.len() == self.plan.shards as usize {
                 return generations;
             }
             assert!(
@@ -177,7 +234,7 @@ impl Drill {
 
     /// Every valid checkpoint of shard `k`, by checkpoint id.
     fn checkpoints(&self, k: u32) -> Vec<JobState> {
-        let dir = self.chk().join(Self::shard_job(k).to_string());
+        let dir = self.chk().join(self.shard_job(k).to_string());
         let mut states = Vec::new();
         for entry in std::fs::read_dir(&dir).expect("shard dir").flatten() {
             if let Ok(bytes) = std::fs::read(entry.path().join("_metadata")) {
@@ -249,7 +306,7 @@ fn views(path: &Path) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn three_workers_share_six_shards_through_kill_join_and_stop() {
     let started = Instant::now();
-    let d = Drill::new().await;
+    let d = Drill::new(Plan::lease("shards", 12, 6)).await;
     let writers: Vec<Workload> = [0usize, 3, 7]
         .iter()
         .map(|&i| Workload::start(d.source.clone(), &d.tables[i], OPS_PER_SEC, 40 + i as u64))
@@ -277,7 +334,7 @@ async fn three_workers_share_six_shards_through_kill_join_and_stop() {
     let killed = Instant::now();
     let t1 = d.clock().await;
     let after_kill = d.all_caught_up(t1, &[0; 6], Duration::from_secs(120)).await;
-    let moved: Vec<u32> = (0..SHARDS)
+    let moved: Vec<u32> = (0..d.plan.shards)
         .filter(|&k| after_kill[k as usize] > first[k as usize])
         .collect();
     assert!(
@@ -341,7 +398,7 @@ async fn three_workers_share_six_shards_through_kill_join_and_stop() {
     let view =
         tokio::task::block_in_place(|| ferry_fixtures::http::get_json(c.rest(), "/ferry/shards"));
     let live_urls = [c.rest(), e.rest()].map(|p| format!(":{p}"));
-    for k in 0..SHARDS {
+    for k in 0..d.plan.shards {
         let generations = d.assert_one_writer_at_a_time(k);
         eprintln!("drill: shard {k}: generations in checkpoint order {generations:?}");
         let shard = &view["shards"][k as usize];
@@ -360,7 +417,7 @@ async fn three_workers_share_six_shards_through_kill_join_and_stop() {
         .args(["list", "--jobmanager", &format!("127.0.0.1:{}", e.rest())])
         .output();
     let text = String::from_utf8_lossy(&list.stdout).to_string();
-    for k in 0..SHARDS {
+    for k in 0..d.plan.shards {
         assert!(
             text.lines()
                 .any(|l| l.starts_with(&format!("shard {k} : ")) && l.contains("RUNNING")),
@@ -382,4 +439,82 @@ async fn three_workers_share_six_shards_through_kill_join_and_stop() {
     for w in [&mut c, &mut e] {
         tokio::task::block_in_place(|| w.wait_exit(Duration::from_secs(60)));
     }
+}
+
+/// Two workers of four shards (five tables, one split) on `plan`'s
+/// coordination server, under a writer: one is killed with SIGKILL, the
+/// other takes its shards from their newest states; sink == source, one
+/// writer per shard at a time, takeover times printed.
+async fn two_workers_through_a_kill(plan: Plan) {
+    let started = Instant::now();
+    let d = Drill::new(plan).await;
+    let writers: Vec<Workload> = [0usize, 2]
+        .iter()
+        .map(|&i| Workload::start(d.source.clone(), &d.tables[i], OPS_PER_SEC, 60 + i as u64))
+        .collect();
+    let mut a = d.worker("worker-a");
+    let mut b = d.worker("worker-b");
+    let shards = d.plan.shards as usize;
+    let t0 = d.clock().await;
+    let first = d
+        .all_caught_up(t0, &vec![0; shards], Duration::from_secs(180))
+        .await;
+    for w in [&a, &b] {
+        let view = views(w.stderr_path());
+        assert!(
+            view.last().is_some_and(|l| !l.ends_with("[]")),
+            "each worker runs shards:\n{}",
+            w.output_text()
+        );
+    }
+    a.kill9();
+    let t1 = d.clock().await;
+    // The dead worker wrote nothing after t1: its shards passing t1 ran
+    // elsewhere.
+    let after = d
+        .all_caught_up(t1, &vec![0; shards], Duration::from_secs(120))
+        .await;
+    assert!(
+        after.iter().zip(&first).any(|(now, before)| now > before),
+        "the killed worker's shards were taken over: {first:?} -> {after:?}"
+    );
+    for w in writers {
+        let stats = w.stop().await;
+        assert!(stats.applied > 100, "changes flowed: {stats:?}");
+    }
+    let stopped = d.clock().await;
+    d.all_caught_up(stopped, &vec![0; shards], Duration::from_secs(120))
+        .await;
+    for t in &d.tables {
+        let diff = compare_tables(&d.source, &d.sink, t, t).await;
+        assert!(diff.is_equal(), "{t}: {diff}");
+    }
+    for k in 0..d.plan.shards {
+        let generations = d.assert_one_writer_at_a_time(k);
+        eprintln!("drill: shard {k}: generations in checkpoint order {generations:?}");
+    }
+    let lines = takeovers(&b);
+    assert!(
+        !lines.is_empty(),
+        "takeover times are printed:\n{}",
+        b.output_text()
+    );
+    for l in &lines {
+        eprintln!("drill: takeover {l}");
+    }
+    b.sigterm();
+    let status = tokio::task::block_in_place(|| b.wait_exit(Duration::from_secs(60)));
+    assert!(status.success(), "{status}:\n{}", b.output_text());
+    eprintln!("drill: took {:?}", started.elapsed());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn workers_on_zookeeper_take_over_a_killed_workers_shards() {
+    two_workers_through_a_kill(Plan::zookeeper("zkshards", 5, 4)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn workers_on_kubernetes_take_over_a_killed_workers_shards() {
+    let _turn = crate::kube_ha::TURN.lock().await;
+    two_workers_through_a_kill(Plan::kubernetes("kubeshards", 5, 4)).await;
 }

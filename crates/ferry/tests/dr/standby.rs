@@ -19,6 +19,8 @@
 //!   when it was idle) and no
 //!   checkpoint (every generation-1 checkpoint was taken before the
 //!   resume); the sink equals the source.
+//! - `two_jobs_with_one_cluster_id_are_refused`: a second job under the
+//!   first one's cluster id stops with exit code 2 and writes nothing.
 
 use crate::ha_kit::{checkpoints_in, now_ms, spawn, stdout_line};
 use ferry_engine::checkpoint::{CheckpointStore, JobId, JobState, StorageLocation};
@@ -373,4 +375,52 @@ async fn a_resumed_active_writes_nothing() {
     active.assert_running("standing by");
     active.kill9();
     drop(standby);
+}
+
+/// Two jobs given one `high-availability.cluster-id` (issue 32, bad
+/// input): while job A holds and renews the lease, job B — another table —
+/// started with `ferry run` or `ferry standby` stops with exit code 2,
+/// naming the key and both jobs, and writes nothing (no sink table, no
+/// checkpoint, no lease record); A goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_jobs_with_one_cluster_id_are_refused() {
+    let a = Setup::new("ha_twin_a").await;
+    let b = Setup::new("ha_twin_b").await;
+    let shared = ["--high-availability.cluster-id", "twins"];
+    let mut active = spawn("run", &a.job_args, &shared, &a.log("a.err"));
+    stdout_line(&active, "JobID", Duration::from_secs(60)).await;
+    for (verb, extra) in [("run", vec![]), ("standby", vec!["--from", &b.replica])] {
+        let mut other = spawn(
+            verb,
+            &b.job_args,
+            &[&shared[..], &extra[..]].concat(),
+            &b.log(&format!("{verb}.err")),
+        );
+        let status = other.wait_exit(Duration::from_secs(60));
+        let err = other.stderr_text();
+        assert_eq!(status.code(), Some(2), "ferry {verb}: {status}\n{err}");
+        for part in [
+            "high-availability.cluster-id",
+            "held by another job",
+            "tables ha_twin_a",
+            "tables ha_twin_b",
+        ] {
+            assert!(err.contains(part), "ferry {verb} says {part:?}:\n{err}");
+        }
+    }
+    assert!(
+        b.sink.open_table("ha_twin_b").await.is_err(),
+        "job B created no sink table"
+    );
+    assert!(
+        !b.chk().exists() || std::fs::read_dir(b.chk()).expect("chk").count() == 0,
+        "job B wrote no checkpoint"
+    );
+    // Job A still holds generation 1: B never claimed the lease.
+    active.assert_running("job A after job B was refused");
+    let t = a.clock().await;
+    let job_a = ferry_engine::config::ha_job_id("twins");
+    crate::ha_kit::caught_up(&a.store(), &job_a, 1, t, Duration::from_secs(60)).await;
+    active.sigterm();
+    active.wait_exit(Duration::from_secs(60));
 }

@@ -405,7 +405,20 @@ async fn planned_cutover_proves_the_copy_and_the_reverse_job_needs_no_snapshot()
     .map(|s| s.to_string())
     .collect();
     args.extend(job_options(&a, &b, "cut", &chk));
-    args.extend(["--job.tableSuffix", "_copy"].map(String::from));
+    // The reverse job takes these too: without 1-s windows its second
+    // window would open after the default 600 s, and the write below
+    // would wait for it whenever the first window ended before the write.
+    args.extend(
+        [
+            "--job.tableSuffix",
+            "_copy",
+            "--job.discoveryIntervalSeconds",
+            "1",
+            "--job.checkpointingIntervalMillis",
+            "300",
+        ]
+        .map(String::from),
+    );
     let o = tokio::task::spawn_blocking(move || {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         ferry("cutover", &args)
@@ -438,6 +451,10 @@ async fn planned_cutover_proves_the_copy_and_the_reverse_job_needs_no_snapshot()
     // write on the new primary back to the old source.
     let command = r["reverseCommand"].as_str().expect("reverseCommand");
     assert!(command.contains("--fromCutover"), "{command}");
+    assert!(
+        command.contains("--job.discoveryIntervalSeconds 1"),
+        "{command}"
+    );
     let reverse: Vec<String> = command
         .strip_prefix("ferry run ")
         .expect("ferry run")
@@ -461,7 +478,8 @@ async fn planned_cutover_proves_the_copy_and_the_reverse_job_needs_no_snapshot()
         }
         assert!(
             Instant::now() < deadline,
-            "the write did not reach the old source"
+            "the write did not reach the old source; the reverse job: {}",
+            get_json(rest2, &format!("/ferry/jobs/{id2}/live"))
         );
         tokio::time::sleep(Duration::from_millis(300)).await;
     }

@@ -47,7 +47,7 @@ const ROOT: &str = "/ferry-tests";
 static ZOOKEEPER: Shared<ZooKeeperServer> = Shared::new();
 
 /// The ZooKeeper server the kill and pause tests share.
-fn shared_zookeeper() -> Arc<ZooKeeperServer> {
+pub(crate) fn shared_zookeeper() -> Arc<ZooKeeperServer> {
     ZOOKEEPER.get(|| {
         ZooKeeperServer::start(&format!("dr-{}", std::process::id()))
             .expect("ZooKeeper (run scripts/test once to install its jars)")
@@ -55,7 +55,7 @@ fn shared_zookeeper() -> Arc<ZooKeeperServer> {
 }
 
 /// The ZooKeeper HA keys of a job whose cluster id is `cluster`.
-fn zk_args(quorum: &str, cluster: &str) -> Vec<String> {
+pub(crate) fn zk_args(quorum: &str, cluster: &str) -> Vec<String> {
     [
         "--high-availability.type",
         "zookeeper",

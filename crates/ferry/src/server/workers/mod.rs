@@ -28,10 +28,10 @@ pub use board::{split_owner, ShardBoard};
 use super::run::{App, Listeners, Signals};
 use crate::run_args::RunArgs;
 use anyhow::{bail, Result};
-use ferry_engine::lease::Holding;
+use ferry_engine::lease::{Holding, Watcher};
 use ferry_engine::JobStatus;
 use futures::stream::{FuturesUnordered, StreamExt};
-use shard::ShardEnd;
+use shard::{ShardEnd, ShardWatch};
 pub use slots::owned;
 use slots::Slots;
 use std::collections::BTreeMap;
@@ -114,6 +114,8 @@ enum Left {
     Done(JobStatus),
     /// Its slot lease was lost: join again.
     SlotLost,
+    /// Another job's worker renews a slot of this cluster id.
+    OtherJob(ferry_engine::lease::LeaseError),
 }
 
 type ShardFuture<'a> = Pin<Box<dyn Future<Output = (u32, Result<ShardEnd>)> + 'a>>;
@@ -122,9 +124,10 @@ impl Worker<'_> {
     /// Joins, works the slot, joins again after losing it, until done.
     async fn serve(&self, slots: &mut Slots) -> Result<JobStatus> {
         let mut signals = Signals::new();
+        let mut watch = ShardWatch::new(self.run, self.shards, &self.owner)?;
         loop {
             let (slot, holding) = tokio::select! {
-                joined = slots.join() => joined,
+                joined = slots.join() => joined?,
                 _ = signals.recv() => return Ok(JobStatus::Canceled),
             };
             eprintln!(
@@ -134,7 +137,10 @@ impl Worker<'_> {
                 slots.location(slot)
             );
             self.app.registry.ha.holding(holding.generation);
-            match self.work(slots, slot, &holding, &mut signals).await {
+            match self
+                .work(slots, &mut watch, slot, &holding, &mut signals)
+                .await
+            {
                 Left::Done(status) => {
                     if let Err(e) = holding.hand_back().await {
                         tracing::warn!(error = %super::lease::chain(&e), "cannot release the worker slot; it lapses after its duration");
@@ -145,6 +151,12 @@ impl Worker<'_> {
                     holding.release();
                     self.app.registry.ha.standing_by();
                 }
+                Left::OtherJob(e) => {
+                    if let Err(e) = holding.hand_back().await {
+                        tracing::warn!(error = %super::lease::chain(&e), "cannot release the worker slot; it lapses after its duration");
+                    }
+                    return Err(e.into());
+                }
             }
         }
     }
@@ -154,6 +166,7 @@ impl Worker<'_> {
     async fn work(
         &self,
         slots: &mut Slots,
+        watch: &mut ShardWatch,
         slot: u32,
         holding: &Holding,
         signals: &mut Signals,
@@ -172,7 +185,13 @@ impl Worker<'_> {
             }
             tokio::select! {
                 _ = tick.tick(), if leaving.is_none() => {
-                    slots.poll().await;
+                    if let Err(e) = slots.poll().await {
+                        eprintln!("ferry: worker slot {slot}: stopping this worker's shards: {e}");
+                        leaving = Some(Left::OtherJob(e));
+                        stop_all(&running);
+                        continue;
+                    }
+                    watch.poll(|k| running.contains_key(&k)).await;
                     if tokio::time::Instant::now() < settled {
                         continue;
                     }
@@ -194,7 +213,7 @@ impl Worker<'_> {
                         }
                         let stop = CancellationToken::new();
                         running.insert(shard, stop.clone());
-                        tasks.push(Box::pin(self.shard(shard, stop)));
+                        tasks.push(Box::pin(self.shard(shard, watch.take(shard), stop)));
                     }
                 }
                 Some((shard, end)) = tasks.next() => {
@@ -224,10 +243,10 @@ impl Worker<'_> {
         }
     }
 
-    fn shard(&self, shard: u32, stop: CancellationToken) -> ShardFuture<'_> {
+    fn shard(&self, shard: u32, watcher: Watcher, stop: CancellationToken) -> ShardFuture<'_> {
         let owner = self.owner.clone();
         Box::pin(async move {
-            let end = shard::run_shard(self.app, self.run, shard, owner, stop).await;
+            let end = shard::run_shard(self.app, self.run, shard, owner, watcher, stop).await;
             (shard, end)
         })
     }

@@ -49,6 +49,7 @@ pub(super) async fn run_shard(
     run: &RunArgs,
     shard: u32,
     owner: String,
+    watcher: Watcher,
     stop: CancellationToken,
 ) -> Result<ShardEnd> {
     let mut run = run.clone();
@@ -57,9 +58,11 @@ pub(super) async fn run_shard(
     let from = [run.config.checkpoints_directory.clone()];
     let mut standby = standby_owned_by(&run, &from, Some(job), owner)?;
     let lease = standby.lease().clone();
+    let mut warm = Some(watcher);
     loop {
+        let watcher = warm.take().unwrap_or_default();
         let claimed = tokio::select! {
-            c = claim(&lease, shard) => c,
+            c = claim(&lease, shard, watcher) => c,
             _ = stop.cancelled() => return Ok(ShardEnd::Stopped),
         };
         let generation = claimed.held.generation;
@@ -177,11 +180,11 @@ async fn hand_back(holding: Holding, shard: u32) {
 }
 
 /// Waits until the shard's lease is free (never held, released, or
-/// unchanged for a lease duration) and claims it; never gives up.
-async fn claim(lease: &Arc<Lease>, shard: u32) -> Claimed {
+/// unchanged for a lease duration, as `watcher` measures from what it saw
+/// so far) and claims it; never gives up.
+async fn claim(lease: &Arc<Lease>, shard: u32, mut watcher: Watcher) -> Claimed {
     let poll = (lease.renew_interval / 2).max(Duration::from_millis(50));
     let mut failures = FailureLog::default();
-    let mut watcher = Watcher::new();
     loop {
         match watcher.poll(lease).await {
             Ok(_) => {
@@ -248,5 +251,57 @@ async fn newest_state(
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }
         }
+    }
+}
+
+/// Every shard's lease, watched by a worker while it does not run the
+/// shard. When a shard becomes the worker's own (a dead worker's slot
+/// lapsed), its last holder's silence is then measured already: the shard
+/// is claimed at once rather than after another lease duration, and its
+/// takeover time counts from the last renewal seen.
+pub(super) struct ShardWatch {
+    leases: Vec<Arc<Lease>>,
+    watchers: Vec<Option<Watcher>>,
+}
+
+impl ShardWatch {
+    /// The leases of the `shards` shards of `run`'s job.
+    pub(super) fn new(run: &RunArgs, shards: u32, owner: &str) -> Result<ShardWatch> {
+        let mut leases = Vec::new();
+        for k in 0..shards {
+            let mut shard = run.clone();
+            shard.config = shard.config.for_shard(k)?;
+            let job = shard.config.ha_job_id();
+            let standby = standby_owned_by(&shard, &[], Some(job), owner.to_string())?;
+            leases.push(standby.lease().clone());
+        }
+        Ok(ShardWatch {
+            watchers: leases.iter().map(|_| None).collect(),
+            leases,
+        })
+    }
+
+    /// Reads, at once, the lease of every shard `running` says this worker
+    /// does not run. A failed read only leaves its time unknown.
+    pub(super) async fn poll(&mut self, running: impl Fn(u32) -> bool) {
+        let reads = self
+            .watchers
+            .iter_mut()
+            .zip(&self.leases)
+            .enumerate()
+            .filter(|(k, _)| !running(*k as u32))
+            .map(|(_, (watcher, lease))| async move {
+                let _ = watcher.get_or_insert_with(Watcher::new).poll(lease).await;
+            });
+        futures::future::join_all(reads).await;
+    }
+
+    /// What was seen of shard `k`'s lease, for its claim (a fresh watch
+    /// when it was not watched).
+    pub(super) fn take(&mut self, k: u32) -> Watcher {
+        self.watchers
+            .get_mut(k as usize)
+            .and_then(Option::take)
+            .unwrap_or_default()
     }
 }

@@ -13,7 +13,7 @@
 use crate::run_args::RunArgs;
 use anyhow::Result;
 use ferry_engine::config::JobConfig;
-use ferry_engine::lease::{FailureLog, Holding, Lease, Watcher};
+use ferry_engine::lease::{FailureLog, Holding, Lease, LeaseError, Watcher};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -84,11 +84,13 @@ impl Slots {
     }
 
     /// Reads every slot once. A slot that cannot be read keeps what was
-    /// known of it (unknown time is not silence).
-    pub async fn poll(&mut self) {
+    /// known of it (unknown time is not silence). Fails only when another
+    /// job's worker renews a slot: two jobs were given one cluster id.
+    pub async fn poll(&mut self) -> Result<(), LeaseError> {
         for (j, lease) in self.leases.iter().enumerate() {
             match self.watchers[j].poll(lease).await {
                 Ok(_) => self.read[j] = true,
+                Err(e @ LeaseError::OtherJob { .. }) => return Err(e),
                 Err(e) => {
                     let text = super::super::lease::chain(&e);
                     if let Some(repeats) = self.failures.due(&text) {
@@ -97,6 +99,7 @@ impl Slots {
                 }
             }
         }
+        Ok(())
     }
 
     fn duration(&self, j: usize) -> Duration {
@@ -130,16 +133,17 @@ impl Slots {
         })
     }
 
-    /// Waits for a free slot and claims it; never gives up (every slot
-    /// held: this worker waits as a spare).
-    pub async fn join(&mut self) -> (u32, Holding) {
+    /// Waits for a free slot and claims it; never gives up on coordination
+    /// (every slot held: this worker waits as a spare), only on a slot
+    /// another job renews.
+    pub async fn join(&mut self) -> Result<(u32, Holding), LeaseError> {
         let mut said_full = false;
         loop {
-            self.poll().await;
+            self.poll().await?;
             if let Some(j) = self.free() {
                 let lease = self.leases[j].clone();
                 match lease.claim(self.watchers[j].newest.as_ref()).await {
-                    Ok(Some(held)) => return (j as u32, Holding::new(lease, held)),
+                    Ok(Some(held)) => return Ok((j as u32, Holding::new(lease, held))),
                     Ok(None) => {}
                     Err(e) => {
                         let text = super::super::lease::chain(&e);
