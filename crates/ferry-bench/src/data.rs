@@ -21,8 +21,9 @@ pub const DECIMAL_SCALE: u8 = 4;
 
 /// `kudu table create` JSON for a benchmark table: INT64 key plus INT32,
 /// INT64, DOUBLE, STRING (32 B), BOOL, UNIXTIME_MICROS and DECIMAL(18,4);
-/// 6 hash tablets on `id`; one replica.
-pub fn table_json(name: &str) -> String {
+/// `buckets` hash tablets on `id` (the benchmarks' tables: [`TABLETS`]);
+/// one replica.
+pub fn table_json_with(name: &str, buckets: u32) -> String {
     let col = |n: &str, t: &str| {
         format!(r#"{{"column_name":"{n}","column_type":"{t}","is_nullable":true}}"#)
     };
@@ -39,14 +40,19 @@ pub fn table_json(name: &str) -> String {
         ),
     ];
     format!(
-        r#"{{"table_name":"{name}","schema":{{"columns":[{}],"key_column_names":["id"]}},"partition":{{"hash_partitions":[{{"columns":["id"],"num_buckets":{TABLETS},"seed":0}}]}},"num_replicas":1}}"#,
+        r#"{{"table_name":"{name}","schema":{{"columns":[{}],"key_column_names":["id"]}},"partition":{{"hash_partitions":[{{"columns":["id"],"num_buckets":{buckets},"seed":0}}]}},"num_replicas":1}}"#,
         columns.join(",")
     )
 }
 
 /// Creates a benchmark table with the `kudu` CLI; returns the command line.
 pub async fn create_table(masters: &str, name: &str) -> Result<String> {
-    let json = table_json(name);
+    create_table_with(masters, name, TABLETS).await
+}
+
+/// [`create_table`] with `buckets` hash tablets.
+pub async fn create_table_with(masters: &str, name: &str, buckets: u32) -> Result<String> {
+    let json = table_json_with(name, buckets);
     crate::kudu::kudu_ok(&["table", "create", masters, &json]).await?;
     crate::kudu::kudu_line(&["table".into(), "create".into(), masters.into(), json])
 }
@@ -356,7 +362,8 @@ mod tests {
 
     #[test]
     fn json_is_valid_and_has_every_type() {
-        let v: serde_json::Value = serde_json::from_str(&table_json("t")).expect("json");
+        let v: serde_json::Value =
+            serde_json::from_str(&table_json_with("t", TABLETS)).expect("json");
         let types: Vec<&str> = v["schema"]["columns"]
             .as_array()
             .expect("columns")

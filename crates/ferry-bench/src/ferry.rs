@@ -51,6 +51,8 @@ pub struct FerryOptions {
     /// default, loopback, when `None`); another one for a ferry inside a
     /// network namespace.
     pub metrics_address: Option<String>,
+    /// The REST port (`None`: any free one, which nobody here can reach).
+    pub rest_port: Option<u16>,
 }
 
 /// One completed window as ferry logged it.
@@ -80,6 +82,8 @@ struct Shared {
     errors: Vec<String>,
     /// `job restarting` lines the engine logged (its restart strategy at work).
     restarts: Vec<String>,
+    /// Takeover lines (`RTO: …`) on stdout, with when they were read.
+    rto_lines: Vec<(Instant, String)>,
 }
 
 /// A running `ferry run`.
@@ -156,19 +160,24 @@ fn run_args(o: &FerryOptions) -> Result<(Vec<String>, Option<u16>)> {
     };
     if help.contains("--rest.port") {
         // The default (8081) would collide with any other ferry here.
-        args.extend(["--rest.port".into(), "0".into()]);
+        let port = o.rest_port.unwrap_or(0);
+        args.extend(["--rest.port".into(), port.to_string()]);
     }
     args.extend(o.extra.iter().cloned());
     Ok((args, metrics_port))
 }
 
-/// Picks the job id out of ferry's stdout.
+/// Picks the job id and the takeover lines out of ferry's stdout.
 fn watch_stdout(stdout: std::process::ChildStdout, shared: Arc<Mutex<Shared>>) {
     std::thread::spawn(move || {
         for line in BufReader::new(stdout).lines().map_while(|l| l.ok()) {
             if let Some(id) = line.strip_prefix("Job has been submitted with JobID ") {
                 if let Ok(mut g) = shared.lock() {
                     g.job_id = Some(id.trim().to_string());
+                }
+            } else if line.contains("RTO: ") {
+                if let Ok(mut g) = shared.lock() {
+                    g.rto_lines.push((Instant::now(), line));
                 }
             }
         }
@@ -314,6 +323,15 @@ impl Ferry {
         self.shared
             .lock()
             .map(|g| g.restarts.clone())
+            .unwrap_or_default()
+    }
+
+    /// Takeover lines (`shard k: RTO: …`) printed so far, with when they
+    /// were read.
+    pub fn rto_lines(&self) -> Vec<(Instant, String)> {
+        self.shared
+            .lock()
+            .map(|g| g.rto_lines.clone())
             .unwrap_or_default()
     }
 

@@ -9,6 +9,7 @@
 //! bench/run idle-cycle [--sizes 1000000,4000000,16000000] [--windows K]
 //! bench/run memory [--sizes 1000000,4000000,16000000]
 //! bench/run tables [--counts 100,500,1000] [--seconds S]
+//! bench/run shards [--rows N] [--workers 1,2,3] [--rate R] [--seconds S]
 //! bench/run failover [--takeovers 5] [--rate 300]
 //! bench/run verify [--rows N] [--threads T] [--repeat R]
 //! bench/run soak [--minutes N] [--fault-every K] [--rate R] [--seed S] [--faults a,b]
@@ -137,6 +138,28 @@ enum Scenario {
         counts: Vec<usize>,
         /// Seconds measured per count, once the job is steady.
         #[arg(long, default_value_t = 30)]
+        seconds: u64,
+    },
+    /// One job of 6 shards run by 1, 2 and 3 worker processes (issue 32):
+    /// snapshot rows/s, steady lag under a writer, and the takeover of a
+    /// killed worker's shards, per worker count (~5 min at the defaults;
+    /// not in `all`). The workers share this machine's cores with each
+    /// other and both clusters: the shape and the overhead, not a speed-up.
+    Shards {
+        /// Rows of the six source tables together (half in the big one,
+        /// which is split by hash bucket over the shards).
+        #[arg(long, default_value_t = 2_000_000)]
+        rows: u64,
+        /// Worker counts, in this order, each on a fresh job and fresh
+        /// sink tables.
+        #[arg(long, value_delimiter = ',', default_value = "1,2,3")]
+        workers: Vec<usize>,
+        /// Writer operations per second on the big table (the `lag`
+        /// scenario's writer) while the steady lag is measured.
+        #[arg(long, default_value_t = 1000.0)]
+        rate: f64,
+        /// Seconds the writer runs per worker count.
+        #[arg(long, default_value_t = 60)]
         seconds: u64,
     },
     /// Peak RSS of ferry during snapshots of tables of several sizes
@@ -311,6 +334,27 @@ async fn run(cli: Cli) -> Result<()> {
             counts.sort_unstable();
             counts.dedup();
             scenarios::tables::run(&ctx, &counts, seconds).await?;
+        }
+        Scenario::Shards {
+            rows,
+            workers,
+            rate,
+            seconds,
+        } => {
+            let max = scenarios::shards::SHARDS as usize;
+            if rows < 100 || seconds == 0 || !(rate.is_finite() && rate > 0.0) {
+                bail!("--rows must be at least 100, --seconds and --rate positive");
+            }
+            if workers.is_empty() || workers.iter().any(|&w| w == 0 || w > max) {
+                bail!("--workers must be counts from 1 to {max}");
+            }
+            let params = scenarios::shards::Params {
+                rows,
+                workers,
+                rate,
+                seconds,
+            };
+            scenarios::shards::run(&ctx, &params).await?;
         }
         Scenario::Memory { sizes } => {
             check_sizes(&sizes)?;

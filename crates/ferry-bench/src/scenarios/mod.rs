@@ -7,6 +7,7 @@ pub mod idle;
 pub mod kafka;
 pub mod lag;
 pub mod memory;
+pub mod shards;
 pub mod snapshot;
 pub mod soak;
 pub mod tables;
@@ -134,6 +135,7 @@ impl Ctx {
             resume: None,
             wrapper: Vec::new(),
             metrics_address: None,
+            rest_port: None,
         }
     }
 }
