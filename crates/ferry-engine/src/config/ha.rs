@@ -474,7 +474,7 @@ mod tests {
         // order does not count.
         let restarted = config(&[
             ("job.tableSuffix", "_copy"),
-            ("job.discoveryIntervalSeconds", "7"),
+            ("job.discoveryIntervalSeconds", "700"),
             ("high-availability.cluster-id", "x"),
         ])
         .expect("valid");

@@ -423,7 +423,7 @@ mod tests {
     async fn a_lease_another_job_renews_is_refused_a_dead_ones_taken_over() {
         let store = Arc::new(MemoryStateStore::new());
         let of = |owner: &str, job: &str| {
-            Arc::new(Lease::clone(&lease(&store, owner, 400)).for_job(job))
+            Arc::new(Lease::clone(&lease(&store, owner, 600)).for_job(job))
         };
         let (a, b) = (of("a", "job A"), of("b", "job B"));
         let held = a.claim(None).await.expect("claim").expect("won");
@@ -463,7 +463,7 @@ mod tests {
         let newest = b.newest().await.expect("read").expect("exists");
         assert_eq!(newest.job, "job B");
         // Records of older builds name no job: never refused.
-        let old = lease(&store, "old", 400);
+        let old = lease(&store, "old", 600);
         assert!(!old.is_other_job(&newest) && !b.is_other_job(&LeaseRecord::default()));
     }
 }

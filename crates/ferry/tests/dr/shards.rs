@@ -34,6 +34,7 @@ use ferry_fixtures::workload::Workload;
 use kudu_client::{KuduClient, TableBuilder};
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Rows per second of each of the writers.
@@ -47,6 +48,8 @@ struct Plan {
     shards: u32,
     ha: Vec<String>,
     env: Vec<(String, String)>,
+    /// The coordination server, held so it stays up while the drill runs.
+    server: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 impl Plan {
@@ -60,6 +63,7 @@ impl Plan {
             shards,
             ha,
             env: Vec::new(),
+            server: None,
         }
     }
 
@@ -68,6 +72,7 @@ impl Plan {
         let zk = tokio::task::block_in_place(crate::zookeeper_ha::shared_zookeeper);
         Plan {
             ha: crate::zookeeper_ha::zk_args(&zk.connect_string(), &cluster(prefix)),
+            server: Some(zk),
             ..Plan::lease(prefix, tables, shards)
         }
     }
@@ -82,6 +87,7 @@ impl Plan {
         Plan {
             ha,
             env: vec![("KUBECONFIG".into(), config.to_string_lossy().into_owned())],
+            server: Some(kube),
             ..Plan::lease(prefix, tables, shards)
         }
     }
