@@ -49,7 +49,7 @@ struct Plan {
     ha: Vec<String>,
     env: Vec<(String, String)>,
     /// The coordination server, held so it stays up while the drill runs.
-    server: Option<Arc<dyn std::any::Any + Send + Sync>>,
+    _server: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 impl Plan {
@@ -63,7 +63,7 @@ impl Plan {
             shards,
             ha,
             env: Vec::new(),
-            server: None,
+            _server: None,
         }
     }
 
@@ -72,7 +72,7 @@ impl Plan {
         let zk = tokio::task::block_in_place(crate::zookeeper_ha::shared_zookeeper);
         Plan {
             ha: crate::zookeeper_ha::zk_args(&zk.connect_string(), &cluster(prefix)),
-            server: Some(zk),
+            _server: Some(zk),
             ..Plan::lease(prefix, tables, shards)
         }
     }
@@ -87,7 +87,7 @@ impl Plan {
         Plan {
             ha,
             env: vec![("KUBECONFIG".into(), config.to_string_lossy().into_owned())],
-            server: Some(kube),
+            _server: Some(kube),
             ..Plan::lease(prefix, tables, shards)
         }
     }
