@@ -14,31 +14,20 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use ferry_engine::checkpoint::JobId;
-use ferry_engine::config::{JobConfig, ZooKeeperConfig};
-use ferry_engine::lease::{conformance, LeaseBackend, LeaseRecord};
+use ferry_engine::config::ZooKeeperConfig;
+use ferry_engine::lease::{conformance, LeaseBackend};
 use ferry_testkit::{Kdc, ZooKeeperServer};
 use ferry_zk::ZooKeeperLease;
 
+mod common;
+use common::{job, record};
+
 fn settings(quorum: &str, extra: &[(&str, &str)]) -> ZooKeeperConfig {
-    let mut pairs = vec![
-        ("job.sourceMasterAddresses", "a:7051"),
-        ("job.sinkMasterAddresses", "b:7051"),
-        ("job.tableName", "t"),
-        ("job.checkpointsDirectory", "/unused"),
-        ("high-availability.type", "zookeeper"),
-        ("high-availability.zookeeper.quorum", quorum),
-        (
-            "high-availability.zookeeper.client.connection-timeout",
-            "5 s",
-        ),
-        ("high-availability.zookeeper.client.retry-wait", "100 ms"),
-        ("high-availability.zookeeper.client.max-retry-attempts", "1"),
-        ("high-availability.zookeeper.client.session-timeout", "4 s"),
-    ];
-    pairs.extend_from_slice(extra);
-    let config = JobConfig::from_named_pairs(pairs).expect("config");
-    config.ha.zookeeper.expect("zookeeper settings")
+    let timeouts = common::Timeouts {
+        connect: "5 s",
+        session: "4 s",
+    };
+    common::settings(quorum, timeouts, extra)
 }
 
 /// The settings of a SASL session as `principal` from `keytab`, with
@@ -56,20 +45,6 @@ fn sasl_settings(quorum: &str, principal: &str, keytab: &Path) -> ZooKeeperConfi
     );
     assert!(config.sasl.is_some(), "SASL configured");
     config
-}
-
-fn job() -> JobId {
-    "00112233445566778899aabbccddeeff".parse().expect("id")
-}
-
-fn record(seq: u64, generation: u64) -> LeaseRecord {
-    LeaseRecord {
-        seq,
-        generation,
-        owner: "test".to_string(),
-        at_ms: 1,
-        ..LeaseRecord::default()
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -9,45 +9,20 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ferry_engine::checkpoint::JobId;
-use ferry_engine::config::{JobConfig, ZooKeeperConfig};
-use ferry_engine::lease::{conformance, LeaseBackend, LeaseError, LeaseRecord};
+use ferry_engine::config::ZooKeeperConfig;
+use ferry_engine::lease::{conformance, LeaseBackend, LeaseError};
 use ferry_testkit::ZooKeeperServer;
 use ferry_zk::ZooKeeperLease;
 
+mod common;
+use common::{job, record};
+
 fn settings(quorum: &str, extra: &[(&str, &str)]) -> ZooKeeperConfig {
-    let mut pairs = vec![
-        ("job.sourceMasterAddresses", "a:7051"),
-        ("job.sinkMasterAddresses", "b:7051"),
-        ("job.tableName", "t"),
-        ("job.checkpointsDirectory", "/unused"),
-        ("high-availability.type", "zookeeper"),
-        ("high-availability.zookeeper.quorum", quorum),
-        (
-            "high-availability.zookeeper.client.connection-timeout",
-            "1 s",
-        ),
-        ("high-availability.zookeeper.client.retry-wait", "100 ms"),
-        ("high-availability.zookeeper.client.max-retry-attempts", "1"),
-        ("high-availability.zookeeper.client.session-timeout", "2 s"),
-    ];
-    pairs.extend_from_slice(extra);
-    let config = JobConfig::from_named_pairs(pairs).expect("config");
-    config.ha.zookeeper.expect("zookeeper settings")
-}
-
-fn job() -> JobId {
-    "00112233445566778899aabbccddeeff".parse().expect("id")
-}
-
-fn record(seq: u64, generation: u64) -> LeaseRecord {
-    LeaseRecord {
-        seq,
-        generation,
-        owner: "test".to_string(),
-        at_ms: 1,
-        ..LeaseRecord::default()
-    }
+    let timeouts = common::Timeouts {
+        connect: "1 s",
+        session: "2 s",
+    };
+    common::settings(quorum, timeouts, extra)
 }
 
 /// The lease-backend contract, on one server: every handle is its own
