@@ -13,6 +13,7 @@ use std::path::Path;
 use std::process::{Child, Command};
 use std::sync::mpsc;
 use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 type Request = (Command, mpsc::Sender<io::Result<Child>>);
 
@@ -73,28 +74,71 @@ fn spawner() -> &'static Mutex<mpsc::Sender<Request>> {
 }
 
 /// Sends `signal` to `pid`; a process that is already gone is not an error.
+/// SIGSTOP returns only once every thread of the process has stopped.
 pub fn signal(pid: u32, signal: i32) -> io::Result<()> {
     // SAFETY: kill(2) with a pid we started.
     let rc = unsafe { libc::kill(pid as libc::pid_t, signal) };
-    if rc == 0 {
-        return Ok(());
+    if rc != 0 {
+        let err = io::Error::last_os_error();
+        return match err.raw_os_error() {
+            Some(libc::ESRCH) => Ok(()),
+            _ => Err(err),
+        };
     }
-    let err = io::Error::last_os_error();
-    if err.raw_os_error() == Some(libc::ESRCH) {
-        Ok(())
-    } else {
-        Err(err)
+    if signal == libc::SIGSTOP {
+        wait_stopped(pid)?;
     }
+    Ok(())
+}
+
+/// Waits until no thread of `pid` runs. kill(2) only marks the stop
+/// pending: each thread stops when it is next scheduled, so on a busy
+/// machine a server thread could still answer a request sent just after
+/// SIGSTOP (a "frozen" tablet server once returned a scan batch).
+fn wait_stopped(pid: u32) -> io::Result<()> {
+    const DEADLINE: Duration = Duration::from_secs(10);
+    let start = Instant::now();
+    loop {
+        let running = running_threads(pid);
+        if running.is_empty() {
+            return Ok(());
+        }
+        if start.elapsed() > DEADLINE {
+            return Err(io::Error::other(format!(
+                "process {pid} still has running threads {running:?} {DEADLINE:?} after SIGSTOP"
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// Threads of `pid` that are neither stopped nor gone.
+fn running_threads(pid: u32) -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .filter_map(|t| t.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|tid| {
+            std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat"))
+                .ok()
+                .and_then(|stat| state_of(&stat).map(|s| !matches!(s, "T" | "t" | "Z" | "X")))
+                .unwrap_or(false)
+        })
+        .collect()
+}
+
+/// Field 3 of a `/proc/.../stat` line: the state letter.
+fn state_of(stat: &str) -> Option<&str> {
+    stat.rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().next())
 }
 
 /// Whether a process with this pid exists and is not a zombie.
 pub fn alive(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        // Field 3 is the state; Z = zombie, X = dead.
-        Ok(stat) => stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().next())
-            .is_some_and(|state| state != "Z" && state != "X"),
+        // Z = zombie, X = dead.
+        Ok(stat) => state_of(&stat).is_some_and(|state| state != "Z" && state != "X"),
         Err(_) => false,
     }
 }
@@ -141,4 +185,23 @@ pub(crate) fn kill_and_reap(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sigstop_returns_once_the_process_is_stopped() {
+        let mut child = Command::new("sleep").arg("30").spawn().expect("sleep");
+        let pid = child.id();
+        assert_eq!(running_threads(pid), vec![pid], "a sleeping process runs");
+        signal(pid, libc::SIGSTOP).expect("SIGSTOP");
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
+        assert_eq!(state_of(&stat), Some("T"), "{stat}");
+        assert!(running_threads(pid).is_empty());
+        signal(pid, libc::SIGCONT).expect("SIGCONT");
+        let _ = child.kill();
+        let _ = child.wait();
+    }
 }
