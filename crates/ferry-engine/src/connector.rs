@@ -37,6 +37,13 @@ pub trait Batch: Send + Sync + 'static {
 
     /// Bytes the batch carried from the source.
     fn byte_size(&self) -> usize;
+
+    /// Parts of the source (for Kudu: tablets) whose copy this batch
+    /// starts again from scratch because the history a diff window needed
+    /// ran out; for metrics.
+    fn recopies(&self) -> u64 {
+        0
+    }
 }
 
 /// A batch read from a split: rows (for the Kudu source, with IS_DELETED in

@@ -214,6 +214,7 @@ pub struct TableMetrics {
     schema_changes: AtomicU64,
     tablet_scans_skipped: AtomicU64,
     rows_recreated: AtomicU64,
+    tablets_recopied: AtomicU64,
     verify: std::sync::Mutex<crate::status::TableVerify>,
 }
 
@@ -238,6 +239,7 @@ impl TableMetrics {
         table.schema_changes = get(&self.schema_changes);
         table.tablet_scans_skipped = get(&self.tablet_scans_skipped);
         table.rows_recreated = get(&self.rows_recreated);
+        table.tablets_recopied = get(&self.tablets_recopied);
         table.verify = self.verify.lock().map(|v| *v).unwrap_or_default();
     }
 
@@ -296,6 +298,10 @@ impl TableMetrics {
 
     pub(crate) fn add_recreated(&self, rows: u64) {
         self.rows_recreated.fetch_add(rows, Ordering::Relaxed);
+    }
+
+    pub(crate) fn add_recopied(&self, parts: u64) {
+        self.tablets_recopied.fetch_add(parts, Ordering::Relaxed);
     }
 
     pub(crate) fn add_skipped(&self, tablets: u64) {

@@ -226,6 +226,7 @@ impl SplitRun<'_> {
             self.job_metrics
                 .add_read(batch.rows.len() as u64, batch.rows.byte_size() as u64);
             self.table_metrics.add_read(batch.rows.len() as u64);
+            self.table_metrics.add_recopied(batch.rows.recopies());
             let held = match hold.take() {
                 Some(h) => h,
                 None => self.gate.clone().read_owned().await,

@@ -191,6 +191,10 @@ pub struct TableSnapshot {
     /// re-created them with new immutable cells (Kudu 1.17+).
     #[serde(default)]
     pub rows_recreated: u64,
+    /// Tablets (key ranges) copied again because a diff window started
+    /// before their history (`reader.recopyExpiredTablets`).
+    #[serde(default)]
+    pub tablets_recopied: u64,
     /// Why the table is paused, if it is (the others go on).
     pub paused: Option<String>,
     /// Continuous verify's results (`job.verifyInterval`).

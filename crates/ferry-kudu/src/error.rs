@@ -19,7 +19,8 @@ pub fn source_error(table: &str, error: kudu_client::Error) -> EngineError {
     let advice = match &error {
         kudu_client::Error::SnapshotTooOld { .. } => Some(
             "the job was down longer than the source's history retention (--tablet_history_max_age_sec); \
-             start a fresh job without -s to take a new full snapshot",
+             with reader.recopyExpiredTablets (the default) a Kudu sink partitioned as the source gets the tablets copied again, \
+             otherwise start a fresh job without -s to take a new full snapshot",
         ),
         kudu_client::Error::TableNotFound(_) => {
             Some("check --job.tableName and that the source table exists")

@@ -41,6 +41,7 @@ pub mod lease_table;
 pub mod position;
 mod prefetch;
 pub mod quiet_tablets;
+pub mod recopy;
 pub mod shard;
 pub mod sink;
 pub mod sink_table;

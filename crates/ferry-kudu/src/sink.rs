@@ -206,6 +206,16 @@ impl KuduSink {
             .unwrap_or_else(|| self.options.sink_table_name.clone())
     }
 
+    /// The sink table's keys, for re-copying a source range whose history
+    /// ran out (`reader.recopyExpiredTablets`).
+    pub fn keys(&self) -> crate::recopy::SinkKeys {
+        crate::recopy::SinkKeys::new(
+            self.client.clone(),
+            self.current_name.clone(),
+            self.options.sink_table_name.clone(),
+        )
+    }
+
     /// The sink table, once prepared.
     pub fn table(&self) -> Option<&KuduTable> {
         self.table.as_ref()

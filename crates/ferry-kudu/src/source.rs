@@ -8,6 +8,7 @@
 
 use crate::prefetch::ScanBatches;
 use crate::quiet_tablets::{QuietTablets, Selection, TabletProbe};
+use crate::recopy::{Recopy, SinkKeys};
 use crate::shard::ShardTablets;
 use crate::tserver_metrics::EndpointChoice;
 use ferry_engine::checkpoint::{SplitState, WindowState};
@@ -46,6 +47,9 @@ pub struct KuduSource {
     /// In a job cut into shards: the tablets this shard reads (`None`:
     /// every tablet).
     shard: Option<ShardTablets>,
+    /// The sink a diff split whose history ran out is re-copied into
+    /// (`reader.recopyExpiredTablets`; `None`: such a split fails).
+    recopy: Option<SinkKeys>,
 }
 
 /// The table and schema read last, and the selection of the window being
@@ -69,6 +73,7 @@ impl KuduSource {
             names: Default::default(),
             known: Default::default(),
             shard: None,
+            recopy: None,
         }
     }
 
@@ -76,6 +81,13 @@ impl KuduSource {
     /// are planned, and quiet tablets proven, over them alone.
     pub fn with_shard(mut self, shard: Option<ShardTablets>) -> Self {
         self.shard = shard;
+        self
+    }
+
+    /// Re-copies the range of a diff split whose history ran out into
+    /// `sink` instead of failing (`None`: fails).
+    pub fn with_recopy(mut self, sink: Option<SinkKeys>) -> Self {
+        self.recopy = sink;
         self
     }
 
@@ -100,6 +112,7 @@ impl KuduSource {
             names: Default::default(),
             known: Default::default(),
             shard: None,
+            recopy: None,
         }
     }
 
@@ -204,25 +217,42 @@ impl KuduSource {
 }
 
 /// A scan batch as the Kudu source yields it: a projection's rows in
-/// Kudu's row-wise wire layout, which go to the sink as they are (a
-/// newtype only because both the trait and `RowBatch` are foreign here).
-pub struct KuduBatch(pub RowBatch);
+/// Kudu's row-wise wire layout, which go to the sink as they are.
+pub struct KuduBatch {
+    rows: RowBatch,
+    /// Whether the batch is the first of a split's re-copy.
+    starts_recopy: bool,
+}
+
+impl KuduBatch {
+    /// `rows` as a batch of the Kudu source.
+    pub fn new(rows: RowBatch) -> Self {
+        KuduBatch {
+            rows,
+            starts_recopy: false,
+        }
+    }
+}
 
 impl std::ops::Deref for KuduBatch {
     type Target = RowBatch;
 
     fn deref(&self) -> &RowBatch {
-        &self.0
+        &self.rows
     }
 }
 
 impl Batch for KuduBatch {
     fn len(&self) -> usize {
-        self.0.len()
+        self.rows.len()
     }
 
     fn byte_size(&self) -> usize {
-        self.0.byte_size()
+        self.rows.byte_size()
+    }
+
+    fn recopies(&self) -> u64 {
+        u64::from(self.starts_recopy)
     }
 }
 
@@ -340,31 +370,108 @@ impl Source for KuduSource {
             .client
             .scanner_for_split_on(&table, &split)
             .map_err(|e| self.err(e))?;
+        let recopy = match (&self.recopy, split.diff_start()) {
+            (Some(sink), Some(_)) => Some(RecopyPlan {
+                client: self.client.clone(),
+                table,
+                sink: sink.clone(),
+                reader: self.reader.clone(),
+                split: split.clone(),
+            }),
+            _ => None,
+        };
         Ok(KuduSplitReader {
-            batches: ScanBatches::new(scanner, self.reader.prefetching),
+            batches: Reading::Scan(ScanBatches::new(scanner, self.reader.prefetching)),
             table_name: self.table_name.clone(),
+            resume: split.resume_key().map(<[u8]>::to_vec),
+            recopy,
+            recopy_started: false,
         })
     }
 }
 
 /// Streams one split's batches.
 pub struct KuduSplitReader {
-    batches: ScanBatches,
+    batches: Reading,
     table_name: String,
+    /// The resume key of the last batch handed on.
+    resume: Option<Vec<u8>>,
+    /// What re-copying this diff split needs, if its history runs out.
+    recopy: Option<RecopyPlan>,
+    /// Set when the re-copy started, until its first batch is handed on.
+    recopy_started: bool,
+}
+
+enum Reading {
+    /// The split's own scan.
+    Scan(ScanBatches),
+    /// Its range copied again at the window end (history ran out).
+    Recopy(Box<Recopy>),
+}
+
+struct RecopyPlan {
+    client: KuduClient,
+    table: kudu_client::KuduTable,
+    sink: SinkKeys,
+    reader: ReaderConfig,
+    split: Split,
+}
+
+impl KuduSplitReader {
+    /// Switches to re-copying the split's range after `error` (its history
+    /// ran out), or returns the error when that cannot be done.
+    async fn recopy(&mut self, error: kudu_client::Error) -> Result<(), EngineError> {
+        let fail = |e| crate::error::source_error(&self.table_name, e);
+        let Some(plan) = self.recopy.take() else {
+            return Err(fail(error));
+        };
+        let mut split = plan.split;
+        if let Some(key) = &self.resume {
+            split = split.with_resume_key(key.clone());
+        }
+        let tablet = split.tablet_id().to_owned();
+        match Recopy::start(&plan.client, &plan.table, &split, &plan.sink, &plan.reader).await {
+            Ok(Some(recopy)) => {
+                tracing::warn!(table = %self.table_name, %tablet, "the tablet's history no longer reaches the window start: re-copying its rows at the window end and deleting the sink rows the source no longer has");
+                self.batches = Reading::Recopy(Box::new(recopy));
+                self.recopy_started = true;
+                Ok(())
+            }
+            Ok(None) => {
+                tracing::warn!(table = %self.table_name, %tablet, "the tablet's history no longer reaches the window start and it cannot be re-copied: the sink is not partitioned as the source");
+                Err(fail(error))
+            }
+            Err(e) => Err(fail(e)),
+        }
+    }
 }
 
 impl SplitReader for KuduSplitReader {
     type Batch = KuduBatch;
 
     async fn next(&mut self) -> Result<Option<ReadBatch<KuduBatch>>, EngineError> {
-        let batch = self
-            .batches
-            .next()
-            .await
-            .map_err(|source| crate::error::source_error(&self.table_name, source))?;
-        Ok(batch.map(|(rows, resume_key)| ReadBatch {
-            rows: KuduBatch(rows),
-            resume_key,
+        let batch = loop {
+            let fetched = match &mut self.batches {
+                Reading::Scan(batches) => batches.next().await,
+                Reading::Recopy(recopy) => recopy.next().await,
+            };
+            match fetched {
+                Err(e @ kudu_client::Error::SnapshotTooOld { .. }) => self.recopy(e).await?,
+                Err(e) => return Err(crate::error::source_error(&self.table_name, e)),
+                Ok(batch) => break batch,
+            }
+        };
+        Ok(batch.map(|(rows, resume_key)| {
+            if resume_key.is_some() {
+                self.resume.clone_from(&resume_key);
+            }
+            ReadBatch {
+                rows: KuduBatch {
+                    rows,
+                    starts_recopy: std::mem::take(&mut self.recopy_started),
+                },
+                resume_key,
+            }
         }))
     }
 }

@@ -17,7 +17,7 @@ use crate::quiet_tablets::TabletProbe;
 use crate::shard::ShardTablets;
 use crate::sink::KuduSink;
 use crate::source::KuduSource;
-use ferry_engine::config::JobConfig;
+use ferry_engine::config::{JobConfig, RECOPY_EXPIRED_TABLETS};
 use ferry_engine::connector::{TableRef, Tables};
 use ferry_engine::identity::TableId;
 use ferry_engine::EngineError;
@@ -195,11 +195,13 @@ impl Tables for KuduTables {
     }
 
     fn connect(&self, table: &TableRef) -> Result<(KuduSource, KuduSink), EngineError> {
-        let source = KuduSource::for_table(self.source.clone(), table, self.config.reader.clone())
-            .with_probe(self.probe.clone())
-            .with_shard(ShardTablets::of(&self.config));
         let sink = KuduSink::for_table(self.sink.clone(), self.source.clone(), table, &self.config)
             .with_rows_sent(self.rows_sent.clone());
+        let recopy = self.config.reader.keys.get(&RECOPY_EXPIRED_TABLETS)?;
+        let source = KuduSource::for_table(self.source.clone(), table, self.config.reader.clone())
+            .with_probe(self.probe.clone())
+            .with_shard(ShardTablets::of(&self.config))
+            .with_recopy(recopy.then(|| sink.keys()));
         Ok((source, sink))
     }
 }

@@ -81,6 +81,14 @@ crate::config_section! {
     pub const TABLET_METRICS_ENDPOINT: ConfigOption<TabletMetricsEndpoint> = ConfigOption::choice("reader.tabletMetricsEndpoint")
         .default_value("json")
         .doc("Where the tablet servers' per-tablet write counters are read (quiet tablets, drain check, write guard): json (/metrics, filtered to those counters, every release) or prometheus (/metrics_prometheus on Kudu 1.18+ servers, /metrics on older ones; the whole dump, ~65 KB per replica).");
+    /// `reader.recopyExpiredTablets`.
+    pub const RECOPY_EXPIRED_TABLETS: ConfigOption<bool> = ConfigOption::flag("reader.recopyExpiredTablets")
+        .default_value("true")
+        .doc("When a diff window starts before a tablet's history (the job was down longer than the source keeps it), re-copy that tablet's key range instead of stopping: a snapshot scan at the window's end, and every sink row of the range the source no longer has deleted. The other tablets keep streaming. Needs a Kudu sink partitioned like the source (a created copy is); false stops the table with advice instead.");
+    /// `reader.historyMaxAgeSec`.
+    pub const HISTORY_MAX_AGE_SEC: ConfigOption<Duration> = ConfigOption::seconds("reader.historyMaxAgeSec")
+        .default_value("604800")
+        .doc("The source tablet servers' --tablet_history_max_age_sec (Kudu's default, 7 days): how far back a diff window may start. Only for the ferry_table_history_headroom_seconds gauge and its alert (a table's own kudu.table.history_max_age_sec is not read); the servers decide what they keep.");
 }
 
 /// Kudu's scan request carries the batch size as a 32-bit field.

@@ -80,6 +80,11 @@ fn defaults() {
     assert_eq!(c.reader.keep_alive_period, Duration::from_millis(15_000));
     assert_eq!(c.reader.replica_selection, ReplicaSelection::ClosestReplica);
     assert_eq!(c.reader.quiet_tablet_max_skips, 3600);
+    assert!(c.reader.keys.get(&RECOPY_EXPIRED_TABLETS).unwrap());
+    assert_eq!(
+        c.reader.keys.get(&HISTORY_MAX_AGE_SEC).unwrap(),
+        Duration::from_secs(7 * 86_400)
+    );
 
     assert_eq!(c.writer.flush_mode, FlushMode::AutoFlushBackground);
     assert_eq!(c.writer.operation_timeout, Duration::from_millis(30_000));
@@ -159,6 +164,8 @@ fn every_key_set_explicitly() {
         ("reader.replicaSelection", "LEADER_ONLY"),
         ("reader.quietTabletMaxSkips", "7"),
         ("reader.tabletMetricsEndpoint", "prometheus"),
+        ("reader.recopyExpiredTablets", "false"),
+        ("reader.historyMaxAgeSec", "900"),
         ("writer.flushMode", "MANUAL_FLUSH"),
         ("writer.operationTimeout", "4321"),
         ("writer.maxBufferSize", "64"),
@@ -292,6 +299,11 @@ fn every_key_set_explicitly() {
     assert_eq!(
         c.reader.keys.get(&TABLET_METRICS_ENDPOINT).unwrap(),
         TabletMetricsEndpoint::Prometheus
+    );
+    assert!(!c.reader.keys.get(&RECOPY_EXPIRED_TABLETS).unwrap());
+    assert_eq!(
+        c.reader.keys.get(&HISTORY_MAX_AGE_SEC).unwrap(),
+        Duration::from_secs(900)
     );
     assert_eq!(c.writer.flush_mode, FlushMode::ManualFlush);
     assert_eq!(c.writer.operation_timeout, Duration::from_millis(4321));
@@ -976,6 +988,8 @@ fn ferry_only_keys_are_marked() {
             "job.sourceType",
             "reader.quietTabletMaxSkips",
             "reader.tabletMetricsEndpoint",
+            "reader.recopyExpiredTablets",
+            "reader.historyMaxAgeSec",
             "writer.requestSizeBytes",
             "high-availability.lease-duration",
             "high-availability.renew-interval",

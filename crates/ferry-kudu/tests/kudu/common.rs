@@ -5,7 +5,7 @@
 #![allow(dead_code)]
 
 use ferry_engine::checkpoint::{CheckpointStore, JobState};
-use ferry_engine::config::JobConfig;
+use ferry_engine::config::{JobConfig, RECOPY_EXPIRED_TABLETS};
 use ferry_engine::{Job, JobHandle, JobOptions, RestorePoint};
 use ferry_kudu::{KuduSink, KuduSource};
 use ferry_testkit::MiniCluster;
@@ -224,16 +224,14 @@ pub async fn start_job(
         location: "(test)".into(),
         state,
     });
-    Job::start(
-        cfg,
-        restore,
-        KuduSource::new(source.clone(), cfg.table_name.clone(), cfg.reader.clone()),
-        KuduSink::from_config(sink, source, cfg),
-        store,
-        options,
-    )
-    .await
-    .expect("job starts")
+    // As `KuduTables::connect` pairs them.
+    let sink = KuduSink::from_config(sink, source.clone(), cfg);
+    let recopy = cfg.reader.keys.get(&RECOPY_EXPIRED_TABLETS).expect("key");
+    let source = KuduSource::new(source, cfg.table_name.clone(), cfg.reader.clone())
+        .with_recopy(recopy.then(|| sink.keys()));
+    Job::start(cfg, restore, source, sink, store, options)
+        .await
+        .expect("job starts")
 }
 
 /// Waits until `windows_completed` reaches `n` (or panics after `timeout`).

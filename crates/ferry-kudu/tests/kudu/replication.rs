@@ -248,8 +248,12 @@ async fn tserver_restarts_on_both_sides_are_survived() {
     job.cancel().await;
 }
 
+/// A job resumed after the source's history ran out: with
+/// `reader.recopyExpiredTablets=false` the table stops with advice; by
+/// default each tablet is copied again at the window end, the rows deleted
+/// while the job was down are deleted from the sink, and the job streams on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn resuming_past_the_history_window_fails_with_advice() {
+async fn resuming_past_the_history_window_recopies_or_fails_with_advice() {
     let src = MiniCluster::builder()
         .tservers(1)
         .tserver_flag("--tablet_history_max_age_sec=3")
@@ -277,7 +281,9 @@ async fn resuming_past_the_history_window_fails_with_advice() {
     churn(&source, &table, 100, 2_000, Duration::from_millis(100), 9).await;
     let store = CheckpointStore::open_local(&cfg.checkpoints_directory, cfg.checkpoints_retained);
     let state = store.load(&path).await.expect("load").state;
-    let resumed = start_job(&cfg, None, Some(state), 1).await;
+    let no_recopy = ["--reader.recopyExpiredTablets", "false"];
+    let strict = job_config(&src, &dst, &dir.path().join("chk"), 1, &no_recopy);
+    let resumed = start_job(&strict, None, Some(state.clone()), 1).await;
     let status = tokio::time::timeout(Duration::from_secs(60), resumed.wait())
         .await
         .expect("job ends");
@@ -289,4 +295,24 @@ async fn resuming_past_the_history_window_fails_with_advice() {
         error.contains("start a fresh job"),
         "says what to do: {error}"
     );
+
+    let resumed = start_job(&cfg, None, Some(state), 2).await;
+    wait_windows(&resumed, 2, Duration::from_secs(60)).await;
+    let table_view = &resumed.tables()[0];
+    assert_eq!(
+        table_view.tablets_recopied, 2,
+        "both tablets: {table_view:?}"
+    );
+    assert!(
+        table_view.rows_deleted > 0,
+        "rows deleted while down: {table_view:?}"
+    );
+    assert_same(&source, &sink, TABLE).await;
+    // Diff windows follow the re-copy.
+    churn(&source, &table, 200, 2_000, Duration::from_millis(500), 10).await;
+    let done = resumed.tables()[0].windows_completed;
+    wait_windows(&resumed, done + 2, Duration::from_secs(60)).await;
+    assert_same(&source, &sink, TABLE).await;
+    assert_eq!(resumed.tables()[0].tablets_recopied, 2);
+    resumed.cancel().await;
 }

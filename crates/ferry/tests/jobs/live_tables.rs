@@ -254,3 +254,60 @@ async fn a_renamed_source_table_is_followed_and_a_recreated_one_refused() {
     let sink_rows = ferry_fixtures::read_all(&env.sink, "rn_src").await;
     assert!(sink_rows.contains_key(&5_100), "the old rows stay");
 }
+
+/// Issue 34 item 4: a job down longer than one table's history
+/// (`kudu.table.history_max_age_sec` = 3 s) resumes by copying that
+/// table's tablets again, deleting the rows deleted while it was down,
+/// while the other table goes on with diff windows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_table_past_its_history_is_recopied_while_the_other_streams() {
+    let env = env();
+    let names: Vec<String> = ["hx_short", "hx_long"].map(String::from).to_vec();
+    for n in &names {
+        create_varied_table(&env.source, n, 0).await;
+        load_rows(&env.source, n, 0..400).await;
+    }
+    let short = env.source.open_table("hx_short").await.expect("open");
+    let keep_3s = kudu_client::AlterTableBuilder::new()
+        .set_extra_config("kudu.table.history_max_age_sec", "3");
+    env.source
+        .alter_table(&short, &keep_3s)
+        .await
+        .expect("shorten hx_short's history");
+    let tables = ["--job.tableName", "hx_short,hx_long"];
+    let mut ferry = env.start(&tables);
+    wait_caught_up(&env.source, ferry.metrics(), &names, CATCH_UP).await;
+    let sp = ferry.stop_with_savepoint(&env.dir.path().join("sp"));
+
+    // Down past hx_short's history, with deletes and new rows on both.
+    for (i, n) in names.iter().enumerate() {
+        let w = writer(&env, n, 40 + i as u64);
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let stats = w.stop().await;
+        assert!(stats.applied > 0, "{n}: {stats:?}");
+    }
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let resumed = env.start(&[tables[0], tables[1], "-s", &sp]);
+    wait_caught_up(&env.source, resumed.metrics(), &names, CATCH_UP).await;
+    assert_all_equal(&env, &names).await;
+    let text = resumed.metrics_text();
+    let recopied = |n: &str| {
+        prom_sample(&text, "ferry_table_tablets_recopied_total", "table_name", n)
+            .unwrap_or_else(|| panic!("no ferry_table_tablets_recopied_total for {n}:\n{text}"))
+    };
+    assert_eq!(recopied("hx_short"), 3.0, "each of hx_short's 3 tablets");
+    assert_eq!(recopied("hx_long"), 0.0, "hx_long kept its history");
+    for n in &names {
+        let headroom = prom_sample(
+            &text,
+            "ferry_table_history_headroom_seconds",
+            "table_name",
+            n,
+        )
+        .unwrap_or_else(|| panic!("no history headroom for {n}"));
+        assert!(
+            headroom > 600_000.0,
+            "{n}: the default 7 days minus a lag: {headroom}"
+        );
+    }
+}

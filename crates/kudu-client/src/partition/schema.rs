@@ -258,6 +258,36 @@ impl PartitionSchema {
         Ok(())
     }
 
+    /// Whether a row gets the same partition key under `other` as under
+    /// this schema: the same key column types, hash dimensions, range
+    /// columns and ranges with their own hash dimensions. (Two tables
+    /// partitioned alike then hold a key range in the same order, whatever
+    /// their other columns or range bounds.)
+    pub fn partitions_like(&self, other: &PartitionSchema) -> bool {
+        let key_types = |s: &Schema| {
+            s.columns()[..s.num_key_columns()]
+                .iter()
+                .map(|c| c.data_type())
+                .collect::<Vec<_>>()
+        };
+        let custom = |p: &PartitionSchema| {
+            p.custom_ranges
+                .iter()
+                .map(|r| {
+                    (
+                        r.lower_key().to_vec(),
+                        r.upper_key().to_vec(),
+                        r.hash_schema().to_vec(),
+                    )
+                })
+                .collect::<Vec<_>>()
+        };
+        key_types(&self.schema) == key_types(&other.schema)
+            && self.hash_schema == other.hash_schema
+            && self.range_columns == other.range_columns
+            && custom(self) == custom(other)
+    }
+
     /// The table schema the column indexes refer to.
     pub fn schema(&self) -> &Schema {
         &self.schema

@@ -565,5 +565,6 @@ impl<'a> RowView<'a> {
     }
 }
 
+mod deletions;
 #[cfg(test)]
 mod tests;

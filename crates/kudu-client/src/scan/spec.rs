@@ -154,6 +154,14 @@ impl ScanSpec {
         self
     }
 
+    /// An ORDERED scan continuing just after the row whose encoded primary
+    /// key is `last_primary_key` (inside the first tablet it reads), as a
+    /// resumed [`Split`](super::Split) does. Empty: from the start.
+    pub fn resume_after(mut self, last_primary_key: impl Into<Vec<u8>>) -> Self {
+        self.resume_key = Some(last_primary_key.into()).filter(|k| !k.is_empty());
+        self
+    }
+
     /// Hint for the bytes of row data per batch (server default 1 MiB,
     /// maximum 8 MiB).
     pub fn batch_size_bytes(mut self, bytes: u32) -> Self {

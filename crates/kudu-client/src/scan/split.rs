@@ -204,6 +204,17 @@ impl Split {
         self
     }
 
+    /// A diff split as a snapshot scan of the same key range at the diff's
+    /// end (the rows that exist then, with no IS_DELETED column), keeping
+    /// its resume key: how a reader re-copies a range whose history before
+    /// the diff's start is gone. Other splits are returned as they are.
+    pub fn as_snapshot_at_end(&self) -> Split {
+        Split {
+            diff_start: None,
+            ..self.clone()
+        }
+    }
+
     /// This split reading `columns` instead of its projection (e.g. after
     /// a column planned in was dropped or renamed: only the columns that
     /// exist now can be read).

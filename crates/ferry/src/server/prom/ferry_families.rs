@@ -5,6 +5,8 @@
 
 use super::{with, Families, Labels};
 use crate::server::view::JobView;
+use ferry_engine::config::HISTORY_MAX_AGE_SEC;
+use ferry_engine::connector::Source;
 use ferry_engine::status::TableSnapshot;
 use ferry_kafka::metrics::KafkaSnapshot;
 use prometheus_client::metrics::MetricType;
@@ -271,6 +273,15 @@ fn push_table_gauges(out: &mut Families, v: &JobView, t: &TableSnapshot, l: &Lab
             v.now_ms.saturating_sub(end_ms) as f64 / 1000.0
         },
     );
+    if let Some(headroom) = history_headroom_s(v, end_ms) {
+        out.ferry(
+            "table_history_headroom_seconds",
+            "How long the table's next diff window can still start where the last one ended: the source's history retention (reader.historyMaxAgeSec) - (now - the last window end); below 0 the tablets are re-copied (reader.recopyExpiredTablets) or the table stops",
+            gauge,
+            l.clone(),
+            headroom,
+        );
+    }
     for (name, help, value) in [
         (
             "table_pending_count",
@@ -292,6 +303,17 @@ fn push_table_gauges(out: &mut Families, v: &JobView, t: &TableSnapshot, l: &Lab
         l.clone(),
         if t.paused.is_some() { 1.0 } else { 0.0 },
     );
+}
+
+/// Seconds of Kudu source history left after the table's last window end
+/// (`None` for other sources, and until its snapshot completes).
+fn history_headroom_s(v: &JobView, end_ms: u64) -> Option<f64> {
+    if end_ms == 0 || v.job.source_name != ferry_kudu::KuduSource::NAME {
+        return None;
+    }
+    let retention = v.job.config.reader.keys.get(&HISTORY_MAX_AGE_SEC).ok()?;
+    let lag_s = v.now_ms.saturating_sub(end_ms) as f64 / 1000.0;
+    Some(retention.as_secs_f64() - lag_s)
 }
 
 /// One table's counters: rows, windows, schema changes, skipped scans.
@@ -328,6 +350,11 @@ fn push_table_counters(out: &mut Families, t: &TableSnapshot, l: &Labels) {
             "table_rows_recreated",
             "Rows of the table deleted from its sink and written again because the source re-created them with new immutable cells",
             t.rows_recreated,
+        ),
+        (
+            "table_tablets_recopied",
+            "Tablets of the table copied again because a diff window started before their history (reader.recopyExpiredTablets)",
+            t.tablets_recopied,
         ),
     ] {
         out.ferry(name, help, counter, l.clone(), value as f64);

@@ -397,3 +397,34 @@ fn legacy_keyspace_is_continuous_and_covers_every_row() {
         assert!(p.contains_partition_key(&k));
     }
 }
+
+#[test]
+fn partitioned_alike_whatever_the_value_columns() {
+    let s = abc();
+    let ps = abc_partitioning(&s);
+    // A copy with another value column partitions its rows alike.
+    let mut cols = s.columns()[..3].to_vec();
+    cols.push(
+        ColumnSchema::builder("other", DataType::Int64)
+            .nullable(true)
+            .id(20)
+            .build()
+            .unwrap(),
+    );
+    let copy = Schema::new(cols).unwrap();
+    assert!(ps.partitions_like(&abc_partitioning(&copy)));
+    let other_seed = PartitionSchema::builder(&s)
+        .add_hash_partitions(&["a", "b"], 32, 0)
+        .add_hash_partitions(&["c"], 32, 7)
+        .set_range_partition_columns(&["a", "b", "c"])
+        .build()
+        .unwrap();
+    assert!(!ps.partitions_like(&other_seed));
+    let fewer_buckets = PartitionSchema::builder(&s)
+        .add_hash_partitions(&["a", "b"], 16, 0)
+        .add_hash_partitions(&["c"], 32, 42)
+        .set_range_partition_columns(&["a", "b", "c"])
+        .build()
+        .unwrap();
+    assert!(!ps.partitions_like(&fewer_buckets));
+}

@@ -70,6 +70,21 @@ fn spec_of_a_split() {
 }
 
 #[test]
+fn a_diff_split_as_a_snapshot_at_its_end() {
+    let s = sample().with_resume_key(vec![0x80, 0, 0, 9]);
+    let snap = s.as_snapshot_at_end();
+    let spec = snap.scan_spec();
+    assert_eq!(spec.diff, None);
+    assert_eq!(
+        spec.read_mode,
+        ReadMode::Snapshot(Some(HybridTime::from_raw(77 << 12)))
+    );
+    assert_eq!(snap.resume_key(), s.resume_key());
+    assert_eq!(snap.projection(), s.projection());
+    assert_eq!(snap.tablet_id(), s.tablet_id());
+}
+
+#[test]
 fn rejects_garbage_and_newer_versions() {
     assert!(Split::from_bytes(b"").is_err());
     assert!(Split::from_bytes(b"nope").is_err());
