@@ -154,6 +154,7 @@ impl Recopy {
     pub(crate) async fn next(&mut self) -> Result<Fetched, kudu_client::Error> {
         loop {
             if let Some(batch) = self.ready.pop_front() {
+                ferry_engine::failpoint::hit("recopy.batch");
                 return Ok(Some(batch));
             }
             if self.source_done {

@@ -8,6 +8,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod crash_loop;
+mod history;
 mod live_tables;
 mod older_state;
 mod operations;
