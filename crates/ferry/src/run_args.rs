@@ -247,7 +247,13 @@ fn build(flags: RunFlags, settings: Settings) -> Result<RunArgs, UsageError> {
     let keys = settings.config();
     let mut process = ProcessOptions::from_config(keys)?;
     process.s3 = settings.with_bucket_keys(process.s3)?;
-    let config = JobConfig::from_config(keys)?;
+    let mut config = JobConfig::from_config(keys)?;
+    let parallelism = match flags.parallelism {
+        Some(v) => parse_parallelism(&v)?,
+        None => default_parallelism(),
+    };
+    // Scan batches sized so the pipelines' batches fit reader.maxInFlightBytes.
+    config.reader.fit_in_flight(parallelism);
     let kafka_sink = KafkaSinkConfig::from_config(keys, &config)?;
     let kafka_source = KafkaSourceConfig::from_config(keys, &config)?;
     let from_cutover = match flags.from_cutover {
@@ -274,10 +280,7 @@ fn build(flags: RunFlags, settings: Settings) -> Result<RunArgs, UsageError> {
         kafka_source,
         from_savepoint: flags.from_savepoint,
         from_cutover,
-        parallelism: match flags.parallelism {
-            Some(v) => parse_parallelism(&v)?,
-            None => default_parallelism(),
-        },
+        parallelism,
         savepoint_dir: flags.savepoint_dir,
         jobmanager: flags.jobmanager,
         detached: flags.detached,

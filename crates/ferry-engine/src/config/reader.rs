@@ -81,6 +81,10 @@ crate::config_section! {
     pub const TABLET_METRICS_ENDPOINT: ConfigOption<TabletMetricsEndpoint> = ConfigOption::choice("reader.tabletMetricsEndpoint")
         .default_value("json")
         .doc("Where the tablet servers' per-tablet write counters are read (quiet tablets, drain check, write guard): json (/metrics, filtered to those counters, every release) or prometheus (/metrics_prometheus on Kudu 1.18+ servers, /metrics on older ones; the whole dump, ~65 KB per replica).");
+    /// `reader.maxInFlightBytes`.
+    pub const MAX_IN_FLIGHT_BYTES: ConfigOption<usize> = ConfigOption::bytes::<{ 1 << 40 }>("reader.maxInFlightBytes")
+        .default_value("16777216")
+        .doc("Bytes of scan batches the job's pipelines hold at once: each holds the batch it writes and the next one, so a scan asks for at most this / (2 × parallelism) bytes per batch (never more than reader.batchSizeBytes, never less than 1 MiB). Bounds ferry's memory; larger batches mean fewer scan requests.");
     /// `reader.recopyExpiredTablets`.
     pub const RECOPY_EXPIRED_TABLETS: ConfigOption<bool> = ConfigOption::flag("reader.recopyExpiredTablets")
         .default_value("true")
@@ -148,7 +152,24 @@ pub struct ReaderConfig {
     pub keys: Config,
 }
 
+/// The smallest scan batch `reader.maxInFlightBytes` makes a job ask for.
+const MIN_BATCH_BYTES: usize = 1 << 20;
+
 impl ReaderConfig {
+    /// Fits the scan batch size to `parallelism` pipelines: at most
+    /// `reader.maxInFlightBytes` / (2 × parallelism), at least 1 MiB, never
+    /// above `reader.batchSizeBytes`. Returns the size now asked for.
+    pub fn fit_in_flight(&mut self, parallelism: usize) -> u32 {
+        let budget = self
+            .keys
+            .get(&MAX_IN_FLIGHT_BYTES)
+            .unwrap_or(usize::MAX);
+        let share = (budget / (2 * parallelism.max(1))).max(MIN_BATCH_BYTES);
+        let share = u32::try_from(share).unwrap_or(u32::MAX);
+        self.batch_size_bytes = self.batch_size_bytes.min(share);
+        self.batch_size_bytes
+    }
+
     pub(super) fn from_config(keys: &Config) -> Result<Self, ConfigError> {
         Ok(ReaderConfig {
             batch_size_bytes: keys.get(&BATCH_SIZE_BYTES)?,

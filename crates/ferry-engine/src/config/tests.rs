@@ -165,6 +165,7 @@ fn every_key_set_explicitly() {
         ("reader.quietTabletMaxSkips", "7"),
         ("reader.tabletMetricsEndpoint", "prometheus"),
         ("reader.recopyExpiredTablets", "false"),
+        ("reader.maxInFlightBytes", "33554432"),
         ("reader.historyMaxAgeSec", "900"),
         ("writer.flushMode", "MANUAL_FLUSH"),
         ("writer.operationTimeout", "4321"),
@@ -301,6 +302,7 @@ fn every_key_set_explicitly() {
         TabletMetricsEndpoint::Prometheus
     );
     assert!(!c.reader.keys.get(&RECOPY_EXPIRED_TABLETS).unwrap());
+    assert_eq!(c.reader.keys.get(&MAX_IN_FLIGHT_BYTES).unwrap(), 32 << 20);
     assert_eq!(
         c.reader.keys.get(&HISTORY_MAX_AGE_SEC).unwrap(),
         Duration::from_secs(900)
@@ -988,6 +990,7 @@ fn ferry_only_keys_are_marked() {
             "job.sourceType",
             "reader.quietTabletMaxSkips",
             "reader.tabletMetricsEndpoint",
+            "reader.maxInFlightBytes",
             "reader.recopyExpiredTablets",
             "reader.historyMaxAgeSec",
             "writer.requestSizeBytes",
@@ -1068,4 +1071,17 @@ fn a_key_read_where_it_is_used_is_checked_with_the_job() {
         c.writer.keys.get(&FLUSH_MODE).ok(),
         Some(FlushMode::AutoFlushBackground)
     );
+}
+
+#[test]
+fn scan_batches_fit_the_in_flight_budget() {
+    let fit = |raw: &Config, p: usize| parse(raw).reader.fit_in_flight(p);
+    const MIB: u32 = 1 << 20;
+    // 16 MiB over 2 batches per pipeline; Kudu's 8 MiB cap is not reached.
+    assert_eq!(fit(&minimal(), 1), 8 * MIB);
+    assert_eq!(fit(&minimal(), 2), 4 * MIB);
+    assert_eq!(fit(&minimal(), 32), MIB, "never below 1 MiB");
+    assert_eq!(fit(&with(&BATCH_SIZE_BYTES, "65536"), 2), 65536);
+    let big = with(&MAX_IN_FLIGHT_BYTES, "1073741824");
+    assert_eq!(fit(&big, 2), 20 * MIB, "never above reader.batchSizeBytes");
 }
