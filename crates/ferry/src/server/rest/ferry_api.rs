@@ -164,6 +164,7 @@ pub(super) fn job_live(v: &JobView) -> JobLive {
         verify: job.verify_live(),
         tables: v.tables.clone(),
         kafka: job.kafka.as_ref().map(|k| k.snapshot()),
+        throttle: v.throttle.clone(),
     }
 }
 
