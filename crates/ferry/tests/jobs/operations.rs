@@ -599,6 +599,13 @@ async fn web_page_shows_the_job_and_a_lag_chart() {
         .expect("lag chart element");
     assert!(points >= 2, "lag chart has {points} points");
     assert!(dom.contains("<polyline"), "chart drawn");
+    // The throttling card: the job's limits (unlimited here) and the time
+    // spent throttled.
+    assert!(dom.contains("<td>whole job</td>"), "throttle card");
+    assert!(
+        dom.contains("(throttled: reading 0.0 s, writing 0.0 s)"),
+        "time throttled"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
