@@ -1,7 +1,7 @@
 //! Throttling against real Kudu: a job started with a read limit copies
-//! its snapshot no faster than the limit; a lower limit set through REST
-//! slows it down at once, and lifting it with `ferry throttle` lets the
-//! rest go at full speed; the sink then equals the source. The limits and
+//! its snapshot no faster than the limit; a lower limit of its table set
+//! through REST slows it down at once, and lifting both with `ferry
+//! throttle` lets the rest go at full speed; the sink then equals the source. The limits and
 //! the time spent throttled show in the live JSON and in Prometheus.
 
 use super::operations::{text, Fixture};
@@ -66,16 +66,21 @@ async fn a_read_limit_holds_the_snapshot_back_and_changes_live() {
         "{limited} rows/s under a 2000 rows/s limit"
     );
 
-    // Lowered through REST: a quarter of the rate.
+    // Lowered through REST for the table: a quarter of the rate (the
+    // job's 2 000 still applies, the table's 500 is the tighter).
     let (status, body) = job.http(
         "PATCH",
         &path,
-        Some(r#"{"read": {"snapshot": {"rowsPerSecond": 500}}}"#),
+        Some(r#"{"table": "throttled_copy", "read": {"snapshot": {"rowsPerSecond": 500}}}"#),
     );
     assert_eq!(status, 200, "{body}");
     let now: Value = serde_json::from_str(&body).expect("json");
     assert_eq!(
-        now["job"]["read"]["snapshot"]["rowsPerSecond"], 500,
+        now["tables"][TABLE]["read"]["snapshot"]["rowsPerSecond"], 500,
+        "{now}"
+    );
+    assert_eq!(
+        now["job"]["read"]["snapshot"]["rowsPerSecond"], 2000,
         "{now}"
     );
     // The batches in flight are paid at the old rate; then the new one.
@@ -105,8 +110,13 @@ async fn a_read_limit_holds_the_snapshot_back_and_changes_live() {
     let bad = ferry_throttle(&job, &["--read-snapshot-rows", "-5"]);
     assert_eq!(bad.status.code(), Some(2), "{:?}", text(&bad));
 
-    // Lifted with the CLI: the rest (at 500 rows/s ≥ 10 s) goes fast.
+    // Lifted with the CLI, the table's and the job's: the rest (at 500
+    // rows/s ≥ 10 s) goes fast.
     let lifted_at = Instant::now();
+    let out = ferry_throttle(&job, &["--table", TABLE, "--read-snapshot-rows", "0"]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(!stdout.contains("Table throttled_copy"), "{stdout}");
     let out = ferry_throttle(&job, &["--read-snapshot-rows", "0"]);
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stdout}{stderr}");
