@@ -12,6 +12,7 @@
 //! bench/run shards [--rows N] [--workers 1,2,3] [--rate R] [--seconds S]
 //! bench/run failover [--takeovers 5] [--rate 300]
 //! bench/run verify [--rows N] [--threads T] [--repeat R]
+//! bench/run throttle [--rows N] [--limits 25000,75000,150000] [--seconds 10]
 //! bench/run soak [--minutes N] [--fault-every K] [--rate R] [--seed S] [--faults a,b]
 //! bench/run kafka [--rows N] [--partitions P] [--guarantees at-least-once,exactly-once] [--repeat R]
 //! bench/run all                      # snapshot, lag, idle-cycle, memory
@@ -213,6 +214,21 @@ enum Scenario {
         #[arg(long, default_value_t = 3)]
         repeat: usize,
     },
+    /// A snapshot under a read limit changed live to each of `--limits`
+    /// (`ferry throttle`): measured rows/s over `--seconds` against each
+    /// (±10 %), and a probe writer's latency on the source, throttled vs
+    /// unthrottled (not in `all`).
+    Throttle {
+        /// Rows of the source table (enough for every limit's measurement).
+        #[arg(long, default_value_t = 4_000_000)]
+        rows: u64,
+        /// The read limits (rows/s), in the order they are set.
+        #[arg(long, value_delimiter = ',', default_value = "25000,75000,150000")]
+        limits: Vec<u64>,
+        /// Seconds each limit is measured over.
+        #[arg(long, default_value_t = 10)]
+        seconds: u64,
+    },
     /// ferry Kudu → Kafka and Kafka → Kudu against a real local broker,
     /// next to Kafka's own producer and consumer perf tests (not in `all`).
     Kafka {
@@ -384,6 +400,21 @@ async fn run(cli: Cli) -> Result<()> {
         }
         Scenario::Failover { takeovers, rate } => {
             scenarios::failover::run(&ctx, takeovers as usize, rate).await?;
+        }
+        Scenario::Throttle {
+            rows,
+            limits,
+            seconds,
+        } => {
+            if limits.is_empty() || limits.contains(&0) || seconds == 0 {
+                bail!("--limits must be positive rows/s and --seconds at least 1");
+            }
+            let params = scenarios::throttle::Params {
+                rows,
+                limits,
+                seconds,
+            };
+            scenarios::throttle::run(&ctx, &params).await?;
         }
         Scenario::Verify {
             rows,

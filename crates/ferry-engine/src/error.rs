@@ -337,6 +337,9 @@ pub enum ControlError {
     /// The job keeps running.
     #[error("drain: the open window did not finish within {}s", .0.as_secs())]
     DrainTimeout(Duration),
+    /// A request named a table the job does not replicate.
+    #[error("the job has no table '{0}'")]
+    UnknownTable(String),
     /// Writing the checkpoint or savepoint failed.
     #[error(transparent)]
     Failed(#[from] EngineError),

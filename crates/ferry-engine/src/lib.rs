@@ -48,6 +48,8 @@
 //!   lag metrics; [`replication::mirror`] for `ferry state mirror`.
 //! - [`lease`]: high availability — find the newest valid state in a store,
 //!   the lease a standby takes over, the fence that stops a stale active.
+//! - [`throttle`]: limits on rows/s and bytes/s for reading and writing
+//!   (snapshot and diff, job-wide and per table), changed live.
 //! - [`shard`]: a job cut into shards (`job.shards`): [`shard::ShardSpec`]
 //!   and which shard owns which table (or part of a split table).
 //! - [`sink_position`]: the sink position, a record on the sink of the
@@ -70,6 +72,7 @@ pub mod replication;
 pub mod restart;
 pub mod shard;
 pub mod status;
+pub mod throttle;
 pub mod time;
 pub mod verify;
 

@@ -10,6 +10,10 @@
 //! it (exclusively) every write done is reported and none is under way:
 //! what it then captures covers exactly what the sink holds, which a
 //! transactional sink commits with it (exactly-once).
+//!
+//! Throttling ([`crate::throttle`]): the reader task pays for each batch
+//! after handing it on (so the next read waits), the writer before each
+//! write; a stop request interrupts the writer's wait.
 
 use crate::checkpoint::SplitState;
 use crate::connector::{Batch, ReadBatch, Sink, SinkWriter, Source, SplitReader};
@@ -17,6 +21,7 @@ use crate::error::EngineError;
 use crate::identity::{SplitId, TableKey};
 use crate::lease::Fence;
 use crate::metrics::{JobMetrics, TableMetrics};
+use crate::throttle::SplitThrottle;
 use std::sync::Arc;
 use tokio::sync::{mpsc, watch, OwnedRwLockReadGuard, RwLock};
 use tokio::task::JoinHandle;
@@ -72,6 +77,8 @@ pub(crate) struct Assignment<S, K> {
     pub source: Arc<S>,
     pub sink: Arc<K>,
     pub metrics: Arc<TableMetrics>,
+    /// The limits the split is read and written under.
+    pub throttle: SplitThrottle,
 }
 
 /// A running pipeline worker.
@@ -94,20 +101,13 @@ pub(crate) fn spawn_worker<S: Source, K: Sink<S::Batch>>(
     let (tx, mut rx) = mpsc::channel::<Assignment<S, K>>(1);
     let task = tokio::spawn(async move {
         let mut writer: Option<(TableKey, K::Writer)> = None;
-        while let Some(Assignment {
-            table,
-            split,
-            source,
-            sink,
-            metrics: table_metrics,
-        }) = rx.recv().await
-        {
-            let split_id = split.split_id.clone();
+        while let Some(a) = rx.recv().await {
+            let (table, split_id) = (a.table, a.split.split_id.clone());
             if writer.as_ref().is_some_and(|(t, _)| *t != table) {
                 writer = None;
             }
             if writer.is_none() {
-                match sink.writer().await {
+                match a.sink.writer().await {
                     Ok(w) => writer = Some((table, w)),
                     Err(error) => {
                         let _ = events.send(PipelineEvent::Failed {
@@ -127,13 +127,14 @@ pub(crate) fn spawn_worker<S: Source, K: Sink<S::Batch>>(
                 table,
                 events: &events,
                 job_metrics: &metrics,
-                table_metrics: &table_metrics,
+                table_metrics: &a.metrics,
                 fence: &fence,
                 gate: &gate,
+                throttle: &a.throttle,
             };
             // Held past the event when the split's last batch had no
             // resume key: its write is reported by `Finished`.
-            let (outcome, _hold) = run.run(&*source, w, split, stop.clone()).await;
+            let (outcome, _hold) = run.run(&*a.source, w, a.split, stop.clone()).await;
             let event = match outcome {
                 Ok(true) => PipelineEvent::Finished {
                     worker,
@@ -173,6 +174,7 @@ struct SplitRun<'a> {
     table_metrics: &'a TableMetrics,
     fence: &'a Fence,
     gate: &'a CommitGate,
+    throttle: &'a SplitThrottle,
 }
 
 impl SplitRun<'_> {
@@ -204,7 +206,7 @@ impl SplitRun<'_> {
     ) -> Result<bool, EngineError> {
         let reader = source.open(&split).await?;
         let (tx, mut rx) = mpsc::channel::<Result<ReadBatch<S::Batch>, EngineError>>(READ_AHEAD);
-        let read_task = tokio::spawn(read_all(reader, tx));
+        let read_task = tokio::spawn(read_all(reader, tx, self.throttle.clone()));
         let _abort_reader = AbortOnDrop(read_task);
         loop {
             // A batch written without a resume key is reported only by the
@@ -223,10 +225,13 @@ impl SplitRun<'_> {
             };
             let Some(batch) = next else { return Ok(true) };
             let batch = batch?;
-            self.job_metrics
-                .add_read(batch.rows.len() as u64, batch.rows.byte_size() as u64);
-            self.table_metrics.add_read(batch.rows.len() as u64);
+            let (rows, bytes) = (batch.rows.len() as u64, batch.rows.byte_size() as u64);
+            self.job_metrics.add_read(rows, bytes);
+            self.table_metrics.add_read(rows);
             self.table_metrics.add_recopied(batch.rows.recopies());
+            if !self.throttled_write(rows, bytes, hold, stop).await {
+                return Ok(false);
+            }
             let held = match hold.take() {
                 Some(h) => h,
                 None => self.gate.clone().read_owned().await,
@@ -261,9 +266,32 @@ impl SplitRun<'_> {
     }
 }
 
+impl SplitRun<'_> {
+    /// Waits as the write limits say before a batch of `rows` and `bytes`
+    /// is written; `false` when a stop came first (only while no write
+    /// waits for its report: `hold` empty).
+    async fn throttled_write(
+        &self,
+        rows: u64,
+        bytes: u64,
+        hold: &Option<GateHold>,
+        stop: &mut watch::Receiver<bool>,
+    ) -> bool {
+        if hold.is_some() {
+            self.throttle.write(rows, bytes).await;
+            return true;
+        }
+        tokio::select! {
+            () = self.throttle.write(rows, bytes) => true,
+            _ = stop.wait_for(|stop| *stop) => false,
+        }
+    }
+}
+
 async fn read_all<R: SplitReader>(
     mut reader: R,
     tx: mpsc::Sender<Result<ReadBatch<R::Batch>, EngineError>>,
+    throttle: SplitThrottle,
 ) {
     loop {
         // The queue's slot first, then the read: a batch is only fetched
@@ -275,10 +303,16 @@ async fn read_all<R: SplitReader>(
             Ok(None) => return,
             Err(e) => (Err(e), true),
         };
+        let size = match &item {
+            Ok(b) => (b.rows.len() as u64, b.rows.byte_size() as u64),
+            Err(_) => (0, 0),
+        };
         slot.send(item);
         if last {
             return;
         }
+        // Paid after the batch is on its way: the next read waits.
+        throttle.read(size.0, size.1).await;
     }
 }
 

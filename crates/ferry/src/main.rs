@@ -86,6 +86,24 @@ fn main() -> ExitCode {
             Ok(rest) => cli::verb(async move { client::checkpoint(&rest, &job_id, full).await }),
             Err(code) => code,
         },
+        Command::Throttle {
+            target,
+            job_id,
+            limits,
+        } => {
+            if limits.table.is_some() && limits.request().is_none() {
+                return cli::usage_error(
+                    "--table needs a limit to change (e.g. --read-snapshot-rows 1000)",
+                    "ferry throttle --help",
+                );
+            }
+            match target.rest("throttle") {
+                Ok(rest) => cli::verb(async move {
+                    client::throttle(&rest, &job_id, limits.request().as_ref()).await
+                }),
+                Err(code) => code,
+            }
+        }
         Command::State { command } => {
             cli::init_logging();
             cli::state::run(command)

@@ -1,7 +1,7 @@
 //! Reading configuration, once per source.
 //!
 //! Every key ferry takes is one constant of a section of the crate that
-//! owns it: the engine's job keys (`job.*`, `reader.*`, `writer.*`,
+//! owns it: the engine's job keys (`job.*`, `reader.*`, `writer.*`, `throttle.*`,
 //! `restart-strategy.*`, `high-availability.*`, Kerberos), `ferry-kafka`'s
 //! Kafka sink and source keys, `ferry-objstore`'s `s3.*` keys and this
 //! binary's process keys (`rest.*`, `metrics.*`, `security.ssl.rest.*`).
@@ -38,6 +38,7 @@ pub static KEYS: Registry = Registry::new(&[
     &KAFKA_SOURCE_KEYS,
     &engine::READER_KEYS,
     &engine::WRITER_KEYS,
+    &engine::THROTTLE_KEYS,
     &engine::RESTART_KEYS,
     &engine::HA_KEYS,
     &engine::HA_ZOOKEEPER_KEYS,

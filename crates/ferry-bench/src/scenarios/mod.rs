@@ -11,6 +11,7 @@ pub mod shards;
 pub mod snapshot;
 pub mod soak;
 pub mod tables;
+pub mod throttle;
 pub mod verify;
 
 use crate::data::{self, LoadStats};

@@ -269,6 +269,8 @@ pub struct JobConfig {
     pub reader: ReaderConfig,
     /// `writer.*`.
     pub writer: WriterConfig,
+    /// `throttle.*` (ferry only): the job-wide limits it starts with.
+    pub throttle: crate::throttle::Limits,
     /// `restart-strategy.*` and
     /// `execution.checkpointing.tolerable-failed-checkpoints`.
     pub restart: RestartConfig,
@@ -351,6 +353,7 @@ impl JobConfig {
             table_name,
             reader: ReaderConfig::from_config(keys)?,
             writer: WriterConfig::from_config(keys)?,
+            throttle: super::throttle::limits(keys)?,
             restart: RestartConfig::from_config(keys)?,
             checkpoints_directory,
             ha: HaConfig::from_config(keys)?,

@@ -38,6 +38,7 @@ mod security;
 mod shards;
 mod spec;
 mod tables;
+mod throttle;
 mod writer;
 mod zookeeper;
 
@@ -67,6 +68,7 @@ pub use security::*;
 pub use shards::{SHARD, SHARDS, SHARD_KEYS, SHARD_TABLETS_OVER};
 pub use spec::{closest_name, KeyDefault, KeyOrigin, KeySpec, ValueKind};
 pub use tables::*;
+pub use throttle::*;
 pub use writer::*;
 pub use zookeeper::{
     ZooKeeperAcl, ZooKeeperConfig, ZooKeeperSasl, HA_ZOOKEEPER_KEYS, ZK_ACL, ZK_CONNECTION_TIMEOUT,
@@ -88,6 +90,7 @@ pub static ENGINE_SECTIONS: &[&Section] = &[
     &SOURCE_KIND_KEYS,
     &READER_KEYS,
     &WRITER_KEYS,
+    &THROTTLE_KEYS,
     &RESTART_KEYS,
     &HA_KEYS,
     &HA_ZOOKEEPER_KEYS,

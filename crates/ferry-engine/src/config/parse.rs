@@ -91,6 +91,42 @@ pub fn bytes_up_to<const MAX: usize>(text: &str) -> Result<usize, ValueError> {
         .ok_or_else(|| ValueError::OutOfRange(format!("must be at most {MAX}")))
 }
 
+/// A whole number from 0 to `u64::MAX` (0 commonly meaning "none" or
+/// "unlimited").
+pub fn count_or_zero_u64(text: &str) -> Result<u64, ValueError> {
+    let n = integer(text)?;
+    u64::try_from(n).map_err(|_| ValueError::OutOfRange(format!("must be from 0 to {}", u64::MAX)))
+}
+
+/// A number of bytes, 0 or more, with an optional binary unit: `512`,
+/// `64kb`, `64 MB`, `1g`, `2 GiB` (k, m, g and t are 1024, 1024², …;
+/// case and a space before the unit do not matter).
+pub fn size_or_zero(text: &str) -> Result<u64, ValueError> {
+    let t = text.trim();
+    let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (number, unit) = t.split_at(digits);
+    if number.is_empty() {
+        return Err(ValueError::Invalid(
+            "expected a whole number of bytes, optionally with a unit (kb, mb, gb)".to_string(),
+        ));
+    }
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        "t" | "tb" | "tib" => 40,
+        other => {
+            return Err(ValueError::Invalid(format!(
+                "unknown unit '{other}': expected b, kb, mb, gb or tb"
+            )))
+        }
+    };
+    let n: u64 = number.parse().map_err(|_| ValueError::NotANumber)?;
+    n.checked_mul(1u64 << shift)
+        .ok_or_else(|| ValueError::OutOfRange(format!("must be at most {} bytes", u64::MAX)))
+}
+
 /// A whole number from 0 to `u32::MAX`.
 pub fn count_or_zero_u32(text: &str) -> Result<u32, ValueError> {
     let n = integer(text)?;

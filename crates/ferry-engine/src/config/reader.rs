@@ -160,10 +160,7 @@ impl ReaderConfig {
     /// `reader.maxInFlightBytes` / (2 × parallelism), at least 1 MiB, never
     /// above `reader.batchSizeBytes`. Returns the size now asked for.
     pub fn fit_in_flight(&mut self, parallelism: usize) -> u32 {
-        let budget = self
-            .keys
-            .get(&MAX_IN_FLIGHT_BYTES)
-            .unwrap_or(usize::MAX);
+        let budget = self.keys.get(&MAX_IN_FLIGHT_BYTES).unwrap_or(usize::MAX);
         let share = (budget / (2 * parallelism.max(1))).max(MIN_BATCH_BYTES);
         let share = u32::try_from(share).unwrap_or(u32::MAX);
         self.batch_size_bytes = self.batch_size_bytes.min(share);

@@ -95,6 +95,30 @@ fn defaults() {
     assert_eq!(c.writer.flush_interval, Duration::from_millis(1000));
     assert!(!c.writer.ignore_not_found);
     assert!(!c.writer.ignore_duplicate);
+    assert!(c.throttle.is_unlimited());
+}
+
+#[test]
+fn throttle_limits_refuse_negative_and_non_numeric_values_naming_the_key() {
+    for (key, value, hint) in [
+        (&THROTTLE_READ_SNAPSHOT_ROWS, "-1", "must be from 0"),
+        (&THROTTLE_WRITE_DIFF_ROWS, "fast", "expected a whole number"),
+        (
+            &THROTTLE_READ_DIFF_BYTES,
+            "-5mb",
+            "expected a whole number of bytes",
+        ),
+        (
+            &THROTTLE_WRITE_SNAPSHOT_BYTES,
+            "12 parsecs",
+            "unknown unit 'parsecs'",
+        ),
+    ] {
+        assert_names(&reject(&with(key, value)), key, value, hint);
+    }
+    let c = parse(&with(&THROTTLE_READ_DIFF_BYTES, " 2 MB "));
+    assert_eq!(c.throttle.read.diff.bytes_per_second, 2 << 20);
+    assert_eq!(c.keys.raw(&THROTTLE_READ_DIFF_BYTES), Some("2097152"));
 }
 
 #[test]
@@ -174,6 +198,14 @@ fn every_key_set_explicitly() {
         ("writer.ignoreNotFound", "false"),
         ("writer.ignoreDuplicate", "false"),
         ("writer.requestSizeBytes", "65536"),
+        ("throttle.read.snapshot.rowsPerSecond", "2000"),
+        ("throttle.read.snapshot.bytesPerSecond", "64mb"),
+        ("throttle.read.diff.rowsPerSecond", "300"),
+        ("throttle.read.diff.bytesPerSecond", "4 KiB"),
+        ("throttle.write.snapshot.rowsPerSecond", "1000"),
+        ("throttle.write.snapshot.bytesPerSecond", "1048576"),
+        ("throttle.write.diff.rowsPerSecond", "0"),
+        ("throttle.write.diff.bytesPerSecond", "1g"),
         ("restart-strategy", "fixeddelay"),
         ("restart-strategy.fixed-delay.attempts", "3"),
         ("restart-strategy.fixed-delay.delay", "10 s"),
@@ -312,6 +344,29 @@ fn every_key_set_explicitly() {
     assert_eq!(c.writer.max_buffer_size.get(), 64);
     assert_eq!(c.writer.flush_interval, Duration::from_millis(250));
     assert_eq!(c.writer.keys.get(&REQUEST_SIZE_BYTES).ok(), Some(65536));
+    let t = c.throttle;
+    assert_eq!(
+        (
+            t.read.snapshot.rows_per_second,
+            t.read.snapshot.bytes_per_second
+        ),
+        (2000, 64 << 20)
+    );
+    assert_eq!(
+        (t.read.diff.rows_per_second, t.read.diff.bytes_per_second),
+        (300, 4096)
+    );
+    assert_eq!(
+        (
+            t.write.snapshot.rows_per_second,
+            t.write.snapshot.bytes_per_second
+        ),
+        (1000, 1 << 20)
+    );
+    assert_eq!(
+        (t.write.diff.rows_per_second, t.write.diff.bytes_per_second),
+        (0, 1 << 30)
+    );
     // The only accepted value of the ignore keys (`true` is refused, below).
     assert!(!c.writer.ignore_not_found && !c.writer.ignore_duplicate);
 }
@@ -869,6 +924,7 @@ fn sections_are_well_formed_and_names_unique() {
                 "job",
                 "reader",
                 "writer",
+                "throttle",
                 "restart-strategy",
                 "execution",
                 "high-availability",
@@ -994,6 +1050,14 @@ fn ferry_only_keys_are_marked() {
             "reader.recopyExpiredTablets",
             "reader.historyMaxAgeSec",
             "writer.requestSizeBytes",
+            "throttle.read.snapshot.rowsPerSecond",
+            "throttle.read.snapshot.bytesPerSecond",
+            "throttle.read.diff.rowsPerSecond",
+            "throttle.read.diff.bytesPerSecond",
+            "throttle.write.snapshot.rowsPerSecond",
+            "throttle.write.snapshot.bytesPerSecond",
+            "throttle.write.diff.rowsPerSecond",
+            "throttle.write.diff.bytesPerSecond",
             "high-availability.lease-duration",
             "high-availability.renew-interval",
             "reader.kerberosPrincipal",

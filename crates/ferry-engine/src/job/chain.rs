@@ -17,6 +17,7 @@ use crate::connector::{SchemaRecord, Sink, Source, TableRef};
 use crate::enumerator::{AfterCheckpoint, CheckpointCapture, Enumerator, EnumeratorError};
 use crate::identity::TableKey;
 use crate::metrics::TableMetrics;
+use crate::throttle::{SplitThrottle, Throttles, WindowKind};
 use crate::time::{SinkTime, SourceTime};
 use std::sync::Arc;
 use tokio::time::Instant;
@@ -112,6 +113,15 @@ impl<S: Source, K> Chain<S, K> {
             .then_some(self.own_commit);
         let resumed = Resumed::restored(self.enumerator.window());
         self.advance(|phase| phase.restarted(resumed, recover));
+    }
+
+    /// The throttles a split of the open window goes through.
+    pub(super) fn throttle(&self, throttles: &Arc<Throttles>) -> SplitThrottle {
+        let kind = match self.enumerator.window() {
+            Some(w) if !w.is_snapshot() => WindowKind::Diff,
+            _ => WindowKind::Snapshot,
+        };
+        SplitThrottle::new(throttles.clone(), &self.table.name, kind)
     }
 
     /// Moves the chain to the phase `next` makes of its current one.

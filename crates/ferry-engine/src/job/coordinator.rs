@@ -113,7 +113,7 @@ impl<T: Tables> Coordinator<T> {
         });
         let from_restore_point = restore.is_some();
         let initial = restore.or(started_at);
-        let publisher = Publisher::new();
+        let publisher = Publisher::new(config.throttle);
         if let Some(end) = initial.as_ref().and_then(|s| s.last_end_timestamp) {
             publisher.metrics.set_last_end(Src::<T>::CLOCK, end);
         }
@@ -512,6 +512,7 @@ impl<T: Tables> Coordinator<T> {
                 source: chain.source.clone(),
                 sink: chain.sink.clone(),
                 metrics: chain.metrics.clone(),
+                throttle: chain.throttle(&self.publisher.throttles),
             };
             if workers.list[w].splits.send(assignment).await.is_err() {
                 // The worker is gone; put the split back and stop assigning.

@@ -11,6 +11,7 @@ use crate::connector::Tables;
 use crate::error::ControlError;
 use crate::metrics::JobMetrics;
 use crate::status::{CheckpointRecord, ExceptionRecord, JobSnapshot, JobStatus};
+use crate::throttle::{LimitsUpdate, ThrottleSnapshot, Throttles};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -95,6 +96,8 @@ pub struct JobHandle {
     /// The live counters (the pipelines update them too).
     metrics: Arc<JobMetrics>,
     replicas: Vec<Arc<crate::replication::ReplicaMetrics>>,
+    /// The limits the pipelines go through.
+    throttles: Arc<Throttles>,
 }
 
 impl std::fmt::Debug for JobHandle {
@@ -157,6 +160,29 @@ impl JobHandle {
     /// Each state replica's metrics (`job.stateReplicas`), in order.
     pub fn replicas(&self) -> Vec<crate::replication::ReplicaSnapshot> {
         self.replicas.iter().map(|r| r.snapshot()).collect()
+    }
+
+    /// The limits (job-wide and per table) and the time spent throttled.
+    pub fn throttle(&self) -> ThrottleSnapshot {
+        self.throttles.snapshot()
+    }
+
+    /// Changes the job's limits (`table` `None`) or one table's (by its
+    /// current name; refused if the job has no such table) at once, for
+    /// the splits in progress too; returns the limits now. Not kept in
+    /// checkpoints: a restarted process starts from the `throttle.*` keys.
+    pub fn set_throttle(
+        &self,
+        table: Option<&str>,
+        update: &LimitsUpdate,
+    ) -> Result<ThrottleSnapshot, ControlError> {
+        if let Some(name) = table {
+            if !self.tables().iter().any(|t| t.table_name == name) {
+                return Err(ControlError::UnknownTable(name.to_string()));
+            }
+        }
+        self.throttles.update(table, update);
+        Ok(self.throttles.snapshot())
     }
 
     async fn ask<T>(&self, make: impl FnOnce(Reply<T>) -> Control) -> Result<T, ControlError> {
@@ -230,6 +256,7 @@ pub(super) fn spawn<T: Tables>(
         control: control_tx,
         board: coordinator.publisher.subscribe(),
         metrics: coordinator.publisher.metrics.clone(),
+        throttles: coordinator.publisher.throttles.clone(),
         replicas: coordinator.checkpoints.replica_metrics(),
     };
     tokio::spawn(coordinator.run(control_rx));

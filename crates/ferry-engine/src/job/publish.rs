@@ -7,6 +7,7 @@
 use crate::identity::{TableId, TableKey};
 use crate::metrics::{JobMetrics, TableMetrics};
 use crate::status::{CheckpointRecord, ExceptionRecord, JobStatus, TableSnapshot};
+use crate::throttle::{Limits, Throttles};
 use std::collections::VecDeque;
 use std::sync::Arc;
 use tokio::sync::watch;
@@ -81,11 +82,13 @@ impl Board {
 pub(super) struct Publisher {
     board: watch::Sender<Board>,
     pub(super) metrics: Arc<JobMetrics>,
+    /// The limits, changed live through the handle; their sleep counters.
+    pub(super) throttles: Arc<Throttles>,
 }
 
 impl Publisher {
-    /// A RUNNING job with nothing done yet.
-    pub(super) fn new() -> Self {
+    /// A RUNNING job with nothing done yet, throttled by `limits`.
+    pub(super) fn new(limits: Limits) -> Self {
         let board = Board {
             status: JobStatus::Running,
             checkpoints: Vec::new(),
@@ -96,6 +99,7 @@ impl Publisher {
         Publisher {
             board: watch::channel(board).0,
             metrics: Arc::new(JobMetrics::default()),
+            throttles: Arc::new(Throttles::new(limits)),
         }
     }
 

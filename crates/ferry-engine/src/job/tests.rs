@@ -143,7 +143,12 @@ pub(super) fn config_with(extra: &[(&str, &str)]) -> JobConfig {
 
 /// A job whose snapshot window is open with both splits assigned.
 async fn started() -> Fixture {
-    let config = config_with(&[]);
+    started_with(&[]).await
+}
+
+/// [`started`] with `extra` keys.
+async fn started_with(extra: &[(&str, &str)]) -> Fixture {
+    let config = config_with(extra);
     let memory = Arc::new(MemoryStateStore::new());
     let store = || {
         CheckpointStore::new(
@@ -501,4 +506,70 @@ pub(super) fn timed_out(table: &str, operation: &str) -> EngineError {
     .table(table)
     .retry(crate::error::RetryHint::Retryable)
     .into()
+}
+
+/// Each writer's first batch (3 rows) under 1 row/s: one waits 3 s, the
+/// other 6 s (the bucket is shared) before it is written.
+const SLOW_WRITES: (&str, &str) = ("throttle.write.snapshot.rowsPerSecond", "1");
+
+#[tokio::test]
+async fn a_write_limit_holds_writes_back_until_it_is_lifted_live() {
+    let f = started_with(&[SLOW_WRITES]).await;
+    f.gate.send_replace(true);
+    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    assert_eq!(
+        f.written.load(Ordering::SeqCst),
+        0,
+        "written under the limit"
+    );
+    let shown = f.job.throttle();
+    assert_eq!(shown.job.write.snapshot.rows_per_second, 1);
+    assert!(shown.job.read.snapshot.is_unlimited());
+
+    let mut lift = crate::throttle::LimitsUpdate::default();
+    lift.write.snapshot.rows_per_second = Some(0);
+    let unknown = f.job.set_throttle(Some("nope"), &lift);
+    assert!(
+        matches!(unknown, Err(ControlError::UnknownTable(_))),
+        "{unknown:?}"
+    );
+    let now = f.job.set_throttle(None, &lift).expect("set");
+    assert!(now.job.is_unlimited());
+    for _ in 0..100 {
+        if f.written.load(Ordering::SeqCst) >= 6 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Both batches within 1 s of the lift (then diff windows follow).
+    let written = f.written.load(Ordering::SeqCst);
+    assert!(written >= 6, "{written} rows written");
+    // Both writers waited about a second.
+    let slept = f.job.throttle().throttled_write_seconds;
+    assert!((1.5..3.0).contains(&slept), "{slept}");
+    f.job.cancel().await;
+}
+
+#[tokio::test]
+async fn a_stop_does_not_wait_for_a_throttled_write() {
+    let f = started_with(&[SLOW_WRITES]).await;
+    f.gate.send_replace(true);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let asked = std::time::Instant::now();
+    let path = f
+        .job
+        .stop(StopMode::savepoint(dir()))
+        .await
+        .expect("stopped");
+    assert!(
+        asked.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        asked.elapsed()
+    );
+    assert_eq!(f.written.load(Ordering::SeqCst), 0);
+    // Nothing was written: both splits go on from their start.
+    let state = f.store.load(&path).await.expect("load").state;
+    let splits: Vec<_> = state.pending.iter().chain(&state.unassigned).collect();
+    assert_eq!(splits.len(), 2, "{state:?}");
+    assert!(splits.iter().all(|s| s.resume_key.is_none()), "{state:?}");
 }

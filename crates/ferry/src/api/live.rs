@@ -127,6 +127,10 @@ pub struct JobLive {
     /// topic, end offset, position and lag per source partition.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kafka: Option<ferry_kafka::metrics::KafkaSnapshot>,
+    /// The job's limits (job-wide and per table) and the time it spent
+    /// throttled (`throttle.*`, `PATCH /ferry/jobs/:jobid/throttle`).
+    #[serde(default)]
+    pub throttle: ferry_engine::throttle::ThrottleSnapshot,
 }
 
 /// The last REST verification of one job (also the `ferry_verify_*`
@@ -386,6 +390,7 @@ mod tests {
             periodic_savepoints: PeriodicSavepoints::default(),
             verify: None,
             tables: vec![],
+            throttle: Default::default(),
             kafka: Some(KafkaSnapshot {
                 topics: vec![TopicSnapshot {
                     topic: "in".into(),

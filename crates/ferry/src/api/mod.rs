@@ -7,7 +7,8 @@
 //!   Flink spells them (kebab-case, camelCase or snake_case, per field).
 //! - [`live`]: ferry's own `/ferry/...` bodies (submission, the live
 //!   numbers the web page and `ferry stop --drain-check` poll);
-//!   [`shards`]: a sharded job's workers and shards (`/ferry/shards`).
+//!   [`shards`]: a sharded job's workers and shards (`/ferry/shards`);
+//!   [`throttle`]: a job's limits (`/ferry/jobs/:jobid/throttle`).
 
 // Flink's REST bodies field by field: each field is the Flink field its
 // serde name gives, documented by Flink; the structs say which endpoint.
@@ -15,3 +16,4 @@
 pub mod flink;
 pub mod live;
 pub mod shards;
+pub mod throttle;

@@ -50,6 +50,69 @@ impl Target {
     }
 }
 
+/// `ferry throttle`'s limits: each given one replaces the job's (or with
+/// `--table`, the table's own); byte rates take units (64mb).
+#[derive(clap::Args, Debug, Default)]
+pub struct ThrottleFlags {
+    /// Change this table's own limits (applied on top of the job's).
+    #[arg(long)]
+    pub table: Option<String>,
+    /// Rows/s read in snapshot windows.
+    #[arg(long)]
+    pub read_snapshot_rows: Option<u64>,
+    /// Bytes/s read in snapshot windows.
+    #[arg(long, value_parser = parse_size)]
+    pub read_snapshot_bytes: Option<u64>,
+    /// Rows/s read in diff windows.
+    #[arg(long)]
+    pub read_diff_rows: Option<u64>,
+    /// Bytes/s read in diff windows.
+    #[arg(long, value_parser = parse_size)]
+    pub read_diff_bytes: Option<u64>,
+    /// Rows/s written in snapshot windows.
+    #[arg(long)]
+    pub write_snapshot_rows: Option<u64>,
+    /// Bytes/s written in snapshot windows.
+    #[arg(long, value_parser = parse_size)]
+    pub write_snapshot_bytes: Option<u64>,
+    /// Rows/s written in diff windows.
+    #[arg(long)]
+    pub write_diff_rows: Option<u64>,
+    /// Bytes/s written in diff windows.
+    #[arg(long, value_parser = parse_size)]
+    pub write_diff_bytes: Option<u64>,
+}
+
+fn parse_size(text: &str) -> Result<u64, String> {
+    ferry_engine::config::values::size_or_zero(text).map_err(|e| e.to_string())
+}
+
+impl ThrottleFlags {
+    /// The change the flags ask for; `None` when they give no limit (then
+    /// the limits are only shown).
+    pub fn request(&self) -> Option<crate::api::throttle::ThrottleRequest> {
+        use ferry_engine::throttle::{LimitsUpdate, RateUpdate, WindowUpdate};
+        let rate = |rows, bytes| RateUpdate {
+            rows_per_second: rows,
+            bytes_per_second: bytes,
+        };
+        let update = LimitsUpdate {
+            read: WindowUpdate {
+                snapshot: rate(self.read_snapshot_rows, self.read_snapshot_bytes),
+                diff: rate(self.read_diff_rows, self.read_diff_bytes),
+            },
+            write: WindowUpdate {
+                snapshot: rate(self.write_snapshot_rows, self.write_snapshot_bytes),
+                diff: rate(self.write_diff_rows, self.write_diff_bytes),
+            },
+        };
+        (update != LimitsUpdate::default()).then(|| crate::api::throttle::ThrottleRequest {
+            table: self.table.clone(),
+            update,
+        })
+    }
+}
+
 /// The verbs.
 // A doc comment on a clap field is its --help text: the fields are
 // documented there (and by the verbs that parse their own arguments).
@@ -134,6 +197,15 @@ pub enum Command {
         #[arg(long)]
         full: bool,
         job_id: String,
+    },
+    /// Show a running job's limits on rows/s and bytes/s, or change them
+    /// live (0: unlimited): `ferry throttle JOB_ID --read-snapshot-rows 1000`.
+    Throttle {
+        #[command(flatten)]
+        target: Target,
+        job_id: String,
+        #[command(flatten)]
+        limits: ThrottleFlags,
     },
     /// Checkpoint and savepoint storage tools (`ferry state mirror SRC DST`).
     State {

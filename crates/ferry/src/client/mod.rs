@@ -1,5 +1,5 @@
 //! The client half: the verbs that talk to a running ferry process
-//! (`ferry list / savepoint / stop / cancel / checkpoint`, `ferry run
+//! (`ferry list / savepoint / stop / cancel / checkpoint / throttle`, `ferry run
 //! --jobmanager`, `ferry stop --drain-check`), mirroring the `flink` CLI's
 //! options and output lines; each talks to the process's REST API and
 //! reads its answers as the typed bodies of [`crate::api`].
@@ -11,9 +11,11 @@
 mod drain;
 pub mod security;
 mod shards;
+mod throttle;
 
 pub use drain::{drain_check, drain_then_stop, DrainCheck};
 pub use security::RestClientOptions;
+pub use throttle::throttle;
 
 use crate::api::flink::{
     AsynchronousOperationResult, CheckpointInfo, CheckpointTriggerRequestBody, CheckpointType,

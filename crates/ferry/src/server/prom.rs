@@ -31,10 +31,12 @@ use prometheus_client::metrics::MetricType;
 use std::sync::Arc;
 
 mod ferry_families;
+mod throttle_families;
 use ferry_families::{
     push_dr, push_ferry, push_foreign_writes, push_kafka, push_kudu_tables, push_tables,
     push_verify,
 };
+use throttle_families::push_throttle;
 
 type Labels = Vec<(String, String)>;
 
@@ -237,6 +239,7 @@ impl FerryCollector {
             push_foreign_writes(&mut out, v, &labels);
             push_kafka(&mut out, v, &labels);
             push_verify(&mut out, v, &labels);
+            push_throttle(&mut out, v, &labels);
         }
         out.0
     }

@@ -45,6 +45,8 @@ pub struct JobView<'a> {
     pub last_periodic_savepoint: Option<String>,
     /// Each table of the job, by current source name.
     pub tables: Vec<TableSnapshot>,
+    /// The limits and the time spent throttled.
+    pub throttle: ferry_engine::throttle::ThrottleSnapshot,
     /// When the view was taken, epoch ms.
     pub now_ms: u64,
     /// Epoch ms, or -1 while the job runs.
@@ -77,6 +79,7 @@ impl JobEntry {
             replicas,
             last_periodic_savepoint,
             tables,
+            throttle: self.handle.throttle(),
             now_ms: now_ms(),
             end_time_ms: self.end_time_ms(),
             duration_ms: self.duration_ms(),

@@ -98,6 +98,23 @@ fn non_positive_intervals_and_sizes_are_refused() {
 }
 
 #[test]
+fn negative_or_non_numeric_throttle_limits_are_refused() {
+    for (key, value) in [
+        ("throttle.read.snapshot.rowsPerSecond", "-1"),
+        ("throttle.write.diff.rowsPerSecond", "fast"),
+        ("throttle.read.diff.bytesPerSecond", "-64mb"),
+        ("throttle.write.snapshot.bytesPerSecond", "3 parsecs"),
+    ] {
+        let (code, err) = run_with(&[&format!("--{key}"), value], None);
+        assert_eq!(code, 2, "{key}={value}: {err}");
+        assert!(
+            err.contains(key) && err.contains(value),
+            "{key}={value}: {err}"
+        );
+    }
+}
+
+#[test]
 fn unknown_keys_and_bad_flags_are_usage_errors() {
     let (code, err) = run_with(&["--job.tableNmae", "x"], None);
     assert_eq!(code, 2, "{err}");

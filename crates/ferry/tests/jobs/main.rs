@@ -1,8 +1,8 @@
 //! `ferry run` replicating between real Kudu clusters: the operations
 //! surface (REST, Prometheus, web page, savepoints, drain check, session
 //! mode), live tables and schema changes, quiet tablets, restarts the
-//! operator sees, stop with drain, the write guard, kill -9 crash loops and
-//! restores of an older state.
+//! operator sees, stop with drain, the write guard, kill -9 crash loops,
+//! restores of an older state and throttling changed live.
 
 // Test code: a failed unwrap is a failed test, which is what it should be.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -17,6 +17,7 @@ mod restarts;
 mod schema_changes;
 mod shards;
 mod stop_drain;
+mod throttle;
 mod write_guard;
 
 use std::sync::Arc;

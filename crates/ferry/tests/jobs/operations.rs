@@ -86,7 +86,7 @@ fn ferry(args: &[&str]) -> Output {
     crate::ferry().args(args).output()
 }
 
-fn text(o: &Output) -> (String, String) {
+pub(crate) fn text(o: &Output) -> (String, String) {
     (
         String::from_utf8_lossy(&o.stdout).into_owned(),
         String::from_utf8_lossy(&o.stderr).into_owned(),
@@ -140,10 +140,10 @@ fn metadata_dir(location: &str) -> PathBuf {
 
 /// A table of `rows` rows on the shared cluster, and where jobs keep
 /// their checkpoints.
-struct Fixture {
+pub(crate) struct Fixture {
     _cluster: Arc<MiniCluster>,
     masters: String,
-    client: KuduClient,
+    pub(crate) client: KuduClient,
     table: KuduTable,
     table_name: &'static str,
     dir: tempfile::TempDir,
@@ -151,7 +151,7 @@ struct Fixture {
 }
 
 impl Fixture {
-    async fn new(table_name: &'static str, rows: i64) -> Fixture {
+    pub(crate) async fn new(table_name: &'static str, rows: i64) -> Fixture {
         let cluster = tokio::task::block_in_place(crate::cluster);
         let masters = cluster.master_addrs_joined();
         let client = KuduClient::new(&cluster.master_addrs()).expect("client");
@@ -171,12 +171,12 @@ impl Fixture {
     }
 
     /// The sink table, `<table>_copy`.
-    fn copy(&self) -> String {
+    pub(crate) fn copy(&self) -> String {
         format!("{}_copy", self.table_name)
     }
 
     /// `ferry run` replicating the table into `<table>_copy`.
-    fn start_job(&self, extra: &[&str]) -> FerryProcess {
+    pub(crate) fn start_job(&self, extra: &[&str]) -> FerryProcess {
         crate::ferry()
             .args([
                 "run",
@@ -599,6 +599,13 @@ async fn web_page_shows_the_job_and_a_lag_chart() {
         .expect("lag chart element");
     assert!(points >= 2, "lag chart has {points} points");
     assert!(dom.contains("<polyline"), "chart drawn");
+    // The throttling card: the job's limits (unlimited here) and the time
+    // spent throttled.
+    assert!(dom.contains("<td>whole job</td>"), "throttle card");
+    assert!(
+        dom.contains("(throttled: reading 0.0 s, writing 0.0 s)"),
+        "time throttled"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

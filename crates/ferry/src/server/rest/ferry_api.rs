@@ -14,7 +14,9 @@
 //!   success and failures (`replicas`) and the periodic savepoints
 //!   (`periodic_savepoints`), the last verification (`verify`), and for
 //!   jobs with a Kafka side the connectors' counters and partition lag
-//!   (`kafka`).
+//!   (`kafka`), and the limits and time throttled (`throttle`).
+//! - `GET` / `PATCH /ferry/jobs/:jobid/throttle`: the job's limits, read
+//!   and changed live (`throttle.rs`).
 //! - `GET /ferry/overview`: the same for every job, plus process facts.
 
 use super::error::{parse_body, ApiError};
@@ -164,6 +166,7 @@ pub(super) fn job_live(v: &JobView) -> JobLive {
         verify: job.verify_live(),
         tables: v.tables.clone(),
         kafka: job.kafka.as_ref().map(|k| k.snapshot()),
+        throttle: v.throttle.clone(),
     }
 }
 

@@ -18,6 +18,7 @@ pub mod health;
 mod jobs;
 mod overview;
 mod savepoints;
+mod throttle;
 pub mod token;
 mod verify;
 
@@ -83,6 +84,12 @@ fn api() -> Router<AppState> {
         .route("/ferry/shards", get(ferry_api::shards))
         .route("/ferry/jobs/{jobid}/live", get(ferry_api::job_live_handler))
         .route("/ferry/jobs/{jobid}/verify", post(verify::trigger_verify))
+        .route(
+            "/ferry/jobs/{jobid}/throttle",
+            get(throttle::get_throttle)
+                .patch(throttle::set_throttle)
+                .post(throttle::set_throttle),
+        )
         .route(
             "/ferry/jobs/{jobid}/verify/{requestid}",
             get(verify::verify_status),
