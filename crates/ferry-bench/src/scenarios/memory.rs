@@ -121,7 +121,7 @@ pub async fn run(ctx: &Ctx, sizes: &[u64]) -> Result<PathBuf> {
     memory_tables(ctx, &runs, &mut report);
     report.result("runs", &runs);
     report.note("Each size is snapshotted twice from the same source table into two empty sink tables: first as shipped (ferry pins glibc's mmap threshold at 1 MiB: buffers of 1 MiB and more are mmapped and unmapped on free), then with GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432 (where glibc's dynamic threshold ends up: 8 MiB scan buffers come from heap arenas, which keep freed memory).");
-    report.note("ferry's scan batches are up to 8 MiB (reader.batchSizeBytes defaults to 20 MiB; the tablet servers cap a batch at --scanner_max_batch_size_bytes = 8 MiB); each pipeline holds one batch queued (READ_AHEAD = 1), one being written and one being received, plus its write buffers (adaptive, up to 1 MiB of encoded rows each).");
+    report.note("ferry's scan batches are reader.maxInFlightBytes (12 MiB) / (2 x parallelism): 3 MiB at -p 2 (reader.batchSizeBytes, 20 MiB, and the tablet servers' --scanner_max_batch_size_bytes, 8 MiB, are upper bounds); each pipeline holds the batch being written and the next one, plus its write buffers (adaptive, up to 1.5 MiB of encoded rows each).");
     drop(src);
     drop(dst);
     report.finish(&ctx.results_dir, &ctx.monitor)

@@ -83,7 +83,7 @@ crate::config_section! {
         .doc("Where the tablet servers' per-tablet write counters are read (quiet tablets, drain check, write guard): json (/metrics, filtered to those counters, every release) or prometheus (/metrics_prometheus on Kudu 1.18+ servers, /metrics on older ones; the whole dump, ~65 KB per replica).");
     /// `reader.maxInFlightBytes`.
     pub const MAX_IN_FLIGHT_BYTES: ConfigOption<usize> = ConfigOption::bytes::<{ 1 << 40 }>("reader.maxInFlightBytes")
-        .default_value("16777216")
+        .default_value("12582912")
         .doc("Bytes of scan batches the job's pipelines hold at once: each holds the batch it writes and the next one, so a scan asks for at most this / (2 × parallelism) bytes per batch (never more than reader.batchSizeBytes, never less than 1 MiB). Bounds ferry's memory; larger batches mean fewer scan requests.");
     /// `reader.recopyExpiredTablets`.
     pub const RECOPY_EXPIRED_TABLETS: ConfigOption<bool> = ConfigOption::flag("reader.recopyExpiredTablets")

@@ -1141,10 +1141,10 @@ fn a_key_read_where_it_is_used_is_checked_with_the_job() {
 fn scan_batches_fit_the_in_flight_budget() {
     let fit = |raw: &Config, p: usize| parse(raw).reader.fit_in_flight(p);
     const MIB: u32 = 1 << 20;
-    // 16 MiB over 2 batches per pipeline; Kudu's 8 MiB cap is not reached.
-    assert_eq!(fit(&minimal(), 1), 8 * MIB);
-    assert_eq!(fit(&minimal(), 2), 4 * MIB);
-    assert_eq!(fit(&minimal(), 32), MIB, "never below 1 MiB");
+    // 12 MiB over 2 batches per pipeline.
+    assert_eq!(fit(&minimal(), 1), 6 * MIB);
+    assert_eq!(fit(&minimal(), 2), 3 * MIB);
+    assert_eq!(fit(&minimal(), 8), MIB, "never below 1 MiB");
     assert_eq!(fit(&with(&BATCH_SIZE_BYTES, "65536"), 2), 65536);
     let big = with(&MAX_IN_FLIGHT_BYTES, "1073741824");
     assert_eq!(fit(&big, 2), 20 * MIB, "never above reader.batchSizeBytes");
