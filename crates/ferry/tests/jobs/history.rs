@@ -195,7 +195,7 @@ async fn a_recopy_killed_midway_is_finished_by_the_restarted_job() {
         err.contains("failpoint 'recopy.batch' hit"),
         "{status:?}\n{err}"
     );
-    let newest = newest_checkpoint(&env.chk(), &doomed.job_id()).await;
+    let newest = crate::newest_checkpoint(&env.chk(), &doomed.job_id()).await;
     let resumed_midway = split_progress(&env.chk(), &newest).await;
     assert!(
         resumed_midway > 0,
@@ -225,20 +225,4 @@ async fn split_progress(chk: &Path, checkpoint: &str) -> usize {
         .flat_map(|t| t.pending.iter().chain(&t.unassigned))
         .filter(|s| s.resume_key.is_some())
         .count()
-}
-
-/// The newest complete checkpoint of job `job_id` under `chk`.
-async fn newest_checkpoint(chk: &Path, job_id: &str) -> String {
-    use ferry_engine::checkpoint::{CheckpointStore, StorageLocation};
-    let store = CheckpointStore::open_local(
-        &StorageLocation::local(chk).expect("loc"),
-        std::num::NonZeroUsize::MIN,
-    );
-    let job = job_id.parse().expect("job id");
-    let latest = store.latest_complete(&job).await.expect("list");
-    latest
-        .checkpoint
-        .expect("a complete checkpoint")
-        .location
-        .to_uri()
 }

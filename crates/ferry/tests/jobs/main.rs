@@ -49,3 +49,20 @@ fn cluster() -> Arc<MiniCluster> {
 fn two_clusters() -> Arc<(MiniCluster, MiniCluster)> {
     CLUSTERS.get(ferry_fixtures::two_clusters)
 }
+
+/// The newest complete checkpoint of job `job_id` under `chk`, as a `-s`
+/// argument.
+async fn newest_checkpoint(chk: &std::path::Path, job_id: &str) -> String {
+    use ferry_engine::checkpoint::{CheckpointStore, StorageLocation};
+    let store = CheckpointStore::open_local(
+        &StorageLocation::local(chk).expect("location"),
+        std::num::NonZeroUsize::MIN,
+    );
+    let job = job_id.parse().expect("job id");
+    let latest = store.latest_complete(&job).await.expect("list checkpoints");
+    latest
+        .checkpoint
+        .expect("a complete checkpoint")
+        .location
+        .to_uri()
+}

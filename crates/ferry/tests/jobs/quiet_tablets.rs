@@ -111,21 +111,6 @@ fn start(src: &str, dst: &str, chk: &std::path::Path, resume: Option<&str>) -> F
     crate::ferry().arg("run").args(args).free_ports().start()
 }
 
-async fn newest_checkpoint(chk: &std::path::Path, job_id: &str) -> String {
-    use ferry_engine::checkpoint::{CheckpointStore, StorageLocation};
-    let store = CheckpointStore::open_local(
-        &StorageLocation::local(chk).expect("loc"),
-        std::num::NonZeroUsize::MIN,
-    );
-    let job = job_id.parse().expect("job id");
-    let latest = store.latest_complete(&job).await.expect("list");
-    latest
-        .checkpoint
-        .expect("a complete checkpoint")
-        .location
-        .to_uri()
-}
-
 async fn assert_equal(source: &KuduClient, sink: &KuduClient, ferry: &FerryProcess, what: &str) {
     wait_caught_up(
         source,
@@ -184,7 +169,7 @@ async fn postponed_tablets_lose_no_change_through_crashes_and_counter_resets() {
     round += 1;
     change(&source, &table, B + 100, 200, round).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let resume = newest_checkpoint(&chk, &ferry.job_id()).await;
+    let resume = crate::newest_checkpoint(&chk, &ferry.job_id()).await;
     ferry.kill9();
     round += 1;
     change(&source, &table, B + 250, 200, round).await;

@@ -11,11 +11,9 @@
 //! the sink ALTER (`FERRY_FAILPOINT=schema.before-sink-alter`, which
 //! aborts like kill -9) restarts from its newest checkpoint correctly.
 
-use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferry_engine::checkpoint::{CheckpointStore, JobId, StorageLocation};
 use ferry_fixtures::compare::compare_tables;
 use ferry_fixtures::live::{load_rows, schema_differences, wait_caught_up};
 use ferry_fixtures::process::FerryProcess;
@@ -97,17 +95,7 @@ impl Env {
 
     /// The newest complete checkpoint of job `id`, as a `-s` argument.
     async fn newest_checkpoint(&self, id: &str) -> String {
-        let store = CheckpointStore::open_local(
-            &StorageLocation::local(&self.chk()).expect("location"),
-            NonZeroUsize::MIN,
-        );
-        let job: JobId = id.parse().expect("job id");
-        let latest = store.latest_complete(&job).await.expect("list checkpoints");
-        latest
-            .checkpoint
-            .expect("a complete checkpoint")
-            .location
-            .to_uri()
+        crate::newest_checkpoint(&self.chk(), id).await
     }
 
     /// Waits until the job has every change so far, then asserts that the
