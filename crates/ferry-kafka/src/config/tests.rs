@@ -5,7 +5,7 @@ use ferry_engine::config::{
     ConfigError, JobConfig, KeyOrigin, Registry, Section, ENGINE_SECTIONS, HA_KEYS,
     HA_ZOOKEEPER_KEYS, JOB_KEYS, KERBEROS_CLUSTER_KEYS, KERBEROS_LOGIN_KEYS, KUBERNETES_HA_KEYS,
     READER_KEYS, RESTART_KEYS, SHARD_KEYS, SINK_KIND_KEYS, SOURCE_KIND_KEYS, TABLE_KEYS,
-    WRITER_KEYS,
+    THROTTLE_KEYS, WRITER_KEYS,
 };
 
 static KEYS: Registry = Registry::new(&[
@@ -18,6 +18,7 @@ static KEYS: Registry = Registry::new(&[
     &KAFKA_SOURCE_KEYS,
     &READER_KEYS,
     &WRITER_KEYS,
+    &THROTTLE_KEYS,
     &RESTART_KEYS,
     &HA_KEYS,
     &KUBERNETES_HA_KEYS,
