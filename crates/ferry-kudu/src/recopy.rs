@@ -49,12 +49,7 @@ impl SinkKeys {
     }
 
     fn name(&self) -> String {
-        self.current
-            .read()
-            .ok()
-            .map(|n| n.clone())
-            .filter(|n| !n.is_empty())
-            .unwrap_or_else(|| self.configured.clone())
+        crate::sink::name_now(&self.current, &self.configured)
     }
 
     /// An ORDERED scan of the sink's keys in `split`'s range, after the
@@ -166,9 +161,8 @@ impl Recopy {
                         .rows()
                         .map(|r| r.encoded_primary_key())
                         .collect::<Result<Vec<_>, _>>()?;
-                    let upto = keys.last().cloned();
-                    if let Some(upto) = upto {
-                        self.delete_missing(&keys, Some(&upto)).await?;
+                    if let Some(upto) = keys.last() {
+                        self.delete_missing(&keys, Some(upto)).await?;
                     }
                     self.ready.push_back((rows, resume_key.clone()));
                     self.resume = resume_key;

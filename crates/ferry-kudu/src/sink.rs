@@ -198,12 +198,7 @@ impl KuduSink {
 
     /// The sink table's name now.
     pub fn sink_name(&self) -> String {
-        self.current_name
-            .read()
-            .ok()
-            .map(|n| n.clone())
-            .filter(|n| !n.is_empty())
-            .unwrap_or_else(|| self.options.sink_table_name.clone())
+        name_now(&self.current_name, &self.options.sink_table_name)
     }
 
     /// The sink table's keys, for re-copying a source range whose history
@@ -420,6 +415,17 @@ struct Mapping {
     copy: RowCopy,
     /// The sink's immutable columns the projection feeds (`None`: none).
     immutable: Option<Arc<ImmutableCells>>,
+}
+
+/// The sink table's name as `current` records it once prepared (it
+/// follows renames), else as `configured`.
+pub(crate) fn name_now(current: &std::sync::RwLock<String>, configured: &str) -> String {
+    current
+        .read()
+        .ok()
+        .map(|n| n.clone())
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| configured.to_owned())
 }
 
 /// One pipeline's writer.
