@@ -182,13 +182,37 @@ pub const MIX_INSERT: u32 = 40;
 pub const MIX_UPDATE: u32 = 40;
 pub const MIX_DELETE: u32 = 20;
 
-/// Applies `rate` operations per second for `duration`: new keys are
+/// A paced writer's rate over time: `rate` operations per second, twice
+/// that during `burst` (its start after the writer started, its length):
+/// a bulk load.
+#[derive(Debug, Clone, Copy)]
+pub struct Pace {
+    pub rate: f64,
+    pub burst: Option<(Duration, Duration)>,
+}
+
+impl Pace {
+    /// `rate` throughout.
+    pub fn steady(rate: f64) -> Pace {
+        Pace { rate, burst: None }
+    }
+
+    /// Operations due `t` after the writer started.
+    fn due(&self, t: Duration) -> u64 {
+        let extra = self.burst.map_or(Duration::ZERO, |(from, len)| {
+            t.saturating_sub(from).min(len)
+        });
+        (self.rate * (t + extra).as_secs_f64()) as u64
+    }
+}
+
+/// Applies `pace` operations per second for `duration`: new keys are
 /// inserted from `next_id` up, updates (UPDATE_IGNORE, every column) and
 /// deletes (DELETE_IGNORE) hit random keys below the current next id.
 pub async fn churn(
     client: &KuduClient,
     table: &KuduTable,
-    rate: f64,
+    pace: Pace,
     duration: Duration,
     mut next_id: i64,
     seed: u64,
@@ -207,7 +231,7 @@ pub async fn churn(
         if elapsed >= duration {
             break;
         }
-        let due = (rate * elapsed.as_secs_f64()) as u64;
+        let due = pace.due(elapsed);
         while done < due {
             let pick = rng.gen_range(0..100);
             let op = if pick < MIX_INSERT || next_id == 0 {
@@ -241,7 +265,7 @@ pub async fn churn(
     };
     Ok(ChurnStats {
         seconds,
-        target_rows_per_s: rate,
+        target_rows_per_s: pace.rate,
         achieved_rows_per_s: done as f64 / seconds.max(1e-9),
         inserts,
         updates,

@@ -119,6 +119,14 @@ enum Scenario {
         /// diff scans from the writer's own (0: no baseline, no split).
         #[arg(long, default_value_t = scenarios::lag::DEFAULT_BASELINE_S)]
         baseline_seconds: u64,
+        /// A bulk load: the writer at twice the rate for this many seconds
+        /// (0: none), from --burst-at on; --seconds must leave a minute
+        /// after it.
+        #[arg(long, default_value_t = 0)]
+        burst_seconds: u64,
+        /// Seconds after the writer starts that the bulk load begins.
+        #[arg(long, default_value_t = 60)]
+        burst_at: u64,
     },
     /// Cost of one diff window with no changes, on tables of several sizes
     /// (default 1 M, 4 M and 16 M rows: ~7 min, of which loading 16 M rows
@@ -325,9 +333,18 @@ async fn run(cli: Cli) -> Result<()> {
             initial_rows,
             parallelism,
             baseline_seconds,
+            burst_seconds,
+            burst_at,
         } => {
             if seconds == 0 {
                 bail!("--seconds must be positive");
+            }
+            let burst = (burst_seconds > 0).then_some(scenarios::lag::Burst {
+                at_s: burst_at,
+                seconds: burst_seconds,
+            });
+            if burst.is_some() && seconds < burst_at + burst_seconds + 60 {
+                bail!("--seconds must be at least --burst-at + --burst-seconds + 60 (a minute after the bulk load)");
             }
             let params = scenarios::lag::Params {
                 seconds,
@@ -335,6 +352,7 @@ async fn run(cli: Cli) -> Result<()> {
                 initial_rows,
                 parallelism,
                 baseline_s: baseline_seconds,
+                burst,
             };
             scenarios::lag::run(&ctx, &params).await?;
         }

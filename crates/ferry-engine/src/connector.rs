@@ -102,6 +102,12 @@ pub struct WindowPlan {
     /// proven to have no change in the window: they need no read, and the
     /// window's end holds for them as for the rest. For metrics.
     pub skipped: u64,
+    /// How long after this window opened the source asks the next one to
+    /// open, at the soonest: what reading costs the source, paced to a
+    /// budget (`reader.diffScanBudget`). The engine waits at least
+    /// `job.discoveryIntervalSeconds` and never past what `reader.maxLag`
+    /// allows. `None`: no pace.
+    pub pace: Option<std::time::Duration>,
 }
 
 impl WindowPlan {

@@ -215,6 +215,7 @@ pub struct TableMetrics {
     tablet_scans_skipped: AtomicU64,
     rows_recreated: AtomicU64,
     tablets_recopied: AtomicU64,
+    window_interval_ms: AtomicU64,
     verify: std::sync::Mutex<crate::status::TableVerify>,
 }
 
@@ -240,6 +241,7 @@ impl TableMetrics {
         table.tablet_scans_skipped = get(&self.tablet_scans_skipped);
         table.rows_recreated = get(&self.rows_recreated);
         table.tablets_recopied = get(&self.tablets_recopied);
+        table.window_interval_ms = get(&self.window_interval_ms);
         table.verify = self.verify.lock().map(|v| *v).unwrap_or_default();
     }
 
@@ -302,6 +304,13 @@ impl TableMetrics {
 
     pub(crate) fn add_recopied(&self, parts: u64) {
         self.tablets_recopied.fetch_add(parts, Ordering::Relaxed);
+    }
+
+    /// The time from the table's last window opening to its next one may
+    /// open (`reader.diffScanBudget` may stretch it).
+    pub(crate) fn set_window_interval(&self, interval: std::time::Duration) {
+        self.window_interval_ms
+            .store(interval.as_millis() as u64, Ordering::Relaxed);
     }
 
     pub(crate) fn add_skipped(&self, tablets: u64) {

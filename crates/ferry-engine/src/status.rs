@@ -195,6 +195,12 @@ pub struct TableSnapshot {
     /// before their history (`reader.recopyExpiredTablets`).
     #[serde(default)]
     pub tablets_recopied: u64,
+    /// Milliseconds from the table's last window opening to the next one
+    /// may open: `job.discoveryIntervalSeconds`, or longer where the
+    /// source's budget (`reader.diffScanBudget`) paces it; 0 before the
+    /// first window.
+    #[serde(default)]
+    pub window_interval_ms: u64,
     /// Why the table is paused, if it is (the others go on).
     pub paused: Option<String>,
     /// Continuous verify's results (`job.verifyInterval`).

@@ -386,7 +386,7 @@ impl Source for KafkaSource {
         Ok(WindowPlan {
             splits,
             cursor: Some(cursor),
-            skipped: 0,
+            ..WindowPlan::default()
         })
     }
 

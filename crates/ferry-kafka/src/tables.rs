@@ -12,6 +12,7 @@ use crate::source::KafkaSource;
 use ferry_engine::config::JobConfig;
 use ferry_engine::connector::{TableRef, Tables};
 use ferry_engine::{EngineError, TableId};
+use ferry_kudu::scan_budget::ScanBudget;
 use ferry_kudu::tables::discover_tables;
 use ferry_kudu::KuduSource;
 use kudu_client::KuduClient;
@@ -23,6 +24,9 @@ pub struct KafkaTables {
     config: JobConfig,
     kafka: KafkaSinkConfig,
     metrics: Arc<KafkaMetrics>,
+    /// What every table's diff scans may cost each source tablet server,
+    /// together (`reader.diffScanBudget`).
+    budget: Option<Arc<ScanBudget>>,
 }
 
 impl KafkaTables {
@@ -30,6 +34,7 @@ impl KafkaTables {
     /// Kafka as `kafka` says.
     pub fn new(source: KuduClient, config: JobConfig, kafka: KafkaSinkConfig) -> Self {
         KafkaTables {
+            budget: ScanBudget::from_reader(&config.reader).map(Arc::new),
             source,
             config,
             kafka,
@@ -53,7 +58,8 @@ impl Tables for KafkaTables {
     }
 
     fn connect(&self, table: &TableRef) -> Result<(KuduSource, KafkaSink), EngineError> {
-        let source = KuduSource::for_table(self.source.clone(), table, self.config.reader.clone());
+        let source = KuduSource::for_table(self.source.clone(), table, self.config.reader.clone())
+            .with_budget(self.budget.clone());
         let sink = KafkaSink::new(
             &self.kafka,
             self.source.clone(),

@@ -4,7 +4,9 @@
 //! - [`source`]: [`KuduSource`], ORDERED snapshot and diff scans, one split
 //!   per tablet (or per `reader.splitSizeBytes` key range), read with
 //!   `reader.prefetching`; a diff window leaves out the tablets
-//!   [`quiet_tablets`] proves unchanged in it.
+//!   [`quiet_tablets`] proves unchanged in it, and [`scan_budget`] spaces
+//!   a table's windows to what its diff scans may cost each source tablet
+//!   server (`reader.diffScanBudget`).
 //! - [`sink`]: [`KuduSink`], UPSERT_IGNORE and key-only DELETE_IGNORE, a
 //!   scan batch written whole; it opts into the position and
 //!   schema-following capabilities. Rows re-created on the source with
@@ -42,6 +44,7 @@ pub mod position;
 mod prefetch;
 pub mod quiet_tablets;
 pub mod recopy;
+pub mod scan_budget;
 pub mod shard;
 pub mod sink;
 pub mod sink_table;

@@ -9,6 +9,7 @@
 use crate::prefetch::ScanBatches;
 use crate::quiet_tablets::{QuietTablets, Selection, TabletProbe};
 use crate::recopy::{Recopy, SinkKeys};
+use crate::scan_budget::ScanBudget;
 use crate::shard::ShardTablets;
 use crate::tserver_metrics::EndpointChoice;
 use ferry_engine::checkpoint::{SplitState, WindowState};
@@ -50,6 +51,9 @@ pub struct KuduSource {
     /// The sink a diff split whose history ran out is re-copied into
     /// (`reader.recopyExpiredTablets`; `None`: such a split fails).
     recopy: Option<SinkKeys>,
+    /// What diff scans may cost each source tablet server
+    /// (`reader.diffScanBudget`; `None`: no budget).
+    budget: Option<Arc<ScanBudget>>,
 }
 
 /// The table and schema read last, and the selection of the window being
@@ -64,6 +68,7 @@ struct Known {
 impl KuduSource {
     /// A source for `table_name` on the cluster of `client`.
     pub fn new(client: KuduClient, table_name: impl Into<String>, reader: ReaderConfig) -> Self {
+        let budget = ScanBudget::from_reader(&reader).map(Arc::new);
         KuduSource {
             client,
             table_name: table_name.into(),
@@ -74,6 +79,7 @@ impl KuduSource {
             known: Default::default(),
             shard: None,
             recopy: None,
+            budget,
         }
     }
 
@@ -91,6 +97,13 @@ impl KuduSource {
         self
     }
 
+    /// Charges its diff scans to `budget`, shared with the job's other
+    /// tables on the same cluster (`None`: no budget).
+    pub fn with_budget(mut self, budget: Option<Arc<ScanBudget>>) -> Self {
+        self.budget = budget;
+        self
+    }
+
     /// Reads the tablet servers through `probe`, shared with the job's
     /// other tables on the same cluster (one sweep per server per window
     /// for all of them).
@@ -103,6 +116,7 @@ impl KuduSource {
     /// A source for `table`, opened by its id (renames do not matter; an
     /// empty id falls back to the name).
     pub fn for_table(client: KuduClient, table: &TableRef, reader: ReaderConfig) -> Self {
+        let budget = ScanBudget::from_reader(&reader).map(Arc::new);
         KuduSource {
             client,
             table_name: table.name.clone(),
@@ -113,6 +127,7 @@ impl KuduSource {
             known: Default::default(),
             shard: None,
             recopy: None,
+            budget,
         }
     }
 
@@ -286,8 +301,8 @@ impl Source for KuduSource {
             tracing::debug!(table = %self.table_name, skipped = quiet.skip.len(), "every tablet proven unchanged in the window");
             return Ok(WindowPlan {
                 splits: Vec::new(),
-                cursor: None,
                 skipped: quiet.skip.len() as u64,
+                ..WindowPlan::default()
             });
         }
         // Re-opened so a source schema change is picked up.
@@ -304,6 +319,17 @@ impl Source for KuduSource {
             splits.retain(|s| !quiet.skip.contains(s.tablet_id()));
             tracing::debug!(table = %self.table_name, skipped = quiet.skip.len(), "tablets proven unchanged in the window are not scanned");
         }
+        let pace = match (&self.budget, window.start_timestamp) {
+            (Some(budget), Some(_)) => {
+                let leaders = self.quiet.leaders(&self.client, &table).await;
+                // A tablet not located is charged to one server of its own.
+                let servers = splits
+                    .iter()
+                    .map(|s| leaders.get(s.tablet_id()).map_or("", String::as_str));
+                Some(budget.charge(servers))
+            }
+            _ => None,
+        };
         let splits = splits
             .iter()
             .enumerate()
@@ -318,6 +344,7 @@ impl Source for KuduSource {
             // A diff window starts where the one before ended.
             cursor: None,
             skipped: quiet.skip.len() as u64,
+            pace,
         })
     }
 

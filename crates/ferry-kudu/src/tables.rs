@@ -14,6 +14,7 @@ use std::sync::Arc;
 use kudu_client::{KuduClient, TableSummary};
 
 use crate::quiet_tablets::TabletProbe;
+use crate::scan_budget::ScanBudget;
 use crate::shard::ShardTablets;
 use crate::sink::KuduSink;
 use crate::source::KuduSource;
@@ -31,6 +32,9 @@ pub struct KuduTables {
     /// The source's tablet servers as quiet tablets read them, shared by
     /// every table (one sweep per server per window for all of them).
     probe: Arc<TabletProbe>,
+    /// What every table's diff scans may cost each source tablet server,
+    /// together (`reader.diffScanBudget`).
+    budget: Option<Arc<ScanBudget>>,
 }
 
 impl KuduTables {
@@ -40,6 +44,7 @@ impl KuduTables {
             probe: Arc::new(TabletProbe::new(crate::source::endpoint_choice(
                 &config.reader,
             ))),
+            budget: ScanBudget::from_reader(&config.reader).map(Arc::new),
             source,
             sink,
             config,
@@ -200,6 +205,7 @@ impl Tables for KuduTables {
         let recopy = self.config.reader.keys.get(&RECOPY_EXPIRED_TABLETS)?;
         let source = KuduSource::for_table(self.source.clone(), table, self.config.reader.clone())
             .with_probe(self.probe.clone())
+            .with_budget(self.budget.clone())
             .with_shard(ShardTablets::of(&self.config))
             .with_recopy(recopy.then(|| sink.keys()));
         Ok((source, sink))

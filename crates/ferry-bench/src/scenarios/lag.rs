@@ -27,9 +27,11 @@
 //! grows with the MemRowSet is charged to ferry a little; on a flushed
 //! table that growth is small (inserts into an in-memory B-tree).
 
+mod burst;
 mod figures;
 mod table;
 
+pub use burst::Burst;
 pub use figures::*;
 use table::{lag_table, notes, pct};
 
@@ -76,6 +78,8 @@ pub struct Params {
     /// Seconds of the writer-only baseline per rate (0: none, and no split
     /// of the source's CPU).
     pub baseline_s: u64,
+    /// A bulk load: the writer at twice the rate for a while.
+    pub burst: Option<Burst>,
 }
 
 impl Default for Params {
@@ -86,6 +90,7 @@ impl Default for Params {
             initial_rows: DEFAULT_INITIAL_ROWS,
             parallelism: None,
             baseline_s: DEFAULT_BASELINE_S,
+            burst: None,
         }
     }
 }
@@ -128,7 +133,7 @@ pub async fn run(ctx: &Ctx, p: &Params) -> Result<PathBuf> {
         bail!("lag: no writer rate to run");
     }
     let mut params = json!({"seconds": p.seconds, "rates_rows_per_s": p.rates, "initial_rows": p.initial_rows,
-               "baseline_seconds": p.baseline_s,
+               "baseline_seconds": p.baseline_s, "burst": p.burst,
                "mix_percent": {"insert": MIX_INSERT, "update": MIX_UPDATE, "delete": MIX_DELETE},
                "discovery_interval_s": 1, "checkpointing_interval_ms": 500,
                "parallelism": p.parallelism, "tablets": data::TABLETS, "tservers_per_cluster": ctx.tservers, "replicas": 1,
@@ -285,6 +290,7 @@ impl RateRun {
             "saturation": m.saturation,
             "ferry_usage": o.usage,
             "ferry_rss_max_while_writing_mib": o.rss_max_while_writing_mib,
+            "bulk_load": o.burst,
             "samples": o.samples,
         })
     }
@@ -349,7 +355,11 @@ async fn run_rate(
     ferry.wait_windows(4, Duration::from_secs(60)).await?;
     settle(env.quiet, Duration::from_secs(30)).await;
 
-    let outcome = write_and_measure(env, ferry, table, rate, p.seconds, next_id, report).await?;
+    let pace = data::Pace {
+        rate,
+        burst: p.burst.map(|b| b.span()),
+    };
+    let outcome = write_and_measure(env, ferry, table, pace, p.seconds, next_id, report).await?;
     let w = outcome.cpu_wall_s;
     let source_cores = (outcome.cpu1.1 - outcome.cpu0.1) / w;
     let achieved = outcome.churn.achieved_rows_per_s;
@@ -406,7 +416,15 @@ async fn writer_only(
         cpu_seconds_of(&src.tserver_pids()),
         cpu_seconds_of(&dst.tserver_pids()),
     );
-    let writer = write_churn(src, table, rate, seconds, next_id, BASELINE_SEED).await?;
+    let writer = write_churn(
+        src,
+        table,
+        data::Pace::steady(rate),
+        seconds,
+        next_id,
+        BASELINE_SEED,
+    )
+    .await?;
     let c1 = (
         cpu_seconds_of(&src.tserver_pids()),
         cpu_seconds_of(&dst.tserver_pids()),
@@ -465,6 +483,8 @@ struct Outcome {
     usage: Usage,
     /// ferry's largest VmRSS at a window completion while writing.
     rss_max_while_writing_mib: Option<f64>,
+    /// The lag around a bulk load, if the writer had one.
+    burst: Option<burst::BurstFigures>,
 }
 
 /// The lag sampler: now − lastEndTimestamp every 100 ms, in the background.
@@ -534,11 +554,12 @@ async fn write_and_measure(
     env: &RateEnv<'_>,
     ferry: Ferry,
     table: &str,
-    rate: f64,
+    pace: data::Pace,
     seconds: u64,
     next_id: i64,
     report: &mut Report,
 ) -> Result<Outcome> {
+    let rate = pace.rate;
     let (src, dst) = (env.src, env.dst);
     let sampler = Sampler::start(ferry.progress(), Instant::now());
     println!("  writing {rate} rows/s for {seconds} s with ferry replicating ...");
@@ -546,7 +567,7 @@ async fn write_and_measure(
     let t0 = Instant::now();
     let cpu0 = cpu_now(&ferry, src, dst);
     let marks = src.log_marks();
-    let churn = write_churn(src, table, rate, seconds, next_id, WRITER_SEED).await?;
+    let churn = write_churn(src, table, pace, seconds, next_id, WRITER_SEED).await?;
     sampler.writing.store(false, Ordering::Relaxed);
     let stopped_at = ferry.elapsed_s();
     let cpu1 = cpu_now(&ferry, src, dst);
@@ -613,6 +634,24 @@ async fn write_and_measure(
         .iter()
         .filter_map(|w| w.rss_mib)
         .reduce(f64::max);
+    let burst = pace.burst.map(|(at, len)| {
+        let b = burst::figures(
+            Burst {
+                at_s: at.as_secs(),
+                seconds: len.as_secs(),
+            },
+            &samples,
+        );
+        println!(
+            "  bulk load: lag p99 {:.2} s before, {:.2} s during (max {:.2} s), {:.2} s from 60 s after; back to the steady p99 {} after it ended",
+            b.steady_p99_ms / 1e3,
+            b.during_p99_ms / 1e3,
+            b.during_max_ms / 1e3,
+            b.after_60s_p99_ms / 1e3,
+            b.back_to_steady_after_s.map_or("never".into(), |s| format!("{s:.1} s"))
+        );
+        b
+    });
     let lag_source = *sampler
         .source_used
         .lock()
@@ -639,6 +678,7 @@ async fn write_and_measure(
         compiles,
         usage,
         rss_max_while_writing_mib,
+        burst,
     })
 }
 
@@ -646,7 +686,7 @@ async fn write_and_measure(
 async fn write_churn(
     src: &Cluster,
     table: &str,
-    rate: f64,
+    pace: data::Pace,
     seconds: u64,
     next_id: i64,
     seed: u64,
@@ -656,7 +696,7 @@ async fn write_churn(
     data::churn(
         &writer_client,
         &t,
-        rate,
+        pace,
         Duration::from_secs(seconds),
         next_id,
         seed,

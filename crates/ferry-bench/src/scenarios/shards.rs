@@ -362,7 +362,7 @@ async fn steady(
     let writer = data::churn(
         &env.sc,
         &table,
-        p.rate,
+        data::Pace::steady(p.rate),
         Duration::from_secs(p.seconds),
         next_id,
         WRITER_SEED,

@@ -60,7 +60,7 @@ pub use ha_kubernetes::{
 pub use job::*;
 pub use map::Config;
 pub use option::{parse_choice, AnyOption, Choice, ConfigOption, Parser, Printer, ValueError};
-pub use parse::{format_duration, parse_duration};
+pub use parse::{format_duration, parse_duration, Decimal};
 pub use reader::*;
 pub use restart::*;
 pub use section::{Registry, Scope, Section};

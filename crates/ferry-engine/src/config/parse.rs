@@ -218,6 +218,40 @@ pub fn print_duration(d: &Duration) -> String {
     format_duration(*d)
 }
 
+/// A finite decimal in `[min, max]`.
+pub fn decimal(value: &str, min: f64, max: f64) -> Result<Decimal, ValueError> {
+    let x: f64 = value
+        .trim()
+        .parse()
+        .ok()
+        .filter(|x: &f64| x.is_finite())
+        .ok_or_else(|| ValueError::Invalid("expected a decimal number".to_string()))?;
+    if !(min..=max).contains(&x) {
+        return Err(ValueError::OutOfRange(format!(
+            "must be between {min} and {max}"
+        )));
+    }
+    Ok(Decimal(x))
+}
+
+/// A decimal as given back.
+pub fn print_decimal(x: &Decimal) -> String {
+    x.0.to_string()
+}
+
+/// A decimal setting (`backoff-multiplier`, `jitter-factor`,
+/// `reader.diffScanBudget`), compared by its bits so configs stay `Eq`.
+#[derive(Clone, Copy, Debug)]
+pub struct Decimal(pub f64);
+
+impl PartialEq for Decimal {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.to_bits() == other.0.to_bits()
+    }
+}
+
+impl Eq for Decimal {}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::error::ConfigError;
 use super::map::Config;
 use super::option::{ConfigOption, ValueError};
-use super::parse;
+use super::parse::{self, Decimal};
 use super::section::Section;
 use super::spec::{KeyOrigin::Reference, ValueKind};
 use crate::choice;
@@ -93,6 +93,19 @@ crate::config_section! {
     pub const HISTORY_MAX_AGE_SEC: ConfigOption<Duration> = ConfigOption::seconds("reader.historyMaxAgeSec")
         .default_value("604800")
         .doc("The source tablet servers' --tablet_history_max_age_sec (Kudu's default, 7 days): how far back a diff window may start. Only for the ferry_table_history_headroom_seconds gauge and its alert (a table's own kudu.table.history_max_age_sec is not read); the servers decide what they keep.");
+    /// `reader.diffScanBudget`.
+    pub const DIFF_SCAN_BUDGET: ConfigOption<Decimal> = ConfigOption::new("reader.diffScanBudget", ValueKind::Number, scan_budget, parse::print_decimal)
+        .default_value("0")
+        .doc("Diff scans per second the job may send each source tablet server, over all its tables; 0: no budget (a window every job.discoveryIntervalSeconds). Each diff scan of a written tablet costs its server an LLVM compile, about 0.1 s of CPU on Kudu 1.17 and 1.18, whatever it reads: a table whose windows would scan more opens them less often, and reads each tablet's changes of the longer window in one scan. Tablets proven unchanged cost nothing. reader.maxLag bounds the wait.");
+    /// `reader.maxLag`.
+    pub const MAX_LAG: ConfigOption<Duration> = ConfigOption::duration("reader.maxLag")
+        .default_value("30 s")
+        .doc("The longest reader.diffScanBudget may hold a table's next window back: the next window opens at the latest this long after the last one opened, less the time that window took, so the lag stays near this bound whatever the budget. Never shorter than job.discoveryIntervalSeconds.");
+}
+
+/// Scans per second: a decimal from 0 (no budget) to a million.
+fn scan_budget(value: &str) -> Result<Decimal, ValueError> {
+    parse::decimal(value, 0.0, 1e6)
 }
 
 /// Kudu's scan request carries the batch size as a 32-bit field.
@@ -165,6 +178,12 @@ impl ReaderConfig {
         let share = u32::try_from(share).unwrap_or(u32::MAX);
         self.batch_size_bytes = self.batch_size_bytes.min(share);
         self.batch_size_bytes
+    }
+
+    /// `reader.maxLag`: how far a source's budget may hold a window back.
+    pub fn max_lag(&self) -> Duration {
+        // Checked when the job's configuration was parsed.
+        self.keys.get(&MAX_LAG).unwrap_or(Duration::from_secs(30))
     }
 
     pub(super) fn from_config(keys: &Config) -> Result<Self, ConfigError> {

@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::error::ConfigError;
 use super::map::Config;
 use super::option::{ConfigOption, ValueError};
-use super::parse::u32_at_least;
+use super::parse::{decimal, print_decimal, u32_at_least, Decimal};
 use super::section::Section;
 use super::spec::{KeyOrigin::Flink, ValueKind};
 use crate::restart::RestartStrategy;
@@ -124,22 +124,6 @@ fn strategy_kind(value: &str) -> Result<&'static str, ValueError> {
     })
 }
 
-/// A finite decimal in `[min, max]`.
-fn decimal(value: &str, min: f64, max: f64) -> Result<Decimal, ValueError> {
-    let x: f64 = value
-        .trim()
-        .parse()
-        .ok()
-        .filter(|x: &f64| x.is_finite())
-        .ok_or_else(|| ValueError::Invalid("expected a decimal number".to_string()))?;
-    if !(min..=max).contains(&x) {
-        return Err(ValueError::OutOfRange(format!(
-            "must be between {min} and {max}"
-        )));
-    }
-    Ok(Decimal(x))
-}
-
 fn multiplier(value: &str) -> Result<Decimal, ValueError> {
     decimal(value, 1.0, 1000.0)
 }
@@ -147,23 +131,6 @@ fn multiplier(value: &str) -> Result<Decimal, ValueError> {
 fn jitter(value: &str) -> Result<Decimal, ValueError> {
     decimal(value, 0.0, 1.0)
 }
-
-fn print_decimal(x: &Decimal) -> String {
-    x.0.to_string()
-}
-
-/// A decimal setting (`backoff-multiplier`, `jitter-factor`), compared by
-/// its bits so configs stay `Eq`.
-#[derive(Clone, Copy, Debug)]
-pub struct Decimal(pub f64);
-
-impl PartialEq for Decimal {
-    fn eq(&self, other: &Self) -> bool {
-        self.0.to_bits() == other.0.to_bits()
-    }
-}
-
-impl Eq for Decimal {}
 
 /// Every restart setting, whichever strategy is chosen (so the effective
 /// configuration can be printed and read back).

@@ -85,6 +85,11 @@ fn defaults() {
         c.reader.keys.get(&HISTORY_MAX_AGE_SEC).unwrap(),
         Duration::from_secs(7 * 86_400)
     );
+    assert_eq!(c.reader.keys.get(&DIFF_SCAN_BUDGET).unwrap().0, 0.0);
+    assert_eq!(
+        c.reader.keys.get(&MAX_LAG).unwrap(),
+        Duration::from_secs(30)
+    );
 
     assert_eq!(c.writer.flush_mode, FlushMode::AutoFlushBackground);
     assert_eq!(c.writer.operation_timeout, Duration::from_millis(30_000));
@@ -191,6 +196,8 @@ fn every_key_set_explicitly() {
         ("reader.recopyExpiredTablets", "false"),
         ("reader.maxInFlightBytes", "33554432"),
         ("reader.historyMaxAgeSec", "900"),
+        ("reader.diffScanBudget", "1.5"),
+        ("reader.maxLag", "45 s"),
         ("writer.flushMode", "MANUAL_FLUSH"),
         ("writer.operationTimeout", "4321"),
         ("writer.maxBufferSize", "64"),
@@ -338,6 +345,11 @@ fn every_key_set_explicitly() {
     assert_eq!(
         c.reader.keys.get(&HISTORY_MAX_AGE_SEC).unwrap(),
         Duration::from_secs(900)
+    );
+    assert_eq!(c.reader.keys.get(&DIFF_SCAN_BUDGET).unwrap().0, 1.5);
+    assert_eq!(
+        c.reader.keys.get(&MAX_LAG).unwrap(),
+        Duration::from_secs(45)
     );
     assert_eq!(c.writer.flush_mode, FlushMode::ManualFlush);
     assert_eq!(c.writer.operation_timeout, Duration::from_millis(4321));
@@ -585,6 +597,22 @@ fn quiet_tablet_skips_are_a_count_from_zero() {
     assert_names(&err, key, "-1", "must be from 0 to 4294967295");
     let err = reject(&with(key, "many"));
     assert!(matches!(err, ConfigError::InvalidNumber { .. }), "{err:?}");
+}
+
+#[test]
+fn the_diff_scan_budget_is_a_rate_from_zero() {
+    let key = &DIFF_SCAN_BUDGET;
+    assert_eq!(
+        parse(&with(key, "0.25")).reader.keys.get(key).unwrap().0,
+        0.25
+    );
+    let err = reject(&with(key, "-1"));
+    assert!(matches!(err, ConfigError::OutOfRange { .. }), "{err:?}");
+    assert_names(&err, key, "-1", "must be between 0 and 1000000");
+    let err = reject(&with(key, "often"));
+    assert_names(&err, key, "often", "expected a decimal number");
+    let err = reject(&with(&MAX_LAG, "soon"));
+    assert_names(&err, &MAX_LAG, "soon", "expected a duration");
 }
 
 #[test]
@@ -1049,6 +1077,8 @@ fn ferry_only_keys_are_marked() {
             "reader.maxInFlightBytes",
             "reader.recopyExpiredTablets",
             "reader.historyMaxAgeSec",
+            "reader.diffScanBudget",
+            "reader.maxLag",
             "writer.requestSizeBytes",
             "throttle.read.snapshot.rowsPerSecond",
             "throttle.read.snapshot.bytesPerSecond",

@@ -20,6 +20,7 @@ use crate::metrics::TableMetrics;
 use crate::throttle::{SplitThrottle, Throttles, WindowKind};
 use crate::time::{SinkTime, SourceTime};
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::time::Instant;
 
 /// One table's chain.
@@ -37,6 +38,9 @@ pub(super) struct Chain<S, K> {
     pub(super) phase: Phase,
     /// When the open window (re)started.
     pub(super) window_opened: Option<Instant>,
+    /// How long the last completed window took, from its opening to the
+    /// checkpoint that completed it.
+    pub(super) last_took: Duration,
     pub(super) next_window_at: Instant,
     /// The sink time known for a `last_end`: (last_end, sink time).
     pub(super) sink_time: Option<(SourceTime, SinkTime)>,
@@ -72,6 +76,7 @@ impl<S: Source, K> Chain<S, K> {
             metrics: Arc::new(TableMetrics::new()),
             phase: Phase::preparing(None),
             window_opened: None,
+            last_took: Duration::ZERO,
             next_window_at: Instant::now(),
             sink_time: None,
             schema: None,
@@ -241,4 +246,45 @@ pub(super) fn find_table<'a>(states: &'a [TableState], table: &TableRef) -> Opti
                 .iter()
                 .find(|t| t.table_id.is_unknown() && t.table_name == table.name)
         })
+}
+
+/// How long after a window opens the chain's next one may open: the
+/// discovery interval, or the source's `pace` when longer, but never so
+/// long that the next window ends later than `max_lag` after this one
+/// opened, judging by how long the last window took (`last_took`).
+pub(super) fn window_interval(
+    discovery: Duration,
+    pace: Option<Duration>,
+    max_lag: Duration,
+    last_took: Duration,
+) -> Duration {
+    let Some(pace) = pace else {
+        return discovery;
+    };
+    pace.min(max_lag.saturating_sub(last_took)).max(discovery)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::window_interval;
+    use std::time::Duration;
+
+    fn s(x: u64) -> Duration {
+        Duration::from_secs(x)
+    }
+
+    #[test]
+    fn a_pace_stretches_the_interval_up_to_the_lag_bound() {
+        // No pace: the discovery interval, whatever the bound.
+        assert_eq!(window_interval(s(1), None, s(30), s(0)), s(1));
+        // A pace shorter than discovery changes nothing.
+        assert_eq!(window_interval(s(5), Some(s(2)), s(30), s(1)), s(5));
+        // A longer pace wins...
+        assert_eq!(window_interval(s(1), Some(s(4)), s(30), s(1)), s(4));
+        // ...up to the bound, less what the last window took.
+        assert_eq!(window_interval(s(1), Some(s(60)), s(30), s(5)), s(25));
+        // The bound never makes the interval shorter than discovery.
+        assert_eq!(window_interval(s(10), Some(s(60)), s(30), s(25)), s(10));
+        assert_eq!(window_interval(s(1), Some(s(60)), s(3), s(9)), s(1));
+    }
 }

@@ -207,7 +207,9 @@ impl<T: Tables> Coordinator<T> {
                 let took = chain
                     .window_opened
                     .take()
-                    .map_or(0, |t| t.elapsed().as_millis() as u64);
+                    .map_or(std::time::Duration::ZERO, |t| t.elapsed());
+                chain.last_took = took;
+                let took = took.as_millis() as u64;
                 self.publisher.metrics.window_completed(took, was_snapshot);
                 chain.metrics.window_completed();
                 chain.source.window_committed(chain.cursor.as_ref());

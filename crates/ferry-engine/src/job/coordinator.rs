@@ -421,6 +421,7 @@ impl<T: Tables> Coordinator<T> {
     async fn maybe_open_window(&mut self, i: usize, round: &mut Round) -> Result<(), EngineError> {
         let follow = self.config.schema_evolution;
         let discovery = self.config.discovery_interval;
+        let max_lag = self.config.reader.max_lag();
         let fence = self.options.fence.clone();
         let chain = &mut self.chains[i];
         if !chain.phase.may_open()
@@ -473,6 +474,9 @@ impl<T: Tables> Coordinator<T> {
         let plan = chain.source.plan(window, chain.cursor.as_ref()).await?;
         let (splits, skipped) = (plan.splits, plan.skipped);
         chain.metrics.add_skipped(skipped);
+        let interval =
+            super::chain::window_interval(discovery, plan.pace, max_lag, chain.last_took);
+        chain.metrics.set_window_interval(interval);
         tracing::info!(
             table = %chain.table.name,
             snapshot = window.is_snapshot(),
@@ -484,7 +488,7 @@ impl<T: Tables> Coordinator<T> {
         );
         chain.open(window, splits)?;
         chain.cursor = plan.cursor;
-        chain.next_window_at = Instant::now() + discovery;
+        chain.next_window_at = Instant::now() + interval;
         Ok(())
     }
 

@@ -313,7 +313,7 @@ impl Source for BoundedSource {
         Ok(crate::connector::WindowPlan {
             splits: two_splits(window),
             cursor: Some(serde_json::json!(n)),
-            skipped: 0,
+            ..crate::connector::WindowPlan::default()
         })
     }
 

@@ -240,6 +240,26 @@ impl QuietTablets {
         Some((skip, barriers))
     }
 
+    /// The tablet server of each of `table`'s tablets' leaders (of any
+    /// replica when no leader is known), by tablet id, from the locations
+    /// the probe keeps; empty when they cannot be read.
+    pub async fn leaders(&self, client: &KuduClient, table: &KuduTable) -> HashMap<String, String> {
+        let Ok(tablets) = self.probe.located(client, table).await else {
+            return HashMap::new();
+        };
+        tablets
+            .iter()
+            .filter_map(|t| {
+                let leader = t
+                    .replicas
+                    .iter()
+                    .find(|r| r.role == kudu_client::ReplicaRole::Leader)
+                    .or(t.replicas.first())?;
+                Some((t.tablet_id.clone(), leader.ts_uuid.clone()))
+            })
+            .collect()
+    }
+
     /// Forgets `table`'s tablet locations (a scan found them stale).
     pub async fn forget_locations(&self, table_id: &str) {
         self.probe.forget(table_id).await;

@@ -208,6 +208,21 @@ impl TabletProbe {
         Ok(tablets)
     }
 
+    /// `table`'s tablets as located last when that is younger than a
+    /// minute, else located again.
+    pub(crate) async fn located(
+        &self,
+        client: &KuduClient,
+        table: &KuduTable,
+    ) -> Result<Tablets, kudu_client::Error> {
+        if let Some((tablets, at)) = self.state.lock().await.locations.get(table.id()) {
+            if at.elapsed() < LOCATIONS_TTL {
+                return Ok(tablets.clone());
+            }
+        }
+        self.tablets(client, table, None).await
+    }
+
     /// Forgets `table_id`'s locations (a tablet moved, or the table went).
     pub(crate) async fn forget(&self, table_id: &str) {
         self.state.lock().await.locations.remove(table_id);

@@ -14,6 +14,7 @@ mod older_state;
 mod operations;
 mod quiet_tablets;
 mod restarts;
+mod scan_budget;
 mod schema_changes;
 mod shards;
 mod stop_drain;

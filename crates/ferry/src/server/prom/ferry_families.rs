@@ -282,6 +282,13 @@ fn push_table_gauges(out: &mut Families, v: &JobView, t: &TableSnapshot, l: &Lab
             headroom,
         );
     }
+    out.ferry(
+        "table_window_interval_seconds",
+        "Time from the table's last window opening to its next one may open: job.discoveryIntervalSeconds, or longer while the source budget (reader.diffScanBudget) paces the table, never past reader.maxLag",
+        gauge,
+        l.clone(),
+        t.window_interval_ms as f64 / 1000.0,
+    );
     for (name, help, value) in [
         (
             "table_pending_count",
