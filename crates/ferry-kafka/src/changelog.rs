@@ -223,7 +223,8 @@ fn unknown_op(op: Option<&str>) -> String {
 
 /// Decodes one record (its Kafka key and value bytes) for a sink table of
 /// `schema`. `Ok(None)`: a record that carries no change and is skipped on
-/// purpose (a Debezium tombstone that follows a delete).
+/// purpose (a Debezium tombstone that follows a delete, a ferry watermark
+/// record).
 pub fn decode(
     format: ChangelogFormat,
     schema: &Schema,
@@ -236,6 +237,10 @@ pub fn decode(
         Some(bytes) => object(parse(bytes, "value")?, "value", unwrap)?,
         None => None,
     };
+    // A ferry Kudu → Kafka topic's watermarks carry no change.
+    if value.as_ref().is_some_and(crate::watermark::is_watermark) {
+        return Ok(None);
+    }
     match format {
         ChangelogFormat::DebeziumJson => debezium(schema, key, value),
         ChangelogFormat::UpsertJson | ChangelogFormat::Json => {

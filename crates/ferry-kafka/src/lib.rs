@@ -9,6 +9,8 @@
 //! - [`sink`]: [`KafkaSink`], one topic per table (or one for all), with
 //!   `none` / `at-least-once` / `exactly-once` delivery;
 //! - [`topic`]: the topics created when missing, checked when present;
+//! - [`watermark`]: time on the topic: the window end in every record's
+//!   headers, a watermark record per partition each window;
 //! - `transaction`: exactly-once, the table's transactions committed with
 //!   its progress;
 //! - [`config`]: the Kafka sink's and source's keys and settings
@@ -33,6 +35,7 @@ pub mod source;
 pub mod tables;
 pub mod topic;
 mod transaction;
+pub mod watermark;
 
 pub use error::KafkaSinkError;
 pub use metrics::KafkaMetrics;

@@ -36,6 +36,10 @@ pub struct TopicCounters {
     pub records_skipped: u64,
     /// Records sent to the dead-letter topic.
     pub records_dead_lettered: u64,
+    /// Watermark records written (`job.sinkWatermarks`; not in
+    /// `records_produced`).
+    #[serde(default)]
+    pub watermarks_written: u64,
 }
 
 /// One topic's counters, named.
@@ -138,6 +142,10 @@ impl KafkaMetrics {
 
     pub(crate) fn transaction_aborted(&self, topic: &str) {
         self.topic(topic, |c| c.transactions_aborted += 1);
+    }
+
+    pub(crate) fn watermarks(&self, topic: &str, records: u64) {
+        self.topic(topic, |c| c.watermarks_written += records);
     }
 
     pub(crate) fn skipped(&self, topic: &str) {

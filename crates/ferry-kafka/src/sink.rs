@@ -27,6 +27,7 @@ use crate::format::{Encoder, Record, WindowInfo};
 use crate::metrics::KafkaMetrics;
 use crate::topic::{ensure_topic, TopicSpec};
 use crate::transaction::Transactions;
+use crate::watermark::{TimeHeaders, Watermarks};
 use ferry_engine::checkpoint::TableState;
 use ferry_engine::connector::{
     CapabilityFuture, SchemaFollower, SchemaRecord, Sink, SinkPositions, SinkWriter, TableRef,
@@ -34,7 +35,7 @@ use ferry_engine::connector::{
 };
 use ferry_engine::sink_position::SinkPosition;
 use ferry_engine::EngineError;
-use ferry_engine::SinkTime;
+use ferry_engine::{SinkTime, SourceTime};
 use ferry_kudu::KuduBatch;
 use kudu_client::KuduClient;
 use rdkafka::error::KafkaError;
@@ -62,6 +63,9 @@ pub struct KafkaSink {
     producer: Arc<RwLock<Option<FutureProducer>>>,
     /// The window being written, set by `record_position`.
     window: Arc<RwLock<Option<WindowInfo>>>,
+    /// `job.sinkWatermarks`: the newest window end written as watermarks,
+    /// and the topic's partitions as last read.
+    watermarks: Option<Arc<Watermarks>>,
     /// Exactly-once: the table's transactions.
     transactions: Option<Transactions>,
     /// Exactly-once: a write failed since the last recovery, so the open
@@ -120,6 +124,9 @@ impl KafkaSink {
             config: config.clone(),
             producer: Arc::new(RwLock::new(None)),
             window: Arc::new(RwLock::new(None)),
+            watermarks: config
+                .watermarks
+                .then(|| Arc::new(Watermarks::new(config.topic_for(&table.name)))),
             transactions,
             failed: Arc::new(AtomicBool::new(false)),
             metrics: Arc::default(),
@@ -299,7 +306,12 @@ impl SinkPositions for KafkaSink {
         if let Ok(mut window) = self.window.write() {
             *window = Some(position.window.into());
         }
-        Box::pin(async { Ok(()) })
+        Box::pin(async move {
+            match position.last_end {
+                Some(end) => self.write_watermarks(end).await,
+                None => Ok(()),
+            }
+        })
     }
 
     fn read_position(&self) -> CapabilityFuture<'_, Option<SinkPosition>> {
@@ -361,6 +373,32 @@ impl KafkaSink {
             "exactly-once sink ready: earlier transactions of this id fenced and aborted"
         );
         Ok(state)
+    }
+}
+
+impl KafkaSink {
+    /// Writes a watermark of `end` to every partition of the topic, unless
+    /// one as new was written (or watermarks are off).
+    async fn write_watermarks(&self, end: SourceTime) -> Result<(), EngineError> {
+        let Some(watermarks) = &self.watermarks else {
+            return Ok(());
+        };
+        let producer = self.current_producer()?;
+        let wait = self.config.delivery != DeliveryGuarantee::None;
+        match watermarks
+            .write(&producer, self.encoder.table(), end, wait)
+            .await
+        {
+            Ok(written) => {
+                self.metrics.watermarks(&self.topic, written);
+                Ok(())
+            }
+            Err(e) => {
+                // Exactly-once: the open transaction is spoilt.
+                self.failed.store(true, Ordering::SeqCst);
+                Err(e.into())
+            }
+        }
     }
 }
 
@@ -432,6 +470,7 @@ impl KafkaSinkWriter {
         let producer = current(&self.producer, &self.topic)?;
         let mut stats = WriteStats::default();
         let schema = batch.schema();
+        let headers = TimeHeaders::new(window.end);
         for row in batch.rows() {
             self.encoder
                 .encode(schema, &row, window, &mut self.record)
@@ -448,8 +487,9 @@ impl KafkaSinkWriter {
             stats.bytes +=
                 (self.record.key.len() + self.record.value.as_ref().map_or(0, Vec::len)) as u64;
             loop {
-                let mut record: FutureRecord<'_, [u8], [u8]> =
-                    FutureRecord::to(&self.topic).key(self.record.key.as_slice());
+                let mut record: FutureRecord<'_, [u8], [u8]> = FutureRecord::to(&self.topic)
+                    .key(self.record.key.as_slice())
+                    .headers(headers.owned());
                 if let Some(value) = &self.record.value {
                     record = record.payload(value.as_slice());
                 }

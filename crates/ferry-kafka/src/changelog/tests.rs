@@ -592,6 +592,23 @@ fn a_debezium_tombstone_is_skipped() {
 }
 
 #[test]
+fn a_ferry_watermark_is_skipped_in_every_format() {
+    let end = ferry_engine::SourceTime::from_raw(9 << 12);
+    let mark = crate::watermark::watermark_record("t", 1, end);
+    let key: serde_json::Value = serde_json::from_slice(&mark.key).expect("key");
+    let value: serde_json::Value =
+        serde_json::from_slice(mark.value.as_deref().expect("value")).expect("value");
+    for format in [
+        ChangelogFormat::DebeziumJson,
+        ChangelogFormat::UpsertJson,
+        ChangelogFormat::Json,
+    ] {
+        let change = decode_json(format, Some(key.clone()), Some(value.clone()));
+        assert_eq!(change.expect("decoded"), None, "{format:?}");
+    }
+}
+
+#[test]
 fn payload_wrapped_envelopes_and_keys_are_unwrapped() {
     let envelope = json!({"op": "c", "before": null, "after": row_json(json!({"nn": 5}))});
     let wrapped = json!({"schema": {"type": "struct", "optional": false}, "payload": envelope});

@@ -70,6 +70,10 @@ ferry_engine::config_section! {
     /// `job.sinkTopicReplicationFactor`.
     pub const SINK_TOPIC_REPLICATION_FACTOR: ConfigOption<u32> = topic_setting("job.sinkTopicReplicationFactor")
         .doc("Replication factor of a topic ferry creates (0: the broker's default.replication.factor).");
+    /// `job.sinkWatermarks`.
+    pub const SINK_WATERMARKS: ConfigOption<bool> = ConfigOption::flag("job.sinkWatermarks")
+        .default_value("true")
+        .doc("Write a watermark record to every partition of the topic each window: key {\"ferry_watermark\":<partition>}, header ferry.watermark, the source time every change before it in the partition is up to (docs/kafka.md, \"Time on the topic\"); false writes none. Every record carries its window end in the headers ferry.window_end and ferry.window_end_ms either way.");
 }
 
 fn progress_topic(value: &str) -> Result<String, ValueError> {
@@ -137,6 +141,8 @@ pub struct KafkaSinkConfig {
     pub topic_partitions: u32,
     /// `job.sinkTopicReplicationFactor`: 0 = the broker's default.
     pub topic_replication_factor: u32,
+    /// `job.sinkWatermarks`.
+    pub watermarks: bool,
 }
 
 /// The smallest and largest `transaction.timeout.ms` an exactly-once sink
@@ -181,6 +187,7 @@ impl KafkaSinkConfig {
                 .clamp(MIN_TRANSACTION_TIMEOUT, MAX_TRANSACTION_TIMEOUT),
             topic_partitions: keys.get(&SINK_TOPIC_PARTITIONS)?,
             topic_replication_factor: keys.get(&SINK_TOPIC_REPLICATION_FACTOR)?,
+            watermarks: keys.get(&SINK_WATERMARKS)?,
         }))
     }
 

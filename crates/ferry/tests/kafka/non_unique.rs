@@ -13,8 +13,7 @@ use ferry_testkit::MiniCluster;
 use kudu_client::write::{FlushMode, OpType, Operation, SessionOptions};
 use kudu_client::{ColumnSchema, DataType, KuduClient, KuduTable, Schema, TableBuilder, Value};
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
-use serde_json::Value as Json;
+use rdkafka::ClientConfig;
 
 const ID: &str = "auto_incrementing_id";
 const TOPIC: &str = "nu.nu_events";
@@ -77,44 +76,6 @@ async fn apply(client: &KuduClient, t: &KuduTable, ops: Vec<(OpType, i32, Option
         s.apply(Operation::new(t, op, r)).await.unwrap();
     }
     s.flush().await.unwrap();
-}
-
-/// Every record of the topic, from the start to its end: (key, value).
-fn read_topic(bootstrap: &str) -> Vec<(Json, Option<Json>)> {
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("group.id", "ferry-test-non-unique")
-        .set("enable.auto.commit", "false")
-        .set("enable.partition.eof", "true")
-        .create()
-        .unwrap();
-    let mut assignment = TopicPartitionList::new();
-    for p in 0..PARTITIONS {
-        assignment
-            .add_partition_offset(TOPIC, p, Offset::Beginning)
-            .unwrap();
-    }
-    consumer.assign(&assignment).unwrap();
-    let mut records = Vec::new();
-    let mut open: Vec<i32> = (0..PARTITIONS).collect();
-    let deadline = Instant::now() + BOUND;
-    while !open.is_empty() {
-        assert!(Instant::now() < deadline, "reading {TOPIC} stalled");
-        let message = match consumer.poll(Duration::from_millis(500)) {
-            None => continue,
-            Some(Err(rdkafka::error::KafkaError::PartitionEOF(p))) => {
-                open.retain(|&q| q != p);
-                continue;
-            }
-            Some(m) => m.unwrap(),
-        };
-        let key: Json = serde_json::from_slice(message.key().unwrap()).unwrap();
-        let value = message
-            .payload()
-            .map(|v| serde_json::from_slice(v).unwrap());
-        records.push((key, value));
-    }
-    records
 }
 
 async fn wait_until<F, Fut>(what: &str, mut check: F)
@@ -253,9 +214,11 @@ async fn a_non_unique_key_table_round_trips_with_its_hidden_ids() {
 
     // Every record is keyed by the full key; a deleted row's tombstone is
     // keyed by its own id, and the last record of each key is its row.
-    let records = tokio::task::spawn_blocking(move || read_topic(&bootstrap))
-        .await
-        .unwrap();
+    let records = tokio::task::spawn_blocking(move || {
+        crate::read_topic(&bootstrap, TOPIC, PARTITIONS).records
+    })
+    .await
+    .unwrap();
     let mut last: BTreeMap<(i32, i64), Option<i64>> = BTreeMap::new();
     for (key, value) in &records {
         let fields: BTreeSet<&str> = key

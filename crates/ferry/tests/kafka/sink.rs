@@ -19,8 +19,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rdkafka::admin::{AdminClient, AdminOptions, ResourceSpecifier};
 use rdkafka::client::DefaultClientContext;
-use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
+use rdkafka::ClientConfig;
 use serde_json::{json, Map, Value as Json};
 use std::collections::BTreeMap;
 use std::num::NonZeroUsize;
@@ -137,49 +136,6 @@ async fn source_rows(client: &KuduClient) -> BTreeMap<i64, Json> {
             (id, Json::Object(row))
         })
         .collect()
-}
-
-/// Every committed record of `topic` from the start to its end (the last
-/// stable offset: `read_committed`), in partition order: (key, value).
-fn read_topic(bootstrap: &str, topic: &str) -> Vec<(Json, Option<Json>)> {
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("group.id", "ferry-test-reader")
-        .set("enable.auto.commit", "false")
-        .set("enable.partition.eof", "true")
-        .set("isolation.level", "read_committed")
-        .create()
-        .expect("consumer");
-    let mut assignment = TopicPartitionList::new();
-    for p in 0..PARTITIONS {
-        assignment
-            .add_partition_offset(topic, p, Offset::Beginning)
-            .expect("assignment");
-    }
-    consumer.assign(&assignment).expect("assign");
-    let mut records = Vec::new();
-    let mut open: Vec<i32> = (0..PARTITIONS).collect();
-    let deadline = std::time::Instant::now() + Duration::from_secs(120);
-    while !open.is_empty() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "reading {topic} stalled (partitions {open:?} not at their end)"
-        );
-        let message = match consumer.poll(Duration::from_millis(500)) {
-            None => continue,
-            Some(Err(rdkafka::error::KafkaError::PartitionEOF(p))) => {
-                open.retain(|&q| q != p);
-                continue;
-            }
-            Some(m) => m.expect("record"),
-        };
-        let key: Json = serde_json::from_slice(message.key().expect("key")).expect("JSON key");
-        let value = message
-            .payload()
-            .map(|v| serde_json::from_slice(v).expect("JSON value"));
-        records.push((key, value));
-    }
-    records
 }
 
 /// Records that repeat the record before them of the same key (a replay
@@ -318,12 +274,18 @@ async fn kudu_to_kafka_through_kill_9_restarts_folds_to_the_source() {
 
     let expected = source_rows(&source).await;
     assert!(expected.len() > 1_000, "{} rows", expected.len());
-    let records = tokio::task::spawn_blocking({
+    let read = tokio::task::spawn_blocking({
         let bootstrap = bootstrap.clone();
-        move || read_topic(&bootstrap, TABLE)
+        move || crate::read_topic(&bootstrap, TABLE, PARTITIONS)
     })
     .await
     .expect("reader");
+    // Watermarks in every partition, as many as windows in each.
+    for p in 0..PARTITIONS {
+        let marks = read.watermarks.iter().filter(|(q, _)| *q == p).count();
+        assert!(marks > 10, "{marks} watermarks in partition {p}");
+    }
+    let records = read.records;
     let folded = fold_upserts(&records);
     eprintln!(
         "at-least-once: {} records, {} repeating the one before them (replays)",
@@ -382,7 +344,7 @@ async fn kudu_to_kafka_through_kill_9_restarts_folds_to_the_source() {
     let records = tokio::task::spawn_blocking({
         let bootstrap = bootstrap.clone();
         let topic = topic.clone();
-        move || read_topic(&bootstrap, &topic)
+        move || crate::read_topic(&bootstrap, &topic, PARTITIONS).records
     })
     .await
     .expect("reader");
@@ -523,7 +485,7 @@ async fn kudu_to_kafka_exactly_once_through_kill_9_restarts() {
     let records = tokio::task::spawn_blocking({
         let bootstrap = bootstrap.clone();
         let topic = topic.clone();
-        move || read_topic(&bootstrap, &topic)
+        move || crate::read_topic(&bootstrap, &topic, PARTITIONS).records
     })
     .await
     .expect("reader");

@@ -433,6 +433,7 @@ pub(super) fn push_kafka(out: &mut Families, v: &JobView, labels: &Labels) {
 
 /// The `ferry_kafka_*` families of one snapshot (apart from
 /// [`push_kafka`] so that tests can render a snapshot built by hand).
+// Long on purpose: one flat table of the topic families, name by name.
 pub(super) fn push_kafka_snapshot(out: &mut Families, s: &KafkaSnapshot, labels: &Labels) {
     let counter = MetricType::Counter;
     let gauge = MetricType::Gauge;
@@ -479,6 +480,11 @@ pub(super) fn push_kafka_snapshot(out: &mut Families, s: &KafkaSnapshot, labels:
                 "kafka_records_dead_lettered",
                 "Records of the topic sent to the dead-letter topic",
                 c.records_dead_lettered,
+            ),
+            (
+                "kafka_watermarks_written",
+                "Watermark records written to the topic's partitions (job.sinkWatermarks)",
+                c.watermarks_written,
             ),
         ] {
             out.ferry(name, help, counter, l.clone(), value as f64);
