@@ -105,6 +105,7 @@ fn the_kafka_keys_are_ferrys_and_documented() {
             "job.sinkProgressTopic",
             "job.sinkTopicPartitions",
             "job.sinkTopicReplicationFactor",
+            "job.sinkWatermarks",
             "job.sourceBootstrapServers",
             "job.sourceTopic",
             "job.sourceFormat",
@@ -144,7 +145,14 @@ fn a_kafka_sink_needs_brokers_and_no_sink_masters() {
     assert_eq!(k.bootstrap_servers, "a:9092,b:9092");
     assert_eq!(k.format, RecordFormat::DebeziumJson);
     assert_eq!(k.delivery, DeliveryGuarantee::AtLeastOnce);
+    assert!(k.watermarks, "watermarks by default");
     assert!(cfg.sink_master_addresses.is_empty());
+    let (_, off, _) = kafka_sink(&[
+        ("job.sinkBootstrapServers", "a:9092"),
+        ("job.sinkWatermarks", "false"),
+    ])
+    .expect("valid");
+    assert!(!off.expect("kafka").watermarks);
 }
 
 #[test]
@@ -152,6 +160,7 @@ fn kafka_values_are_checked_and_named() {
     let base = ("job.sinkBootstrapServers", "a:9092");
     for (pair, needle) in [
         (("job.sinkFormat", "avro"), "job.sinkFormat"),
+        (("job.sinkWatermarks", "sometimes"), "job.sinkWatermarks"),
         (("job.sinkTopic", "bad topic"), "job.sinkTopic"),
         (
             ("job.sinkDeliveryGuarantee", "twice"),
