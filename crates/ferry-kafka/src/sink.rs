@@ -65,7 +65,7 @@ pub struct KafkaSink {
     window: Arc<RwLock<Option<WindowInfo>>>,
     /// `job.sinkWatermarks`: the newest window end written as watermarks,
     /// and the topic's partitions as last read.
-    watermarks: Option<Arc<Watermarks>>,
+    watermarks: Option<Watermarks>,
     /// Exactly-once: the table's transactions.
     transactions: Option<Transactions>,
     /// Exactly-once: a write failed since the last recovery, so the open
@@ -126,7 +126,7 @@ impl KafkaSink {
             window: Arc::new(RwLock::new(None)),
             watermarks: config
                 .watermarks
-                .then(|| Arc::new(Watermarks::new(config.topic_for(&table.name)))),
+                .then(|| Watermarks::new(config.topic_for(&table.name))),
             transactions,
             failed: Arc::new(AtomicBool::new(false)),
             metrics: Arc::default(),
