@@ -61,7 +61,7 @@ async fn a_diff_scan_budget_spaces_the_windows_within_the_lag_bound() {
     }
     let completed = windows(&job) - w0;
     assert!(
-        (2.0..=6.0).contains(&completed),
+        (1.0..=6.0).contains(&completed),
         "{completed} windows in 16 s (intervals {intervals:?})"
     );
     let paced = intervals.iter().copied().fold(0.0f64, f64::max);
@@ -69,8 +69,9 @@ async fn a_diff_scan_budget_spaces_the_windows_within_the_lag_bound() {
         (3.5..=7.0).contains(&paced),
         "window intervals {intervals:?}: paced to the budget, within reader.maxLag"
     );
-    // The lag bound holds (a window's own time and a scrape's slack on top).
-    assert!(worst_lag <= 9.0, "lag reached {worst_lag} s");
+    // The lag bound holds, judged by the window before: a slower window
+    // and a scrape's slack come on top.
+    assert!(worst_lag <= 12.0, "lag reached {worst_lag} s");
 
     let stats = writer.stop().await;
     assert!(stats.applied > 2_000, "{stats:?}");
