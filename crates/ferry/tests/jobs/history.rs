@@ -22,9 +22,8 @@ const CATCH_UP: Duration = Duration::from_secs(90);
 
 /// The short tables' own history retention. The re-copy reads the source
 /// at the resumed window's end, so that end must stay within it from the
-/// window's opening to the re-copy's start (and across the kill and
-/// restart of the second test): on a loaded 2-core CI machine that took
-/// 8.7 s once, so 3 s failed there.
+/// window's opening to the re-copy's start, and across the kill and
+/// restart of the second test.
 const HISTORY_S: u64 = 12;
 
 /// How long the job stays down: past the short history.
@@ -97,7 +96,7 @@ impl Env {
         }
         let mut ferry = self.start(&names.join(","), &[]);
         wait_caught_up(&self.source, ferry.metrics(), names, CATCH_UP).await;
-        ferry.stop_with_savepoint(&self.dir.path().join("sp"))
+        stop_drained(&mut ferry, &self.dir.path().join("sp"))
     }
 
     /// Keeps `table`'s history `HISTORY_S` seconds from now on.
@@ -219,6 +218,29 @@ async fn a_recopy_killed_midway_is_finished_by_the_restarted_job() {
         recopied(&text, "hk") >= 1.0,
         "the restarted job went on re-copying"
     );
+}
+
+/// `ferry stop -d`: the savepoint is taken between windows, so the resumed
+/// job's first window ends when it opens. (A savepoint holding an open
+/// window is resumed with that window's old end, which a re-copy cannot
+/// read once the history is past it: docs/operations.md.) Returns the
+/// savepoint's path.
+fn stop_drained(ferry: &mut FerryProcess, dir: &Path) -> String {
+    let out = crate::ferry()
+        .args(["stop", "-d", "-m", &ferry.jobmanager(), "-p"])
+        .arg(dir.to_string_lossy())
+        .arg(ferry.job_id())
+        .output();
+    let (o, e) = super::operations::text(&out);
+    assert!(out.status.success(), "ferry stop -d: {o}{e}");
+    let path = o
+        .lines()
+        .find_map(|l| l.strip_prefix("Savepoint completed. Path: "))
+        .unwrap_or_else(|| panic!("no savepoint path in {o}"))
+        .to_string();
+    let status = ferry.wait_exit(Duration::from_secs(60));
+    assert!(status.success(), "{status:?}: {}", ferry.stderr_text());
+    path
 }
 
 /// Splits of the open window that `checkpoint` records part-way done.
