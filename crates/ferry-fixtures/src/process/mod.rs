@@ -358,6 +358,16 @@ impl FerryProcess {
     /// `ferry stop -m <REST> -p <dir> <job>`: the savepoint's path; the
     /// process has ended (successfully) when this returns.
     pub fn stop_with_savepoint(&mut self, dir: &Path) -> String {
+        self.stop(dir, false)
+    }
+
+    /// `ferry stop -d …`: the open window finished first, so the savepoint
+    /// is taken between windows; its path.
+    pub fn stop_drained(&mut self, dir: &Path) -> String {
+        self.stop(dir, true)
+    }
+
+    fn stop(&mut self, dir: &Path, drain: bool) -> String {
         let id = self.job_id();
         let out = FerryCommand::new(&self.bin)
             .args([
@@ -367,6 +377,7 @@ impl FerryProcess {
                 "-p",
                 &dir.to_string_lossy(),
             ])
+            .args(drain.then_some("-d"))
             .arg(&id)
             .output();
         let o = String::from_utf8_lossy(&out.stdout).into_owned();

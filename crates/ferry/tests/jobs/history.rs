@@ -96,7 +96,11 @@ impl Env {
         }
         let mut ferry = self.start(&names.join(","), &[]);
         wait_caught_up(&self.source, ferry.metrics(), names, CATCH_UP).await;
-        stop_drained(&mut ferry, &self.dir.path().join("sp"))
+        // Drained: the savepoint is taken between windows, so the resumed
+        // job's first window ends when it opens. (One holding an open
+        // window resumes it with its old end, which a re-copy cannot read
+        // once the history is past it: docs/operations.md.)
+        ferry.stop_drained(&self.dir.path().join("sp"))
     }
 
     /// Keeps `table`'s history `HISTORY_S` seconds from now on.
@@ -218,29 +222,6 @@ async fn a_recopy_killed_midway_is_finished_by_the_restarted_job() {
         recopied(&text, "hk") >= 1.0,
         "the restarted job went on re-copying"
     );
-}
-
-/// `ferry stop -d`: the savepoint is taken between windows, so the resumed
-/// job's first window ends when it opens. (A savepoint holding an open
-/// window is resumed with that window's old end, which a re-copy cannot
-/// read once the history is past it: docs/operations.md.) Returns the
-/// savepoint's path.
-fn stop_drained(ferry: &mut FerryProcess, dir: &Path) -> String {
-    let out = crate::ferry()
-        .args(["stop", "-d", "-m", &ferry.jobmanager(), "-p"])
-        .arg(dir.to_string_lossy())
-        .arg(ferry.job_id())
-        .output();
-    let (o, e) = super::operations::text(&out);
-    assert!(out.status.success(), "ferry stop -d: {o}{e}");
-    let path = o
-        .lines()
-        .find_map(|l| l.strip_prefix("Savepoint completed. Path: "))
-        .unwrap_or_else(|| panic!("no savepoint path in {o}"))
-        .to_string();
-    let status = ferry.wait_exit(Duration::from_secs(60));
-    assert!(status.success(), "{status:?}: {}", ferry.stderr_text());
-    path
 }
 
 /// Splits of the open window that `checkpoint` records part-way done.
