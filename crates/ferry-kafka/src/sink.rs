@@ -114,8 +114,10 @@ impl KafkaSink {
                 reader,
             }
         });
+        let topic = config.topic_for(&table.name);
         KafkaSink {
-            topic: config.topic_for(&table.name),
+            watermarks: config.watermarks.then(|| Watermarks::new(topic.clone())),
+            topic,
             encoder: Encoder::new(config.format, &table.name, job_name),
             source,
             table: table.clone(),
@@ -124,9 +126,6 @@ impl KafkaSink {
             config: config.clone(),
             producer: Arc::new(RwLock::new(None)),
             window: Arc::new(RwLock::new(None)),
-            watermarks: config
-                .watermarks
-                .then(|| Watermarks::new(config.topic_for(&table.name))),
             transactions,
             failed: Arc::new(AtomicBool::new(false)),
             metrics: Arc::default(),
